@@ -1,0 +1,36 @@
+"""Errors users see. Every input error names where the problem is: file, row and field."""
+
+from __future__ import annotations
+
+
+class CgRayError(Exception):
+    """Base class: the CLI prints these as one clear line and exits non-zero (no traceback)."""
+
+
+class InputError(CgRayError):
+    """Bad user input, located as precisely as we can (file, 0-based row, field)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        row: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = path
+        self.row = row
+        self.field = field
+        self.reason = message
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if row is not None:
+            where.append(f"row {row}")
+        if field is not None:
+            where.append(f"field {field!r}")
+        super().__init__(f"{': '.join([', '.join(where), message]) if where else message}")
+
+
+class ConfigError(CgRayError):
+    """An invalid configuration value (validated once, at the edge)."""

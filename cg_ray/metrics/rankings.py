@@ -1,0 +1,50 @@
+"""Best / worst concepts by X_model and most / least covered by X_bench, with the paper's filters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from cg_ray.metrics.compute import CGResult
+
+
+@dataclass(frozen=True)
+class Rankings:
+    eligible: npt.NDArray[np.bool_]  # concepts passing the filters
+    best_model: list[int]  # highest X_model first
+    worst_model: list[int]  # lowest X_model first
+    most_covered: list[int]  # highest X_bench first
+    least_covered: list[int]  # lowest non-missing X_bench first
+
+    def as_dict(self) -> dict[str, list[int] | int]:
+        return {
+            "n_eligible": int(self.eligible.sum()),
+            "best_model": self.best_model,
+            "worst_model": self.worst_model,
+            "most_covered": self.most_covered,
+            "least_covered": self.least_covered,
+        }
+
+
+def _ordered(values: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_], k: int, descending: bool) -> list[int]:
+    idx = np.flatnonzero(mask)
+    # Ties broken by concept id so rankings are reproducible.
+    key = -values[idx] if descending else values[idx]
+    order = np.lexsort((idx, key))
+    return [int(i) for i in idx[order[:k]]]
+
+
+def rank_concepts(result: CGResult) -> Rankings:
+    cfg = result.config
+    eligible = (result.n_benchmarks_active >= cfg.min_benchmarks) & (result.n_active_rows >= cfg.min_rows)
+    scored = eligible & ~np.isnan(result.X_model)
+    present = eligible & (result.X_bench >= cfg.epsilon)
+    return Rankings(
+        eligible=eligible,
+        best_model=_ordered(result.X_model, scored, cfg.top_k, descending=True),
+        worst_model=_ordered(result.X_model, scored, cfg.top_k, descending=False),
+        most_covered=_ordered(result.X_bench, present, cfg.top_k, descending=True),
+        least_covered=_ordered(result.X_bench, present, cfg.top_k, descending=False),
+    )

@@ -1,0 +1,78 @@
+"""Column names and Arrow schemas of every artifact: the one place that defines the contracts."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import pyarrow as pa
+
+# rows.parquet: one row per scored item.
+ROW_ID: Final = "row_id"
+BENCHMARK: Final = "benchmark"
+MODEL: Final = "model"
+SCORE: Final = "score"
+N_TOKENS: Final = "n_tokens"
+CONCEPT_IDS: Final = "concept_ids"
+CONCEPT_ACTS: Final = "concept_acts"
+
+# Parquet schema metadata key holding the SAE width (number of concepts).
+D_SAE_METADATA_KEY: Final = b"cg_ray.d_sae"
+
+ROWS_SCHEMA: Final = pa.schema(
+    [
+        pa.field(ROW_ID, pa.string(), nullable=False),
+        pa.field(BENCHMARK, pa.string(), nullable=False),
+        pa.field(MODEL, pa.string(), nullable=True),
+        pa.field(SCORE, pa.float64(), nullable=True),
+        pa.field(N_TOKENS, pa.int32(), nullable=False),
+        pa.field(CONCEPT_IDS, pa.list_(pa.int32()), nullable=False),
+        pa.field(CONCEPT_ACTS, pa.list_(pa.float32()), nullable=False),
+    ]
+)
+REQUIRED_ROW_COLUMNS: Final = (ROW_ID, BENCHMARK, SCORE, N_TOKENS, CONCEPT_IDS, CONCEPT_ACTS)
+
+
+def rows_schema_with_d_sae(d_sae: int) -> pa.Schema:
+    return ROWS_SCHEMA.with_metadata({D_SAE_METADATA_KEY: str(d_sae).encode()})
+
+
+# Coverage classes, in order from least to most covered.
+CoverageClass = Literal["missing", "under", "normal", "over"]
+COVERAGE_CLASSES: Final[tuple[CoverageClass, ...]] = ("missing", "under", "normal", "over")
+
+# concepts.parquet
+CONCEPTS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("concept_id", pa.int32(), nullable=False),
+        pa.field("label", pa.string(), nullable=True),
+        pa.field("X_bench", pa.float64(), nullable=False),
+        pa.field("X_model", pa.float64(), nullable=True),
+        pa.field("n_benchmarks_active", pa.int32(), nullable=False),
+        pa.field("n_active_rows", pa.int64(), nullable=False),
+        pa.field("coverage_class", pa.string(), nullable=False),
+        pa.field("is_model_gap", pa.bool_(), nullable=False),
+    ]
+)
+
+# benchmark_concepts.parquet: only pairs with a positive activation sum.
+BENCHMARK_CONCEPTS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("benchmark", pa.string(), nullable=False),
+        pa.field("concept_id", pa.int32(), nullable=False),
+        pa.field("chi_bench", pa.float64(), nullable=False),
+        pa.field("chi_model", pa.float64(), nullable=True),
+        pa.field("n_active_rows", pa.int64(), nullable=False),
+        pa.field("coverage_class", pa.string(), nullable=False),
+    ]
+)
+
+# Run-directory file names.
+ROWS_FILE: Final = "rows.parquet"
+CONCEPTS_FILE: Final = "concepts.parquet"
+BENCHMARK_CONCEPTS_FILE: Final = "benchmark_concepts.parquet"
+SUMMARY_FILE: Final = "summary.json"
+RANKINGS_FILE: Final = "rankings.json"
+# Drop-in names of the official CG code's outputs.
+OFFICIAL_COVERAGE_CSV: Final = "concept_cg_coverage_summary.csv"
+OFFICIAL_SALIENCY_CSV: Final = "concept_saliency_details.csv"
+OFFICIAL_SCORES_CSV: Final = "concept_scores.csv"
