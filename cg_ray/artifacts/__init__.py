@@ -1,0 +1,1 @@
+"""Run artifacts: reading/validating rows.parquet, writing the run directory, atomic publishing."""

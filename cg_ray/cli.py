@@ -1,0 +1,53 @@
+"""`cg-ray ...` entry points. Each subsystem registers its own subcommands (`register(subparsers)`);
+heavy imports (torch, ray, vllm) happen inside the handlers, never at import time."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from cg_ray import __version__
+from cg_ray.errors import CgRayError
+
+# Modules exposing `register(subparsers)`; order is the order in `cg-ray --help`.
+COMMAND_MODULES: tuple[str, ...] = (
+    "cg_ray.metrics.cli",
+    "cg_ray.synthetic",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cg-ray",
+        description="Competency gaps of language models and their benchmarks, from SAE concepts.",
+    )
+    parser.add_argument("--version", action="version", version=f"cg-ray {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    try:
+        return int(args.handler(args) or 0)
+    except CgRayError as exc:
+        print(f"cg-ray {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"cg-ray {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
