@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -60,14 +61,17 @@ def naive(path: Path, n_rows: int) -> tuple[float, np.ndarray]:
     scores = table["score"].to_numpy()
     chi_model = []
     for name in np.unique(bench):
-        sel = bench == name
-        s = dense[sel].astype(np.float64)
-        act = s.sum(axis=0)
-        weighted = (scores[sel, None] * s).sum(axis=0)
+        sel = np.flatnonzero(bench == name)
+        s = dense[sel]
+        act = s.sum(axis=0, dtype=np.float64)
+        # float32 matvec: a float64 score vector would make NumPy upcast the whole block (20× slower).
+        weighted = (scores[sel].astype(np.float32) @ s).astype(np.float64)
         (s > 0).sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
             chi_model.append(np.where(act > 0, weighted / act, np.nan))
-    x_model = np.nanmean(np.stack(chi_model), axis=0)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # concepts no row activates: NaN by design
+        x_model = np.nanmean(np.stack(chi_model), axis=0)
     return time.perf_counter() - t0, x_model
 
 
@@ -86,9 +90,8 @@ def main() -> None:
             big, SyntheticSpec(benchmarks=benchmarks, rows_per_benchmark=args.rows // 4, d_sae=D_SAE, nnz=NNZ)
         )
         meta = pq.ParquetFile(big).metadata
-        print(
-            f"generated {meta.num_rows:,} rows in {time.perf_counter() - t0:.1f} s ({big.stat().st_size / 2**20:.0f} MiB)"
-        )
+        size_mib = big.stat().st_size / 2**20
+        print(f"generated {meta.num_rows:,} rows in {time.perf_counter() - t0:.1f} s ({size_mib:.0f} MiB)")
 
         full = ours(big)
         rate = full["rows"] / (full["aggregate_s"] + full["metrics_s"])
@@ -106,7 +109,7 @@ def main() -> None:
         mine = ours(small)
         mine_s = mine["aggregate_s"] + mine["metrics_s"]
         naive_s, naive_x = naive(small, naive_rows)
-        assert abs(np.nanmedian(naive_x) - mine["median_X_model"]) < 1e-9, "naive and ours disagree"
+        assert abs(np.nanmedian(naive_x) - mine["median_X_model"]) < 1e-4, "naive and ours disagree"
         print(f"naive dense, {naive_rows:,} rows: {naive_s:.2f} s = {naive_rows / naive_s:,.0f} rows/s")
         print(f"ours,        {naive_rows:,} rows: {mine_s:.2f} s = {naive_rows / mine_s:,.0f} rows/s")
         print(f"speedup over naive dense: {naive_s / mine_s:.1f}x")

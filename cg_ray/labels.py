@@ -104,15 +104,17 @@ def load_labels(path: str | os.PathLike[str], source: str | None = None, d_sae: 
     if not p.is_file():
         raise InputError("no such labels file", path=str(p))
     per_source: dict[str | None, dict[int, str]] = {}
+    seen_sources: set[str] = set()
     for line, rec in _records(p):
         src, index, label = _parse(rec, p, line)
-        if source is not None and src is not None and src != source:
-            continue
+        if src is not None:
+            seen_sources.add(src)
+            if source is not None and src != source:
+                continue
         if label:
             per_source.setdefault(src, {}).setdefault(index, label)
     if source is not None and source not in per_source and None not in per_source:
-        known = sorted(s for s in per_source if s)
-        raise InputError(f"no labels for source {source!r} (sources in file: {known})", path=str(p))
+        raise InputError(f"no labels for source {source!r} (sources in file: {sorted(seen_sources)})", path=str(p))
     if len(per_source) > 1:
         raise InputError(
             f"labels of several SAEs {sorted(s for s in per_source if s)}; choose one with --labels-source",

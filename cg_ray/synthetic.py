@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
@@ -37,27 +38,45 @@ class SyntheticSpec:
     chunk_rows: int = 65_536
 
 
-def _popularity(rng: np.random.Generator, spec: SyntheticSpec) -> np.ndarray:
-    """(benchmarks × d_sae) draw probabilities."""
-    d = spec.d_sae
-    base = 1.0 / (np.arange(d) + 10.0) ** 1.1
-    base = base[rng.permutation(d)]
-    base[rng.random(d) < spec.missing_fraction] = 0.0
-    probs = np.empty((len(spec.benchmarks), d))
-    for b in range(len(spec.benchmarks)):
-        topic = rng.random(d) < 0.02
-        w = base * np.where(topic, 25.0, 1.0) * rng.uniform(0.5, 1.5, size=d)
-        probs[b] = w / w.sum()
-    return probs
+@dataclass(frozen=True)
+class SyntheticPlan:
+    """The hidden truth of a synthetic suite: what each benchmark covers and what the model finds hard."""
+
+    probs: np.ndarray  # benchmarks × d_sae draw probabilities
+    topics: np.ndarray  # benchmarks × d_sae: concepts a benchmark over-samples
+    effect: np.ndarray  # d_sae: log-odds effect of a concept on a correct answer (0 for most)
+    base_logit: np.ndarray  # benchmarks
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator, spec: SyntheticSpec) -> SyntheticPlan:
+        d, n_bench = spec.d_sae, len(spec.benchmarks)
+        base = 1.0 / (np.arange(d) + 10.0) ** 1.1
+        base = base[rng.permutation(d)]
+        base[rng.random(d) < spec.missing_fraction] = 0.0
+        topics = rng.random((n_bench, d)) < 0.02
+        weights = base * np.where(topics, 25.0, 1.0) * rng.uniform(0.5, 1.5, size=(n_bench, d))
+        # ~10% of concepts move the odds of a correct answer (+ easy, − hard).
+        effect = np.where(rng.random(d) < 0.1, rng.normal(0.0, 2.0, d), 0.0)
+        base_logit = rng.uniform(-0.5, 1.5, n_bench)
+        return cls(weights / weights.sum(axis=1, keepdims=True), topics & (base > 0), effect, base_logit)
+
+    def label(self, concept: int, benchmarks: tuple[str, ...]) -> str:
+        if self.probs[:, concept].max() == 0:
+            parts = ["never drawn"]
+        else:
+            topic_of = [benchmarks[b] for b in np.flatnonzero(self.topics[:, concept])]
+            parts = [f"topic of {', '.join(topic_of)}"] if topic_of else ["background"]
+        if self.effect[concept] != 0:
+            kind = "easy" if self.effect[concept] > 0 else "hard"
+            parts.append(f"planted {kind} ({self.effect[concept]:+.2f} log-odds)")
+        return f"synthetic #{concept}: " + "; ".join(parts)
 
 
 def iter_synthetic_batches(spec: SyntheticSpec) -> Iterator[pa.RecordBatch]:
     rng = np.random.default_rng(spec.seed)
-    probs = _popularity(rng, spec)
-    cdfs = np.cumsum(probs, axis=1)
-    # ~10% of concepts move the odds of a correct answer (+ easy, − hard).
-    effect = np.where(rng.random(spec.d_sae) < 0.1, rng.normal(0.0, 2.0, spec.d_sae), 0.0)
-    base_logit = rng.uniform(-0.5, 1.5, len(spec.benchmarks))
+    plan = SyntheticPlan.draw(rng, spec)
+    cdfs = np.cumsum(plan.probs, axis=1)
+    effect, base_logit = plan.effect, plan.base_logit
     for b, name in enumerate(spec.benchmarks):
         for start in range(0, spec.rows_per_benchmark, spec.chunk_rows):
             n = min(spec.chunk_rows, spec.rows_per_benchmark - start)
@@ -95,9 +114,26 @@ def write_synthetic_rows(path: str | Path, spec: SyntheticSpec) -> Path:
     return out
 
 
+def write_synthetic_labels(path: str | Path, spec: SyntheticSpec) -> Path:
+    """Labels that state each concept's planted truth, so a run can be checked by eye."""
+    plan = SyntheticPlan.draw(np.random.default_rng(spec.seed), spec)
+    out = Path(path)
+    table = pa.table(
+        {
+            "concept_id": pa.array(np.arange(spec.d_sae, dtype=np.int32)),
+            "label": pa.array([plan.label(c, spec.benchmarks) for c in range(spec.d_sae)]),
+        }
+    )
+    with atomic_file(out) as tmp:
+        pacsv.write_csv(table, tmp)
+    return out
+
+
 def _cmd_example(args: argparse.Namespace) -> int:
     spec = SyntheticSpec(rows_per_benchmark=args.rows_per_benchmark, d_sae=args.d_sae, nnz=args.nnz, seed=args.seed)
     path = write_synthetic_rows(args.out, spec)
+    if args.labels_out:
+        write_synthetic_labels(args.labels_out, spec)
     log.info(
         "wrote %s: %d benchmarks × %d rows, d_sae %d, seed %d",
         path,
@@ -116,6 +152,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write a seeded synthetic rows.parquet with known concept structure.",
     )
     p.add_argument("--out", required=True, type=Path, help="rows.parquet to write")
+    p.add_argument("--labels-out", type=Path, default=None, help="also write labels stating the planted truth")
     p.add_argument("--rows-per-benchmark", type=int, default=1500)
     p.add_argument("--d-sae", type=int, default=4608)
     p.add_argument("--nnz", type=int, default=32, help="concepts drawn per row")

@@ -115,7 +115,7 @@ def _print_summary(out: Path, summary: dict[str, Any], seconds: float) -> None:
         f"{counts['normal']} normal, {counts['over']} over; median X_model {_fmt(suite['median_X_model'])}; "
         f"{suite['n_model_gaps']} model gaps"
     )
-    for key, title in (("worst_model", "worst concepts (model gaps first)"), ("best_model", "best concepts")):
+    for key, title in (("worst_model", "worst concepts"), ("best_model", "best concepts")):
         print(f"{title}:")
         for entry in summary["rankings"][key][:5]:
             label = entry["label"] or "(no label)"

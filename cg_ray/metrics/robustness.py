@@ -23,6 +23,8 @@ from cg_ray.metrics.rankings import rank_concepts
 
 log = logging.getLogger(__name__)
 
+PROGRESS_EVERY_S = 5.0
+
 
 @dataclass
 class RowTable:
@@ -107,15 +109,16 @@ def subsampling(
     per_bench_rows = [np.flatnonzero(table.benchmark_codes == b) for b in range(len(table.benchmark_names))]
     x_model = np.empty((cfg.repeats, table.d_sae))
     x_bench = np.empty((cfg.repeats, table.d_sae))
-    started = time.perf_counter()
+    started = last_report = time.perf_counter()
     for r in range(cfg.repeats):
         dropped = np.concatenate(
-            [rng.choice(rows, size=int(round(cfg.drop_fraction * rows.size)), replace=False) for rows in per_bench_rows]
+            [rng.choice(rows, size=round(cfg.drop_fraction * rows.size), replace=False) for rows in per_bench_rows]
         )
         result = compute_metrics(subtract(full, table.accumulate(np.sort(dropped))), metrics)
         x_model[r], x_bench[r] = result.X_model, result.X_bench
-        if (r + 1) % max(1, cfg.repeats // 10) == 0:
-            log.info("subsampling: %d/%d repeats (%.1f s)", r + 1, cfg.repeats, time.perf_counter() - started)
+        if (now := time.perf_counter()) - last_report > PROGRESS_EVERY_S:
+            log.info("subsampling: %d/%d repeats (%.1f s)", r + 1, cfg.repeats, now - started)
+            last_report = now
 
     defined = (~np.isnan(x_model)).sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -144,7 +147,8 @@ def _row_saliency(table: RowTable, concepts: list[int]) -> npt.NDArray[np.float6
     chosen[concepts] = True
     hit = chosen[table.concept_ids]
     row_of = np.repeat(np.arange(table.n_rows), np.diff(table.offsets))
-    return np.bincount(row_of[hit], weights=table.concept_acts[hit].astype(np.float64), minlength=table.n_rows)
+    sums = np.bincount(row_of[hit], weights=table.concept_acts[hit].astype(np.float64), minlength=table.n_rows)
+    return sums.astype(np.float64, copy=False)
 
 
 def adversarial_ablation(
