@@ -15,6 +15,7 @@ from cg_ray.errors import CgRayError
 # Modules exposing `register(subparsers)`; order is the order in `cg-ray --help`.
 COMMAND_MODULES: tuple[str, ...] = (
     "cg_ray.metrics.cli",
+    "cg_ray.report.cli",
     "cg_ray.synthetic",
 )
 

@@ -12,6 +12,17 @@ from pathlib import Path
 from cg_ray.errors import CgRayError
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _publishable(path: Path, mode: int) -> None:
+    """mkstemp/mkdtemp create private (0600/0700) entries; published outputs get the usual umask modes."""
+    os.chmod(path, mode & ~_umask())
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it replaces `path` in one rename."""
@@ -22,6 +33,8 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        if tmp_path.exists():
+            _publishable(tmp_path, 0o666)
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)
@@ -41,6 +54,7 @@ def atomic_directory(path: str | os.PathLike[str], *, overwrite: bool = False) -
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp
+        _publishable(tmp, 0o777)
         if target.exists():
             old = target.with_name(f".{target.name}.old-{os.getpid()}")
             os.replace(target, old)

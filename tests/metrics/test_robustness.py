@@ -30,7 +30,9 @@ def test_subtracting_removed_rows_equals_recomputing_the_kept_ones(table) -> Non
     via_subtract = compute_metrics(subtract(table.accumulate(), table.accumulate(removed)))
     direct = compute_metrics(table.accumulate(kept))
     for key in ("chi_bench", "chi_model", "X_bench", "X_model", "n_active_rows"):
-        np.testing.assert_allclose(getattr(via_subtract, key), getattr(direct, key), rtol=1e-9, atol=1e-12, equal_nan=True)
+        np.testing.assert_allclose(
+            getattr(via_subtract, key), getattr(direct, key), rtol=1e-9, atol=1e-12, equal_nan=True
+        )
     # Activity is exact: no concept stays "active" through rounding once its rows are gone.
     assert np.array_equal(via_subtract.act_sum > 0, direct.act_sum > 0)
 

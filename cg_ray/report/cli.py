@@ -1,0 +1,26 @@
+"""`cg-ray report RUN_DIR`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from cg_ray.report.html import build_report
+
+    out = build_report(args.run_dir, examples_per_concept=args.examples, top=args.top)
+    print(f"report: {out} ({out.stat().st_size / 2**20:.1f} MiB, self-contained, works offline)")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="write RUN_DIR/report.html with the paper's figures, tables and example rows",
+        description="Write a self-contained HTML report (plotly.js inline, no network) of a run directory.",
+    )
+    p.add_argument("run_dir", type=Path, help="a run directory written by `cg-ray metrics` or `cg-ray run`")
+    p.add_argument("--top", type=int, default=20, help="concepts per best/worst table")
+    p.add_argument("--examples", type=int, default=3, help="example rows per concept")
+    p.set_defaults(handler=_cmd_report)

@@ -1,0 +1,186 @@
+"""Assemble report.html: figures, tables and examples from a run directory, self-contained and offline."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+from cg_ray.artifacts.publish import atomic_file
+from cg_ray.artifacts.rows import open_rows
+from cg_ray.errors import InputError
+from cg_ray.report import figures
+from cg_ray.report.examples import ExampleRow, salient_rows
+
+REPORT_FILE = "report.html"
+SNIPPET_CHARS = 220
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#1f2937;color:#fff;padding:18px 32px}header h1{margin:0;font-size:22px}
+header p{margin:4px 0 0;color:#cbd5e1}main{padding:8px 32px 48px;max-width:1200px}
+section{background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:12px 20px;margin:18px 0}
+h2{font-size:18px;margin:8px 0 12px}.grid{display:grid;grid-template-columns:1fr 1fr;gap:12px}
+table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px solid #eee;padding:5px 8px;
+text-align:left;vertical-align:top}th{background:#f3f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.ex{color:#555;font-size:12px}.ex b{color:#111}.kpis{display:flex;gap:24px;flex-wrap:wrap}
+.kpi{min-width:140px}.kpi .v{font-size:22px;font-weight:600}.kpi .l{color:#666;font-size:12px}
+details summary{cursor:pointer}
+"""
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _figure_html(fig: Any) -> str:
+    return str(fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False, "responsive": True}))
+
+
+def _examples_html(examples: list[ExampleRow]) -> str:
+    if not examples:
+        return ""
+    items = []
+    for ex in examples:
+        snippet = ""
+        if ex.text:
+            text = ex.text if len(ex.text) <= SNIPPET_CHARS else ex.text[:SNIPPET_CHARS] + "…"
+            snippet = f" — {_esc(text)}"
+        items.append(
+            f"<div class='ex'><b>{_esc(ex.benchmark)}/{_esc(ex.row_id)}</b> score {_fmt(ex.score, 2)}, "
+            f"s̃ {ex.activation:.3g}{snippet}</div>"
+        )
+    return "<details><summary>examples</summary>" + "".join(items) + "</details>"
+
+
+def _concept_table(entries: list[dict[str, Any]], examples: dict[int, list[ExampleRow]]) -> str:
+    head = "<tr><th>concept</th><th>label</th><th>X_model</th><th>X_bench</th><th>benchmarks</th><th>rows</th></tr>"
+    body = "".join(
+        f"<tr><td class='num'>{e['concept_id']}</td><td>{_esc(e['label'] or '(no label)')}"
+        f"{_examples_html(examples.get(e['concept_id'], []))}</td>"
+        f"<td class='num'>{_fmt(e['X_model'])}</td><td class='num'>{_fmt(e['X_bench'])}</td>"
+        f"<td class='num'>{e['n_benchmarks_active']}</td><td class='num'>{e['n_active_rows']:,}</td></tr>"
+        for e in entries
+    )
+    return f"<table>{head}{body}</table>"
+
+
+def _benchmark_table(summary: dict[str, Any]) -> str:
+    head = (
+        "<tr><th>benchmark</th><th>rows</th><th>scored</th><th>mean score</th><th>active concepts</th>"
+        "<th>missing %</th><th>median χ_model</th></tr>"
+    )
+    body = "".join(
+        f"<tr><td>{_esc(b['benchmark'])}</td><td class='num'>{b['n_rows']:,}</td>"
+        f"<td class='num'>{b['n_scored_rows']:,}</td><td class='num'>{_fmt(b['mean_score'])}</td>"
+        f"<td class='num'>{b['n_active_concepts']:,}</td><td class='num'>{b['missing_pct']:.1f}</td>"
+        f"<td class='num'>{_fmt(b['median_chi_model'])}</td></tr>"
+        for b in summary["benchmarks"]
+    )
+    return f"<table>{head}{body}</table>"
+
+
+def _pair(left: Any, right: Any) -> str:
+    return f'<div class="grid"><div>{_figure_html(left)}</div><div>{_figure_html(right)}</div></div>'
+
+
+def _robustness_html(run_dir: Path) -> str:
+    path = run_dir / "robustness" / "robustness.json"
+    if not path.is_file():
+        return ""
+    rob = json.loads(path.read_text(encoding="utf-8"))
+    sub, abl = rob["subsampling"], rob["adversarial_ablation"]
+    rc = abl["random_control"]
+    return (
+        "<section><h2>Robustness</h2>"
+        f"<p>Subsampling ({sub['repeats']}× dropping {sub['drop_fraction']:.0%} of each benchmark): "
+        f"mean per-concept std of X_model <b>{_fmt(sub['X_model_std_mean'], 4)}</b>, "
+        f"of X_bench <b>{_fmt(sub['X_bench_std_mean'], 4)}</b>."
+        f"</p><p>Ablation (baseline median X_model {abl['baseline_median_X_model']:.4f}): removing the "
+        f"{abl['remove_best']['rows_removed']} rows most salient for the best concepts moves it "
+        f"<b>{abl['remove_best']['median_shift']:+.4f}</b>, "
+        f"for the worst <b>{abl['remove_worst']['median_shift']:+.4f}</b>; "
+        f"random removals {rc['median_shift_mean']:+.4f} ± {rc['median_shift_std']:.4f}.</p></section>"
+    )
+
+
+def build_report(run_dir: str | Path, examples_per_concept: int = 3, top: int = 20) -> Path:
+    run = Path(run_dir)
+    needed = [S.SUMMARY_FILE, S.CONCEPTS_FILE, S.BENCHMARK_CONCEPTS_FILE, S.ROWS_FILE]
+    for name in needed:
+        if not (run / name).is_file():
+            raise InputError(f"not a run directory: {name} is missing (run `cg-ray metrics` first)", path=str(run))
+    summary = json.loads((run / S.SUMMARY_FILE).read_text(encoding="utf-8"))
+    concepts = pq.read_table(run / S.CONCEPTS_FILE)
+    pairs = pq.read_table(run / S.BENCHMARK_CONCEPTS_FILE)
+    rankings = {k: v[:top] for k, v in summary["rankings"].items() if isinstance(v, list)}
+    wanted = sorted({e["concept_id"] for entries in rankings.values() for e in entries})
+    examples = salient_rows(open_rows(run / S.ROWS_FILE), wanted, examples_per_concept, summary.get("model"))
+
+    suite = summary["suite"]
+    names = summary["jaccard"]["benchmarks"]
+    eps = summary["config"]["epsilon"]
+    kpis = [
+        (f"{summary['n_rows']:,}", "rows"),
+        (str(suite["n_benchmarks"]), "benchmarks"),
+        (f"{summary['d_sae']:,}", "concepts (d_sae)"),
+        (f"{suite['missing_pct']:.1f}%", "missing from the suite"),
+        (_fmt(suite["median_X_model"]), "median X_model"),
+        (f"{suite['n_model_gaps']:,}", "model gaps"),
+    ]
+    figs = {
+        "coverage": figures.coverage_histogram(concepts, eps),
+        "performance": figures.performance_histogram(concepts),
+        "per_benchmark": figures.per_benchmark_histograms(pairs, names),
+        "missing": figures.missing_bar(summary),
+        "jaccard": figures.heatmap(summary["jaccard"]["matrix"], names, "Jaccard overlap of active concepts", 0, 1),
+        "correlation": figures.heatmap(
+            summary["correlation"]["matrix"], names, "Correlation of χ_model across benchmarks", -1, 1
+        ),
+    }
+    cfg = summary["config"]
+    filters = f"active in ≥ {cfg['min_benchmarks']} benchmark(s) and ≥ {cfg['min_rows']} rows"
+    kpi_html = "".join(f'<div class="kpi"><div class="v">{v}</div><div class="l">{lab}</div></div>' for v, lab in kpis)
+    subtitle = (
+        f"model {_esc(summary.get('model') or '(from rows)')} · ε = {eps:g} · classes at the "
+        f"{cfg['low_percentile']:g}th / {cfg['high_percentile']:g}th percentiles · "
+        f"cg_ray {_esc(summary['cg_ray_version'])}"
+    )
+    tables = [
+        ("worst_model", f"Worst concepts (lowest X_model; {filters})"),
+        ("best_model", "Best concepts (highest X_model)"),
+        ("least_covered", "Least covered concepts (lowest non-missing X_bench)"),
+        ("most_covered", "Most covered concepts"),
+    ]
+    sections = [
+        f'<section><div class="kpis">{kpi_html}</div></section>',
+        f"<section><h2>Benchmarks</h2>{_benchmark_table(summary)}</section>",
+        "<section><h2>Benchmark gaps</h2>" + _pair(figs["coverage"], figs["missing"]) + "</section>",
+        "<section><h2>Model gaps</h2>"
+        + _figure_html(figs["performance"])
+        + _figure_html(figs["per_benchmark"])
+        + "</section>",
+        *(f"<section><h2>{title}</h2>{_concept_table(rankings[key], examples)}</section>" for key, title in tables),
+        "<section><h2>How the benchmarks relate</h2>" + _pair(figs["jaccard"], figs["correlation"]) + "</section>",
+        _robustness_html(run),
+    ]
+    from plotly.offline import get_plotlyjs  # bundled with the plotly package: works offline
+
+    page = (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>cg_ray report — {_esc(run.name)}</title>'
+        f'<style>{CSS}</style><script type="text/javascript">{get_plotlyjs()}</script></head><body>'
+        f"<header><h1>Competency gaps — {_esc(run.name)}</h1><p>{subtitle}</p></header>"
+        f"<main>{''.join(sections)}</main></body></html>"
+    )
+    out = run / REPORT_FILE
+    with atomic_file(out) as tmp:
+        tmp.write_text(page, encoding="utf-8")
+    return out
