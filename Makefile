@@ -12,10 +12,11 @@ $(VENV)/.setup-done: pyproject.toml scripts/setup.sh
 
 setup: $(VENV)/.setup-done  ## create .venv and install the verified CPU stack
 
-demo: setup  ## the main job on the embedded default: synthetic suite -> metrics -> robustness
+demo: setup  ## the main job on the embedded default: synthetic suite -> metrics -> robustness -> report
 	$(CG_RAY) example --out $(RUN)-rows.parquet --labels-out $(RUN)-labels.csv
 	$(CG_RAY) metrics --rows $(RUN)-rows.parquet --labels $(RUN)-labels.csv --out $(RUN) --overwrite
 	$(CG_RAY) robustness --rows $(RUN)/rows.parquet --out $(RUN)/robustness --overwrite
+	$(CG_RAY) report $(RUN)
 
 lint: setup  ## ruff lint + format check
 	$(VENV)/bin/ruff check cg_ray tests benchmarks

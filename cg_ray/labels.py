@@ -4,6 +4,7 @@ Formats (detected per record, so one loader reads them all):
 - Neuronpedia exports, JSONL or JSONL.gz: `{"modelId", "layer", "index", "description", ...}`;
   several explanations per feature are possible — the first one in file order is the label.
 - Merged label files: `{"model", "sae_id", "feature_index", "labels": [...]}` (first label wins).
+- AxBench concept metadata: `{"concept", "ref": "https://www.neuronpedia.org/MODEL/SAE_ID/INDEX"}`.
 - Simple JSONL `{"concept_id", "label"}` or CSV with header `concept_id,label`.
 Exports that mix several SAEs need a `source` selector "MODEL/SAE_ID" (e.g. "gemma-2-2b/20-gemmascope-res-16k").
 """
@@ -88,6 +89,15 @@ def _parse(rec: dict[str, object], path: Path, line: int) -> tuple[str | None, i
         source = f"{rec.get('model')}/{rec.get('sae_id')}"
         first = labels[0] if isinstance(labels, list) and labels else None
         return source, _as_index(rec["feature_index"], path, line, "feature_index"), first and str(first).strip()
+    if "ref" in rec and "concept" in rec:  # AxBench metadata: the Neuronpedia URL names the feature
+        parts = str(rec["ref"]).rstrip("/").split("/")
+        if len(parts) < 3:
+            raise InputError(
+                f"line {line}: cannot read MODEL/SAE_ID/INDEX from {rec['ref']!r}", path=str(path), field="ref"
+            )
+        concept = rec.get("concept")
+        source = f"{parts[-3]}/{parts[-2]}"
+        return source, _as_index(parts[-1], path, line, "ref"), str(concept).strip() if concept else None
     if "concept_id" in rec:
         label = rec.get("label")
         return None, _as_index(rec["concept_id"], path, line, "concept_id"), str(label).strip() if label else None

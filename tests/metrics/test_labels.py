@@ -81,3 +81,13 @@ def test_missing_and_binary_files(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(InputError, match="not UTF-8"):
         load_labels(binary)
+
+
+def test_real_axbench_metadata(shared_data: Path) -> None:
+    path = shared_data / "sae_labels" / "axbench" / "concept500_prod_2b_l20_v1_metadata.jsonl"
+    labels = load_labels(path, d_sae=16384)
+    assert labels.source == GEMMA_20
+    first = json.loads(path.read_text().splitlines()[0])
+    index = int(first["ref"].rsplit("/", 1)[1])
+    assert labels.get(index) == first["concept"].strip()
+    assert 400 < len(labels) <= 500

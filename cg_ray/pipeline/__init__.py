@@ -1,0 +1,1 @@
+"""The CG run as a Ray Data job: load → (generate → score) → read activations → aggregate → publish."""
