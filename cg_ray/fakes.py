@@ -1,0 +1,53 @@
+"""A fast, deterministic stand-in for the reader, behind the same interface (`read`, `d_sae`,
+`describe`, `from_config`), so unit tests of the pipeline and the service run in milliseconds.
+The real reader has its own tests; this never ships as a default anywhere.
+
+Each lower-cased word hashes to a concept; s̃ is the word's count divided by the number of words.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FakeRowActs:
+    concept_ids: np.ndarray
+    concept_acts: np.ndarray
+    n_tokens: int
+
+
+def word_concept(word: str, d_sae: int) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little") % d_sae
+
+
+class HashingReader:
+    def __init__(self, d_sae: int = 256) -> None:
+        self.d_sae = d_sae
+
+    @classmethod
+    def from_config(cls, config: Any) -> HashingReader:
+        del config
+        return cls()
+
+    def read(self, texts: list[str], **_: Any) -> list[FakeRowActs]:
+        out = []
+        for text in texts:
+            words = text.lower().split()
+            counts: dict[int, int] = {}
+            for w in words:
+                c = word_concept(w, self.d_sae)
+                counts[c] = counts.get(c, 0) + 1
+            ids = np.array(sorted(counts), dtype=np.int32)
+            acts = (
+                np.array([counts[c] / len(words) for c in ids], dtype=np.float32) if words else np.zeros(0, np.float32)
+            )
+            out.append(FakeRowActs(ids, acts, len(words)))
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"model": "hashing-fake", "d_sae": self.d_sae}

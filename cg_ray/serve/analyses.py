@@ -1,0 +1,106 @@
+"""Run an analysis inside the service: read the uploads' texts with the encoder, then the CG metrics.
+
+Written to a temporary directory and published atomically, so a failed or interrupted analysis never
+leaves a half-written run; its status row says what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+from cg_ray.artifacts.publish import atomic_directory
+from cg_ray.labels import ConceptLabels
+from cg_ray.serve.db import Analysis, Store, Upload
+from cg_ray.serve.encoding import Encoded, Encoder
+
+log = logging.getLogger(__name__)
+
+ENCODE_CHUNK = 64  # rows per encoder call: progress granularity, and small enough to interleave with /score
+
+
+def reader_texts(table: pa.Table, text: str) -> list[str]:
+    prompts = table.column("prompt").to_pylist()
+    responses = table.column("response").to_pylist()
+    if text == "prompt":
+        return [p or "" for p in prompts]
+    if text == "response":
+        return [r or "" for r in responses]
+    return ["\n\n".join(t for t in (p, r) if t) for p, r in zip(prompts, responses, strict=True)]
+
+
+def rows_table(uploads: pa.Table, encoded: list[Encoded], model: str | None, d_sae: int) -> pa.Table:
+    lengths = np.array([len(e.concept_ids) for e in encoded], dtype=np.int64)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    ids = np.concatenate([e.concept_ids for e in encoded]).astype(np.int32)
+    acts = np.concatenate([e.concept_acts for e in encoded]).astype(np.float32)
+    schema = (
+        S.rows_schema_with_d_sae(d_sae)
+        .append(pa.field("prompt", pa.string()))
+        .append(pa.field("response", pa.string()))
+    )
+    return pa.Table.from_arrays(
+        [
+            uploads.column("row_id"),
+            uploads.column("benchmark"),
+            pa.array([model] * uploads.num_rows, pa.string()),
+            uploads.column("score"),
+            pa.array([e.n_tokens for e in encoded], pa.int32()),
+            pa.ListArray.from_arrays(offsets, pa.array(ids)),
+            pa.ListArray.from_arrays(offsets, pa.array(acts)),
+            uploads.column("prompt"),
+            uploads.column("response"),
+        ],
+        schema=schema,
+    )
+
+
+def _compute_and_publish(rows: pa.Table, out: Path, labels: ConceptLabels | None, options: dict[str, Any]) -> None:
+    from cg_ray.artifacts.rows import accumulate_rows, open_rows
+    from cg_ray.artifacts.run_dir import write_metrics
+    from cg_ray.config import MetricsConfig
+    from cg_ray.metrics.compute import compute_metrics
+
+    config = MetricsConfig(**options.get("metrics", {}))
+    with atomic_directory(out, overwrite=True) as tmp:
+        pq.write_table(rows, tmp / S.ROWS_FILE)
+        acc = accumulate_rows(open_rows(tmp / S.ROWS_FILE))
+        write_metrics(tmp, compute_metrics(acc, config), labels, {"model": None, "source": "service"})
+
+
+async def run_analysis(
+    store: Store, encoder: Encoder, analysis_id: str, analyses_dir: Path, labels: ConceptLabels | None
+) -> None:
+    analysis = store.get_owned_any(Analysis, analysis_id)
+    if analysis is None:
+        return
+    try:
+        store.update_analysis(analysis_id, status="running", progress=0.0, message="reading uploads", error=None)
+        uploads = []
+        for upload_id in analysis.upload_ids:
+            upload = store.get_owned(Upload, analysis.owner, upload_id)
+            uploads.append(pq.read_table(upload.path))
+        table = pa.concat_tables(uploads)
+        texts = reader_texts(table, analysis.options.get("text", "both"))
+        encoded: list[Encoded] = []
+        for start in range(0, len(texts), ENCODE_CHUNK):
+            encoded.extend(await encoder.encode(texts[start : start + ENCODE_CHUNK]))
+            done = min(len(texts), start + ENCODE_CHUNK)
+            store.update_analysis(
+                analysis_id, progress=0.9 * done / len(texts), message=f"read {done:,} / {len(texts):,} rows"
+            )
+        rows = rows_table(table, encoded, analysis.options.get("model"), encoder.d_sae)
+        store.update_analysis(analysis_id, progress=0.9, message="computing metrics")
+        out = analyses_dir / analysis_id
+        await asyncio.to_thread(_compute_and_publish, rows, out, labels, analysis.options)
+        store.update_analysis(analysis_id, status="succeeded", progress=1.0, message="done", run_dir=str(out))
+    except Exception as exc:  # the analysis fails, the service does not
+        log.exception("analysis %s failed", analysis_id)
+        store.update_analysis(analysis_id, status="failed", message="failed", error=f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,43 @@
+"""What the service needs from the reader, as a small interface, and the in-process implementation.
+
+The Ray Serve app wraps a remote encoder deployment behind the same interface (see `deployments.py`);
+tests inject the in-process one with a fast reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class Encoded(Protocol):
+    concept_ids: np.ndarray
+    concept_acts: np.ndarray
+    n_tokens: int
+
+
+class Encoder(Protocol):
+    d_sae: int
+
+    async def encode(self, texts: Sequence[str]) -> list[Encoded]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class LocalEncoder:
+    """Runs a reader (anything with `read(texts)`, `d_sae`, `describe()`) in a worker thread."""
+
+    def __init__(self, reader: Any) -> None:
+        self.reader = reader
+        self.d_sae = int(reader.d_sae)
+        self._lock = asyncio.Lock()  # one forward pass at a time: the model is not re-entrant
+
+    async def encode(self, texts: Sequence[str]) -> list[Encoded]:
+        async with self._lock:
+            return list(await asyncio.to_thread(self.reader.read, list(texts)))
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self.reader.describe())

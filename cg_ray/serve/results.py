@@ -1,0 +1,112 @@
+"""Read a finished analysis' run directory: paginated concept table, concept detail, summary."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+from cg_ray.artifacts.rows import open_rows
+from cg_ray.report.examples import salient_rows
+
+SortKey = Literal["concept_id", "X_model", "X_bench", "n_active_rows", "n_benchmarks_active"]
+
+DOWNLOADS = {
+    "rows.parquet": S.ROWS_FILE,
+    "concepts.parquet": S.CONCEPTS_FILE,
+    "benchmark_concepts.parquet": S.BENCHMARK_CONCEPTS_FILE,
+    "summary.json": S.SUMMARY_FILE,
+    "concepts.csv": S.CONCEPTS_FILE,  # converted on request
+    "benchmark_concepts.csv": S.BENCHMARK_CONCEPTS_FILE,
+    S.OFFICIAL_COVERAGE_CSV: S.OFFICIAL_COVERAGE_CSV,
+    S.OFFICIAL_SALIENCY_CSV: S.OFFICIAL_SALIENCY_CSV,
+    S.OFFICIAL_SCORES_CSV: S.OFFICIAL_SCORES_CSV,
+}
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@functools.lru_cache(maxsize=16)
+def _tables(run_dir: str) -> tuple[pa.Table, pa.Table]:
+    run = Path(run_dir)
+    return pq.read_table(run / S.CONCEPTS_FILE), pq.read_table(run / S.BENCHMARK_CONCEPTS_FILE)
+
+
+def summary(run_dir: str) -> dict[str, Any]:
+    return dict(json.loads((Path(run_dir) / S.SUMMARY_FILE).read_text(encoding="utf-8")))
+
+
+def concept_table(
+    run_dir: str,
+    *,
+    sort: SortKey = "X_model",
+    order: Literal["asc", "desc"] = "asc",
+    coverage_class: str | None = None,
+    benchmark: str | None = None,
+    q: str | None = None,
+    model_gaps_only: bool = False,
+    scored_only: bool = False,
+    limit: int = 50,
+    offset: int = 0,
+) -> dict[str, Any]:
+    concepts, pairs = _tables(run_dir)
+    table = concepts
+    if coverage_class:
+        table = table.filter(pc.equal(table["coverage_class"], coverage_class))
+    if model_gaps_only:
+        table = table.filter(table["is_model_gap"])
+    if scored_only:
+        table = table.filter(pc.is_valid(table["X_model"]))
+    if benchmark:
+        active = pairs.filter(pc.equal(pairs["benchmark"], benchmark))["concept_id"]
+        table = table.filter(pc.is_in(table["concept_id"], value_set=active))
+    if q:
+        table = table.filter(pc.fill_null(pc.match_substring(table["label"], q, ignore_case=True), False))
+    # Nulls (undefined X_model) always sort last, whatever the order.
+    table = table.sort_by([(sort, "ascending" if order == "asc" else "descending"), ("concept_id", "ascending")])
+    total = table.num_rows
+    page = table.slice(offset, limit).to_pylist()
+    return {
+        "total": total,
+        "offset": offset,
+        "limit": limit,
+        "items": [{k: _clean(v) for k, v in r.items()} for r in page],
+    }
+
+
+def concept_detail(run_dir: str, concept_id: int, examples: int = 5) -> dict[str, Any] | None:
+    concepts, pairs = _tables(run_dir)
+    if not 0 <= concept_id < concepts.num_rows:
+        return None
+    row = {k: _clean(v) for k, v in concepts.slice(concept_id, 1).to_pylist()[0].items()}
+    per_bench = pairs.filter(pc.equal(pairs["concept_id"], concept_id)).to_pylist()
+    salient = salient_rows(open_rows(Path(run_dir) / S.ROWS_FILE), [concept_id], per_concept=examples * 8)[concept_id]
+
+    def as_dict(e: Any) -> dict[str, Any]:
+        return {
+            "row_id": e.row_id,
+            "benchmark": e.benchmark,
+            "score": e.score,
+            "activation": e.activation,
+            "text": e.text,
+        }
+
+    best = [as_dict(e) for e in salient if e.score is not None and e.score >= 0.5][:examples]
+    worst = [as_dict(e) for e in salient if e.score is not None and e.score < 0.5][:examples]
+    return {
+        **row,
+        "benchmarks": [{k: _clean(v) for k, v in r.items() if k != "concept_id"} for r in per_bench],
+        "best_examples": best,
+        "worst_examples": worst,
+    }

@@ -1,0 +1,45 @@
+"""Service settings, validated once (from serve_config.yaml args or the environment)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_upload_bytes: int = Field(64 << 20, ge=1, description="largest upload accepted")
+    max_line_bytes: int = Field(1 << 20, ge=1, description="longest JSONL/CSV line accepted")
+    max_rows: int = Field(200_000, ge=1, description="rows per upload")
+    max_tokens_per_row: int = Field(4096, ge=1, description="reader tokens per row (longer: rejected)")
+    max_concurrent_analyses: int = Field(2, ge=1, description="running analyses per API key")
+    max_score_rows: int = Field(64, ge=1, description="rows per synchronous /v1/score call")
+
+
+class ServiceSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data_dir: Path = Field(Path("serve_data"), description="uploads and analysis artifacts live here")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite in data_dir")
+    limits: Limits = Limits()
+    cors_origins: list[str] = Field(default_factory=list, description="CORS is off unless origins are listed")
+    small_analysis_rows: int = Field(
+        20_000, ge=1, description="analyses up to this many rows run in the service; larger ones as Ray jobs"
+    )
+    reader: dict[str, Any] = Field(default_factory=dict, description="cg_ray.activations.config.ReaderConfig")
+    labels: str | None = Field(None, description="concept labels file for the reader's SAE")
+
+    @property
+    def db_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'cg_ray.db').resolve()}"
+
+    @property
+    def uploads_dir(self) -> Path:
+        return self.data_dir / "uploads"
+
+    @property
+    def analyses_dir(self) -> Path:
+        return self.data_dir / "analyses"

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from cg_ray.fakes import HashingReader
+from cg_ray.serve.api import create_api
+from cg_ray.serve.db import Store
+from cg_ray.serve.encoding import LocalEncoder
+from cg_ray.serve.keys import create_key
+from cg_ray.serve.settings import Limits, ServiceSettings
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> ServiceSettings:
+    return ServiceSettings(
+        data_dir=tmp_path / "data",
+        limits=Limits(max_upload_bytes=200_000, max_line_bytes=5_000, max_rows=500, max_concurrent_analyses=2),
+    )
+
+
+@pytest.fixture
+def service(settings: ServiceSettings) -> Iterator[tuple[TestClient, Store]]:
+    store = Store(settings.db_url)
+    app = create_api(settings, store, LocalEncoder(HashingReader(d_sae=64)), labels=None)
+    with TestClient(app) as client:
+        yield client, store
+
+
+@pytest.fixture
+def client(service) -> TestClient:
+    return service[0]
+
+
+@pytest.fixture
+def key(service) -> dict[str, str]:
+    return {"Authorization": f"Bearer {create_key(service[1], 'alice')[1]}"}
+
+
+@pytest.fixture
+def other_key(service) -> dict[str, str]:
+    return {"X-API-Key": create_key(service[1], "mallory")[1]}
+
+
+def wait_for(client: TestClient, headers: dict[str, str], analysis_id: str, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.get(f"/v1/analyses/{analysis_id}", headers=headers).json()
+        if status["status"] in ("succeeded", "failed"):
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"analysis {analysis_id} did not finish: {status}")
