@@ -16,6 +16,7 @@ from cg_ray.errors import CgRayError
 COMMAND_MODULES: tuple[str, ...] = (
     "cg_ray.metrics.cli",
     "cg_ray.report.cli",
+    "cg_ray.serve.cli",
     "cg_ray.synthetic",
 )
 

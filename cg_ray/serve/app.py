@@ -1,0 +1,146 @@
+"""Ray Serve application: `serve run serve_config.yaml` (import_path: cg_ray.serve.app:build_app).
+
+Two deployments: the encoder (reader + SAE, `@serve.batch`, GPUs and autoscaling from the args) and the
+FastAPI ingress, which holds a handle to the encoder and the SQL store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from ray import serve
+from ray.serve import Application
+from ray.serve.handle import DeploymentHandle
+
+from cg_ray.errors import ConfigError
+from cg_ray.serve.settings import ServiceSettings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_READER_FACTORY = "cg_ray.activations.reader:ConceptReader.from_config"
+
+
+class EncoderOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    num_cpus: float = Field(1, ge=0)
+    num_gpus: float = Field(0, ge=0)
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(2, ge=1)
+    target_ongoing_requests: float = Field(4, gt=0)
+    max_batch_size: int = Field(64, ge=1, description="rows per forward pass across concurrent requests")
+    batch_wait_timeout_s: float = Field(0.02, ge=0)
+    reader_factory: str = Field(DEFAULT_READER_FACTORY, description='"module:attr" building the reader')
+
+
+class ServeArgs(ServiceSettings):
+    """The `args:` of serve_config.yaml: service settings plus the encoder deployment's options."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    encoder: EncoderOptions = EncoderOptions()
+
+
+@serve.deployment(name="encoder")
+class EncoderDeployment:
+    def __init__(self, reader_config: dict[str, Any], factory: str, max_batch_size: int, wait_s: float) -> None:
+        from cg_ray.pipeline.reader_stage import reader_from_config
+
+        self.reader = reader_from_config(reader_config, factory)
+        # serve.batch wraps the method in a queue object that takes its limits at run time.
+        batcher: Any = self.encode_batch
+        batcher.set_max_batch_size(max_batch_size)
+        batcher.set_batch_wait_timeout_s(wait_s)
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.02)
+    async def encode_batch(self, requests: list[list[str]]) -> list[list[tuple[Any, Any, int]]]:
+        # Concurrent requests share one forward pass; each gets its own rows back.
+        flat = [text for texts in requests for text in texts]
+        acts = self.reader.read(flat)
+        out, start = [], 0
+        for texts in requests:
+            out.append([(a.concept_ids, a.concept_acts, a.n_tokens) for a in acts[start : start + len(texts)]])
+            start += len(texts)
+        return out
+
+    async def encode(self, texts: list[str]) -> list[tuple[Any, Any, int]]:
+        return await self.encode_batch(texts)
+
+    def info(self) -> dict[str, Any]:
+        return {"d_sae": int(self.reader.d_sae), "describe": self.reader.describe()}
+
+
+class _Row:
+    __slots__ = ("concept_acts", "concept_ids", "n_tokens")
+
+    def __init__(self, ids: Any, acts: Any, n_tokens: int) -> None:
+        self.concept_ids, self.concept_acts, self.n_tokens = ids, acts, n_tokens
+
+
+class RemoteEncoder:
+    """The service's Encoder interface over the encoder deployment's handle."""
+
+    RETRIES = 3  # a replica that dies mid-request (scale-down, crash) is retried on another
+
+    def __init__(self, handle: DeploymentHandle, info: dict[str, Any]) -> None:
+        self.handle = handle
+        self.d_sae = int(info["d_sae"])
+        self._describe = info["describe"]
+
+    async def encode(self, texts: Sequence[str]) -> list[Any]:
+        from ray.exceptions import RayActorError
+
+        for attempt in range(self.RETRIES):
+            try:
+                rows = await self.handle.encode.remote(list(texts))
+                return [_Row(*r) for r in rows]
+            except RayActorError:
+                if attempt == self.RETRIES - 1:
+                    raise
+                log.warning("encoder replica died; retrying (%d/%d)", attempt + 1, self.RETRIES)
+        raise AssertionError("unreachable")
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self._describe)
+
+
+@serve.deployment(name="ingress")
+@serve.ingress()
+class Ingress:
+    async def __init__(self, settings: dict[str, Any], encoder: DeploymentHandle) -> None:  # type: ignore[misc]
+        self.settings = ServiceSettings(**settings)
+        info = await encoder.info.remote()
+        self.encoder = RemoteEncoder(encoder, info)
+
+    def __serve_build_asgi_app__(self) -> Any:
+        from cg_ray.labels import load_labels
+        from cg_ray.serve.api import create_api
+        from cg_ray.serve.db import Store
+
+        labels = load_labels(self.settings.labels, d_sae=self.encoder.d_sae) if self.settings.labels else None
+        store = Store(self.settings.db_url)
+        return create_api(self.settings, store, self.encoder, labels)
+
+
+def build_app(args: dict[str, Any]) -> Application:
+    try:
+        parsed = ServeArgs(**args)
+    except ValidationError as exc:
+        raise ConfigError(f"serve_config.yaml args: {exc}") from None
+    enc = parsed.encoder
+    if enc.min_replicas > enc.max_replicas:
+        raise ConfigError(f"encoder.min_replicas ({enc.min_replicas}) > max_replicas ({enc.max_replicas})")
+    encoder = EncoderDeployment.options(  # type: ignore[attr-defined]
+        ray_actor_options={"num_cpus": enc.num_cpus, "num_gpus": enc.num_gpus},
+        autoscaling_config={
+            "min_replicas": enc.min_replicas,
+            "max_replicas": enc.max_replicas,
+            "target_ongoing_requests": enc.target_ongoing_requests,
+        },
+        max_ongoing_requests=max(8, enc.max_batch_size),
+    ).bind(parsed.reader, enc.reader_factory, enc.max_batch_size, enc.batch_wait_timeout_s)
+    settings = parsed.model_dump(exclude={"encoder"}, mode="json")
+    return Ingress.bind(settings, encoder)  # type: ignore[attr-defined]

@@ -1,0 +1,99 @@
+"""The Ray Serve application for real: both deployments, HTTP on 127.0.0.1, serve_config.yaml valid.
+
+The reader is the fast hashing fake (same interface); the real reader's deployment is exercised in the
+reader tests and the service benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_config_is_valid_for_serve_and_for_build_app() -> None:
+    from ray.serve.schema import ServeDeploySchema
+
+    from cg_ray.serve.app import ServeArgs
+
+    config = yaml.safe_load((ROOT / "serve_config.yaml").read_text())
+    ServeDeploySchema.model_validate(config) if hasattr(ServeDeploySchema, "model_validate") else ServeDeploySchema.parse_obj(config)
+    (app,) = config["applications"]
+    assert app["import_path"] == "cg_ray.serve.app:build_app"
+    ServeArgs(**app["args"])
+
+
+def test_build_app_rejects_bad_args() -> None:
+    from cg_ray.errors import ConfigError
+    from cg_ray.serve.app import build_app
+
+    with pytest.raises(ConfigError, match="typo"):
+        build_app({"typo": 1})
+    with pytest.raises(ConfigError, match="min_replicas"):
+        build_app({"encoder": {"min_replicas": 3, "max_replicas": 1}})
+
+
+@pytest.mark.slow
+def test_serve_app_end_to_end(monkeypatch) -> None:
+    import ray
+    from ray import serve
+
+    from cg_ray.serve.app import build_app
+    from cg_ray.serve.db import Store
+    from cg_ray.serve.keys import create_key
+    from cg_ray.serve.settings import ServiceSettings
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    tmp = Path(tempfile.mkdtemp(prefix="cgs", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    data = tmp / "data"
+    port = free_port()
+    try:
+        ray.init(num_cpus=2, _temp_dir=str(tmp / "ray"), include_dashboard=False, log_to_driver=False)
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        app = build_app(
+            {
+                "data_dir": str(data),
+                "encoder": {"reader_factory": "cg_ray.fakes:HashingReader.from_config", "num_cpus": 0.5},
+            }
+        )
+        serve.run(app, name="cg_ray", route_prefix="/")
+        key = create_key(Store(ServiceSettings(data_dir=data).db_url), "ci")[1]
+        headers = {"X-API-Key": key}
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=30) as client:
+            assert client.get("/readyz").json()["d_sae"] == 256
+            rows = "".join(json.dumps({"id": i, "prompt": f"row {i} text", "score": i % 2}) + "\n" for i in range(30))
+            up = client.post("/v1/uploads", headers=headers, files={"file": ("b.jsonl", rows, "application/jsonl")})
+            assert up.status_code == 201, up.text
+            ana = client.post("/v1/analyses", headers=headers, json={"upload_ids": [up.json()["id"]]}).json()
+            deadline = time.monotonic() + 60
+            while (status := client.get(f"/v1/analyses/{ana['id']}", headers=headers).json())["status"] not in (
+                "succeeded",
+                "failed",
+            ):
+                assert time.monotonic() < deadline, status
+                time.sleep(0.2)
+            assert status["status"] == "succeeded", status
+            assert client.get(f"/v1/analyses/{ana['id']}/summary", headers=headers).json()["n_rows"] == 30
+            scored = client.post("/v1/score", headers=headers, json={"texts": ["a b a", "c"]}).json()
+            assert scored["rows"][0]["top_concepts"][0]["activation"] == pytest.approx(2 / 3)
+            assert client.get("/v1/uploads").status_code == 401
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
