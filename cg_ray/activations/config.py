@@ -11,24 +11,35 @@ class ReaderConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = Field(
-        "smollm2-135m-instruct",
+        default="smollm2-135m-instruct",
         description="known model name (prepared on demand), local HF directory, GGUF file, or hub id",
     )
-    sae: str = Field("default", description="SAE spec, see cg_ray.activations.saes.spec")
-    layer: int | None = Field(None, ge=0, description="decoder layer index; None: from the SAE's hook name")
+    sae: str = Field(default="default", description="SAE spec, see cg_ray.activations.saes.spec")
+    layer: int | None = Field(
+        default=None, ge=0, description="decoder layer index; None: from the SAE's hook name"
+    )
     dtype: Literal["float32", "bfloat16"] = "bfloat16"
-    device: str = Field("auto", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1'…")
-    token_budget: int = Field(8192, ge=1, description="padded tokens per forward batch")
-    max_tokens: int = Field(2048, ge=1, description="longer rows are truncated (counted in the manifest)")
+    device: str = Field(
+        default="auto", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1'…"
+    )
+    token_budget: int = Field(default=8192, ge=1, description="padded tokens per forward batch")
+    max_tokens: int = Field(
+        default=2048, ge=1, description="longer rows are truncated (counted in the manifest)"
+    )
     padding_side: Literal["right", "left"] = "right"
-    exclude_bos: bool = Field(True, description="drop the BOS token from sums and lengths")
+    exclude_bos: bool = Field(default=True, description="drop the BOS token from sums and lengths")
     prepend_bos: bool | Literal["auto"] = Field(
-        "auto", description="make sure every row starts with BOS; auto: as the SAE was trained, else no"
+        default="auto",
+        description="make sure every row starts with BOS; auto: as the SAE was trained, else no",
     )
     sink_positions: int | Literal["auto"] = Field(
-        "auto", description="leading positions dropped (attention sinks); auto: the SAE's seqpos_slice start"
+        default="auto",
+        description="leading positions dropped (attention sinks); auto: the SAE's seqpos_slice start",
     )
     exclude_special_tokens: bool | Literal["auto"] = Field(
-        "auto", description="drop the tokenizer's special tokens; auto: as the SAE was trained, else no"
+        default="auto",
+        description="drop the tokenizer's special tokens; auto: as the SAE was trained, else no",
     )
-    sae_chunk_tokens: int = Field(4096, ge=1, description="tokens per SAE encode call (bounds memory)")
+    sae_chunk_tokens: int = Field(
+        default=4096, ge=1, description="tokens per SAE encode call (bounds memory)"
+    )

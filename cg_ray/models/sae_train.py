@@ -30,22 +30,26 @@ log = logging.getLogger(__name__)
 class SaeTrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str = Field("smollm2-135m-instruct", description="known model name or local HF directory")
-    layer: int = Field(20, ge=0, description="hook model.layers.<layer> (residual stream after the block)")
-    d_sae: int = Field(4608, ge=1)
-    k: int = Field(32, ge=1)
-    training_tokens: int = Field(2_000_000, ge=1)
-    context_size: int = Field(128, ge=8)
-    sink_positions: int = Field(3, ge=0, description="leading positions excluded (attention sinks)")
-    train_batch_size_tokens: int = Field(4096, ge=1)
-    store_batch_size_prompts: int = Field(16, ge=1)
-    n_batches_in_buffer: int = Field(256, ge=1)
-    n_batches_for_norm_estimate: int = Field(20, ge=1)
-    lr: float = Field(1e-3, gt=0)
-    lr_warm_up_steps: int = Field(50, ge=0)
-    bf16: bool = Field(True, description="autocast the SAE step and the LM forward to bfloat16")
-    heldout_fraction: float = Field(0.03, gt=0, lt=1)
-    max_minutes: float | None = Field(None, gt=0, description="end training gracefully after this long")
+    model: str = Field(default="smollm2-135m-instruct", description="known model name or local HF directory")
+    layer: int = Field(
+        default=20, ge=0, description="hook model.layers.<layer> (residual stream after the block)"
+    )
+    d_sae: int = Field(default=4608, ge=1)
+    k: int = Field(default=32, ge=1)
+    training_tokens: int = Field(default=2_000_000, ge=1)
+    context_size: int = Field(default=128, ge=8)
+    sink_positions: int = Field(default=3, ge=0, description="leading positions excluded (attention sinks)")
+    train_batch_size_tokens: int = Field(default=4096, ge=1)
+    store_batch_size_prompts: int = Field(default=16, ge=1)
+    n_batches_in_buffer: int = Field(default=256, ge=1)
+    n_batches_for_norm_estimate: int = Field(default=20, ge=1)
+    lr: float = Field(default=1e-3, gt=0)
+    lr_warm_up_steps: int = Field(default=50, ge=0)
+    bf16: bool = Field(default=True, description="autocast the SAE step and the LM forward to bfloat16")
+    heldout_fraction: float = Field(default=0.03, gt=0, lt=1)
+    max_minutes: float | None = Field(
+        default=None, gt=0, description="end training gracefully after this long"
+    )
     seed: int = 42
 
     @model_validator(mode="after")

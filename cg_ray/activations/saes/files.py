@@ -77,7 +77,12 @@ def load_goodfire_pth(path: Path) -> DenseSae:
 
 
 def load_safetensors(
-    path: Path, *, architecture: str | None = None, k: int | None = None, apply_b_dec_to_input: bool = True
+    path: Path,
+    *,
+    architecture: str | None = None,
+    k: int | None = None,
+    apply_b_dec_to_input: bool = True,
+    rescale_by_decoder_norm: bool = False,
 ) -> DenseSae:
     """Plain safetensors with sae-lens tensor names: W_enc, b_enc, b_dec, [W_dec], [threshold].
 
@@ -107,5 +112,6 @@ def load_safetensors(
         k=k,
         architecture=typed_arch,
         apply_b_dec_to_input=apply_b_dec_to_input,
+        rescale_by_decoder_norm=rescale_by_decoder_norm,
         info=info,
     )

@@ -5,7 +5,8 @@
   saelens:RELEASE@SAE_ID                   sae-lens `SAE.from_pretrained` (needs the hub)
   npz:FILE                                 Gemma-Scope params.npz (JumpReLU)
   pth:FILE                                 Goodfire state dict (ReLU), weights_only
-  safetensors:FILE[,arch=topk,k=32]        W_enc/b_enc/b_dec[/W_dec/threshold]
+  safetensors:FILE[,arch=topk,k=32,rescale=true]  W_enc/b_enc/b_dec[/W_dec/threshold]; rescale:
+                                           TopK pre-activations × ‖W_dec row‖ (sae-lens' training default)
 A bare existing directory means saelens-disk, a bare *.npz / *.pth / *.safetensors file its kind.
 """
 
@@ -19,7 +20,7 @@ from cg_ray.errors import ConfigError
 
 KINDS = ("default", "saelens-disk", "saelens", "npz", "pth", "safetensors")
 _SUFFIX_KIND = {".npz": "npz", ".pth": "pth", ".pt": "pth", ".safetensors": "safetensors"}
-_OPTIONS = {"safetensors": {"arch", "k", "apply_b_dec_to_input"}}
+_OPTIONS = {"safetensors": {"arch", "k", "apply_b_dec_to_input", "rescale"}}
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ def default_sae_dir() -> Path:
 
 def parse_sae_spec(spec: str) -> SaeSpec:
     spec = spec.strip()
+    if not spec:
+        raise ConfigError("empty SAE spec")
     if spec == "default":
         return SaeSpec("default")
     kind, sep, rest = spec.partition(":")
@@ -91,4 +94,5 @@ def load_sae(spec: str | SaeSpec) -> SaeEncoder:
         architecture=s.options.get("arch"),
         k=k_int,
         apply_b_dec_to_input=s.options.get("apply_b_dec_to_input", "true").lower() != "false",
+        rescale_by_decoder_norm=s.options.get("rescale", "false").lower() == "true",
     )
