@@ -13,13 +13,15 @@ import pytest
 import torch
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-WORDS = tuple(
-    "the a an of to and in is it that for on with as was be by this are from at or not one two three "
-    "four five six seven eight nine ten cat dog bird fish tree house car road city river eggs ducks day "
-    "market dollars sells eats bakes muffins friends how many much what who when where why answer question "
-    "solve add subtract multiply divide number total each every morning breakfast fresh price cost money "
-    "time hour minute week year red blue green big small fast slow good bad happy sad new old first last"
-).split()
+_WORDS_TEXT = """
+the a an of to and in is it that for on with as was be by this are from at or not one two three
+four five six seven eight nine ten cat dog bird fish tree house car road city river eggs ducks
+day market dollars sells eats bakes muffins friends how many much what who when where why
+answer question solve add subtract multiply divide number total each every morning breakfast
+fresh price cost money time hour minute week year red blue green big small fast slow good bad
+happy sad new old first last
+"""
+WORDS = tuple(_WORDS_TEXT.split())
 SPECIALS = ("<unk>", "<bos>", "<eos>", "<pad>")
 LAYER = 2
 CHAT_TEMPLATE = "{% for m in messages %}<bos>{{ m['role'] }} {{ m['content'] }}<eos>{% endfor %}"
