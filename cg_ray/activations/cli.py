@@ -1,0 +1,115 @@
+"""`cg-ray extract`: registered by cg_ray.cli; heavy imports happen inside the handler."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def add_reader_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("reader")
+    g.add_argument(
+        "--reader-model", default="smollm2-135m-instruct", help="known name, HF dir, .gguf or hub id"
+    )
+    g.add_argument(
+        "--sae", default="default", help="SAE spec (default: the shipped SAE), e.g. npz:params.npz"
+    )
+    g.add_argument("--layer", type=int, default=None, help="decoder layer (default: from the SAE)")
+    g.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16")
+    g.add_argument("--device", default="auto")
+    g.add_argument("--token-budget", type=int, default=8192, help="padded tokens per batch")
+    g.add_argument("--max-tokens", type=int, default=2048, help="truncate longer rows")
+    g.add_argument("--padding-side", choices=("right", "left"), default="right")
+    g.add_argument("--keep-bos", action="store_true", help="count the BOS token (default: excluded)")
+    g.add_argument("--sink-positions", default="auto", help="leading positions dropped (int or auto)")
+    g.add_argument(
+        "--exclude-special-tokens", choices=("auto", "yes", "no"), default="auto", help="drop special tokens"
+    )
+
+
+def reader_config(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
+    from cg_ray.activations.config import ReaderConfig
+    from cg_ray.errors import ConfigError
+
+    sinks: int | str = args.sink_positions
+    if sinks != "auto":
+        try:
+            sinks = int(sinks)
+        except ValueError:
+            raise ConfigError(f"--sink-positions must be an integer or auto, got {sinks!r}") from None
+    special = {"auto": "auto", "yes": True, "no": False}[args.exclude_special_tokens]
+    try:
+        return ReaderConfig.model_validate(
+            {
+                "model": args.reader_model,
+                "sae": args.sae,
+                "layer": args.layer,
+                "dtype": args.dtype,
+                "device": args.device,
+                "token_budget": args.token_budget,
+                "max_tokens": args.max_tokens,
+                "padding_side": args.padding_side,
+                "exclude_bos": not args.keep_bos,
+                "sink_positions": sinks,
+                "exclude_special_tokens": special,
+            }
+        )
+    except ValidationError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "extract",
+        help="SAE concept activations of scored rows → rows.parquet",
+        description="Read scored JSONL rows, compute s̃ per row with the reader, write rows.parquet "
+        "and a manifest beside it.",
+    )
+    p.add_argument("--input", required=True, type=Path, help="JSONL rows with id, benchmark, score, texts")
+    p.add_argument("--out", required=True, type=Path, help="rows.parquet to write")
+    p.add_argument(
+        "--text", choices=("prompt", "response", "both"), default="prompt", help="which text is read"
+    )
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--chat-template", action="store_true", help="read through the model's chat template")
+    mode.add_argument("--raw", action="store_true", help="read the raw text (default)")
+    p.add_argument(
+        "--join-benchmarks",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="benchmark JSONL file or directory whose prompts are joined on id (repeatable)",
+    )
+    p.add_argument("--model", default=None, help="keep only rows of this evaluated model")
+    p.add_argument("--limit", type=int, default=None, help="keep the first N rows")
+    p.add_argument("--allow-missing-scores", action="store_true", help="accept rows whose score is null")
+    add_reader_arguments(p)
+    p.set_defaults(handler=_extract)
+
+
+def _extract(args: argparse.Namespace) -> int:
+    from cg_ray.activations.extract import ExtractJob, run_extract
+
+    manifest = run_extract(
+        ExtractJob(
+            input=args.input,
+            out=args.out,
+            text=args.text,
+            chat_template=args.chat_template,
+            require_score=not args.allow_missing_scores,
+            join_benchmarks=tuple(args.join_benchmarks),
+            model=args.model,
+            limit=args.limit,
+            reader=reader_config(args),
+        )
+    )
+    c, t = manifest["counts"], manifest["timings_s"]
+    print(
+        f"wrote {manifest['output']}: {c['rows']} rows, d_sae {manifest['d_sae']}, "
+        f"{c['tokens_counted']} tokens counted, {t['rows_per_s']} rows/s, {t['tokens_per_s']} tokens/s"
+    )
+    return 0

@@ -1,0 +1,157 @@
+"""`cg-ray extract`: scored rows → rows.parquet (+ a manifest beside it), published atomically."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+from cg_ray.activations.config import ReaderConfig
+from cg_ray.activations.inputs import TextMode, load_benchmark_prompts, load_rows, row_text
+from cg_ray.activations.pooling import RowActs
+from cg_ray.artifacts.publish import atomic_file
+from cg_ray.errors import InputError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExtractJob:
+    input: Path
+    out: Path
+    text: TextMode = "prompt"
+    chat_template: bool = False
+    require_score: bool = True
+    join_benchmarks: tuple[Path, ...] = ()
+    model: str | None = None
+    limit: int | None = None
+    reader: ReaderConfig = field(default_factory=lambda: ReaderConfig.model_validate({}))
+
+
+def manifest_path(out: Path) -> Path:
+    return out.with_name(out.name.removesuffix(".parquet") + ".manifest.json")
+
+
+class _ProgressLog:
+    def __init__(self, every_s: float = 15.0) -> None:
+        self.every_s = every_s
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - self.last >= self.every_s or done == total:
+            self.last = now
+            log.info("%d/%d texts (%.1f texts/s)", done, total, done / max(now - self.start, 1e-9))
+
+
+def run_extract(job: ExtractJob) -> dict[str, Any]:
+    from cg_ray.activations.reader import ConceptReader
+
+    t0 = time.perf_counter()
+    prompts = load_benchmark_prompts(job.join_benchmarks) if job.join_benchmarks else None
+    rows = load_rows(
+        job.input,
+        text=job.text,
+        require_score=job.require_score,
+        benchmark_prompts=prompts,
+        model=job.model,
+        limit=job.limit,
+    )
+    log.info("%d rows read from %s", len(rows), job.input)
+    t_read = time.perf_counter()
+    reader = ConceptReader.from_config(job.reader)
+    t_load = time.perf_counter()
+
+    texts: list[str] = []
+    text_index: dict[str, int] = {}
+    row_to_text: list[int] = []
+    add_special = True
+    for row in rows:
+        text, add_special = row_text(row, job.text, reader.tokenizer if job.chat_template else None)
+        row_to_text.append(text_index.setdefault(text, len(texts)))
+        if row_to_text[-1] == len(texts):
+            texts.append(text)
+    seqs = reader.tokenize(texts, add_special_tokens=add_special)
+    for row, t in zip(rows, row_to_text, strict=True):
+        if not seqs[t]:
+            raise InputError("the text has no tokens", path=row.where, field=job.text)
+    log.info(
+        "reading %d unique texts (%d tokens) with %s", len(texts), sum(map(len, seqs)), reader.model.source
+    )
+    acts = reader.read_ids(seqs, progress=_ProgressLog())
+    t_compute = time.perf_counter()
+
+    table = _table([acts[t] for t in row_to_text], rows, reader.d_sae)
+    manifest = {
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "input": str(job.input),
+        "join_benchmarks": [str(p) for p in job.join_benchmarks],
+        "model_filter": job.model,
+        "limit": job.limit,
+        "text": job.text,
+        "chat_template": job.chat_template,
+        "require_score": job.require_score,
+        "reader": reader.describe(),
+        "counts": {
+            "rows": len(rows),
+            "unique_texts": len(texts),
+            "rows_without_counted_tokens": sum(1 for t in row_to_text if acts[t].n_tokens == 0),
+            "rows_without_score": sum(1 for r in rows if r.score is None),
+            **{k: v for k, v in reader.stats.items() if k != "seconds"},
+        },
+        "timings_s": {
+            "read_input": round(t_read - t0, 3),
+            "load_reader": round(t_load - t_read, 3),
+            "compute": round(t_compute - t_load, 3),
+            "tokens_per_s": round(reader.stats["tokens_forward"] / max(t_compute - t_load, 1e-9), 1),
+            "rows_per_s": round(len(rows) / max(t_compute - t_load, 1e-9), 2),
+        },
+        "versions": _versions(),
+        "d_sae": reader.d_sae,
+        "output": str(job.out),
+    }
+    with atomic_file(job.out) as tmp_rows, atomic_file(manifest_path(job.out)) as tmp_manifest:
+        pq.write_table(table, tmp_rows)
+        tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n")
+    log.info("wrote %s (%d rows) in %.1f s", job.out, len(rows), time.perf_counter() - t0)
+    return manifest
+
+
+def _table(acts: list[RowActs], rows: list[Any], d_sae: int) -> pa.Table:
+    offsets = [0]
+    for a in acts:
+        offsets.append(offsets[-1] + len(a.concept_ids))
+    ids = np.concatenate([a.concept_ids for a in acts]) if acts else np.zeros(0, np.int32)
+    vals = np.concatenate([a.concept_acts for a in acts]) if acts else np.zeros(0, np.float32)
+    off = pa.array(offsets, pa.int32())
+    columns = {
+        S.ROW_ID: pa.array([r.row_id for r in rows], pa.string()),
+        S.BENCHMARK: pa.array([r.benchmark for r in rows], pa.string()),
+        S.MODEL: pa.array([r.model for r in rows], pa.string()),
+        S.SCORE: pa.array([r.score for r in rows], pa.float64()),
+        S.N_TOKENS: pa.array([a.n_tokens for a in acts], pa.int32()),
+        S.CONCEPT_IDS: pa.ListArray.from_arrays(off, pa.array(ids.astype(np.int32), pa.int32())),
+        S.CONCEPT_ACTS: pa.ListArray.from_arrays(off, pa.array(vals.astype(np.float32), pa.float32())),
+    }
+    return pa.table(columns, schema=S.rows_schema_with_d_sae(d_sae))
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in ("torch", "transformers", "sae-lens"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out

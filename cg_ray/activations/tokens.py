@@ -1,0 +1,114 @@
+"""Which tokens count, and how rows are packed into padded batches under a token budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import torch
+
+from cg_ray.activations.config import ReaderConfig
+from cg_ray.activations.saes.base import SaeInfo
+
+
+@dataclass(frozen=True)
+class TokenPolicy:
+    """Resolved once per run and written to the manifest."""
+
+    prepend_bos: bool
+    exclude_bos: bool
+    sink_positions: int
+    exclude_special_tokens: bool
+    bos_id: int | None
+    pad_id: int
+    special_ids: tuple[int, ...]
+
+    def describe(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve_policy(config: ReaderConfig, sae: SaeInfo, tokenizer: Any) -> TokenPolicy:
+    def auto(value: Any, from_sae: Any, fallback: Any) -> Any:
+        if value != "auto":
+            return value
+        return fallback if from_sae is None else from_sae
+
+    bos_id = tokenizer.bos_token_id
+    pad_id = tokenizer.pad_token_id
+    if pad_id is None:
+        pad_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    prepend = bool(auto(config.prepend_bos, sae.prepend_bos, False)) and bos_id is not None
+    return TokenPolicy(
+        prepend_bos=prepend,
+        exclude_bos=config.exclude_bos,
+        sink_positions=int(auto(config.sink_positions, sae.sink_positions, 0)),
+        exclude_special_tokens=bool(auto(config.exclude_special_tokens, sae.exclude_special_tokens, False)),
+        bos_id=bos_id,
+        pad_id=int(pad_id),
+        special_ids=tuple(sorted(set(tokenizer.all_special_ids))),
+    )
+
+
+def tokenize(
+    tokenizer: Any, texts: Sequence[str], policy: TokenPolicy, max_tokens: int, *, add_special_tokens: bool
+) -> tuple[list[list[int]], int]:
+    """Token ids per text (BOS first when the policy asks), truncated to max_tokens; and how many were cut."""
+    encoded = tokenizer(list(texts), add_special_tokens=add_special_tokens)["input_ids"]
+    out: list[list[int]] = []
+    truncated = 0
+    for ids in encoded:
+        ids = list(ids)
+        if policy.prepend_bos and (not ids or ids[0] != policy.bos_id):
+            ids.insert(0, policy.bos_id)
+        if len(ids) > max_tokens:
+            ids = ids[:max_tokens]
+            truncated += 1
+        out.append(ids)
+    return out, truncated
+
+
+def plan_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
+    """Row indices grouped into batches, longest first, each with (rows × longest) ≤ budget
+    (a single row longer than the budget gets a batch of its own)."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        longest = lengths[current[0]] if current else lengths[i]
+        if current and (len(current) + 1) * longest > token_budget:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def pad(
+    seqs: Sequence[Sequence[int]], pad_id: int, side: Literal["left", "right"]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        if not s:
+            continue
+        cols = slice(width - len(s), width) if side == "left" else slice(0, len(s))
+        ids[r, cols] = torch.as_tensor(s, dtype=torch.long)
+        mask[r, cols] = 1
+    return ids, mask
+
+
+def counted_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor, policy: TokenPolicy) -> torch.Tensor:
+    """True where a token counts towards s and |x|: real (not padding), past the sink positions,
+    not the leading BOS, not a special token (each as the policy says)."""
+    real = attention_mask.bool()
+    position = attention_mask.long().cumsum(-1) - 1  # position within the row, padding-independent
+    keep = real & (position >= policy.sink_positions)
+    if policy.exclude_bos and policy.bos_id is not None:
+        keep &= ~((position == 0) & (input_ids == policy.bos_id))
+    if policy.exclude_special_tokens and policy.special_ids:
+        special = torch.as_tensor(policy.special_ids, device=input_ids.device)
+        keep &= ~torch.isin(input_ids, special)
+    return keep

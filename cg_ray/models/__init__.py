@@ -1,0 +1,1 @@
+"""Preparation of reader models and of the default model's own SAE (training, labels)."""

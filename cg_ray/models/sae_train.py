@@ -1,0 +1,200 @@
+"""`cg-ray sae train`: train the default reader's own TopK SAE with sae-lens (ARCHITECTURE.md §3).
+
+What we add around sae-lens' `LanguageModelSAETrainingRunner`, and why:
+- the corpus (model answers only, hashed train/held-out split, see `corpus.py`);
+- attention sinks and special tokens are excluded (`seqpos_slice`, `exclude_special_tokens`): their
+  residual norms are ~100× a normal token's and would dominate the reconstruction loss;
+- the decoder bias starts at the (normalised) mean activation, which sae-lens does not do;
+- an optional wall-clock limit that ends training gracefully (scaling folded in, SAE saved), so a run on
+  a shared CPU finishes with a shippable SAE rather than being killed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cg_ray.artifacts.publish import atomic_directory
+
+log = logging.getLogger(__name__)
+
+
+class SaeTrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(default="smollm2-135m-instruct", description="known model name or local HF directory")
+    layer: int = Field(
+        default=20, ge=0, description="hook model.layers.<layer> (residual stream after the block)"
+    )
+    d_sae: int = Field(default=4608, ge=1)
+    k: int = Field(default=32, ge=1)
+    training_tokens: int = Field(default=2_000_000, ge=1)
+    context_size: int = Field(default=128, ge=8)
+    sink_positions: int = Field(default=3, ge=0, description="leading positions excluded (attention sinks)")
+    train_batch_size_tokens: int = Field(default=4096, ge=1)
+    store_batch_size_prompts: int = Field(default=16, ge=1)
+    n_batches_in_buffer: int = Field(default=256, ge=1)
+    n_batches_for_norm_estimate: int = Field(default=20, ge=1)
+    lr: float = Field(default=1e-3, gt=0)
+    lr_warm_up_steps: int = Field(default=50, ge=0)
+    bf16: bool = Field(default=True, description="autocast the SAE step and the LM forward to bfloat16")
+    heldout_fraction: float = Field(default=0.03, gt=0, lt=1)
+    max_minutes: float | None = Field(
+        default=None, gt=0, description="end training gracefully after this long"
+    )
+    seed: int = 42
+
+    @model_validator(mode="after")
+    def _buffer_fits(self) -> SaeTrainConfig:
+        # sae-lens: the mixing buffer (n_batches_in_buffer × usable context) must hold one train batch.
+        usable = self.context_size - self.sink_positions
+        if self.n_batches_in_buffer * usable < self.train_batch_size_tokens:
+            raise ValueError(
+                "n_batches_in_buffer × (context_size − sink_positions) = "
+                f"{self.n_batches_in_buffer * usable} "
+                f"must be ≥ train_batch_size_tokens = {self.train_batch_size_tokens}"
+            )
+        return self
+
+
+def _runner_class() -> type:
+    from sae_lens import LanguageModelSAETrainingRunner
+
+    class DeadlineRunner(LanguageModelSAETrainingRunner):
+        """Ends `fit()` cleanly at a wall-clock deadline by lowering the trainer's sample target."""
+
+        deadline: float | None = None
+        stopped_early_at: int | None = None
+
+        def run_trainer_with_interruption_handling(self, trainer: Any) -> Any:
+            stop = threading.Event()
+
+            def watch() -> None:
+                while not stop.wait(5.0):
+                    if self.deadline is not None and time.monotonic() > self.deadline:
+                        self.stopped_early_at = trainer.n_training_samples
+                        trainer.cfg.total_training_samples = trainer.n_training_samples
+                        log.warning(
+                            "time limit reached: ending training at %d tokens", trainer.n_training_samples
+                        )
+                        return
+
+            watcher = threading.Thread(target=watch, daemon=True)
+            watcher.start()
+            try:
+                return super().run_trainer_with_interruption_handling(trainer)
+            finally:
+                stop.set()
+
+    return DeadlineRunner
+
+
+def train(
+    config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, overwrite: bool = False
+) -> Path:
+    """Train and write an sae-lens on-disk SAE (cfg.json + sae_weights.safetensors) plus training.json."""
+    import datasets
+    import torch
+    from sae_lens import LanguageModelSAERunnerConfig, LoggingConfig, TopKTrainingSAEConfig
+
+    from cg_ray.models.corpus import split_corpus
+    from cg_ray.models.prepare import resolve_model
+
+    os.environ.setdefault("WANDB_MODE", "disabled")
+    torch.manual_seed(config.seed)
+    model_dir = str(resolve_model(config.model))
+    train_docs, heldout_docs = split_corpus(data_dir, config.heldout_fraction)
+    log.info("corpus: %d train documents, %d held out", len(train_docs), len(heldout_docs))
+    dataset = datasets.Dataset.from_dict({"text": train_docs}).shuffle(seed=config.seed)
+
+    from transformers import AutoConfig
+
+    d_in = int(AutoConfig.from_pretrained(model_dir).hidden_size)
+    runner_cfg = LanguageModelSAERunnerConfig(
+        sae=TopKTrainingSAEConfig(
+            d_in=d_in,
+            d_sae=config.d_sae,
+            k=config.k,
+            normalize_activations="expected_average_only_in",
+            dtype="float32",
+            device="cpu",
+        ),
+        model_name=model_dir,
+        model_class_name="AutoModelForCausalLM",
+        hook_name=f"model.layers.{config.layer}",
+        dataset_path=model_dir,  # unused: override_dataset below; sae-lens wants a non-empty string
+        is_dataset_tokenized=False,
+        streaming=False,
+        context_size=config.context_size,
+        seqpos_slice=(config.sink_positions, None),
+        exclude_special_tokens=True,
+        prepend_bos=True,
+        n_batches_in_buffer=config.n_batches_in_buffer,
+        store_batch_size_prompts=config.store_batch_size_prompts,
+        train_batch_size_tokens=config.train_batch_size_tokens,
+        training_tokens=config.training_tokens,
+        n_batches_for_norm_estimate=config.n_batches_for_norm_estimate,
+        lr=config.lr,
+        lr_warm_up_steps=config.lr_warm_up_steps,
+        autocast=config.bf16,
+        autocast_lm=config.bf16,
+        device="cpu",
+        seed=config.seed,
+        logger=LoggingConfig(log_to_wandb=False),
+        n_checkpoints=0,
+        checkpoint_path=None,
+        output_path=str(work_dir / "final"),
+        verbose=True,
+    )
+    runner = _runner_class()(runner_cfg, override_dataset=dataset)
+    _init_decoder_bias(runner, config.n_batches_for_norm_estimate)
+    started = time.monotonic()
+    if config.max_minutes is not None:
+        runner.deadline = started + 60 * config.max_minutes
+    runner.run()
+    seconds = time.monotonic() - started
+    tokens = runner.stopped_early_at or config.training_tokens
+    stats = {
+        "config": config.model_dump(),
+        "model_dir": model_dir,
+        "corpus_documents": {"train": len(train_docs), "heldout": len(heldout_docs)},
+        "trained_tokens": tokens,
+        "stopped_early": runner.stopped_early_at is not None,
+        "seconds": round(seconds, 1),
+        "tokens_per_second": round(tokens / seconds, 1),
+        "final_window_l0": runner.sae.cfg.metadata.l0,
+        "final_window_dead_latents": runner.sae.cfg.metadata.num_dead_features,
+    }
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        for name in ("cfg.json", "sae_weights.safetensors"):
+            shutil.copy2(work_dir / "final" / name, tmp / name)
+        (tmp / "training.json").write_text(json.dumps(stats, indent=2) + "\n")
+    log.info("trained %d tokens in %.0f s; SAE at %s", tokens, seconds, out)
+    return out
+
+
+def _init_decoder_bias(runner: Any, n_batches: int) -> None:
+    """b_dec := mean activation, in the units the trainer will use (norm scaled to sqrt(d_in))."""
+    import torch
+
+    total = None
+    norm_sum = 0.0
+    count = 0
+    with torch.no_grad():
+        for _ in range(n_batches):
+            batch = runner.activations_store.next_batch().float()
+            total = batch.sum(0) if total is None else total + batch.sum(0)
+            norm_sum += float(batch.norm(dim=-1).sum())
+            count += batch.shape[0]
+        assert total is not None
+        scale = runner.sae.cfg.d_in**0.5 / (norm_sum / count)
+        runner.sae.b_dec.data.copy_((total / count * scale).to(runner.sae.b_dec.dtype))
+    log.info("b_dec initialised to the mean of %d activations (scale %.4g)", count, scale)
