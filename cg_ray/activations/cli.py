@@ -9,12 +9,8 @@ from typing import Any
 
 def add_reader_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("reader")
-    g.add_argument(
-        "--reader-model", default="smollm2-135m-instruct", help="known name, HF dir, .gguf or hub id"
-    )
-    g.add_argument(
-        "--sae", default="default", help="SAE spec (default: the shipped SAE), e.g. npz:params.npz"
-    )
+    g.add_argument("--reader-model", default="smollm2-135m-instruct", help="known name, HF dir, .gguf or hub id")
+    g.add_argument("--sae", default="default", help="SAE spec (default: the shipped SAE), e.g. npz:params.npz")
     g.add_argument("--layer", type=int, default=None, help="decoder layer (default: from the SAE)")
     g.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16")
     g.add_argument("--device", default="auto")
@@ -70,9 +66,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--input", required=True, type=Path, help="JSONL rows with id, benchmark, score, texts")
     p.add_argument("--out", required=True, type=Path, help="rows.parquet to write")
-    p.add_argument(
-        "--text", choices=("prompt", "response", "both"), default="prompt", help="which text is read"
-    )
+    p.add_argument("--text", choices=("prompt", "response", "both"), default="prompt", help="which text is read")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--chat-template", action="store_true", help="read through the model's chat template")
     mode.add_argument("--raw", action="store_true", help="read the raw text (default)")

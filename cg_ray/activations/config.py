@@ -15,17 +15,11 @@ class ReaderConfig(BaseModel):
         description="known model name (prepared on demand), local HF directory, GGUF file, or hub id",
     )
     sae: str = Field(default="default", description="SAE spec, see cg_ray.activations.saes.spec")
-    layer: int | None = Field(
-        default=None, ge=0, description="decoder layer index; None: from the SAE's hook name"
-    )
+    layer: int | None = Field(default=None, ge=0, description="decoder layer index; None: from the SAE's hook name")
     dtype: Literal["float32", "bfloat16"] = "bfloat16"
-    device: str = Field(
-        default="auto", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1'…"
-    )
+    device: str = Field(default="auto", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1'…")
     token_budget: int = Field(default=8192, ge=1, description="padded tokens per forward batch")
-    max_tokens: int = Field(
-        default=2048, ge=1, description="longer rows are truncated (counted in the manifest)"
-    )
+    max_tokens: int = Field(default=2048, ge=1, description="longer rows are truncated (counted in the manifest)")
     padding_side: Literal["right", "left"] = "right"
     exclude_bos: bool = Field(default=True, description="drop the BOS token from sums and lengths")
     prepend_bos: bool | Literal["auto"] = Field(
@@ -40,6 +34,4 @@ class ReaderConfig(BaseModel):
         default="auto",
         description="drop the tokenizer's special tokens; auto: as the SAE was trained, else no",
     )
-    sae_chunk_tokens: int = Field(
-        default=4096, ge=1, description="tokens per SAE encode call (bounds memory)"
-    )
+    sae_chunk_tokens: int = Field(default=4096, ge=1, description="tokens per SAE encode call (bounds memory)")

@@ -84,9 +84,7 @@ def run_extract(job: ExtractJob) -> dict[str, Any]:
     for row, t in zip(rows, row_to_text, strict=True):
         if not seqs[t]:
             raise InputError("the text has no tokens", path=row.where, field=job.text)
-    log.info(
-        "reading %d unique texts (%d tokens) with %s", len(texts), sum(map(len, seqs)), reader.model.source
-    )
+    log.info("reading %d unique texts (%d tokens) with %s", len(texts), sum(map(len, seqs)), reader.model.source)
     acts = reader.read_ids(seqs, progress=_ProgressLog())
     t_compute = time.perf_counter()
 

@@ -61,14 +61,10 @@ def _turns(value: Any, path: Path, line_no: int, field: str) -> Turns:
 def _score(value: Any, path: Path, line_no: int, required: bool) -> float | None:
     if value is None:
         if required:
-            raise InputError(
-                f"line {line_no}: score is missing (scores are required)", path=str(path), field="score"
-            )
+            raise InputError(f"line {line_no}: score is missing (scores are required)", path=str(path), field="score")
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(
-            f"line {line_no}: score must be a number, got {value!r}", path=str(path), field="score"
-        )
+        raise InputError(f"line {line_no}: score must be a number, got {value!r}", path=str(path), field="score")
     if not 0.0 <= value <= 1.0:
         raise InputError(f"line {line_no}: score {value} is outside [0, 1]", path=str(path), field="score")
     return float(value)
@@ -140,9 +136,7 @@ def load_rows(
         )
         for field, turns in needed:
             if not turns or not any(t.strip() for t in turns):
-                raise InputError(
-                    f"line {line_no}: empty text (text mode {text!r})", path=str(path), field=field
-                )
+                raise InputError(f"line {line_no}: empty text (text mode {text!r})", path=str(path), field=field)
         key = (bench, str(rid))
         if key in seen:
             raise InputError(

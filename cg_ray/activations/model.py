@@ -53,9 +53,7 @@ def load_model(spec: str | Path, dtype: str, device: torch.device) -> LoadedMode
             raise InputError("model path not found", path=text)
         if path.is_file() and path.suffix == ".gguf":
             # transformers dequantizes GGUF to a full causal LM; keep only its base model.
-            full = AutoModelForCausalLM.from_pretrained(
-                str(path.parent), gguf_file=path.name, dtype=torch_dtype
-            )
+            full = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch_dtype)
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
             base = full.get_decoder() if hasattr(full, "get_decoder") else full.base_model
         elif path.is_dir() and (path / "config.json").is_file():

@@ -22,9 +22,7 @@ class RowActs:
 
 
 @torch.inference_mode()
-def pool_batch(
-    hidden: torch.Tensor, counted: torch.Tensor, sae: SaeEncoder, chunk_tokens: int
-) -> list[RowActs]:
+def pool_batch(hidden: torch.Tensor, counted: torch.Tensor, sae: SaeEncoder, chunk_tokens: int) -> list[RowActs]:
     n_rows = hidden.shape[0]
     rows, cols = counted.nonzero(as_tuple=True)
     tokens = hidden[rows, cols]

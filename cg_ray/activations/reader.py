@@ -31,9 +31,7 @@ def resolve_layer(requested: int | None, from_sae: int | None, sae_source: str) 
     if requested is None and from_sae is None:
         raise ConfigError(f"the SAE {sae_source} does not say its layer: set the reader's layer")
     if requested is not None and from_sae is not None and requested != from_sae:
-        raise ConfigError(
-            f"layer {requested} was requested but the SAE {sae_source} was trained on layer {from_sae}"
-        )
+        raise ConfigError(f"layer {requested} was requested but the SAE {sae_source} was trained on layer {from_sae}")
     return requested if requested is not None else int(from_sae)  # type: ignore[arg-type]
 
 
@@ -74,9 +72,7 @@ class ConceptReader:
         device = resolve_device(config.device)
         loaded = load_model(resolve_model(config.model), config.dtype, device)
         if layer >= loaded.n_layers:
-            raise ConfigError(
-                f"layer {layer} is out of range: the model has {loaded.n_layers} decoder layers"
-            )
+            raise ConfigError(f"layer {layer} is out of range: the model has {loaded.n_layers} decoder layers")
         return cls(loaded, sae, config, layer)
 
     @property
@@ -109,9 +105,7 @@ class ConceptReader:
             ids, mask = ids.to(self.device), mask.to(self.device)
             hidden = forward_to_layer(self.model.base, self.capture, ids, mask)
             counted = counted_mask(ids, mask, self.policy)
-            for i, row in zip(
-                batch, pool_batch(hidden, counted, self.sae, self.config.sae_chunk_tokens), strict=True
-            ):
+            for i, row in zip(batch, pool_batch(hidden, counted, self.sae, self.config.sae_chunk_tokens), strict=True):
                 results[i] = row
             self.stats["tokens_forward"] += int(mask.sum())
             self.stats["tokens_counted"] += int(counted.sum())

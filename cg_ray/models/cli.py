@@ -18,9 +18,7 @@ def register(subparsers: Any) -> None:
     msub = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
     prep = msub.add_parser("prepare", help="convert a known model (e.g. the GGUF default) to a local HF dir")
     prep.add_argument("name", nargs="?", default="smollm2-135m-instruct")
-    prep.add_argument(
-        "--cache", type=Path, default=None, help="cache root (default: $CG_RAY_CACHE or ~/.cache/cg_ray)"
-    )
+    prep.add_argument("--cache", type=Path, default=None, help="cache root (default: $CG_RAY_CACHE or ~/.cache/cg_ray)")
     prep.add_argument("--overwrite", action="store_true")
     prep.set_defaults(handler=_prepare)
 
@@ -36,9 +34,7 @@ def register(subparsers: Any) -> None:
     train.add_argument("--d-sae", type=int, default=4608)
     train.add_argument("--k", type=int, default=32)
     train.add_argument("--tokens", type=int, default=2_000_000, help="training tokens")
-    train.add_argument(
-        "--max-minutes", type=float, default=None, help="end training gracefully after this long"
-    )
+    train.add_argument("--max-minutes", type=float, default=None, help="end training gracefully after this long")
     train.add_argument("--seed", type=int, default=42)
     train.add_argument("--overwrite", action="store_true")
     train.set_defaults(handler=_train)
@@ -55,9 +51,7 @@ def register(subparsers: Any) -> None:
         p.add_argument("--heldout-fraction", type=float, default=0.03, help="as used in training")
         p.add_argument("--out", type=Path, required=True, help="JSON (eval) or JSONL (label) to write")
         if name == "label":
-            p.add_argument(
-                "--train-docs", type=int, default=1500, help="training documents added to held-out"
-            )
+            p.add_argument("--train-docs", type=int, default=1500, help="training documents added to held-out")
         p.set_defaults(handler=_eval if name == "eval" else _label)
 
 

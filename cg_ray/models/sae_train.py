@@ -31,9 +31,7 @@ class SaeTrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = Field(default="smollm2-135m-instruct", description="known model name or local HF directory")
-    layer: int = Field(
-        default=20, ge=0, description="hook model.layers.<layer> (residual stream after the block)"
-    )
+    layer: int = Field(default=20, ge=0, description="hook model.layers.<layer> (residual stream after the block)")
     d_sae: int = Field(default=4608, ge=1)
     k: int = Field(default=32, ge=1)
     training_tokens: int = Field(default=2_000_000, ge=1)
@@ -47,9 +45,7 @@ class SaeTrainConfig(BaseModel):
     lr_warm_up_steps: int = Field(default=50, ge=0)
     bf16: bool = Field(default=True, description="autocast the SAE step and the LM forward to bfloat16")
     heldout_fraction: float = Field(default=0.03, gt=0, lt=1)
-    max_minutes: float | None = Field(
-        default=None, gt=0, description="end training gracefully after this long"
-    )
+    max_minutes: float | None = Field(default=None, gt=0, description="end training gracefully after this long")
     seed: int = 42
 
     @model_validator(mode="after")
@@ -82,9 +78,7 @@ def _runner_class() -> type:
                     if self.deadline is not None and time.monotonic() > self.deadline:
                         self.stopped_early_at = trainer.n_training_samples
                         trainer.cfg.total_training_samples = trainer.n_training_samples
-                        log.warning(
-                            "time limit reached: ending training at %d tokens", trainer.n_training_samples
-                        )
+                        log.warning("time limit reached: ending training at %d tokens", trainer.n_training_samples)
                         return
 
             watcher = threading.Thread(target=watch, daemon=True)
@@ -97,9 +91,7 @@ def _runner_class() -> type:
     return DeadlineRunner
 
 
-def train(
-    config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, overwrite: bool = False
-) -> Path:
+def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, overwrite: bool = False) -> Path:
     """Train and write an sae-lens on-disk SAE (cfg.json + sae_weights.safetensors) plus training.json."""
     import datasets
     import torch

@@ -294,6 +294,19 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
             raise HTTPException(404, f"no concept {concept_id}")
         return detail
 
+    @v1.get("/analyses/{analysis_id}/distributions", tags=["results"])
+    def get_distributions(owner: Owner, analysis_id: str) -> dict[str, Any]:
+        return results.distributions(finished(owner, analysis_id))
+
+    @v1.get("/analyses/{analysis_id}/coverage", tags=["results"])
+    def get_subset_coverage(
+        owner: Owner, analysis_id: str, benchmarks: Annotated[list[str], Query(min_length=1)]
+    ) -> dict[str, Any]:
+        out = results.subset_coverage(finished(owner, analysis_id), benchmarks)
+        if out is None:
+            raise HTTPException(422, f"unknown benchmark in {benchmarks}")
+        return out
+
     @v1.get("/analyses/{analysis_id}/artifacts/{name}", tags=["results"])
     def get_artifact(owner: Owner, analysis_id: str, name: str) -> Response:
         run_dir = Path(finished(owner, analysis_id))
@@ -334,7 +347,29 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
         return score_batch(encoded, body.scores, body.top_k, encoder.d_sae, labels)
 
     app.include_router(v1)
+    mount_ui(app)
     return app
+
+
+UI_DIR = Path(__file__).with_name("ui")
+
+
+def mount_ui(app: FastAPI) -> None:
+    """The web explorer at /ui; plotly.js comes from the installed plotly package (no CDN, works offline)."""
+    import plotly
+    from fastapi.staticfiles import StaticFiles
+
+    plotly_js = Path(plotly.__file__).with_name("package_data") / "plotly.min.js"
+
+    @app.get("/ui/plotly.min.js", include_in_schema=False)
+    def plotly_bundle() -> FileResponse:
+        return FileResponse(plotly_js, media_type="text/javascript")
+
+    @app.get("/", include_in_schema=False)
+    def root() -> Response:
+        return Response(status_code=307, headers={"Location": "/ui/"})
+
+    app.mount("/ui", StaticFiles(directory=UI_DIR, html=True), name="ui")
 
 
 def score_batch(

@@ -110,3 +110,43 @@ def concept_detail(run_dir: str, concept_id: int, examples: int = 5) -> dict[str
         "best_examples": best,
         "worst_examples": worst,
     }
+
+
+def distributions(run_dir: str) -> dict[str, Any]:
+    """The values behind the explorer's histograms."""
+    concepts, pairs = _tables(run_dir)
+    eps = summary(run_dir)["config"]["epsilon"]
+    x_bench = concepts["X_bench"]
+    per_bench: dict[str, list[float]] = {}
+    for name in pc.unique(pairs["benchmark"]).to_pylist():
+        sel = pairs.filter(pc.equal(pairs["benchmark"], name))
+        per_bench[name] = sel["chi_model"].drop_null().to_pylist()
+    return {
+        "X_bench": x_bench.filter(pc.greater_equal(x_bench, eps)).to_pylist(),
+        "X_model": concepts["X_model"].drop_null().to_pylist(),
+        "per_benchmark_chi_model": per_bench,
+    }
+
+
+def subset_coverage(run_dir: str, benchmarks: list[str]) -> dict[str, Any] | None:
+    """X_bench (paper eq. 3) recomputed over a subset of the benchmarks, from the stored χ_bench values."""
+    concepts, pairs = _tables(run_dir)
+    known = set(pc.unique(pairs["benchmark"]).to_pylist())
+    unknown = sorted(set(benchmarks) - known)
+    if unknown or not benchmarks:
+        return None
+    eps = summary(run_dir)["config"]["epsilon"]
+    sel = pairs.filter(pc.is_in(pairs["benchmark"], value_set=pa.array(benchmarks)))
+    d_sae = concepts.num_rows
+    import numpy as np
+
+    x = np.bincount(sel["concept_id"].to_numpy(), weights=sel["chi_bench"].to_numpy(), minlength=d_sae) / len(
+        benchmarks
+    )
+    missing = x < eps
+    return {
+        "benchmarks": benchmarks,
+        "n_missing": int(missing.sum()),
+        "missing_pct": 100.0 * float(missing.mean()),
+        "X_bench_present": x[~missing].tolist(),
+    }

@@ -122,18 +122,14 @@ def test_extract_writes_contract_and_matches_float32_recomputation(
 def test_extract_joins_benchmark_prompts_and_filters_model(tmp_path: Path, run: Callable[..., int]) -> None:
     bench = tmp_path / "benchmarks"
     bench.mkdir()
-    write_jsonl(
-        bench / "toy.jsonl", [{"id": "q1", "benchmark": "toy", "prompt": "how many eggs", "reference": "2"}]
-    )
+    write_jsonl(bench / "toy.jsonl", [{"id": "q1", "benchmark": "toy", "prompt": "how many eggs", "reference": "2"}])
     outputs = [
         {"id": "q1", "benchmark": "toy", "model": "a", "output": "two", "score": 1.0},
         {"id": "q1", "benchmark": "toy", "model": "b", "output": "three", "score": 0.0},
     ]
     inp = write_jsonl(tmp_path / "outputs.jsonl", outputs)
     out = tmp_path / "rows.parquet"
-    assert (
-        run("--input", inp, "--out", out, "--join-benchmarks", bench, "--model", "b", "--chat-template") == 0
-    )
+    assert run("--input", inp, "--out", out, "--join-benchmarks", bench, "--model", "b", "--chat-template") == 0
     table = pq.read_table(out).to_pylist()
     assert [(r["row_id"], r["model"], r["score"]) for r in table] == [("q1", "b", 0.0)]
     manifest = json.loads((tmp_path / "rows.manifest.json").read_text())
@@ -147,10 +143,7 @@ def test_identical_texts_are_read_once(tmp_path: Path, run: Callable[..., int]) 
     out = tmp_path / "rows.parquet"
     assert run("--input", inp, "--out", out, "--text", "prompt") == 0
     rows = pq.read_table(out).to_pylist()
-    assert (
-        rows[0]["concept_ids"] == rows[2]["concept_ids"]
-        and rows[0]["concept_acts"] == rows[2]["concept_acts"]
-    )
+    assert rows[0]["concept_ids"] == rows[2]["concept_ids"] and rows[0]["concept_acts"] == rows[2]["concept_acts"]
     assert json.loads((tmp_path / "rows.manifest.json").read_text())["counts"]["unique_texts"] == 2
 
 

@@ -112,9 +112,9 @@ def test_left_padding_with_absolute_positions(tmp_path: Path) -> None:
 
     tok = build_tokenizer()
     torch.manual_seed(0)
-    GPT2LMHeadModel(
-        GPT2Config(vocab_size=len(tok), n_embd=64, n_layer=3, n_head=4, n_positions=64)
-    ).save_pretrained(tmp_path)
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=64, n_layer=3, n_head=4, n_positions=64)).save_pretrained(
+        tmp_path
+    )
     tok.save_pretrained(tmp_path)
     loaded = load_model(tmp_path, "float32", torch.device("cpu"))
     truncate(loaded.base, 1)

@@ -46,9 +46,7 @@ def test_s_tilde_equals_brute_force(
 ) -> None:
     sae_dir = tiny_sae_dir(arch)
     reader = ConceptReader.from_config(
-        reader_config(
-            model=str(tiny_model_dir), sae=f"saelens-disk:{sae_dir}", padding_side=side, token_budget=64
-        )
+        reader_config(model=str(tiny_model_dir), sae=f"saelens-disk:{sae_dir}", padding_side=side, token_budget=64)
     )
     assert reader.layer == LAYER  # from the SAE's hook name
     full = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()

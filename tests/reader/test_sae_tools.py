@@ -38,9 +38,7 @@ def data_dir(tmp_path: Path) -> Path:
     with (root / "arena" / "alpaca_eval_battles.jsonl").open("w") as fh:
         conv = [{"role": "user", "content": "QUESTION " * 20}, {"role": "assistant", "content": _doc(999)}]
         fh.write(json.dumps({"conversation_a": conv, "conversation_b": conv}) + "\n")
-    (root / "benchmarks" / "toy.jsonl").write_text(
-        json.dumps({"id": "b", "prompt": "BENCHMARK " * 20}) + "\n"
-    )
+    (root / "benchmarks" / "toy.jsonl").write_text(json.dumps({"id": "b", "prompt": "BENCHMARK " * 20}) + "\n")
     return root
 
 

@@ -138,8 +138,5 @@ def test_spec_round_trip() -> None:
     s = parse_sae_spec("safetensors:/a/b.safetensors,k=4,arch=topk")
     assert (s.kind, s.location, s.options) == ("safetensors", "/a/b.safetensors", {"k": "4", "arch": "topk"})
     assert parse_sae_spec(str(s)) == s
-    assert (
-        parse_sae_spec("saelens:gemma-scope-2b-pt-res-canonical@layer_20/width_16k/canonical").kind
-        == "saelens"
-    )
+    assert parse_sae_spec("saelens:gemma-scope-2b-pt-res-canonical@layer_20/width_16k/canonical").kind == "saelens"
     assert parse_sae_spec("default").kind == "default"

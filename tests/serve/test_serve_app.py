@@ -32,7 +32,9 @@ def test_serve_config_is_valid_for_serve_and_for_build_app() -> None:
     from cg_ray.serve.app import ServeArgs
 
     config = yaml.safe_load((ROOT / "serve_config.yaml").read_text())
-    ServeDeploySchema.model_validate(config) if hasattr(ServeDeploySchema, "model_validate") else ServeDeploySchema.parse_obj(config)
+    ServeDeploySchema.model_validate(config) if hasattr(
+        ServeDeploySchema, "model_validate"
+    ) else ServeDeploySchema.parse_obj(config)
     (app,) = config["applications"]
     assert app["import_path"] == "cg_ray.serve.app:build_app"
     ServeArgs(**app["args"])

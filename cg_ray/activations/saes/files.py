@@ -19,9 +19,7 @@ from cg_ray.errors import InputError
 def _require(tensors: dict[str, torch.Tensor], names: tuple[str, ...], path: Path) -> None:
     missing = [n for n in names if n not in tensors]
     if missing:
-        raise InputError(
-            f"missing tensors {missing}; found {sorted(tensors)}", path=str(path), field=missing[0]
-        )
+        raise InputError(f"missing tensors {missing}; found {sorted(tensors)}", path=str(path), field=missing[0])
 
 
 def _check_file(path: Path) -> None:

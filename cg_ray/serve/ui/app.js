@@ -1,0 +1,185 @@
+// cg_ray explorer: a thin client of the /v1 API. The API key stays in this browser (localStorage).
+"use strict";
+
+const state = { analysis: null, summary: null, mode: "model", sort: "X_model", order: "asc", offset: 0, limit: 25 };
+const $ = (id) => document.getElementById(id);
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+const fmt = (x, d = 3) => (x === null || x === undefined ? "—" : Number(x).toFixed(d));
+const PLOT = { displaylogo: false, responsive: true };
+const LAYOUT = { margin: { l: 50, r: 10, t: 40, b: 40 }, height: 320 };
+const T = (text) => ({ text });  // plotly.js 3 wants titles as objects
+
+async function api(path, options = {}) {
+  const headers = Object.assign({ "X-API-Key": localStorage.getItem("cg_ray_key") || "" }, options.headers || {});
+  const res = await fetch(path, Object.assign({}, options, { headers }));
+  const body = res.headers.get("content-type")?.includes("json") ? await res.json() : await res.text();
+  if (!res.ok) {
+    const detail = body && body.detail !== undefined ? body.detail : body;
+    throw new Error(typeof detail === "string" ? detail : detail.error || JSON.stringify(detail));
+  }
+  return body;
+}
+
+async function loadAnalyses(select) {
+  try {
+    const list = await api("/v1/analyses");
+    $("auth-status").textContent = "key OK";
+    $("analysis").innerHTML = list
+      .map((a) => `<option value="${esc(a.id)}" ${a.status !== "succeeded" ? "disabled" : ""}>${esc(a.id)} — ${esc(a.status)}</option>`)
+      .join("");
+    const pick = select || list.find((a) => a.status === "succeeded")?.id;
+    if (pick) { $("analysis").value = pick; await showAnalysis(pick); }
+    else $("analysis-status").textContent = list.length ? "no finished analysis yet" : "no analyses yet: upload a benchmark below";
+  } catch (e) {
+    $("auth-status").innerHTML = `<span class="err">${esc(e.message)}</span>`;
+  }
+}
+
+async function showAnalysis(id) {
+  state.analysis = id;
+  state.offset = 0;
+  const summary = (state.summary = await api(`/v1/analyses/${id}/summary`));
+  const dist = (state.dist = await api(`/v1/analyses/${id}/distributions`));
+  const s = summary.suite;
+  const kpis = [
+    [summary.n_rows.toLocaleString(), "rows"], [s.n_benchmarks, "benchmarks"], [summary.d_sae.toLocaleString(), "concepts"],
+    [`${s.missing_pct.toFixed(1)}%`, "missing"], [fmt(s.median_X_model), "median X_model"], [s.n_model_gaps, "model gaps"],
+  ];
+  $("kpis").innerHTML = kpis.map(([v, l]) => `<div class="kpi"><div class="v">${esc(v)}</div><div class="l">${esc(l)}</div></div>`).join("");
+  Plotly.newPlot("hist-coverage", [{ type: "histogram", x: dist.X_bench, nbinsx: 60, marker: { color: "#4c78a8" } }],
+    Object.assign({}, LAYOUT, { title: T("X_bench (present concepts)"), yaxis: { type: "log", title: T("concepts") } }), PLOT);
+  Plotly.newPlot("hist-performance", [{ type: "histogram", x: dist.X_model, nbinsx: 40, marker: { color: "#54a24b" } }],
+    Object.assign({}, LAYOUT, { title: T(`X_model (median ${fmt(s.median_X_model)})`),
+      shapes: s.median_X_model === null ? [] : [{ type: "line", x0: s.median_X_model, x1: s.median_X_model, y0: 0, y1: 1, yref: "paper", line: { color: "crimson", dash: "dash" } }] }), PLOT);
+  const names = summary.jaccard.benchmarks;
+  $("filter-benchmark").innerHTML = `<option value="">all benchmarks</option>` + names.map((b) => `<option>${esc(b)}</option>`).join("");
+  $("subset").innerHTML = names.map((b) => `<label><input type="checkbox" value="${esc(b)}" checked> ${esc(b)}</label>`).join(" ");
+  heatmap("jaccard", summary.jaccard.matrix, names, "Jaccard overlap of active concepts", 0, 1, "Blues");
+  heatmap("correlation", summary.correlation.matrix, names, "Correlation of χ_model", -1, 1, "RdBu");
+  Plotly.newPlot("per-benchmark", names.map((b) => ({ type: "box", name: b, y: dist.per_benchmark_chi_model[b] || [], boxpoints: false })),
+    Object.assign({}, LAYOUT, { title: T("χ_model per benchmark"), showlegend: false }), PLOT);
+  for (const id of ["overview", "concepts", "relations"]) $(id).hidden = false;
+  $("analysis-status").textContent = "";
+  await loadConcepts();
+}
+
+function heatmap(div, matrix, names, title, zmin, zmax, scale) {
+  const text = matrix.map((r) => r.map((v) => (v === null ? "—" : v.toFixed(2))));
+  Plotly.newPlot(div, [{ type: "heatmap", z: matrix, x: names, y: names, zmin, zmax, colorscale: scale, text, texttemplate: "%{text}" }],
+    Object.assign({}, LAYOUT, { title: T(title), yaxis: { autorange: "reversed" } }), PLOT);
+}
+
+async function loadConcepts() {
+  const table = $("concept-table");
+  table.setAttribute("aria-busy", "true");  // tests and screen readers wait for "false"
+  const seq = (state.seq = (state.seq || 0) + 1);
+  const params = new URLSearchParams({ sort: state.sort, order: state.order, limit: state.limit, offset: state.offset });
+  if (state.mode === "model") params.set("scored_only", "true");
+  if ($("search").value) params.set("q", $("search").value);
+  if ($("filter-class").value) params.set("class", $("filter-class").value);
+  if ($("filter-benchmark").value) params.set("benchmark", $("filter-benchmark").value);
+  const page = await api(`/v1/analyses/${state.analysis}/concepts?${params}`);
+  if (seq !== state.seq) return;  // a newer request (typing, sorting) superseded this one
+  $("concept-count").textContent = `${page.total.toLocaleString()} concepts`;
+  $("page").textContent = `${page.total ? page.offset + 1 : 0}–${Math.min(page.offset + page.limit, page.total)} of ${page.total}`;
+  document.querySelector("#concept-table tbody").innerHTML = page.items.map((c) => `
+    <tr data-id="${c.concept_id}"><td class="num">${c.concept_id}</td><td>${esc(c.label || "(no label)")}</td>
+    <td class="num">${fmt(c.X_model)}</td><td class="num">${fmt(c.X_bench)}</td><td class="num">${c.n_benchmarks_active}</td>
+    <td class="num">${c.n_active_rows.toLocaleString()}</td><td class="cls-${c.coverage_class}">${c.coverage_class}</td></tr>`).join("");
+  $("prev").disabled = page.offset === 0;
+  $("next").disabled = page.offset + page.limit >= page.total;
+  table.setAttribute("aria-busy", "false");
+}
+
+function examplesHtml(list) {
+  if (!list.length) return `<div class="muted">none</div>`;
+  return list.map((e) => `<div class="example"><div class="meta">${esc(e.benchmark)}/${esc(e.row_id)} · score ${fmt(e.score, 2)} · s̃ ${Number(e.activation).toPrecision(3)}</div>${esc((e.text || "").slice(0, 600))}</div>`).join("");
+}
+
+async function showConcept(id) {
+  const c = await api(`/v1/analyses/${state.analysis}/concepts/${id}`);
+  $("detail").hidden = false;
+  $("detail-title").textContent = `Concept ${c.concept_id}: ${c.label || "(no label)"}`;
+  $("detail-body").innerHTML = `X_model <b>${fmt(c.X_model)}</b> · X_bench <b>${fmt(c.X_bench)}</b> · ${esc(c.coverage_class)} ·
+    active in ${c.n_benchmarks_active} benchmark(s), ${c.n_active_rows} rows${c.is_model_gap ? " · <b class='err'>model gap</b>" : ""}`;
+  const b = c.benchmarks;
+  Plotly.newPlot("detail-plot", [
+    { type: "bar", name: "χ_model", x: b.map((r) => r.benchmark), y: b.map((r) => r.chi_model), marker: { color: "#54a24b" } },
+    { type: "bar", name: "χ_bench", x: b.map((r) => r.benchmark), y: b.map((r) => r.chi_bench), yaxis: "y2", marker: { color: "#4c78a8" } },
+  ], Object.assign({}, LAYOUT, { title: T("Per benchmark"), barmode: "group", yaxis: { title: T("χ_model"), range: [0, 1] },
+    yaxis2: { title: T("χ_bench"), overlaying: "y", side: "right" } }), PLOT);
+  $("best").innerHTML = examplesHtml(c.best_examples);
+  $("worst").innerHTML = examplesHtml(c.worst_examples);
+  $("detail").scrollIntoView({ behavior: "smooth" });
+}
+
+async function compareSubset() {
+  const chosen = [...document.querySelectorAll("#subset input:checked")].map((i) => i.value);
+  const params = new URLSearchParams();
+  chosen.forEach((b) => params.append("benchmarks", b));
+  const r = await api(`/v1/analyses/${state.analysis}/coverage?${params}`);
+  $("subset-result").textContent = `${r.n_missing.toLocaleString()} concepts missing (${r.missing_pct.toFixed(1)}%) from ${chosen.join(", ")}`;
+  Plotly.newPlot("subset-plot", [{ type: "histogram", x: r.X_bench_present, nbinsx: 60, marker: { color: "#72b7b2" } }],
+    Object.assign({}, LAYOUT, { title: T("X_bench of the subset"), yaxis: { type: "log" } }), PLOT);
+}
+
+async function uploadAndAnalyse(event) {
+  event.preventDefault();
+  const form = new FormData();
+  form.append("file", $("upload-file").files[0]);
+  if ($("upload-benchmark").value) form.append("benchmark", $("upload-benchmark").value);
+  const status = $("upload-status");
+  try {
+    status.textContent = "uploading…";
+    const up = await api("/v1/uploads", { method: "POST", body: form });
+    status.textContent = `uploaded ${up.n_rows} rows (${up.benchmarks.join(", ")}); analysing…`;
+    let a = await api("/v1/analyses", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ upload_ids: [up.id], text: $("upload-text").value }) });
+    while (a.status === "queued" || a.status === "running") {
+      await new Promise((r) => setTimeout(r, 500));
+      a = await api(`/v1/analyses/${a.id}`);
+      status.textContent = `${a.status}: ${a.message} (${Math.round(a.progress * 100)}%)`;
+    }
+    if (a.status !== "succeeded") throw new Error(a.error || "analysis failed");
+    status.textContent = `analysis ${a.id} done`;
+    await loadAnalyses(a.id);
+  } catch (e) {
+    status.innerHTML = `<span class="err">${esc(e.message)}</span>`;
+  }
+}
+
+function setMode(mode) {
+  state.mode = mode;
+  state.sort = mode === "model" ? "X_model" : "X_bench";
+  state.order = "asc";
+  state.offset = 0;
+  $("mode-model").classList.toggle("on", mode === "model");
+  $("mode-bench").classList.toggle("on", mode === "bench");
+  loadConcepts();
+}
+
+window.addEventListener("DOMContentLoaded", () => {
+  $("apikey").value = localStorage.getItem("cg_ray_key") || "";
+  $("save-key").onclick = () => { localStorage.setItem("cg_ray_key", $("apikey").value.trim()); loadAnalyses(); };
+  $("refresh").onclick = () => loadAnalyses();
+  $("analysis").onchange = (e) => showAnalysis(e.target.value);
+  $("upload-form").onsubmit = uploadAndAnalyse;
+  $("mode-model").onclick = () => setMode("model");
+  $("mode-bench").onclick = () => setMode("bench");
+  let timer;
+  $("search").oninput = () => { clearTimeout(timer); timer = setTimeout(() => { state.offset = 0; loadConcepts(); }, 250); };
+  $("filter-class").onchange = $("filter-benchmark").onchange = () => { state.offset = 0; loadConcepts(); };
+  $("prev").onclick = () => { state.offset = Math.max(0, state.offset - state.limit); loadConcepts(); };
+  $("next").onclick = () => { state.offset += state.limit; loadConcepts(); };
+  document.querySelectorAll("th[data-sort]").forEach((th) => (th.onclick = () => {
+    state.order = state.sort === th.dataset.sort && state.order === "asc" ? "desc" : "asc";
+    state.sort = th.dataset.sort;
+    loadConcepts();
+  }));
+  document.querySelector("#concept-table tbody").onclick = (e) => {
+    const tr = e.target.closest("tr");
+    if (tr) showConcept(tr.dataset.id);
+  };
+  $("subset-go").onclick = compareSubset;
+  if (localStorage.getItem("cg_ray_key")) loadAnalyses();
+});

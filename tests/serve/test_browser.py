@@ -1,0 +1,120 @@
+"""The web explorer in headless Chromium (Debian's, driven by Playwright): upload → analysis → concept
+table → concept detail with examples. A screenshot is kept in test-artifacts/."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (scripts/setup.sh installs it)")
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    import uvicorn
+
+    from cg_ray.fakes import HashingReader
+    from cg_ray.serve.api import create_api
+    from cg_ray.serve.db import Store
+    from cg_ray.serve.encoding import LocalEncoder
+    from cg_ray.serve.keys import create_key
+    from cg_ray.serve.settings import ServiceSettings
+
+    settings = ServiceSettings(data_dir=tmp_path / "data")
+    store = Store(settings.db_url)
+    key = create_key(store, "browser")[1]
+    labels_path = tmp_path / "labels.csv"
+    labels_path.write_text("concept_id,label\n" + "".join(f"{i},hashed word group {i}\n" for i in range(128)))
+    from cg_ray.labels import load_labels
+
+    app = create_api(settings, store, LocalEncoder(HashingReader(d_sae=128)), load_labels(labels_path, d_sae=128))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}", key
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.mark.slow
+def test_upload_analyse_browse(server, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    base, key = server
+    bench = tmp_path / "arith.jsonl"
+    words = ["add", "carry", "digit", "sum", "minus", "borrow", "times", "table", "divide", "remainder"]
+    bench.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": i,
+                    "prompt": f"{words[i % 10]} {words[(i * 3) % 10]} {i}",
+                    "response": str(i),
+                    "score": float(i % 3 != 0),
+                }
+            )
+            + "\n"
+            for i in range(60)
+        )
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1800})
+        page.goto(f"{base}/ui/")
+        page.fill("#apikey", key)
+        page.click("#save-key")
+        expect(page.locator("#auth-status")).to_have_text("key OK")
+        page.click("#new-analysis summary")
+        page.set_input_files("#upload-file", str(bench))
+        page.click("#upload-submit")
+        expect(page.locator("#upload-status")).to_contain_text("done", timeout=30_000)
+        rows = page.locator("#concept-table tbody tr")
+        expect(rows.first).to_be_visible()
+        assert rows.count() > 3
+        expect(page.locator("#kpis")).to_contain_text("60")
+        # Switching to benchmark gaps re-sorts by coverage.
+        page.click("#mode-bench")
+        expect(page.locator("#mode-bench")).to_have_class("on")
+        page.click("#mode-model")
+        expect(page.locator("#concept-table")).to_have_attribute("aria-busy", "false")
+        first_label = rows.first.locator("td").nth(1).inner_text()
+        rows.first.click()
+        expect(page.locator("#detail-title")).to_contain_text(first_label)
+        examples = page.locator("#best .example, #worst .example")
+        expect(examples.first).to_be_visible()
+        page.locator("#detail").screenshot(path=str(ARTIFACTS / "explorer-detail.png"))
+        page.screenshot(path=str(ARTIFACTS / "explorer.png"), full_page=True)
+        # Search filters by label.
+        page.fill("#search", "group 1")  # debounced: wait for the filtered table, then check every row
+        expect(rows.first.locator("td").nth(1)).to_contain_text("group 1")
+        expect(page.locator("#concept-table")).to_have_attribute("aria-busy", "false")
+        labels = page.locator("#concept-table tbody tr td:nth-child(2)").all_inner_texts()
+        assert labels and all("group 1" in label for label in labels)
+        browser.close()
+    assert (ARTIFACTS / "explorer.png").stat().st_size > 10_000
