@@ -151,7 +151,7 @@ def elo_ratings(
     """
     n_rep = orders.shape[0]
     if ratings is None:
-        ratings = np.full((n_rep, m), initial)
+        ratings = np.full((n_rep, m), initial, dtype=np.float64)
     reps = np.arange(n_rep)
     for step in range(orders.shape[1]):
         kth = orders[:, step]
@@ -337,7 +337,7 @@ def _bootstrap_elo(
 ) -> FloatArray:
     """(resamples × m) Elo ratings, each resample drawn with replacement and played in its drawn order."""
     # All resamples advance together; indices are drawn in blocks of steps to bound memory.
-    ratings = np.full((config.bootstrap, m), config.anchor_rating)
+    ratings = np.full((config.bootstrap, m), config.anchor_rating, dtype=np.float64)
     block = max(1, _ELO_CHUNK_ENTRIES // config.bootstrap)
     for start in range(0, n, block):
         steps = min(block, n - start)
