@@ -331,7 +331,9 @@ def iter_battle_records(source: str | os.PathLike[str], *, split: str = "train")
     elif path.name.endswith(".parquet"):
         yield from _parquet(path)
     else:
-        raise InputError("unknown battle file type (expected .jsonl, .json, .parquet or a dataset directory)", path=text)
+        raise InputError(
+            "unknown battle file type (expected .jsonl, .json, .parquet or a dataset directory)", path=text
+        )
 
 
 def load_battles(source: str | os.PathLike[str], *, skip_invalid: bool = False, split: str = "train") -> BattleSet:
