@@ -4,7 +4,6 @@ steps from a battles file, without a reader model. Heavy imports happen inside t
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -54,11 +53,9 @@ def _fmt(x: float | None) -> str:
 
 
 def _cmd_ratings(args: argparse.Namespace) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from cg_ray.arena.config import RatingsConfig
     from cg_ray.arena.outcomes import BattleArrays
+    from cg_ray.arena.outputs import write_ratings
     from cg_ray.arena.ratings import rate
     from cg_ray.artifacts.publish import atomic_directory
 
@@ -74,26 +71,9 @@ def _cmd_ratings(args: argparse.Namespace) -> int:
         ratings = rate(BattleArrays.from_battles(battles.battles), config, policy)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    result = ratings.as_dict() | {"source": str(args.battles), "skipped": battles.skipped}
-    models = result["models"]
-    pairs = []
-    for i, a in enumerate(ratings.models):
-        for j, b in enumerate(ratings.models):
-            games = ratings.wins[i, j] + ratings.wins[j, i]
-            if i != j and games > 0:
-                pairs.append(
-                    {
-                        "model_a": a,
-                        "model_b": b,
-                        "battles_counted": float(games),
-                        "score_a": float(ratings.wins[i, j] / games),
-                        "bt_predicted": ratings.predicted_win(i, j),
-                    }
-                )
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-        pq.write_table(pa.Table.from_pylist(models), tmp / "ratings.parquet")
-        pq.write_table(pa.Table.from_pylist(pairs), tmp / "pairwise.parquet")
-        (tmp / "ratings.json").write_text(json.dumps(result | {"pairwise": pairs}, indent=2) + "\n", "utf-8")
+        result = write_ratings(tmp, ratings, {"source": str(args.battles), "skipped": battles.skipped})
+    models = result["models"]
     level = f"{config.confidence:.0%} CI" if config.bootstrap else "no CI"
     print(f"{'model':40} {'BT':>7} {level:>17} {'Elo':>7} {'battles':>8} {'W-L-T':>13}")
     for r in models:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from scipy import sparse
 
@@ -114,9 +115,14 @@ class HeadToHead:
     pairs: list[PairSummary] = field(default_factory=list)
 
     def win_rate(self, model_a: str, model_b: str, concept: int) -> float | None:
-        t = self.table.to_pandas()
-        hit = t[(t.model_a == model_a) & (t.model_b == model_b) & (t.concept_id == concept)]
-        return None if hit.empty else float(hit.win_rate.iloc[0])
+        """The win rate of one cell; None where undefined (no counted battle activates the concept)."""
+        t = self.table
+        mask = pc.and_(
+            pc.and_(pc.equal(t["model_a"], model_a), pc.equal(t["model_b"], model_b)),
+            pc.equal(t["concept_id"], concept),
+        )
+        hit = t.filter(mask)["win_rate"].to_pylist()
+        return hit[0] if hit else None
 
 
 def _direction(

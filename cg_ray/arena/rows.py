@@ -127,11 +127,14 @@ def iter_model_rows(
     """Rows of every model of interest, model by model, battles in source order within a model."""
     table = side_scores(policy or TiePolicy())
     code = {w: i for i, w in enumerate(WINNERS)}
-    battles = list(battles)
+    wanted = set(models)
+    played: dict[str, list[Battle]] = {m: [] for m in models}
+    for battle in battles:  # one pass: cost O(battles + rows), not O(models × battles)
+        for name in (battle.model_a, battle.model_b):
+            if name in wanted:
+                played[name].append(battle)
     for model in models:
-        for battle in battles:
-            if model not in (battle.model_a, battle.model_b):
-                continue
+        for battle in played[model]:
             side = battle.side_of(model)
             score = float(table[side][code[battle.winner]])
             if np.isnan(score):
