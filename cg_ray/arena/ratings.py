@@ -284,7 +284,7 @@ def rate(arrays: BattleArrays, config: RatingsConfig | None = None, policy: TieP
     lo_bt, hi_bt, lo_elo, hi_elo = nan, nan.copy(), nan.copy(), nan.copy()
     ok = failed = 0
     if config.bootstrap:
-        boot_bt, failed = _bootstrap_bt(a, b, s, m, models, config, rng)
+        boot_bt, failed = bootstrap_bradley_terry(a, b, s, m, config.bootstrap, rng, prior=config.prior, names=models)
         ok = len(boot_bt)
         q = [50 * (1 - config.confidence), 50 * (1 + config.confidence)]
         if ok:
@@ -312,8 +312,16 @@ def rate(arrays: BattleArrays, config: RatingsConfig | None = None, policy: TieP
     )
 
 
-def _bootstrap_bt(
-    a: IntArray, b: IntArray, s: FloatArray, m: int, models: list[str], config: RatingsConfig, rng: np.random.Generator
+def bootstrap_bradley_terry(
+    a: IntArray,
+    b: IntArray,
+    s: FloatArray,
+    m: int,
+    rounds: int,
+    rng: np.random.Generator,
+    *,
+    prior: float = 0.0,
+    names: list[str] | None = None,
 ) -> tuple[FloatArray, int]:
     """(resamples × m) natural-log strengths of the resamples where the MLE exists, and the failure count."""
     # Resampling battles with replacement = a multinomial over the distinct (a, b, score) cells.
@@ -321,12 +329,12 @@ def _bootstrap_bt(
     cells, counts = np.unique(cell, return_counts=True)
     ca, cb = (cells // 3) // m, (cells // 3) % m
     cs = (cells % 3) / 2.0
-    draws = rng.multinomial(a.size, counts / a.size, size=config.bootstrap)
+    draws = rng.multinomial(a.size, counts / a.size, size=rounds)
     out, failed = [], 0
     for weights in draws:
         try:
             w = pair_wins(ca, cb, cs, m, weights.astype(np.float64))
-            out.append(fit_bradley_terry(w, prior=config.prior, names=models))
+            out.append(fit_bradley_terry(w, prior=prior, names=names))
         except NotIdentifiable:
             failed += 1
     return (np.array(out) if out else np.empty((0, m))), failed
