@@ -132,8 +132,8 @@ def _direction(
     scores: npt.NDArray[np.float64],
     n_counted: int,
     labels: ConceptLabels | None,
-) -> dict[str, Any]:
-    """Column arrays of the defined concepts of one ordered pair."""
+) -> pa.Table:
+    """The defined concepts of one ordered pair, as a HEAD_TO_HEAD_SCHEMA table."""
     w = weights.tocsc()
     weight_sum = np.asarray(w.sum(axis=0)).ravel()
     weighted = np.asarray(w.T @ scores).ravel()
@@ -143,7 +143,7 @@ def _direction(
     n_losses = active.T @ (scores == 0.0).astype(np.float64)
     defined = np.flatnonzero(weight_sum > 0)
     rate = np.clip(weighted[defined] / weight_sum[defined], 0.0, 1.0)
-    return {
+    columns = {
         "model_a": [model_a] * defined.size,
         "model_b": [model_b] * defined.size,
         "concept_id": defined.astype(np.int32),
@@ -155,6 +155,7 @@ def _direction(
         "n_losses": np.rint(np.asarray(n_losses).ravel()[defined]).astype(np.int64),
         "n_battles": np.full(defined.size, n_counted, dtype=np.int64),
     }
+    return pa.Table.from_pydict(columns, schema=HEAD_TO_HEAD_SCHEMA)
 
 
 def head_to_head(
@@ -179,7 +180,7 @@ def head_to_head(
             pair = (min(battle.model_a, battle.model_b), max(battle.model_a, battle.model_b))
             by_pair.setdefault(pair, []).append(battle)
 
-    columns: dict[str, list[Any]] = {f.name: [] for f in HEAD_TO_HEAD_SCHEMA}
+    tables = [HEAD_TO_HEAD_SCHEMA.empty_table()]
     summaries = []
     for (first, second), pair_battles in sorted(by_pair.items()):
         acts_1, acts_2 = activations[first], activations[second]
@@ -214,10 +215,8 @@ def head_to_head(
         else:
             w1, w2 = m1, m2
         for a_name, b_name, w, scores in ((first, second, w1, scores_1), (second, first, w2, scores_2)):
-            part = _direction(a_name, b_name, w, np.asarray(scores), n, labels)
-            for key, values in part.items():
-                columns[key].extend(values.tolist() if isinstance(values, np.ndarray) else values)
-    return HeadToHead(pa.Table.from_pydict(columns, schema=HEAD_TO_HEAD_SCHEMA), summaries)
+            tables.append(_direction(a_name, b_name, w, np.asarray(scores), n, labels))
+    return HeadToHead(pa.concat_tables(tables).combine_chunks(), summaries)
 
 
 def model_results(

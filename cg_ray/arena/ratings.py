@@ -280,19 +280,19 @@ def rate(arrays: BattleArrays, config: RatingsConfig | None = None, policy: TieP
     elo_runs[:, ~rated] = np.nan
     elo = _anchor(elo_runs.mean(axis=0), models, config)
 
-    nan = np.full(m, np.nan)
-    lo_bt, hi_bt, lo_elo, hi_elo = nan, nan.copy(), nan.copy(), nan.copy()
+    lo_bt, hi_bt, lo_elo, hi_elo = (np.full(m, np.nan) for _ in range(4))
     ok = failed = 0
     if config.bootstrap:
         boot_bt, failed = bootstrap_bradley_terry(a, b, s, m, config.bootstrap, rng, prior=config.prior, names=models)
         ok = len(boot_bt)
         q = [50 * (1 - config.confidence), 50 * (1 + config.confidence)]
+        # Percentiles over rated models only: unrated columns are all NaN and stay NaN.
         if ok:
-            lo_bt, hi_bt = np.nanpercentile(_to_scale(boot_bt, models, config), q, axis=0)
+            # nan-aware: a model can miss from a resample of very few battles.
+            lo_bt[rated], hi_bt[rated] = np.nanpercentile(_to_scale(boot_bt, models, config)[:, rated], q, axis=0)
         boot_elo = _bootstrap_elo(n, m, config, rng, play)
         boot_elo[:, ~rated] = np.nan
-        lo_elo, hi_elo = np.nanpercentile(_anchor(boot_elo, models, config), q, axis=0)
-        lo_bt[~rated] = hi_bt[~rated] = lo_elo[~rated] = hi_elo[~rated] = np.nan
+        lo_elo[rated], hi_elo[rated] = np.percentile(_anchor(boot_elo, models, config)[:, rated], q, axis=0)
     return Ratings(
         models=models,
         bt=bt,

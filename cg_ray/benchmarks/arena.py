@@ -108,7 +108,9 @@ class _Invalid(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class _Raw:
+class RawRecord:
+    """One record as read from a source, before validation."""
+
     index: int  # 0-based record index
     line: int | None  # 1-based line (JSONL only)
     value: object  # the decoded record, or an _Invalid for undecodable input
@@ -162,7 +164,7 @@ def _optional_text(rec: dict[str, Any], key: str) -> str | None:
     return None if value is None else str(value)
 
 
-def parse_battle(rec: object, index: int) -> Battle:
+def _parse_battle(rec: object, index: int) -> Battle:
     """One record → Battle; raises _Invalid (code, field, message)."""
     if isinstance(rec, _Invalid):
         raise rec
@@ -198,7 +200,7 @@ def parse_battle(rec: object, index: int) -> Battle:
     )
 
 
-def _where(raw: _Raw) -> str:
+def _where(raw: RawRecord) -> str:
     parts = [f"record {raw.index}"]
     if raw.line is not None:
         parts.append(f"line {raw.line}")
@@ -208,7 +210,8 @@ def _where(raw: _Raw) -> str:
     return ", ".join(parts)
 
 
-def parse_battles(records: Iterable[_Raw], source: str, *, skip_invalid: bool = False) -> BattleSet:
+def parse_battles(records: Iterable[RawRecord], source: str, *, skip_invalid: bool = False) -> BattleSet:
+    """Validate raw records in order (see `load_battles`); `source` names them in errors."""
     battles: list[Battle] = []
     skipped: Counter[str] = Counter()
     seen: dict[tuple[str, str, str], int] = {}
@@ -216,7 +219,7 @@ def parse_battles(records: Iterable[_Raw], source: str, *, skip_invalid: bool = 
     for raw in records:
         n += 1
         try:
-            battle = parse_battle(raw.value, raw.index)
+            battle = _parse_battle(raw.value, raw.index)
             key = (battle.question_id, battle.model_a, battle.model_b)
             if key in seen:
                 raise _Invalid(
@@ -243,7 +246,7 @@ def parse_battles(records: Iterable[_Raw], source: str, *, skip_invalid: bool = 
 # --- sources -------------------------------------------------------------------------------------------------
 
 
-def _jsonl(path: Path) -> Iterator[_Raw]:
+def _jsonl(path: Path) -> Iterator[RawRecord]:
     index = 0
     try:
         with path.open(encoding="utf-8") as fh:
@@ -254,13 +257,13 @@ def _jsonl(path: Path) -> Iterator[_Raw]:
                     value: object = json.loads(line)
                 except json.JSONDecodeError as exc:
                     value = _Invalid(MALFORMED_JSON, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
-                yield _Raw(index, line_no, value)
+                yield RawRecord(index, line_no, value)
                 index += 1
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text ({exc.reason})", path=str(path)) from None
 
 
-def _json_list(path: Path) -> Iterator[_Raw]:
+def _json_list(path: Path) -> Iterator[RawRecord]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -274,19 +277,19 @@ def _json_list(path: Path) -> Iterator[_Raw]:
     if not isinstance(data, list):
         raise InputError(f"expected a JSON list of battle records, got {type(data).__name__}", path=str(path))
     for index, rec in enumerate(data):
-        yield _Raw(index, None, rec)
+        yield RawRecord(index, None, rec)
 
 
-def _column_batches(batches: Iterable[dict[str, list[Any]]]) -> Iterator[_Raw]:
+def _column_batches(batches: Iterable[dict[str, list[Any]]]) -> Iterator[RawRecord]:
     index = 0
     for batch in batches:
         names = list(batch)
         for values in zip(*(batch[n] for n in names), strict=True):
-            yield _Raw(index, None, dict(zip(names, values, strict=True)))
+            yield RawRecord(index, None, dict(zip(names, values, strict=True)))
             index += 1
 
 
-def _parquet(path: Path) -> Iterator[_Raw]:
+def _parquet(path: Path) -> Iterator[RawRecord]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -297,7 +300,7 @@ def _parquet(path: Path) -> Iterator[_Raw]:
     yield from _column_batches(b.to_pydict() for b in pf.iter_batches(batch_size=4096))
 
 
-def _hf_dataset(dataset: Any, split: str, source: str) -> Iterator[_Raw]:
+def _hf_dataset(dataset: Any, split: str, source: str) -> Iterator[RawRecord]:
     if isinstance(dataset, dict):  # a DatasetDict: pick the split
         if split not in dataset:
             raise InputError(f"no split {split!r} (splits: {sorted(dataset)})", path=source)
@@ -305,7 +308,7 @@ def _hf_dataset(dataset: Any, split: str, source: str) -> Iterator[_Raw]:
     yield from _column_batches(dataset.iter(batch_size=4096))
 
 
-def iter_battle_records(source: str | os.PathLike[str], *, split: str = "train") -> Iterator[_Raw]:
+def iter_battle_records(source: str | os.PathLike[str], *, split: str = "train") -> Iterator[RawRecord]:
     """Raw records of a source (see the module docstring for the kinds of source)."""
     text = str(source)
     if text.startswith("hf:"):

@@ -122,6 +122,8 @@ def test_anchor_model_and_unrated_models() -> None:
     assert anchored.bt[:3] - anchored.bt[1] == pytest.approx(mean_anchored.bt[:3] - mean_anchored.bt[1])
     assert np.isnan(anchored.bt[3]) and np.isnan(anchored.elo[3])
     assert anchored.as_dict()["models"][-1] == {**anchored.as_dict()["models"][-1], "model": "m3", "bt": None}
+    with_ci = rate(battles, RatingsConfig(bootstrap=30, elo_permutations=5))
+    assert np.isnan(with_ci.bt_lower[3]) and np.isnan(with_ci.elo_upper[3]) and not np.isnan(with_ci.bt_lower[:3]).any()
     with pytest.raises(ValueError, match="no battle left"):
         rate(battles, RatingsConfig(bootstrap=0, anchor_model="m3"))
 
