@@ -174,6 +174,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ("elo_permutations", int),
         ("prior", float),
         ("scale", float),
+        ("base", float),
         ("anchor_rating", float),
         ("anchor_model", str),
     ):

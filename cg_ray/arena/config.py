@@ -28,7 +28,7 @@ class RatingsConfig(_Frozen):
     """Bradley–Terry and Elo ratings on the `scale`·log_`base` scale, anchored at `anchor_rating`."""
 
     scale: float = Field(400.0, gt=0, description="rating points per factor `base` in the odds")
-    base: float = Field(10.0, gt=1)
+    base: float = Field(10.0, gt=1, description="odds base of the scale (400·log10 by default)")
     anchor_rating: float = Field(1000.0, description="mean rating, or the anchor model's rating")
     anchor_model: str | None = Field(None, description="model fixed at anchor_rating (default: the mean is)")
     prior: float = Field(
@@ -43,7 +43,7 @@ class RatingsConfig(_Frozen):
     )
     bootstrap: int = Field(1000, ge=0, description="bootstrap resamples of the battles for CIs (0 = none)")
     confidence: float = Field(0.95, gt=0, lt=1, description="two-sided percentile CI level")
-    seed: int = 0
+    seed: int = Field(0, description="seed of the Elo shuffles and the bootstrap")
 
 
 class SelectionConfig(_Frozen):

@@ -35,6 +35,9 @@ def test_two_models_rating_gap_is_the_log_odds_of_the_win_share() -> None:
     assert r.predicted_win(0, 1) == pytest.approx(8 / 12)
     assert r.elo[0] > r.elo[1]
     assert r.counts["alpha"] == {"battles": 12, "wins": 6, "losses": 2, "ties": 4, "bothbad": 0}
+    # Natural-log scale: scale 1, base e gives the log-odds themselves.
+    natural = rate(arrays(games, ["alpha", "beta"]), RatingsConfig(bootstrap=0, scale=1.0, base=np.e, anchor_rating=0))
+    assert natural.bt == pytest.approx([np.log(2) / 2, -np.log(2) / 2])
 
 
 def test_tie_policies_change_ratings_exactly_as_documented() -> None:
