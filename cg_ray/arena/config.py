@@ -57,3 +57,16 @@ class SelectionConfig(_Frozen):
         if bool(self.models) == (self.min_battles is not None):
             raise ValueError("give either models or min_battles (exactly one)")
         return self
+
+
+class ArenaConfig(_Frozen):
+    """The arena part of a `cg-ray arena CONFIG` job (reader and metrics options live beside it)."""
+
+    battles: str = Field(description="battles source: a file, a dataset directory, or hf:NAME")
+    split: str = "train"
+    skip_invalid: bool = False
+    benchmark: str = Field("arena", min_length=1, description="benchmark name of the per-model rows")
+    selection: SelectionConfig
+    tie_policy: TiePolicy = TiePolicy()
+    ratings: RatingsConfig = RatingsConfig()
+    weighting: Literal["mean", "own"] = Field("mean", description="head-to-head weights: both rows' s̃, or A's own")

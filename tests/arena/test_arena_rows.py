@@ -115,3 +115,24 @@ def test_write_rows_jsonl_is_atomic(battles: BattleSet, tmp_path: Path) -> None:
         write_rows_jsonl(failing(), out)
     assert len(out.read_text().splitlines()) == 4  # the old file is untouched, no temporary left
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.jsonl", "rows.jsonl"]
+
+
+def test_arena_config_from_yaml_values() -> None:
+    from pydantic import ValidationError
+
+    from cg_ray.arena.config import ArenaConfig
+
+    cfg = ArenaConfig.model_validate(
+        {
+            "battles": "hf:lmsys/chatbot_arena_conversations",
+            "selection": {"min_battles": 500},
+            "tie_policy": {"tie": "drop"},
+        }
+    )
+    assert cfg.tie_policy == TiePolicy(tie="drop", bothbad="drop") and cfg.ratings.bootstrap == 1000
+    with pytest.raises(ValidationError, match="extra"):
+        ArenaConfig.model_validate({"battles": "b.jsonl", "selection": {"models": ["a"]}, "ties": "half"})
+    with pytest.raises(ValidationError, match="bothbad"):
+        ArenaConfig.model_validate(
+            {"battles": "b.jsonl", "selection": {"models": ["a"]}, "tie_policy": {"bothbad": "x"}}
+        )
