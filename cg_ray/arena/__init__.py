@@ -1,0 +1,1 @@
+"""The arena variant (paper Appendix D): pairwise battles → per-model win/loss rows, ratings, head-to-head."""

@@ -1,0 +1,57 @@
+"""Write ratings artifacts: ratings.parquet (one row per model), pairwise.parquet and ratings.json."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cg_ray.arena.ratings import Ratings
+
+RATINGS_FILE = "ratings.parquet"
+PAIRWISE_FILE = "pairwise.parquet"
+RATINGS_JSON = "ratings.json"
+
+
+def pairwise_rows(ratings: Ratings) -> list[dict[str, Any]]:
+    """Every ordered pair that met: counted battles, model_a's observed score share and the BT prediction."""
+    rows = []
+    for i, a in enumerate(ratings.models):
+        for j, b in enumerate(ratings.models):
+            games = float(ratings.wins[i, j] + ratings.wins[j, i])
+            if i != j and games > 0:
+                rows.append(
+                    {
+                        "model_a": a,
+                        "model_b": b,
+                        "battles_counted": games,
+                        "score_a": float(ratings.wins[i, j]) / games,
+                        "bt_predicted": ratings.predicted_win(i, j),
+                    }
+                )
+    return rows
+
+
+def write_ratings(out_dir: str | os.PathLike[str], ratings: Ratings, extra: dict[str, Any] | None = None) -> dict:
+    """Write the three files into an existing directory; returns the JSON document written."""
+    out = Path(out_dir)
+    result = ratings.as_dict() | (extra or {})
+    pairs = pairwise_rows(ratings)
+    model_schema = pa.schema(
+        [("model", pa.string())]
+        + [(k, pa.float64()) for k in ("bt", "bt_lower", "bt_upper", "elo", "elo_lower", "elo_upper")]
+        + [(k, pa.int64()) for k in ("battles", "wins", "losses", "ties", "bothbad")]
+    )
+    pq.write_table(pa.Table.from_pylist(result["models"], schema=model_schema), out / RATINGS_FILE)
+    pair_schema = pa.schema(
+        [("model_a", pa.string()), ("model_b", pa.string())]
+        + [(k, pa.float64()) for k in ("battles_counted", "score_a", "bt_predicted")]
+    )
+    pq.write_table(pa.Table.from_pylist(pairs, schema=pair_schema), out / PAIRWISE_FILE)
+    result = result | {"pairwise": pairs}
+    (out / RATINGS_JSON).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return result

@@ -1,0 +1,1 @@
+"""Benchmark loaders: turn user data (local files, Hugging Face datasets) into validated records."""
