@@ -14,7 +14,10 @@ from cg_ray.errors import CgRayError
 
 # Modules exposing `register(subparsers)`; order is the order in `cg-ray --help`.
 COMMAND_MODULES: tuple[str, ...] = (
+    "cg_ray.activations.cli",
+    "cg_ray.models.cli",
     "cg_ray.metrics.cli",
+    "cg_ray.arena.cli",
     "cg_ray.report.cli",
     "cg_ray.serve.cli",
     "cg_ray.synthetic",

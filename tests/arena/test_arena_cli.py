@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from arena_builders import record, write_jsonl
 
 from cg_ray import cli
+
+from .arena_builders import record, write_jsonl
 
 ARENA = "cg_ray.arena.cli"
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from arena_builders import record, write_jsonl
 
 from cg_ray.arena.concepts import (
     HEAD_TO_HEAD_SCHEMA,
@@ -23,6 +22,8 @@ from cg_ray.benchmarks.arena import Battle, load_battles
 from cg_ray.config import MetricsConfig
 from cg_ray.errors import InputError
 from cg_ray.labels import ConceptLabels
+
+from .arena_builders import record, write_jsonl
 
 # Models A and B, d_sae 3. A's rows (its text: prompt + A's answer) and B's rows, s̃ per concept.
 A_ROWS = {"q1:a:B": ({0: 1.0, 1: 2.0}, 1.0), "q2:b:B": ({0: 3.0}, 0.0), "q3:a:B": ({1: 1.0}, 0.5)}

@@ -10,11 +10,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from arena_builders import record, write_jsonl
 
 from cg_ray.benchmarks import arena as A
 from cg_ray.benchmarks.arena import BattleError, load_battles
 from cg_ray.errors import InputError
+
+from .arena_builders import record, write_jsonl
 
 USER_ONLY = [{"role": "user", "content": "hi"}]
 ASSISTANT_FIRST = [{"role": "assistant", "content": "hello"}, {"role": "user", "content": "hi"}]

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from arena_builders import bt_battles
 from scipy.stats import spearmanr
 
 from cg_ray.arena.config import RatingsConfig, TiePolicy
 from cg_ray.arena.outcomes import BOTHBAD, MODEL_A, MODEL_B, TIE, BattleArrays
 from cg_ray.arena.ratings import NotIdentifiable, elo_ratings, fit_bradley_terry, pair_wins, rate
+
+from .arena_builders import bt_battles
 
 POINTS = 400 / np.log(10)  # rating points per unit of natural-log strength
 FAST = RatingsConfig(bootstrap=0, elo_permutations=20)

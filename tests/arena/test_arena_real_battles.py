@@ -8,13 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from arena_builders import REAL_BATTLES
 
 from cg_ray.arena.config import RatingsConfig, TiePolicy
 from cg_ray.arena.outcomes import BattleArrays
 from cg_ray.arena.ratings import rate
 from cg_ray.arena.rows import RowCounts, iter_model_rows
 from cg_ray.benchmarks.arena import BattleSet, load_battles
+
+from .arena_builders import REAL_BATTLES
 
 REFERENCE = "gpt4_1106_preview"
 

@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from arena_builders import record, write_jsonl
 
 from cg_ray.arena.config import SelectionConfig, TiePolicy
 from cg_ray.arena.rows import RowCounts, iter_model_rows, row_id, select_models, write_rows_jsonl
 from cg_ray.benchmarks.arena import BattleSet, load_battles
 from cg_ray.errors import InputError
+
+from .arena_builders import record, write_jsonl
 
 
 @pytest.fixture
