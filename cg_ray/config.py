@@ -23,7 +23,7 @@ class MetricsConfig(_Frozen):
     high_percentile: float = Field(90.0, ge=0, le=100, description="at or above: overrepresented")
     model_gap_epsilon: float = Field(1e-5, ge=0, description="X_model below this: a model gap")
     min_benchmarks: int = Field(1, ge=1, description="ranking filter: active in at least this many benchmarks")
-    min_rows: int = Field(1, ge=1, description="ranking filter: active in at least this many rows")
+    min_rows: int = Field(20, ge=1, description="ranking filter: active in at least this many rows")
     top_k: int = Field(50, ge=1, description="concepts listed in each best/worst ranking")
 
     @model_validator(mode="after")

@@ -29,7 +29,9 @@ ROWS_SCHEMA: Final = pa.schema(
         pa.field(CONCEPT_ACTS, pa.list_(pa.float32()), nullable=False),
     ]
 )
-REQUIRED_ROW_COLUMNS: Final = (ROW_ID, BENCHMARK, SCORE, N_TOKENS, CONCEPT_IDS, CONCEPT_ACTS)
+REQUIRED_ROW_COLUMNS: Final = (ROW_ID, BENCHMARK, SCORE, CONCEPT_IDS, CONCEPT_ACTS)
+# Read and validated when present; the metrics do not need them.
+OPTIONAL_ROW_COLUMNS: Final = (MODEL, N_TOKENS)
 
 
 def rows_schema_with_d_sae(d_sae: int) -> pa.Schema:
@@ -71,7 +73,6 @@ ROWS_FILE: Final = "rows.parquet"
 CONCEPTS_FILE: Final = "concepts.parquet"
 BENCHMARK_CONCEPTS_FILE: Final = "benchmark_concepts.parquet"
 SUMMARY_FILE: Final = "summary.json"
-RANKINGS_FILE: Final = "rankings.json"
 # Drop-in names of the official CG code's outputs.
 OFFICIAL_COVERAGE_CSV: Final = "concept_cg_coverage_summary.csv"
 OFFICIAL_SALIENCY_CSV: Final = "concept_saliency_details.csv"

@@ -174,9 +174,7 @@ class CGAccumulator:
         """Benchmarks in sorted order and each statistic stacked as a (benchmarks × d_sae) array."""
         names = sorted(self.benchmarks)
         arrays = {
-            attr: np.stack([getattr(self.benchmarks[n], attr) for n in names])
-            if names
-            else np.zeros((0, self.d_sae))
+            attr: np.stack([getattr(self.benchmarks[n], attr) for n in names]) if names else np.zeros((0, self.d_sae))
             for attr in BenchmarkSums._ARRAYS
         }
         return names, arrays

@@ -122,15 +122,11 @@ def compute_metrics(acc: CGAccumulator, config: MetricsConfig | None = None) -> 
             x_bench = np.where(n_bench_active > 0, chi_b.sum(axis=0) / np.maximum(n_bench_active, 1), 0.0)
     x_model = nanmean_rows(chi_m)
 
-    classes, thresholds = coverage_classes(
-        x_bench, config.epsilon, config.low_percentile, config.high_percentile
-    )
+    classes, thresholds = coverage_classes(x_bench, config.epsilon, config.low_percentile, config.high_percentile)
     bench_classes = np.empty(chi_b.shape, dtype=np.int8)
     bench_thresholds = []
     for b in range(len(names)):
-        bench_classes[b], t = coverage_classes(
-            chi_b[b], config.epsilon, config.low_percentile, config.high_percentile
-        )
+        bench_classes[b], t = coverage_classes(chi_b[b], config.epsilon, config.low_percentile, config.high_percentile)
         bench_thresholds.append(t)
 
     sums = [acc.benchmarks[n] for n in names]

@@ -36,15 +36,16 @@ def _ordered(values: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_], k: in
     return [int(i) for i in idx[order[:k]]]
 
 
-def rank_concepts(result: CGResult) -> Rankings:
+def rank_concepts(result: CGResult, top_k: int | None = None) -> Rankings:
     cfg = result.config
+    k = top_k or cfg.top_k
     eligible = (result.n_benchmarks_active >= cfg.min_benchmarks) & (result.n_active_rows >= cfg.min_rows)
     scored = eligible & ~np.isnan(result.X_model)
     present = eligible & (result.X_bench >= cfg.epsilon)
     return Rankings(
         eligible=eligible,
-        best_model=_ordered(result.X_model, scored, cfg.top_k, descending=True),
-        worst_model=_ordered(result.X_model, scored, cfg.top_k, descending=False),
-        most_covered=_ordered(result.X_bench, present, cfg.top_k, descending=True),
-        least_covered=_ordered(result.X_bench, present, cfg.top_k, descending=False),
+        best_model=_ordered(result.X_model, scored, k, descending=True),
+        worst_model=_ordered(result.X_model, scored, k, descending=False),
+        most_covered=_ordered(result.X_bench, present, k, descending=True),
+        least_covered=_ordered(result.X_bench, present, k, descending=False),
     )

@@ -1,0 +1,194 @@
+"""Write the metrics artifacts of a run directory (see README "Run directory")."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from cg_ray import __version__
+from cg_ray import schemas as S
+from cg_ray.labels import ConceptLabels
+from cg_ray.metrics.compute import CGResult
+from cg_ray.metrics.overlap import correlation_matrix, jaccard_matrix
+from cg_ray.metrics.rankings import Rankings, rank_concepts
+
+
+def _num(x: float | np.floating | None) -> float | None:
+    """JSON-safe float: NaN/inf (undefined) become null."""
+    if x is None:
+        return None
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
+def _nullable(values: np.ndarray) -> pa.Array:
+    return pa.array(values, type=pa.float64(), from_pandas=True)  # NaN -> null
+
+
+def concepts_table(result: CGResult, labels: ConceptLabels | None) -> pa.Table:
+    ids = np.arange(result.d_sae, dtype=np.int32)
+    label_col = pa.array([labels.get(int(i)) for i in ids] if labels else [None] * result.d_sae, pa.string())
+    return pa.Table.from_arrays(
+        [
+            pa.array(ids),
+            label_col,
+            pa.array(result.X_bench, pa.float64()),
+            _nullable(result.X_model),
+            pa.array(result.n_benchmarks_active.astype(np.int32)),
+            pa.array(result.n_active_rows),
+            pa.array(result.class_names(result.coverage_class)),
+            pa.array(result.is_model_gap),
+        ],
+        schema=S.CONCEPTS_SCHEMA,
+    )
+
+
+def benchmark_concepts_table(result: CGResult) -> pa.Table:
+    b_idx, c_idx = np.nonzero(result.act_sum > 0)
+    names = np.asarray(result.benchmarks, dtype=object)
+    return pa.Table.from_arrays(
+        [
+            pa.array(names[b_idx], pa.string()),
+            pa.array(c_idx.astype(np.int32)),
+            pa.array(result.chi_bench[b_idx, c_idx], pa.float64()),
+            _nullable(result.chi_model[b_idx, c_idx]),
+            pa.array(result.active_rows[b_idx, c_idx].astype(np.int64)),
+            pa.array(result.class_names(result.benchmark_class[b_idx, c_idx])),
+        ],
+        schema=S.BENCHMARK_CONCEPTS_SCHEMA,
+    )
+
+
+def _concept_entry(result: CGResult, labels: ConceptLabels | None, c: int) -> dict[str, Any]:
+    return {
+        "concept_id": c,
+        "label": labels.get(c) if labels else None,
+        "X_model": _num(result.X_model[c]),
+        "X_bench": _num(result.X_bench[c]),
+        "n_benchmarks_active": int(result.n_benchmarks_active[c]),
+        "n_active_rows": int(result.n_active_rows[c]),
+    }
+
+
+def summary_dict(
+    result: CGResult, rankings: Rankings, labels: ConceptLabels | None, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    cfg = result.config
+    d = result.d_sae
+    classes = result.coverage_class
+    defined_x_model = result.X_model[~np.isnan(result.X_model)]
+    present = result.X_bench >= cfg.epsilon
+    jac = jaccard_matrix(result.chi_bench)
+    corr, n_common = correlation_matrix(result.chi_model)
+    per_benchmark = []
+    for b, name in enumerate(result.benchmarks):
+        chi_m = result.chi_model[b]
+        defined = chi_m[~np.isnan(chi_m)]
+        counts = np.bincount(result.benchmark_class[b], minlength=len(S.COVERAGE_CLASSES))
+        per_benchmark.append(
+            {
+                "benchmark": name,
+                "n_rows": int(result.n_rows[b]),
+                "n_scored_rows": int(result.n_scored_rows[b]),
+                "mean_score": _num(result.mean_score[b]),
+                "n_active_concepts": int((result.act_sum[b] > 0).sum()),
+                "missing_pct": 100.0 * float((result.chi_bench[b] < cfg.epsilon).mean()),
+                "class_counts": dict(zip(S.COVERAGE_CLASSES, map(int, counts), strict=True)),
+                "median_chi_model": _num(np.median(defined)) if defined.size else None,
+                "thresholds": result.benchmark_thresholds[b].as_dict(),
+            }
+        )
+    suite_counts = np.bincount(classes, minlength=len(S.COVERAGE_CLASSES))
+    ranking_lists = {
+        key: [_concept_entry(result, labels, c) for c in getattr(rankings, key)]
+        for key in ("best_model", "worst_model", "most_covered", "least_covered")
+    }
+
+    def matrix(m: np.ndarray) -> list[list[float | None]]:
+        return [[_num(v) for v in row] for row in m]
+
+    return {
+        "cg_ray_version": __version__,
+        "d_sae": d,
+        "n_rows": int(result.n_rows.sum()),
+        "n_scored_rows": int(result.n_scored_rows.sum()),
+        "config": cfg.model_dump(),
+        "labels": {"path": labels.path, "source": labels.source, "n_labels": len(labels)} if labels else None,
+        "suite": {
+            "n_benchmarks": result.n_benchmarks,
+            "class_counts": dict(zip(S.COVERAGE_CLASSES, map(int, suite_counts), strict=True)),
+            "missing_pct": 100.0 * float((~present).mean()),
+            "thresholds": result.coverage_thresholds.as_dict(),
+            "median_X_bench": _num(np.median(result.X_bench[present])) if present.any() else None,
+            "median_X_model": _num(np.median(defined_x_model)) if defined_x_model.size else None,
+            "n_concepts_scored": int(defined_x_model.size),
+            "n_model_gaps": int(result.is_model_gap.sum()),
+        },
+        "benchmarks": per_benchmark,
+        "jaccard": {"benchmarks": result.benchmarks, "matrix": matrix(jac)},
+        "correlation": {
+            "benchmarks": result.benchmarks,
+            "method": "pearson over concepts with chi_model defined in both",
+            "matrix": matrix(corr),
+            "n_common": n_common.tolist(),
+        },
+        "rankings": {"n_eligible": int(rankings.eligible.sum()), **ranking_lists},
+        **(extra or {}),
+    }
+
+
+def write_official_csvs(out: Path, result: CGResult) -> None:
+    """The official CG code's outputs, so existing plotting code reads ours unchanged."""
+    ids = pa.array(np.arange(result.d_sae, dtype=np.int32))
+    pacsv.write_csv(
+        pa.table({"concept_id": ids, "cg_coverage": pa.array(result.X_bench)}), out / S.OFFICIAL_COVERAGE_CSV
+    )
+    b_idx, c_idx = np.nonzero(result.act_sum > 0)
+    order = np.lexsort((b_idx, c_idx))  # by concept, then benchmark
+    names = np.asarray(result.benchmarks, dtype=object)
+    pacsv.write_csv(
+        pa.table(
+            {
+                "concept_id": pa.array(c_idx[order].astype(np.int32)),
+                "benchmark": pa.array(names[b_idx[order]], pa.string()),
+                "saliency_score": pa.array(result.chi_bench[b_idx[order], c_idx[order]]),
+            }
+        ),
+        out / S.OFFICIAL_SALIENCY_CSV,
+    )
+    scores = {"concept_id": ids, "overall_score": _nullable(result.X_model)}
+    for b, name in enumerate(result.benchmarks):
+        scores[f"{name}_score"] = _nullable(result.chi_model[b])
+    pacsv.write_csv(pa.table(scores), out / S.OFFICIAL_SCORES_CSV)
+
+
+def link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def write_metrics(
+    out: Path,
+    result: CGResult,
+    labels: ConceptLabels | None = None,
+    extra_summary: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write concepts / benchmark_concepts / summary / official CSVs into the (temporary) directory `out`."""
+    rankings = rank_concepts(result)
+    pq.write_table(concepts_table(result, labels), out / S.CONCEPTS_FILE)
+    pq.write_table(benchmark_concepts_table(result), out / S.BENCHMARK_CONCEPTS_FILE)
+    write_official_csvs(out, result)
+    summary = summary_dict(result, rankings, labels, extra_summary)
+    (out / S.SUMMARY_FILE).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return summary

@@ -1,0 +1,128 @@
+"""Concept labels: Neuronpedia explanation exports and simple `concept_id,label` files.
+
+Formats (detected per record, so one loader reads them all):
+- Neuronpedia exports, JSONL or JSONL.gz: `{"modelId", "layer", "index", "description", ...}`;
+  several explanations per feature are possible — the first one in file order is the label.
+- Merged label files: `{"model", "sae_id", "feature_index", "labels": [...]}` (first label wins).
+- Simple JSONL `{"concept_id", "label"}` or CSV with header `concept_id,label`.
+Exports that mix several SAEs need a `source` selector "MODEL/SAE_ID" (e.g. "gemma-2-2b/20-gemmascope-res-16k").
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from cg_ray.errors import InputError
+
+
+@dataclass(frozen=True)
+class ConceptLabels:
+    labels: dict[int, str]
+    source: str | None  # "MODEL/SAE_ID" when the file said which SAE, else None
+    path: str
+
+    def get(self, concept_id: int) -> str | None:
+        return self.labels.get(concept_id)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def _open_text(path: Path) -> IO[str]:
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return path.open(encoding="utf-8")
+
+
+def _records(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
+    """(1-based line, record) pairs of a JSONL or CSV file."""
+    name = path.name.removesuffix(".gz")
+    try:
+        with _open_text(path) as fh:
+            if name.endswith(".csv"):
+                for line_no, rec in enumerate(csv.DictReader(fh), start=2):
+                    yield line_no, dict(rec)
+                return
+            for line_no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"line {line_no}: invalid JSON ({exc.msg})", path=str(path)) from None
+                if not isinstance(rec, dict):
+                    raise InputError(f"line {line_no}: expected a JSON object", path=str(path))
+                yield line_no, rec
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason})", path=str(path)) from None
+    except (OSError, EOFError) as exc:
+        raise InputError(f"cannot read labels ({exc})", path=str(path)) from None
+
+
+def _as_index(value: object, path: Path, line: int, field: str) -> int:
+    try:
+        index = int(str(value))
+    except (TypeError, ValueError):
+        raise InputError(f"line {line}: {value!r} is not an integer", path=str(path), field=field) from None
+    if index < 0:
+        raise InputError(f"line {line}: negative concept id {index}", path=str(path), field=field)
+    return index
+
+
+def _parse(rec: dict[str, object], path: Path, line: int) -> tuple[str | None, int, str | None]:
+    """(source, concept_id, label) of one record of any supported format."""
+    if "description" in rec and "index" in rec:  # Neuronpedia export
+        source = f"{rec.get('modelId')}/{rec.get('layer')}"
+        desc = rec.get("description")
+        return source, _as_index(rec["index"], path, line, "index"), str(desc).strip() if desc else None
+    if "feature_index" in rec:  # merged label file
+        labels = rec.get("labels") or []
+        source = f"{rec.get('model')}/{rec.get('sae_id')}"
+        first = labels[0] if isinstance(labels, list) and labels else None
+        return source, _as_index(rec["feature_index"], path, line, "feature_index"), first and str(first).strip()
+    if "concept_id" in rec:
+        label = rec.get("label")
+        return None, _as_index(rec["concept_id"], path, line, "concept_id"), str(label).strip() if label else None
+    raise InputError(
+        f"line {line}: unknown label record (keys {sorted(rec)}); expected Neuronpedia "
+        "{modelId, layer, index, description} or {concept_id, label}",
+        path=str(path),
+    )
+
+
+def load_labels(path: str | os.PathLike[str], source: str | None = None, d_sae: int | None = None) -> ConceptLabels:
+    """Load labels; `source` ("MODEL/SAE_ID") selects one SAE in multi-SAE files; ids ≥ d_sae are an error."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("no such labels file", path=str(p))
+    per_source: dict[str | None, dict[int, str]] = {}
+    seen_sources: set[str] = set()
+    for line, rec in _records(p):
+        src, index, label = _parse(rec, p, line)
+        if src is not None:
+            seen_sources.add(src)
+            if source is not None and src != source:
+                continue
+        if label:
+            per_source.setdefault(src, {}).setdefault(index, label)
+    if source is not None and source not in per_source and None not in per_source:
+        raise InputError(f"no labels for source {source!r} (sources in file: {sorted(seen_sources)})", path=str(p))
+    if len(per_source) > 1:
+        raise InputError(
+            f"labels of several SAEs {sorted(s for s in per_source if s)}; choose one with --labels-source",
+            path=str(p),
+        )
+    if not per_source:
+        raise InputError("no labels found", path=str(p))
+    ((src, labels),) = per_source.items()
+    if d_sae is not None and labels and (too_big := max(labels)) >= d_sae:
+        raise InputError(f"concept id {too_big} ≥ d_sae {d_sae}: these labels belong to another SAE", path=str(p))
+    return ConceptLabels(labels=labels, source=src, path=str(p))

@@ -1,0 +1,216 @@
+"""`cg-ray metrics` and `cg-ray robustness`: recompute everything from rows.parquet, no model needed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from cg_ray import schemas as S
+from cg_ray.config import MetricsConfig, RobustnessConfig
+from cg_ray.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def _validated(model: type[MetricsConfig] | type[RobustnessConfig], values: dict[str, Any]) -> Any:
+    try:
+        return model(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(problems) from None
+
+
+def metrics_config_from_args(args: argparse.Namespace) -> MetricsConfig:
+    return _validated(
+        MetricsConfig,
+        {name: getattr(args, name) for name in MetricsConfig.model_fields if hasattr(args, name)},
+    )
+
+
+def _add_metrics_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("metric options (defaults follow the paper)")
+    fields = MetricsConfig.model_fields
+    for name, kind in (
+        ("epsilon", float),
+        ("low_percentile", float),
+        ("high_percentile", float),
+        ("model_gap_epsilon", float),
+        ("min_benchmarks", int),
+        ("min_rows", int),
+        ("top_k", int),
+    ):
+        g.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            type=kind,
+            default=None,
+            help=f"{fields[name].description} (default {fields[name].default})",
+        )
+    g.add_argument(
+        "--coverage-mean",
+        dest="coverage_mean",
+        choices=["all", "active"],
+        default=None,
+        help="X_bench over all benchmarks (paper eq. 3, default) or active ones only",
+    )
+
+
+def _add_rows_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rows", required=True, type=Path, help="rows.parquet (see README: run directory)")
+    p.add_argument("--out", required=True, type=Path, help="output directory (published atomically)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    p.add_argument("--d-sae", type=int, default=None, help="SAE width, if the file's metadata lacks it")
+    p.add_argument("--model", default=None, help="evaluated model to keep, when the file holds several")
+
+
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    from cg_ray.artifacts.publish import atomic_directory
+    from cg_ray.artifacts.rows import accumulate_rows, open_rows
+    from cg_ray.artifacts.run_dir import link_or_copy, write_metrics
+    from cg_ray.labels import load_labels
+    from cg_ray.metrics.compute import compute_metrics
+
+    config = metrics_config_from_args(args)
+    started = time.perf_counter()
+    rows = open_rows(args.rows, args.d_sae)
+    labels = load_labels(args.labels, args.labels_source, rows.d_sae) if args.labels else None
+    if args.out.exists() and not args.overwrite:
+        from cg_ray.errors import CgRayError
+
+        raise CgRayError(f"{args.out} already exists (pass --overwrite to replace it)")
+    acc = accumulate_rows(rows, model=args.model)
+    aggregated = time.perf_counter()
+    result = compute_metrics(acc, config)
+    extra = {
+        "rows_file": str(args.rows),
+        "model": args.model,
+        "timings_s": {"aggregate": round(aggregated - started, 3)},
+    }
+    with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
+        link_or_copy(args.rows, tmp / S.ROWS_FILE)
+        summary = write_metrics(tmp, result, labels, extra)
+    _print_summary(args.out, summary, time.perf_counter() - started)
+    return 0
+
+
+def _fmt(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def _print_summary(out: Path, summary: dict[str, Any], seconds: float) -> None:
+    suite = summary["suite"]
+    counts = suite["class_counts"]
+    print(
+        f"{summary['n_rows']:,} rows, {suite['n_benchmarks']} benchmarks, d_sae {summary['d_sae']:,} "
+        f"-> {out} ({seconds:.1f} s)"
+    )
+    print(
+        f"coverage: {counts['missing']} missing ({suite['missing_pct']:.1f}%), {counts['under']} under, "
+        f"{counts['normal']} normal, {counts['over']} over; median X_model {_fmt(suite['median_X_model'])}; "
+        f"{suite['n_model_gaps']} model gaps"
+    )
+    for key, title in (("worst_model", "worst concepts"), ("best_model", "best concepts")):
+        print(f"{title}:")
+        for entry in summary["rankings"][key][:5]:
+            label = entry["label"] or "(no label)"
+            print(
+                f"  {entry['concept_id']:>6}  X_model {_fmt(entry['X_model'])}  X_bench {_fmt(entry['X_bench'])}  "
+                f"{entry['n_active_rows']:>6} rows  {label[:70]}"
+            )
+
+
+def _cmd_robustness(args: argparse.Namespace) -> int:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cg_ray.artifacts.publish import atomic_directory
+    from cg_ray.artifacts.rows import load_row_table, open_rows
+    from cg_ray.errors import CgRayError
+    from cg_ray.metrics.robustness import adversarial_ablation, subsampling
+
+    config = metrics_config_from_args(args)
+    robust = _validated(
+        RobustnessConfig,
+        {name: getattr(args, name, None) for name in RobustnessConfig.model_fields},
+    )
+    if args.out.exists() and not args.overwrite:
+        raise CgRayError(f"{args.out} already exists (pass --overwrite to replace it)")
+    rows = open_rows(args.rows, args.d_sae)
+    table = load_row_table(rows, model=args.model)
+    full = table.accumulate()
+    report, per_concept = subsampling(table, full, config, robust)
+    ablation = adversarial_ablation(table, full, config, robust)
+    result = {"rows_file": str(args.rows), "config": config.model_dump(), "robustness": robust.model_dump()}
+    result |= {"subsampling": report, "adversarial_ablation": ablation}
+    with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
+        (tmp / "robustness.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        pq.write_table(
+            pa.table(
+                {
+                    "concept_id": pa.array(np.arange(rows.d_sae, dtype=np.int32)),
+                    "X_model_std": pa.array(per_concept["X_model_std"], pa.float64(), from_pandas=True),
+                    "X_bench_std": pa.array(per_concept["X_bench_std"], pa.float64()),
+                }
+            ),
+            tmp / "robustness_concepts.parquet",
+        )
+    print(
+        f"subsampling ({report['repeats']}× dropping {report['drop_fraction']:.0%} per benchmark): "
+        f"mean std X_model {_fmt(report['X_model_std_mean'])}, X_bench {_fmt(report['X_bench_std_mean'])}"
+    )
+    print(
+        f"ablation (median X_model {ablation['baseline_median_X_model']:.4f}): removing rows salient for the "
+        f"best concepts shifts it {ablation['remove_best']['median_shift']:+.4f}, for the worst "
+        f"{ablation['remove_worst']['median_shift']:+.4f}; random control "
+        f"{ablation['random_control']['median_shift_mean']:+.4f} ± {ablation['random_control']['median_shift_std']:.4f}"
+    )
+    print(f"-> {args.out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "metrics",
+        help="compute all CG metrics and artifacts from rows.parquet",
+        description="Compute χ/X coverage and performance, classes, rankings, overlap and the official CSVs "
+        "from rows.parquet, into a run directory published atomically.",
+    )
+    _add_rows_options(p)
+    p.add_argument("--labels", type=Path, default=None, help="concept labels (Neuronpedia export, JSONL or CSV)")
+    p.add_argument("--labels-source", default=None, help='SAE in a multi-SAE labels file, "MODEL/SAE_ID"')
+    _add_metrics_options(p)
+    p.set_defaults(handler=_cmd_metrics)
+
+    r = subparsers.add_parser(
+        "robustness",
+        help="subsampling and adversarial-ablation robustness of the CG scores",
+        description="Re-run the metrics on random 80%% subsets and after removing the most salient rows of "
+        "the best/worst concepts (paper §4.2.3).",
+    )
+    _add_rows_options(r)
+    g = r.add_argument_group("robustness options")
+    rf = RobustnessConfig.model_fields
+    for name, kind in (
+        ("repeats", int),
+        ("drop_fraction", float),
+        ("seed", int),
+        ("ablation_concepts", int),
+        ("ablation_rows", int),
+        ("ablation_control_repeats", int),
+    ):
+        g.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            type=kind,
+            default=None,
+            help=f"{rf[name].description or name} (default {rf[name].default})",
+        )
+    _add_metrics_options(r)
+    r.set_defaults(handler=_cmd_robustness)
