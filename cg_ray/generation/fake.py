@@ -1,0 +1,54 @@
+"""A deterministic fake model behind the generator interface, for fast tests (no model, no engine).
+
+It answers a row correctly when a hash of (seed, row id) says so (about 2 rows in 3), else with a fixed
+wrong answer; so scores are reproducible, neither all 0 nor all 1, and scorers see realistic phrasing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from cg_ray.generation.base import GENERATED_SCHEMA, output_row
+
+if TYPE_CHECKING:
+    import ray.data
+
+    from cg_ray.generation.config import GenerationConfig
+
+WRONG_ANSWER = "I am not sure. The answer is 0."
+
+
+def fake_answer(row_id: str, reference: list[str], seed: int) -> str:
+    digest = hashlib.sha256(f"{seed}:{row_id}".encode()).digest()
+    if reference and digest[0] % 3 != 0:
+        return f"Let me think. The answer is {reference[0]}."
+    return WRONG_ANSWER
+
+
+class _FakeBatch:
+    def __init__(self, seed: int, max_tokens: int) -> None:
+        self.seed = seed
+        self.max_tokens = max_tokens
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        out: list[dict[str, Any]] = []
+        for row in batch.to_pylist():
+            words = fake_answer(row["row_id"], row["reference"] or [], self.seed).split(" ")[: self.max_tokens]
+            out.append(output_row(row, " ".join(words), len(words)))
+        return pa.Table.from_pylist(out, schema=GENERATED_SCHEMA)
+
+
+class FakeGenerator:
+    def __init__(self, config: GenerationConfig) -> None:
+        self.config = config
+
+    def generate(self, ds: ray.data.Dataset) -> ray.data.Dataset:
+        sampling = self.config.sampling
+        return ds.map_batches(
+            _FakeBatch(sampling.seed, sampling.max_tokens),
+            batch_format="pyarrow",
+            batch_size=self.config.resources.batch_size,
+        )
