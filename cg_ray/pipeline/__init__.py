@@ -1,0 +1,1 @@
+"""The main job: builds and runs the Ray Data graph (load → generate → score → read → aggregate → publish)."""
