@@ -26,6 +26,7 @@ def load_hf(source: HFSource) -> Iterator[BenchmarkRow]:
             benchmark=name,
             scorer=source.scorer,
             prompt_template=source.prompt_template,
+            id_prefix=f"{name}-{source.subset or where.rsplit('/', 1)[-1]}-{source.split}",
         )
 
 

@@ -32,6 +32,7 @@ def load_local(source: LocalSource) -> Iterator[BenchmarkRow]:
             benchmark=default_name,
             scorer=source.scorer,
             prompt_template=source.prompt_template,
+            id_prefix=f"{default_name}-{Path(source.path).stem}",
         )
 
 

@@ -49,6 +49,30 @@ def render_prompt(template: str | None, prompt: str, choices: list[str] | None) 
     return template.replace("{choices}", render_choices(choices)).replace("{prompt}", prompt)
 
 
+def _choices(record: Mapping[str, Any], fields: FieldMapping, *, where: str, row: int) -> list[str] | None:
+    if fields.choices is None:
+        return None
+    if isinstance(fields.choices, list):
+        return [as_text(required(record, f, where=where, row=row)) for f in fields.choices]
+    raw = required(record, fields.choices, where=where, row=row)
+    if raw is not None and not isinstance(raw, list):
+        raise InputError("choices must be a list", path=where, row=row, field=fields.choices)
+    return None if raw is None else [as_text(c) for c in raw]
+
+
+def _index_to_letter(value: str, fields: FieldMapping, choices: list[str] | None, *, where: str, row: int) -> str:
+    base = fields.reference_index_base or 0
+    try:
+        index = int(value) - base
+    except ValueError:
+        raise InputError(f"reference {value!r} is not an index", path=where, row=row, field=fields.reference) from None
+    if choices is None or not 0 <= index < len(choices):
+        raise InputError(
+            f"reference index {value} out of range of the choices", path=where, row=row, field=fields.reference
+        )
+    return f"({string.ascii_uppercase[index]})"
+
+
 def map_record(
     record: Mapping[str, Any],
     fields: FieldMapping,
@@ -58,19 +82,21 @@ def map_record(
     benchmark: str,
     scorer: str,
     prompt_template: str | None,
+    id_prefix: str = "row",
 ) -> BenchmarkRow:
-    """Apply ``fields`` to ``record``; every mapped field must be present (null values are allowed)."""
-    row_id = as_text(required(record, fields.id, where=where, row=row)) if fields.id else str(row)
-    prompt = required(record, fields.prompt, where=where, row=row)
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise InputError("prompt must be a non-empty string", path=where, row=row, field=fields.prompt)
+    """Apply ``fields`` to ``record``; every mapped field must be present (null values are allowed).
+    Without an id field, the id is ``<id_prefix>-<row index>``."""
+    row_id = as_text(required(record, fields.id, where=where, row=row)) if fields.id else f"{id_prefix}-{row}"
+    prompt_fields = [fields.prompt] if isinstance(fields.prompt, str) else fields.prompt
+    parts = [required(record, f, where=where, row=row) for f in prompt_fields]
+    for f, part in zip(prompt_fields, parts, strict=True):
+        if not isinstance(part, str) or not part.strip():
+            raise InputError("prompt must be a non-empty string", path=where, row=row, field=f)
+    prompt = "\n\n".join(parts)
+    choices = _choices(record, fields, where=where, row=row)
     reference = as_references(required(record, fields.reference, where=where, row=row)) if fields.reference else []
-    choices = None
-    if fields.choices:
-        raw = required(record, fields.choices, where=where, row=row)
-        if raw is not None and not isinstance(raw, list):
-            raise InputError("choices must be a list", path=where, row=row, field=fields.choices)
-        choices = None if raw is None else [as_text(c) for c in raw]
+    if fields.reference_index_base is not None:
+        reference = [_index_to_letter(r, fields, choices, where=where, row=row) for r in reference]
     score = None
     if fields.score:
         try:
@@ -82,8 +108,9 @@ def map_record(
         raw_response = required(record, fields.response, where=where, row=row)
         response = None if raw_response is None else as_text(raw_response)
     model = as_text(required(record, fields.model, where=where, row=row)) if fields.model else None
-    mapped = {p.split(".")[0] for p in (fields.id, fields.prompt, fields.reference, fields.choices) if p}
-    mapped |= {p.split(".")[0] for p in (fields.score, fields.response, fields.model) if p}
+    named = [fields.id, *prompt_fields, fields.reference, fields.score, fields.response, fields.model]
+    named += [fields.choices] if isinstance(fields.choices, str) else list(fields.choices or [])
+    mapped = {p.split(".")[0] for p in named if p}
     if fields.metadata is None:
         metadata = {k: v for k, v in record.items() if k not in mapped}
     else:

@@ -21,9 +21,14 @@ class FieldMapping(_Strict):
     """Which field of a source record holds each part of a normalized row (dotted paths: ``doc.question``)."""
 
     id: str | None = Field("id", description="row id; null: the 0-based row index")
-    prompt: str = "prompt"
+    prompt: str | list[str] = Field(
+        "prompt", description="a field, or several joined by blank lines (context, question)"
+    )
     reference: str | None = Field("reference", description="gold answer(s); null: none (open-ended)")
-    choices: str | None = None
+    reference_index_base: Literal[0, 1] | None = Field(
+        None, description="the reference is an index into choices (0- or 1-based): turned into a letter"
+    )
+    choices: str | list[str] | None = Field(None, description="a list field, or one field per choice")
     score: str | None = Field(None, description="a precomputed score in [0, 1]")
     response: str | None = Field(None, description="a model response already generated")
     model: str | None = None
@@ -37,7 +42,7 @@ class _SourceBase(_Strict):
     limit: int | None = Field(None, ge=1, description="keep the first N rows (in file order)")
     prompt_template: str | None = Field(
         None,
-        description="text sent to the model; {prompt} and {choices} (lettered lines) are replaced",
+        description="text sent to (and read from) the model; {prompt} and {choices} (lettered lines) are replaced",
     )
 
     @field_validator("scorer")
@@ -46,13 +51,6 @@ class _SourceBase(_Strict):
         from cg_ray.scoring import SCORERS
 
         return SCORERS.check(name)
-
-    @field_validator("prompt_template")
-    @classmethod
-    def _has_prompt(cls, template: str | None) -> str | None:
-        if template is not None and "{prompt}" not in template:
-            raise ValueError("prompt_template must contain {prompt}")
-        return template
 
 
 class LocalSource(_SourceBase):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.benchmarks.sources import BenchmarkSource
@@ -28,6 +28,17 @@ class ReaderStageConfig(ReaderConfig):
     )
     resources: StageResources = StageResources(batch_size=32)
 
+    @field_validator("sae")
+    @classmethod
+    def _valid_sae_spec(cls, spec: str) -> str:
+        from cg_ray.activations.saes.spec import parse_sae_spec
+
+        try:
+            parse_sae_spec(spec)  # syntax only: nothing is loaded
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return spec
+
 
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -43,14 +54,6 @@ class RunConfig(BaseModel):
     reader: ReaderStageConfig = ReaderStageConfig()
     metrics: MetricsConfig = MetricsConfig()
     ray_address: str | None = Field(None, description="Ray cluster address; None: the job's cluster or a local one")
-
-    @model_validator(mode="after")
-    def _names_unique(self) -> RunConfig:
-        named = [b.benchmark for b in self.benchmarks if b.benchmark is not None]
-        dupes = sorted({n for n in named if named.count(n) > 1})
-        if dupes:
-            raise ValueError(f"benchmark names used twice: {', '.join(dupes)}")
-        return self
 
     def judge_config(self) -> GenerationConfig:
         return self.judge or self.generation
