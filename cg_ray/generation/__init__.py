@@ -29,10 +29,12 @@ def make_generator(config: GenerationConfig) -> Generator:
 
 def generate_responses(ds: ray.data.Dataset, config: GenerationConfig) -> ray.data.Dataset:
     """Lazy: ``ds`` (normalized rows) with ``response`` filled in where it was missing."""
-    from cg_ray.generation.base import conform, needs_generation
+    from cg_ray.generation.base import conform, split_pending
 
-    todo = ds.filter(needs_generation)
-    done = ds.filter(lambda row: not needs_generation(row)).map_batches(conform, batch_format="pyarrow")
+    todo = ds.map_batches(split_pending(pending=True), batch_format="pyarrow")
+    done = ds.map_batches(split_pending(pending=False), batch_format="pyarrow").map_batches(
+        conform, batch_format="pyarrow"
+    )
     if todo.count() == 0:  # e.g. a suite of precomputed scores: do not start an engine for nothing
         return done
     generated = make_generator(config).generate(todo).map_batches(conform, batch_format="pyarrow")

@@ -3,10 +3,11 @@ schema, and the chat messages of a row."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cg_ray.benchmarks.rows import BENCHMARK_ROW_SCHEMA, COLUMNS
 
@@ -27,9 +28,14 @@ class Generator(Protocol):
     def generate(self, ds: ray.data.Dataset) -> ray.data.Dataset: ...
 
 
-def needs_generation(row: Mapping[str, Any]) -> bool:
-    """Rows that already carry a score or a response skip generation."""
-    return row.get("score") is None and row.get("response") is None
+def split_pending(*, pending: bool) -> Callable[[pa.Table], pa.Table]:
+    """A batch filter: the rows that need generation (``pending``: no score and no response), or the others."""
+
+    def select(batch: pa.Table) -> pa.Table:
+        mask = pc.and_(pc.is_null(batch["score"]), pc.is_null(batch["response"]))
+        return batch.filter(mask if pending else pc.invert(mask))
+
+    return select
 
 
 def messages(prompt: str, system_prompt: str | None) -> list[dict[str, str]]:
@@ -42,9 +48,14 @@ def _as_list(value: Any) -> list[str] | None:
     return None if value is None else [str(v) for v in value]
 
 
-def output_row(row: Mapping[str, Any], response: str | None, n_tokens: int | None) -> dict[str, Any]:
-    """A row of ``GENERATED_SCHEMA``: the normalized columns of ``row`` plus the answer."""
+def output_row(
+    row: Mapping[str, Any], response: str | None, n_tokens: int | None, model: str | None = None
+) -> dict[str, Any]:
+    """A row of ``GENERATED_SCHEMA``: the normalized columns of ``row`` plus the answer (and the model that
+    gave it)."""
     out = {name: row.get(name) for name in COLUMNS}
+    if model is not None:
+        out["model"] = model
     out["reference"] = _as_list(out["reference"]) or []
     out["choices"] = _as_list(out["choices"])
     if response is not None:

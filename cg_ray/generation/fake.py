@@ -34,16 +34,17 @@ def fake_answer(row_id: str, reference: list[str], seed: int, prompt: str = "") 
 
 
 class _FakeBatch:
-    def __init__(self, seed: int, max_tokens: int) -> None:
+    def __init__(self, seed: int, max_tokens: int, model: str) -> None:
         self.seed = seed
         self.max_tokens = max_tokens
+        self.model = model
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         out: list[dict[str, Any]] = []
         for row in batch.to_pylist():
             answer = fake_answer(row["row_id"], row["reference"] or [], self.seed, row["prompt"])
             words = answer.split(" ")[: self.max_tokens]
-            out.append(output_row(row, " ".join(words), len(words)))
+            out.append(output_row(row, " ".join(words), len(words), self.model))
         return pa.Table.from_pylist(out, schema=GENERATED_SCHEMA)
 
 
@@ -54,7 +55,7 @@ class FakeGenerator:
     def generate(self, ds: ray.data.Dataset) -> ray.data.Dataset:
         sampling = self.config.sampling
         return ds.map_batches(
-            _FakeBatch(sampling.seed, sampling.max_tokens),
+            _FakeBatch(sampling.seed, sampling.max_tokens, f"fake:{self.config.model}"),
             batch_format="pyarrow",
             batch_size=self.config.resources.batch_size,
         )

@@ -76,12 +76,14 @@ class _HFBatch:
 
     def __init__(self, model_path: str, config: GenerationConfig) -> None:
         self.model = HFChatModel(model_path, config)
+        self.name = config.model
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
         texts, counts = self.model.complete([r["prompt"] for r in rows])
         return pa.Table.from_pylist(
-            [output_row(r, t, n) for r, t, n in zip(rows, texts, counts, strict=True)], schema=GENERATED_SCHEMA
+            [output_row(r, t, n, self.name) for r, t, n in zip(rows, texts, counts, strict=True)],
+            schema=GENERATED_SCHEMA,
         )
 
 

@@ -44,13 +44,15 @@ def processor_config(config: GenerationConfig, model_path: str) -> Any:
     )
 
 
-def _preprocess(config: GenerationConfig) -> Any:
+def _preprocess(config: GenerationConfig, model_path: str) -> Any:
     sampling = config.sampling.vllm_params()
     use_chat = config.chat_template
     system_prompt = config.system_prompt
 
     def pre(row: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {_SOURCE_PROMPT: row["prompt"], "sampling_params": sampling}
+        # The engine stage reads a `model` column as a LoRA adapter name unless it equals the engine's
+        # model: our rows have a `model` column (the evaluated model), so point it at the engine's.
+        out: dict[str, Any] = {_SOURCE_PROMPT: row["prompt"], "sampling_params": sampling, "model": model_path}
         if use_chat:
             out["messages"] = messages(row["prompt"], system_prompt)
         return out
@@ -58,9 +60,12 @@ def _preprocess(config: GenerationConfig) -> Any:
     return pre
 
 
-def _postprocess(row: dict[str, Any]) -> dict[str, Any]:
-    original = {**row, "prompt": row[_SOURCE_PROMPT]}
-    return output_row(original, row["generated_text"], int(row["num_generated_tokens"]))
+def _postprocess(model_name: str) -> Any:
+    def post(row: dict[str, Any]) -> dict[str, Any]:
+        original = {**row, "prompt": row[_SOURCE_PROMPT]}
+        return output_row(original, row["generated_text"], int(row["num_generated_tokens"]), model_name)
+
+    return post
 
 
 class VLLMGenerator:
@@ -75,7 +80,7 @@ class VLLMGenerator:
         model_path = str(resolve_model(self.config.model))
         processor = build_processor(
             processor_config(self.config, model_path),
-            preprocess=_preprocess(self.config),
-            postprocess=_postprocess,
+            preprocess=_preprocess(self.config, model_path),
+            postprocess=_postprocess(self.config.model),
         )
         return processor(ds)

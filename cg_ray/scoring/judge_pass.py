@@ -9,9 +9,11 @@ restored row, and the ``judge`` scorer parses it.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cg_ray.generation.base import GENERATED_SCHEMA, N_OUTPUT_TOKENS
 from cg_ray.scoring.judge import JUDGE_OUTPUT, judge_prompt
@@ -25,8 +27,17 @@ JUDGED_SCHEMA: Final = GENERATED_SCHEMA.append(pa.field(JUDGE_OUTPUT, pa.string(
 _STASH: Final = "cg_judged"
 
 
-def wants_judge(row: dict[str, Any]) -> bool:
-    return row["scorer"] == "judge" and row.get("score") is None and row.get("response") is not None
+def _judge_mask(batch: pa.Table) -> pa.Array:
+    mask = pc.and_(pc.equal(batch["scorer"], "judge"), pc.is_null(batch["score"]))
+    return pc.fill_null(pc.and_(mask, pc.is_valid(batch["response"])), False)
+
+
+def _select(*, judged: bool) -> Callable[[pa.Table], pa.Table]:
+    def select(batch: pa.Table) -> pa.Table:
+        mask = _judge_mask(batch)
+        return batch.filter(mask if judged else pc.invert(mask))
+
+    return select
 
 
 def to_request(batch: pa.Table) -> pa.Table:
@@ -56,8 +67,8 @@ def judge_dataset(ds: ray.data.Dataset, config: GenerationConfig) -> ray.data.Da
     """Lazy: generated rows (``GENERATED_SCHEMA``) plus ``judge_output`` where a judge graded the row."""
     from cg_ray.generation import make_generator
 
-    todo = ds.filter(wants_judge)
-    rest = ds.filter(lambda row: not wants_judge(row)).map_batches(_no_judge, batch_format="pyarrow")
+    todo = ds.map_batches(_select(judged=True), batch_format="pyarrow")
+    rest = ds.map_batches(_select(judged=False), batch_format="pyarrow").map_batches(_no_judge, batch_format="pyarrow")
     if todo.count() == 0:
         return rest
     requests = todo.map_batches(to_request, batch_format="pyarrow")

@@ -41,6 +41,8 @@ def offline_env(scratch: Path) -> Iterator[dict[str, str]]:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "HF_HOME": str(scratch / "hf"),
+        "XDG_CACHE_HOME": str(scratch / "xdg"),  # torch/vLLM write kernel caches under ~/.cache otherwise
+        "TORCH_HOME": str(scratch / "torch"),
         "VLLM_CACHE_ROOT": str(scratch / "vllm"),
         "VLLM_RPC_BASE_PATH": str(scratch / "rpc"),
         "TMPDIR": str(scratch / "tmp"),
