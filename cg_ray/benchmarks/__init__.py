@@ -1,1 +1,72 @@
-"""Benchmark loaders: turn user data (local files, Hugging Face datasets) into validated records."""
+"""Benchmark loaders: every source kind yields normalized rows (see ``rows.py``).
+
+``load_benchmarks(sources)`` reads a whole suite on the driver (benchmark files are small next to the
+model work) and checks that row ids are unique; ``to_dataset`` hands the rows to Ray Data with a fixed
+Arrow schema.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cg_ray.benchmarks.rows import BENCHMARK_ROW_SCHEMA, BenchmarkRow, rows_table
+from cg_ray.benchmarks.sources import BenchmarkSource, source_label
+from cg_ray.errors import InputError
+from cg_ray.registry import Registry
+
+if TYPE_CHECKING:
+    import ray.data
+
+log = logging.getLogger(__name__)
+
+Loader = Callable[[Any], Iterator[BenchmarkRow]]
+
+LOADERS: Registry[Loader] = Registry("benchmark loader")
+LOADERS.add("local", "cg_ray.benchmarks.local:load_local")
+LOADERS.add("normalized", "cg_ray.benchmarks.local:load_normalized")
+LOADERS.add("model_outputs", "cg_ray.benchmarks.local:load_model_outputs")
+LOADERS.add("hf", "cg_ray.benchmarks.hf:load_hf")
+LOADERS.add("lm_eval", "cg_ray.benchmarks.lm_eval:load_lm_eval")
+LOADERS.add("probes", "cg_ray.benchmarks.probes:load_probes")
+# Arena battles (cg_ray/benchmarks/arena*.py) are registered by the arena variant.
+
+
+def load_source(source: BenchmarkSource) -> list[BenchmarkRow]:
+    rows = list(LOADERS.get(source.kind)(source))
+    if not rows:
+        raise InputError(f"no rows in {source_label(source)}", path=getattr(source, "path", None))
+    return rows
+
+
+def load_benchmarks(sources: Sequence[BenchmarkSource]) -> list[BenchmarkRow]:
+    """All rows of a suite, in source order; row ids must be unique across the suite."""
+    seen: dict[str, str] = {}
+    out: list[BenchmarkRow] = []
+    for source in sources:
+        label = source_label(source)
+        rows = load_source(source)
+        for i, row in enumerate(rows):
+            if row["row_id"] in seen:
+                raise InputError(
+                    f"duplicate row id {row['row_id']!r} (first seen in {seen[row['row_id']]})",
+                    path=getattr(source, "path", None),
+                    row=i,
+                    field="id",
+                )
+            seen[row["row_id"]] = label
+        log.info("loaded %d rows from %s", len(rows), label)
+        out.extend(rows)
+    return out
+
+
+def to_dataset(rows: Sequence[BenchmarkRow], *, blocks: int | None = None) -> ray.data.Dataset:
+    """Rows as a Ray Dataset with the fixed row schema, split into ``blocks`` blocks for parallelism."""
+    import ray.data
+
+    ds = ray.data.from_arrow(rows_table(rows))
+    return ds.repartition(blocks) if blocks else ds
+
+
+__all__ = ["BENCHMARK_ROW_SCHEMA", "LOADERS", "load_benchmarks", "load_source", "to_dataset"]

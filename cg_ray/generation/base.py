@@ -1,0 +1,71 @@
+"""The generator interface and the pieces every backend shares: which rows need generating, the output
+schema, and the chat messages of a row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cg_ray.benchmarks.rows import BENCHMARK_ROW_SCHEMA, COLUMNS
+
+if TYPE_CHECKING:
+    import ray.data
+
+    from cg_ray.generation.config import GenerationConfig
+
+N_OUTPUT_TOKENS: Final = "n_output_tokens"
+GENERATED_SCHEMA: Final = BENCHMARK_ROW_SCHEMA.append(pa.field(N_OUTPUT_TOKENS, pa.int64(), nullable=True))
+
+
+class Generator(Protocol):
+    """Takes normalized rows that need an answer; returns them with ``response`` and ``n_output_tokens``."""
+
+    def __init__(self, config: GenerationConfig) -> None: ...
+
+    def generate(self, ds: ray.data.Dataset) -> ray.data.Dataset: ...
+
+
+def split_pending(*, pending: bool) -> Callable[[pa.Table], pa.Table]:
+    """A batch filter: the rows that need generation (``pending``: no score and no response), or the others."""
+
+    def select(batch: pa.Table) -> pa.Table:
+        mask = pc.and_(pc.is_null(batch["score"]), pc.is_null(batch["response"]))
+        return batch.filter(mask if pending else pc.invert(mask))
+
+    return select
+
+
+def messages(prompt: str, system_prompt: str | None) -> list[dict[str, str]]:
+    out = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return [*out, {"role": "user", "content": prompt}]
+
+
+def _as_list(value: Any) -> list[str] | None:
+    # Ray hands list columns to row UDFs as numpy arrays.
+    return None if value is None else [str(v) for v in value]
+
+
+def output_row(
+    row: Mapping[str, Any], response: str | None, n_tokens: int | None, model: str | None = None
+) -> dict[str, Any]:
+    """A row of ``GENERATED_SCHEMA``: the normalized columns of ``row`` plus the answer (and the model that
+    gave it)."""
+    out = {name: row.get(name) for name in COLUMNS}
+    if model is not None:
+        out["model"] = model
+    out["reference"] = _as_list(out["reference"]) or []
+    out["choices"] = _as_list(out["choices"])
+    if response is not None:
+        out["response"] = response
+    out[N_OUTPUT_TOKENS] = n_tokens
+    return out
+
+
+def conform(batch: pa.Table) -> pa.Table:
+    """A batch in ``GENERATED_SCHEMA`` (adds a null ``n_output_tokens`` to rows that skipped generation)."""
+    if N_OUTPUT_TOKENS not in batch.column_names:
+        batch = batch.append_column(N_OUTPUT_TOKENS, pa.nulls(batch.num_rows, pa.int64()))
+    return batch.select(GENERATED_SCHEMA.names).cast(GENERATED_SCHEMA)

