@@ -17,6 +17,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cg_ray.activations.cli",
     "cg_ray.models.cli",
     "cg_ray.metrics.cli",
+    "cg_ray.pipeline.cli",
     "cg_ray.arena.cli",
     "cg_ray.report.cli",
     "cg_ray.serve.cli",

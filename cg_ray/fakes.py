@@ -51,3 +51,15 @@ class HashingReader:
 
     def describe(self) -> dict[str, Any]:
         return {"model": "hashing-fake", "d_sae": self.d_sae}
+
+
+class SlowHashingReader(HashingReader):
+    """The hashing fake with a fixed delay per call, so a test can interrupt a run half-way."""
+
+    DELAY_S = 0.5
+
+    def read(self, texts: list[str], **kwargs: Any) -> list[FakeRowActs]:
+        import time
+
+        time.sleep(self.DELAY_S)
+        return super().read(texts, **kwargs)

@@ -89,7 +89,8 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     result = compute_metrics(acc, config)
     extra = {
         "rows_file": str(args.rows),
-        "model": args.model,
+        "model_filter": args.model,
+        "evaluated_model": args.model,
         "timings_s": {"aggregate": round(aggregated - started, 3)},
     }
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:

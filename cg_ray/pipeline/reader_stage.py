@@ -18,6 +18,7 @@ from cg_ray import schemas as S
 
 DEFAULT_READER_FACTORY = "cg_ray.activations.reader:ConceptReader.from_config"
 NODE_COLUMN = "_node"
+D_SAE_COLUMN = "_d_sae"  # carried per row so the driver learns d_sae without loading the SAE
 
 
 def resolve(spec: str) -> Callable[..., Any]:
@@ -43,15 +44,12 @@ class ReaderStage:
         reader_config: dict[str, Any],
         text_column: str,
         factory: str = DEFAULT_READER_FACTORY,
-        record_node: bool = False,
     ) -> None:
+        import ray
+
         self.reader = reader_from_config(reader_config, factory)
         self.text_column = text_column
-        self.node = None
-        if record_node:
-            import ray
-
-            self.node = ray.get_runtime_context().get_node_id()
+        self.node = ray.get_runtime_context().get_node_id()  # where the work ran, for the manifest
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         texts = batch.column(self.text_column).to_pylist()
@@ -65,6 +63,5 @@ class ReaderStage:
             .append_column(S.CONCEPT_IDS, pa.ListArray.from_arrays(offsets, pa.array(ids.astype(np.int32))))
             .append_column(S.CONCEPT_ACTS, pa.ListArray.from_arrays(offsets, pa.array(values.astype(np.float32))))
         )
-        if self.node is not None:
-            out = out.append_column(NODE_COLUMN, pa.array([self.node] * out.num_rows, pa.string()))
-        return out
+        out = out.append_column(D_SAE_COLUMN, pa.array([int(self.reader.d_sae)] * out.num_rows, pa.int32()))
+        return out.append_column(NODE_COLUMN, pa.array([self.node] * out.num_rows, pa.string()))

@@ -123,7 +123,7 @@ def build_report(run_dir: str | Path, examples_per_concept: int = 3, top: int = 
     pairs = pq.read_table(run / S.BENCHMARK_CONCEPTS_FILE)
     rankings = {k: v[:top] for k, v in summary["rankings"].items() if isinstance(v, list)}
     wanted = sorted({e["concept_id"] for entries in rankings.values() for e in entries})
-    examples = salient_rows(open_rows(run / S.ROWS_FILE), wanted, examples_per_concept, summary.get("model"))
+    examples = salient_rows(open_rows(run / S.ROWS_FILE), wanted, examples_per_concept, summary.get("model_filter"))
 
     suite = summary["suite"]
     names = summary["jaccard"]["benchmarks"]
@@ -150,7 +150,7 @@ def build_report(run_dir: str | Path, examples_per_concept: int = 3, top: int = 
     filters = f"active in ≥ {cfg['min_benchmarks']} benchmark(s) and ≥ {cfg['min_rows']} rows"
     kpi_html = "".join(f'<div class="kpi"><div class="v">{v}</div><div class="l">{lab}</div></div>' for v, lab in kpis)
     subtitle = (
-        f"model {_esc(summary.get('model') or '(from rows)')} · ε = {eps:g} · classes at the "
+        f"model {_esc(summary.get('evaluated_model') or '(from rows)')} · ε = {eps:g} · classes at the "
         f"{cfg['low_percentile']:g}th / {cfg['high_percentile']:g}th percentiles · "
         f"cg_ray {_esc(summary['cg_ray_version'])}"
     )

@@ -72,7 +72,7 @@ def _compute_and_publish(rows: pa.Table, out: Path, labels: ConceptLabels | None
     with atomic_directory(out, overwrite=True) as tmp:
         pq.write_table(rows, tmp / S.ROWS_FILE)
         acc = accumulate_rows(open_rows(tmp / S.ROWS_FILE))
-        write_metrics(tmp, compute_metrics(acc, config), labels, {"model": None, "source": "service"})
+        write_metrics(tmp, compute_metrics(acc, config), labels, {"source": "service"})
 
 
 async def run_analysis(

@@ -1,0 +1,271 @@
+"""`cg-ray run CONFIG`: the whole CG suite as one resumable Ray Data job.
+
+load (driver) → generate (vLLM actors; rows with a score or response skip it) → judge → score (tasks) →
+read activations (reader actors) → the driver collects finished shards → rows.parquet → metrics, manifest,
+report → the run directory is published atomically. Killed half-way, `--resume` recomputes only the shards
+that were not finished; the published artifacts equal those of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+from cg_ray.artifacts.publish import atomic_directory
+from cg_ray.pipeline.config import RunConfig
+from cg_ray.pipeline.manifest import StageTimer, build_manifest
+from cg_ray.pipeline.reader_stage import D_SAE_COLUMN, DEFAULT_READER_FACTORY, NODE_COLUMN, ReaderStage
+from cg_ray.pipeline.shards import (
+    ORDER_COLUMN,
+    SHARD_COLUMN,
+    ShardCollector,
+    ShardPlan,
+    ShardStore,
+    ensure_free,
+    fingerprint,
+    shard_assignment,
+    work_dir_for,
+)
+
+log = logging.getLogger(__name__)
+
+READER_TEXT = "_reader_text"
+TEXT_COLUMNS = ("prompt", "response")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    resume: bool = False
+    overwrite: bool = False
+    shard_rows: int = 64
+    reader_factory: str = DEFAULT_READER_FACTORY  # tests swap in a fast fake behind the same interface
+    report: bool = True
+
+
+def output_schema(d_sae: int) -> pa.Schema:
+    schema = S.rows_schema_with_d_sae(d_sae)
+    for name in TEXT_COLUMNS:  # kept for example rows in the report and the explorer
+        schema = schema.append(pa.field(name, pa.string()))
+    return schema.append(pa.field("score_status", pa.string()))
+
+
+def reader_text(mode: str) -> Any:
+    """Batch function composing the text the reader reads, as the config says."""
+
+    def compose(batch: pa.Table) -> pa.Table:
+        prompts = batch.column("prompt").to_pylist()
+        responses = batch.column("response").to_pylist() if "response" in batch.column_names else [None] * len(prompts)
+        if mode == "prompt":
+            texts = prompts
+        elif mode == "response":
+            texts = [r or "" for r in responses]
+        else:  # prompt_response
+            texts = ["\n\n".join(t for t in (p, r) if t) for p, r in zip(prompts, responses, strict=True)]
+        return batch.append_column(READER_TEXT, pa.array(texts, pa.string()))
+
+    return compose
+
+
+def _init_ray(config: RunConfig) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    if config.ray_address or os.environ.get("RAY_ADDRESS"):
+        ray.init(address=config.ray_address or os.environ["RAY_ADDRESS"], log_to_driver=True)
+        return
+    # A local cluster for this run. Short temp path: Ray's socket paths have a length limit.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only cluster
+    temp = tempfile.mkdtemp(prefix="cgray", dir="/tmp")
+    ray.init(include_dashboard=False, _temp_dir=temp, log_to_driver=False)
+
+
+def _pending_dataset(table: pa.Table, plan: ShardPlan, positions: list[int]) -> Any:
+    import ray.data
+
+    sub = table.take(pa.array(positions, pa.int64()))
+    blocks = max(1, min(len(positions) // max(plan.shard_rows, 1), 64))
+    return ray.data.from_arrow(sub).repartition(blocks)
+
+
+def _locator(table: pa.Table, plan: ShardPlan) -> Any:
+    """Tags output rows with their input position and shard. Stages keep `row_id` (unique in a suite) but
+    may drop other columns, so the position is looked up here rather than carried through the graph."""
+    position_of = {row_id: i for i, row_id in enumerate(table["row_id"].to_pylist())}
+
+    def locate(batch: pa.Table) -> pa.Table:
+        positions = [position_of[r] for r in batch["row_id"].to_pylist()]
+        batch = batch.append_column(ORDER_COLUMN, pa.array(positions, pa.int64()))
+        return batch.append_column(SHARD_COLUMN, pa.array([plan.shard_of(i) for i in positions], pa.int32()))
+
+    return locate
+
+
+def _graph(ds: Any, config: RunConfig, options: RunOptions) -> Any:
+    import ray.data
+
+    from cg_ray.generation import generate_responses
+    from cg_ray.scoring.apply import score_dataset
+    from cg_ray.scoring.judge_pass import judge_dataset
+
+    ds = generate_responses(ds, config.generation)
+    ds = judge_dataset(ds, config.judge_config())
+    # Small scoring batches keep blocks small downstream, so finished shards stream back (and persist) early.
+    ds = score_dataset(
+        ds, {b.benchmark: b.scorer_options for b in config.benchmarks if b.benchmark}, batch_size=options.shard_rows
+    )
+    ds = ds.map_batches(reader_text(config.reader.text), batch_format="pyarrow")
+    res = config.reader.resources
+    reader_config = config.reader.model_dump(mode="json", exclude={"text", "resources"})
+    return ds.map_batches(
+        ReaderStage,
+        fn_constructor_kwargs={
+            "reader_config": reader_config,
+            "text_column": READER_TEXT,
+            "factory": options.reader_factory,
+        },
+        compute=ray.data.ActorPoolStrategy(min_size=res.min_actors, max_size=res.max_actors),
+        num_cpus=res.num_cpus,
+        num_gpus=res.num_gpus,
+        batch_size=res.batch_size,
+        batch_format="pyarrow",
+    )
+
+
+def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: str | None = None) -> Path:
+    from cg_ray.benchmarks import load_benchmarks
+    from cg_ray.benchmarks.rows import rows_table
+    from cg_ray.scoring.apply import check_parsed, stats_from_rows
+
+    out = Path(config.output_dir) / config.name
+    ensure_free(out, options.overwrite)
+    timer = StageTimer()
+
+    timer.start("load")
+    rows = load_benchmarks(config.benchmarks)
+    table = rows_table(rows)
+    timer.stop("load", table.num_rows)
+
+    keys = (f"{b}\0{r}" for b, r in zip(table["benchmark"].to_pylist(), table["row_id"].to_pylist(), strict=True))
+    resolved = config.model_dump(mode="json")
+    plan = ShardPlan(table.num_rows, options.shard_rows, fingerprint(resolved, keys))
+    store = ShardStore.open(work_dir_for(out), plan, resume=options.resume)
+    done = store.done()
+    positions = shard_assignment(plan, done)
+    log.info(
+        "%d rows in %d shards; %d finished earlier, %d rows to compute",
+        plan.n_rows,
+        plan.n_shards,
+        len(done),
+        len(positions),
+    )
+
+    timer.start("generate+score+read")
+    if positions:
+        _init_ray(config)
+        collector = ShardCollector(store)
+        locate = _locator(table, plan)
+        output = _graph(_pending_dataset(table, plan, positions), config, options)
+        for batch in output.iter_batches(batch_format="pyarrow", batch_size=None):
+            for shard in collector.add(locate(batch)):
+                log.info("shard %d/%d finished", shard + 1, plan.n_shards)
+        if collector.pending:
+            raise RuntimeError(f"the stream ended with unfinished shards {collector.pending}")
+    timer.stop("generate+score+read", len(positions))
+
+    d_sae = _d_sae(store)
+    assembled = store.assemble(output_schema(d_sae))
+    scoring = stats_from_rows(_scoring_rows(store))
+    check_parsed(scoring)  # a scorer that parsed nothing fails the run before anything is published
+
+    timer.start("metrics")
+    with atomic_directory(out, overwrite=options.overwrite) as tmp:
+        pq.write_table(assembled, tmp / S.ROWS_FILE)
+        summary = _metrics(tmp, config)
+        timer.stop("metrics", assembled.num_rows)
+        manifest = build_manifest(
+            config=resolved,
+            reader={"factory": options.reader_factory, "d_sae": d_sae},
+            timer=timer,
+            counts={
+                "rows": assembled.num_rows,
+                "shards": plan.n_shards,
+                "shards_resumed": len(done),
+                "scoring": {k: v.as_dict() for k, v in scoring.items()},
+                "rows_per_reader_node": _rows_per_node(store),
+                "rows_without_tokens": int(pc.sum(pc.equal(assembled[S.N_TOKENS], 0)).as_py() or 0),
+            },
+            extra={"config_source": config_source, "seed": config.seed, "fingerprint": plan.fingerprint},
+        )
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
+        if options.report:
+            from cg_ray.report.html import build_report
+
+            build_report(tmp)
+    store.remove()
+    print(timer.table())
+    print(
+        f"{summary['n_rows']:,} rows, {summary['suite']['n_benchmarks']} benchmarks -> {out} "
+        f"(median X_model {summary['suite']['median_X_model']}, {summary['suite']['n_model_gaps']} model gaps)"
+    )
+    return out
+
+
+def _d_sae(store: ShardStore) -> int:
+    column = pq.read_table(store.path(0), columns=[D_SAE_COLUMN]).column(D_SAE_COLUMN)
+    return int(column[0].as_py())
+
+
+def _shard_columns(store: ShardStore, columns: list[str]) -> pa.Table:
+    return pa.concat_tables(pq.read_table(store.path(s), columns=columns) for s in range(store.plan.n_shards))
+
+
+def _scoring_rows(store: ShardStore) -> list[dict[str, Any]]:
+    return _shard_columns(store, ["benchmark", "scorer", "score_status"]).to_pylist()
+
+
+def _rows_per_node(store: ShardStore) -> dict[str, int]:
+    counts = pc.value_counts(_shard_columns(store, [NODE_COLUMN]).column(NODE_COLUMN)).to_pylist()
+    return {c["values"]: int(c["counts"]) for c in counts}
+
+
+def _metrics(run_dir: Path, config: RunConfig) -> dict[str, Any]:
+    from cg_ray.artifacts.rows import accumulate_rows, open_rows
+    from cg_ray.artifacts.run_dir import write_metrics
+    from cg_ray.metrics.compute import compute_metrics
+
+    rows = open_rows(run_dir / S.ROWS_FILE)
+    result = compute_metrics(accumulate_rows(rows), config.metrics)
+    labels = _labels(config, rows.d_sae)
+    return write_metrics(
+        run_dir, result, labels, {"rows_file": S.ROWS_FILE, "evaluated_model": config.generation.model}
+    )
+
+
+LABEL_FILES = ("labels.jsonl", "labels.csv")
+
+
+def _labels(config: RunConfig, d_sae: int) -> Any:
+    """Labels shipped beside the SAE (the default SAE's, or a sae-lens directory's), when there are any."""
+    from cg_ray.activations.saes.spec import default_sae_dir, parse_sae_spec
+    from cg_ray.labels import load_labels
+
+    spec = parse_sae_spec(config.reader.sae)
+    folder = default_sae_dir() if spec.kind == "default" else Path(spec.location)
+    for name in LABEL_FILES:
+        if (folder / name).is_file():
+            return load_labels(folder / name, d_sae=d_sae)
+    return None
+
+
+__all__ = ["RunOptions", "run"]

@@ -1,0 +1,204 @@
+"""`cg-ray run` end to end on Ray Data: fake generation and a fake reader (same interfaces), real Ray."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from cg_ray import schemas as S
+from cg_ray.pipeline.config import parse_run_config
+from cg_ray.pipeline.runner import RunOptions, run
+
+FAKE_READER = "cg_ray.fakes:HashingReader.from_config"
+
+
+def config_dict(out: Path, name: str = "t", per_kind: int = 12) -> dict:
+    return {
+        "name": name,
+        "output_dir": str(out),
+        "benchmarks": [
+            {"kind": "probes", "per_kind": per_kind, "seed": 0, "kinds": ["arithmetic", "letter_count", "ordering"]}
+        ],
+        "generation": {"backend": "fake", "resources": {"num_cpus": 0.5, "batch_size": 8}},
+        "reader": {"resources": {"num_cpus": 0.5, "min_actors": 1, "max_actors": 1, "batch_size": 8}},
+        "metrics": {"min_rows": 1},
+    }
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    import ray
+
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    temp = tempfile.mkdtemp(prefix="cgt", dir="/tmp")
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
+    yield
+    ray.shutdown()
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+def comparable(run_dir: Path) -> dict:
+    """Everything a run publishes that must not depend on how it was computed (timings excluded)."""
+    summary = json.loads((run_dir / S.SUMMARY_FILE).read_text())
+    return {
+        "rows": pq.read_table(run_dir / S.ROWS_FILE).drop_columns(["score_status"]).to_pylist(),
+        "concepts": pq.read_table(run_dir / S.CONCEPTS_FILE).to_pylist(),
+        "pairs": pq.read_table(run_dir / S.BENCHMARK_CONCEPTS_FILE).to_pylist(),
+        "summary": {k: v for k, v in summary.items() if k != "timings_s"},
+    }
+
+
+def test_run_publishes_a_complete_run_directory(ray_local, tmp_path: Path) -> None:
+    config = parse_run_config(config_dict(tmp_path))
+    out = run(config, RunOptions(shard_rows=10, reader_factory=FAKE_READER))
+    names = {p.name for p in out.iterdir()}
+    assert {
+        S.ROWS_FILE,
+        S.CONCEPTS_FILE,
+        S.BENCHMARK_CONCEPTS_FILE,
+        S.SUMMARY_FILE,
+        "manifest.json",
+        "report.html",
+    } <= names
+    rows = pq.read_table(out / S.ROWS_FILE)
+    assert rows.num_rows == 36
+    assert rows.schema.metadata[S.D_SAE_METADATA_KEY] == b"256"
+    assert (
+        set(rows["benchmark"].to_pylist()) == {"probe_arithmetic", "probe_letter_count", "probe_ordering"}
+        or len(set(rows["benchmark"].to_pylist())) == 3
+    )
+    scores = rows["score"].to_pylist()
+    assert all(s in (0.0, 1.0) for s in scores) and 0 < sum(scores) < len(scores)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"]["rows"] == 36 and manifest["counts"]["shards"] == 4
+    assert sum(manifest["counts"]["rows_per_reader_node"].values()) == 36
+    assert set(manifest["stages"]) == {"load", "generate+score+read", "metrics"}
+    assert not (tmp_path / "t.partial").exists()
+    # Row order is input order, whatever order the stream delivered shards in.
+    assert rows["row_id"].to_pylist() == sorted(rows["row_id"].to_pylist(), key=rows["row_id"].to_pylist().index)
+
+
+def test_bad_config_and_scorer_that_parses_nothing(ray_local, tmp_path: Path) -> None:
+    from cg_ray.errors import ConfigError
+    from cg_ray.scoring.apply import ScoringError
+
+    with pytest.raises(ConfigError, match="benchmarks"):
+        parse_run_config({**config_dict(tmp_path), "benchmarks": []})
+    with pytest.raises(ConfigError, match="typo"):
+        parse_run_config({**config_dict(tmp_path), "typo": 1})
+    bench = tmp_path / "b.jsonl"
+    bench.write_text("".join(json.dumps({"id": i, "prompt": f"q{i}", "reference": "42"}) + "\n" for i in range(8)))
+    cfg = config_dict(tmp_path, name="numeric")
+    cfg["benchmarks"] = [{"kind": "local", "path": str(bench), "benchmark": "b", "scorer": "multiple_choice"}]
+    with pytest.raises(ScoringError, match="could not parse any"):
+        run(parse_run_config(cfg), RunOptions(shard_rows=4, reader_factory=FAKE_READER))
+    assert not (tmp_path / "numeric").exists()
+
+
+DRIVER = textwrap.dedent(
+    """
+    import json, os, sys
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    from cg_ray.pipeline.config import parse_run_config
+    from cg_ray.pipeline.runner import RunOptions, run
+    cfg = parse_run_config(json.loads(sys.argv[1]))
+    run(cfg, RunOptions(resume=sys.argv[2] == "resume", shard_rows=6, reader_factory=sys.argv[3], report=False))
+    """
+)
+
+
+@pytest.mark.slow
+def test_kill_and_resume_recomputes_only_unfinished_shards(tmp_path: Path) -> None:
+    cfg = config_dict(tmp_path / "resumed", per_kind=40)  # 120 rows, 20 shards: slow enough to interrupt
+    env = {**os.environ, "TMPDIR": "/tmp"}
+    args = [sys.executable, "-c", DRIVER, json.dumps(cfg)]
+    proc = subprocess.Popen(
+        [*args, "fresh", "cg_ray.fakes:SlowHashingReader.from_config"], env=env, start_new_session=True
+    )
+    partial = tmp_path / "resumed" / "t.partial"
+    deadline = time.monotonic() + 120
+    while len(list(partial.glob("shard-*.parquet"))) < 2:
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        assert time.monotonic() < deadline, "no shard finished in time"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything it started
+    proc.wait()
+    finished_before = {p.name for p in partial.glob("shard-*.parquet")}
+    assert 2 <= len(finished_before) < 20 and not (tmp_path / "resumed" / "t").exists()
+
+    done = subprocess.run([*args, "resume", FAKE_READER], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed = tmp_path / "resumed" / "t"
+    manifest = json.loads((resumed / "manifest.json").read_text())
+    assert manifest["counts"]["shards_resumed"] == len(finished_before)
+    assert not partial.exists()
+
+    # Finished shards were not recomputed, and the result equals an uninterrupted run.
+    cfg2 = config_dict(tmp_path / "straight", per_kind=40)
+    straight = subprocess.run(
+        [sys.executable, "-c", DRIVER, json.dumps(cfg2), "fresh", FAKE_READER],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    assert comparable(resumed) == comparable(tmp_path / "straight" / "t")
+
+
+@pytest.mark.slow
+def test_two_node_cluster_spreads_reader_actors_and_matches_one_node(tmp_path: Path) -> None:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    env_before = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    temp = tempfile.mkdtemp(prefix="cgc", dir="/tmp")
+    # Cluster writes the head's address to Ray's default temp dir; create it if needed, remove it after.
+    default_ray_dir = Path("/tmp/ray")
+    created_default = not default_ray_dir.exists()
+    default_ray_dir.mkdir(exist_ok=True)
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 4, "temp_dir": temp, "include_dashboard": False}
+    )
+    try:
+        cluster.add_node(num_cpus=4)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        cfg = config_dict(tmp_path / "two")
+        # 3 logical CPUs per reader actor: two cannot share a 4-CPU node, and 1 CPU per node stays free for
+        # Ray Data's own tasks (otherwise they starve).
+        cfg["reader"]["resources"] = {"num_cpus": 3, "min_actors": 2, "max_actors": 2, "batch_size": 4}
+        out = run(parse_run_config(cfg), RunOptions(shard_rows=4, reader_factory=FAKE_READER, report=False))
+        nodes = json.loads((out / "manifest.json").read_text())["counts"]["rows_per_reader_node"]
+        assert len(nodes) == 2 and all(n > 0 for n in nodes.values()), nodes
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+        if created_default:
+            shutil.rmtree(default_ray_dir, ignore_errors=True)
+        if env_before is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+    ray.init(
+        num_cpus=2, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="cg1", dir="/tmp"), log_to_driver=False
+    )
+    try:
+        single = run(
+            parse_run_config(config_dict(tmp_path / "one")),
+            RunOptions(shard_rows=4, reader_factory=FAKE_READER, report=False),
+        )
+    finally:
+        ray.shutdown()
+    assert comparable(out) == comparable(single)
