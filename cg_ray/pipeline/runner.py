@@ -40,6 +40,7 @@ from cg_ray.pipeline.shards import (
 log = logging.getLogger(__name__)
 
 READER_TEXT = "_reader_text"
+LOCAL_LOGICAL_CPUS = 8
 TEXT_COLUMNS = ("prompt", "response")
 
 
@@ -87,7 +88,15 @@ def _init_ray(config: RunConfig) -> None:
     # A local cluster for this run. Short temp path: Ray's socket paths have a length limit.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only cluster
     temp = tempfile.mkdtemp(prefix="cgray", dir="/tmp")
-    ray.init(include_dashboard=False, _temp_dir=temp, log_to_driver=False)
+    # Logical CPUs are scheduling tokens: vLLM's processor alone holds four actors (chat template,
+    # tokenize, engine, detokenize) besides the reader pool and Ray Data's tasks. Counting only physical
+    # cores would leave some of them pending forever on a small machine; real CPU use is set by the work.
+    ray.init(
+        num_cpus=max(LOCAL_LOGICAL_CPUS, os.cpu_count() or 1),
+        include_dashboard=False,
+        _temp_dir=temp,
+        log_to_driver=False,
+    )
 
 
 def _pending_dataset(table: pa.Table, plan: ShardPlan, positions: list[int]) -> Any:
@@ -111,15 +120,19 @@ def _locator(table: pa.Table, plan: ShardPlan) -> Any:
     return locate
 
 
-def _graph(ds: Any, config: RunConfig, options: RunOptions) -> Any:
+def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool) -> Any:
     import ray.data
 
     from cg_ray.generation import generate_responses
     from cg_ray.scoring.apply import score_dataset
-    from cg_ray.scoring.judge_pass import judge_dataset
+    from cg_ray.scoring.judge_pass import _no_judge, judge_dataset
 
     ds = generate_responses(ds, config.generation)
-    ds = judge_dataset(ds, config.judge_config())
+    if needs_judge:
+        # judge_dataset counts its judge rows, which executes the generation above: keep that result.
+        ds = judge_dataset(ds.materialize(), config.judge_config())
+    else:
+        ds = ds.map_batches(_no_judge, batch_format="pyarrow")
     # Small scoring batches keep blocks small downstream, so finished shards stream back (and persist) early.
     ds = score_dataset(
         ds, {b.benchmark: b.scorer_options for b in config.benchmarks if b.benchmark}, batch_size=options.shard_rows
@@ -175,7 +188,8 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
         _init_ray(config)
         collector = ShardCollector(store)
         locate = _locator(table, plan)
-        output = _graph(_pending_dataset(table, plan, positions), config, options)
+        needs_judge = "judge" in set(table["scorer"].to_pylist())
+        output = _graph(_pending_dataset(table, plan, positions), config, options, needs_judge)
         for batch in output.iter_batches(batch_format="pyarrow", batch_size=None):
             for shard in collector.add(locate(batch)):
                 log.info("shard %d/%d finished", shard + 1, plan.n_shards)

@@ -83,7 +83,8 @@ class _Row:
 class RemoteEncoder:
     """The service's Encoder interface over the encoder deployment's handle."""
 
-    RETRIES = 3  # a replica that dies mid-request (scale-down, crash) is retried on another
+    RETRIES = 5  # a replica that dies mid-request (crash, scale-down) is retried, on another or its restart
+    BACKOFF_S = 0.5
 
     def __init__(self, handle: DeploymentHandle, info: dict[str, Any]) -> None:
         self.handle = handle
@@ -91,16 +92,23 @@ class RemoteEncoder:
         self._describe = info["describe"]
 
     async def encode(self, texts: Sequence[str]) -> list[Any]:
-        from ray.exceptions import RayActorError
+        import asyncio
 
+        from ray.exceptions import RayActorError
+        from ray.serve.exceptions import DeploymentUnavailableError, ReplicaUnavailableError
+
+        retryable = (RayActorError, ReplicaUnavailableError, DeploymentUnavailableError)
         for attempt in range(self.RETRIES):
             try:
                 rows = await self.handle.encode.remote(list(texts))
                 return [_Row(*r) for r in rows]
-            except RayActorError:
+            except retryable as exc:
                 if attempt == self.RETRIES - 1:
                     raise
-                log.warning("encoder replica died; retrying (%d/%d)", attempt + 1, self.RETRIES)
+                log.warning(
+                    "encoder replica unavailable (%s); retry %d/%d", type(exc).__name__, attempt + 1, self.RETRIES
+                )
+                await asyncio.sleep(self.BACKOFF_S * 2**attempt)
         raise AssertionError("unreachable")
 
     def describe(self) -> dict[str, Any]:
