@@ -4,7 +4,10 @@ PY     := $(VENV)/bin/python
 CG_RAY := $(VENV)/bin/cg-ray
 RUN    ?= runs/demo
 
-.PHONY: setup demo lint format typecheck pytest test bench clean
+.PHONY: help setup demo example lint format typecheck pytest test bench serve clean
+
+help:  ## list the tasks
+	@grep -E '^[a-z]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
 
 $(VENV)/.setup-done: pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh
@@ -12,7 +15,12 @@ $(VENV)/.setup-done: pyproject.toml scripts/setup.sh
 
 setup: $(VENV)/.setup-done  ## create .venv and install the verified CPU stack
 
-demo: setup  ## the main job on the embedded default: synthetic suite -> metrics -> robustness -> report
+demo: setup  ## the main job on the embedded default: probes -> vLLM (CPU) -> score -> SAE reader -> metrics -> report
+	$(CG_RAY) run jobs/default.yaml --resume --overwrite
+	$(CG_RAY) robustness --rows runs/default/rows.parquet --out runs/default/robustness --overwrite --min-rows 5
+	$(CG_RAY) report runs/default
+
+example: setup  ## metrics only, on a seeded synthetic suite with planted easy/hard concepts (seconds)
 	$(CG_RAY) example --out $(RUN)-rows.parquet --labels-out $(RUN)-labels.csv
 	$(CG_RAY) metrics --rows $(RUN)-rows.parquet --labels $(RUN)-labels.csv --out $(RUN) --overwrite
 	$(CG_RAY) robustness --rows $(RUN)/rows.parquet --out $(RUN)/robustness --overwrite
@@ -36,6 +44,13 @@ test: lint typecheck pytest  ## everything CI checks: lint, types, tests
 
 bench: setup  ## performance benchmarks (each prints its speed ratio last)
 	$(PY) benchmarks/bench_metrics.py
+	$(PY) benchmarks/bench_reader.py
+	$(PY) benchmarks/bench_pipeline.py
+	$(PY) benchmarks/bench_serve.py
+	$(PY) benchmarks/bench_arena.py
+
+serve: setup  ## the REST service and web explorer on 127.0.0.1:8000 (Ray Serve)
+	$(VENV)/bin/serve run serve_config.yaml
 
 clean:
 	rm -rf runs .pytest_cache .mypy_cache .ruff_cache

@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+ANALYSIS_ROWS = 3000  # long enough that the replica is killed while the analysis is still reading
 FAKE = "cg_ray.fakes:HashingReader.from_config"
 DEFAULT = "cg_ray.activations.reader:ConceptReader.from_config"
 SENTENCE = (
@@ -118,18 +119,19 @@ def analysis(client: httpx.Client, headers: dict[str, str], upload_id: str) -> d
 def fault_test(base: str, headers: dict[str, str], rows: int) -> dict[str, Any]:
     import ray
 
-    body = "".join(json.dumps({"id": i, "prompt": t, "score": i % 2}) for i, t in enumerate(texts(300, 1))).replace(
-        "}{", "}\n{"
-    )
+    body = "\n".join(json.dumps({"id": i, "prompt": t, "score": i % 2}) for i, t in enumerate(texts(ANALYSIS_ROWS, 1)))
     with httpx.Client(base_url=base, timeout=600) as client:
         up = client.post("/v1/uploads", headers=headers, files={"file": ("f.jsonl", body, "application/jsonl")}).json()
         clean = analysis(client, headers, up["id"])
         reference = client.get(f"/v1/analyses/{clean['id']}/artifacts/concepts.csv", headers=headers).text
         started = client.post("/v1/analyses", headers=headers, json={"upload_ids": [up["id"]]}).json()
 
+        status_at_kill: dict[str, str] = {}
+
         async def load_and_kill() -> dict[str, Any]:
             task = asyncio.create_task(load(base, headers, 40, rows))
             await asyncio.sleep(1.0)
+            status_at_kill["analysis"] = client.get(f"/v1/analyses/{started['id']}", headers=headers).json()["status"]
             named = ray.util.list_named_actors(all_namespaces=True)
             replicas = [
                 a for a in named if a["namespace"] == "serve" and "encoder" in a["name"] and "REPLICA" in a["name"]
@@ -149,6 +151,7 @@ def fault_test(base: str, headers: dict[str, str], rows: int) -> dict[str, Any]:
             else ""
         )
     return {
+        "analysis_status_at_kill": status_at_kill.get("analysis"),
         "analysis_status": a["status"],
         "analysis_identical_to_undisturbed": after == reference,
         "score_requests_during_fault": during,
@@ -188,7 +191,8 @@ def main() -> None:
         f = results["fault"]
         d = f["score_requests_during_fault"]
         print(
-            f"fault: killed 1 of 2 encoder replicas under load; analysis {f['analysis_status']}, identical to an "
+            f"fault: killed 1 of 2 encoder replicas under load (analysis {f['analysis_status_at_kill']} at the kill); "
+            f"analysis {f['analysis_status']}, identical to an "
             f"undisturbed one: {f['analysis_identical_to_undisturbed']}; score requests during the fault: "
             f"{d['ok']} ok, {d['errors']} errors"
         )

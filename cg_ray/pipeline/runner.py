@@ -195,6 +195,10 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
                 log.info("shard %d/%d finished", shard + 1, plan.n_shards)
         if collector.pending:
             raise RuntimeError(f"the stream ended with unfinished shards {collector.pending}")
+        ray_data_stats = output.stats()  # per-operator wall time and rows: the per-stage view of a streamed run
+        log.info("Ray Data stages:\n%s", ray_data_stats)
+    else:
+        ray_data_stats = "(nothing to compute: every shard was finished earlier)"
     timer.stop("generate+score+read", len(positions))
 
     d_sae = _d_sae(store)
@@ -219,7 +223,12 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
                 "rows_per_reader_node": _rows_per_node(store),
                 "rows_without_tokens": int(pc.sum(pc.equal(assembled[S.N_TOKENS], 0)).as_py() or 0),
             },
-            extra={"config_source": config_source, "seed": config.seed, "fingerprint": plan.fingerprint},
+            extra={
+                "config_source": config_source,
+                "seed": config.seed,
+                "fingerprint": plan.fingerprint,
+                "ray_data_stats": ray_data_stats,
+            },
         )
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
         if options.report:

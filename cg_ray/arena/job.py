@@ -1,0 +1,188 @@
+"""`cg-ray arena CONFIG`: the arena variant end to end (locally or as a Ray job).
+
+battles → ratings (BT, Elo, bootstrap CIs) → per model of interest: its battles as scored rows (win 1,
+loss 0, ties by policy) whose text is the prompt AND that model's response → the reader on Ray Data →
+a full CG run per model → per-concept head-to-head win rates and the cross-model table → one run
+directory, published atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cg_ray import schemas as S
+from cg_ray.arena.config import ArenaConfig
+from cg_ray.config import MetricsConfig
+from cg_ray.errors import ConfigError
+from cg_ray.pipeline.config import ReaderStageConfig
+from cg_ray.pipeline.reader_stage import DEFAULT_READER_FACTORY
+
+log = logging.getLogger(__name__)
+
+
+class ArenaJobConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field("arena", pattern=r"^[A-Za-z0-9._-]+$")
+    output_dir: str = "runs"
+    arena: ArenaConfig
+    max_battles_per_model: int | None = Field(
+        None, ge=1, description="read only the first N battles of each model (file order): a quick look on a CPU"
+    )
+    reader: ReaderStageConfig = ReaderStageConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    labels: str | None = Field(None, description="concept labels file; default: the ones shipped with the SAE")
+    ray_address: str | None = None
+
+
+def load_arena_config(path: str | Path) -> ArenaJobConfig:
+    import yaml
+
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: config file not found") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{p}: cannot read: {exc}") from None
+    try:
+        return ArenaJobConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "\n".join(f"{p}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(problems) from None
+
+
+def safe_name(model: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model)
+
+
+def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory: str = DEFAULT_READER_FACTORY) -> Path:
+    from cg_ray.arena.concepts import (
+        head_to_head,
+        load_model_activations,
+        model_concepts_table,
+        model_results,
+        write_head_to_head,
+    )
+    from cg_ray.arena.outcomes import BattleArrays
+    from cg_ray.arena.outputs import write_ratings
+    from cg_ray.arena.ratings import rate
+    from cg_ray.arena.rows import RowCounts, iter_model_rows, select_models
+    from cg_ray.artifacts.publish import atomic_directory
+    from cg_ray.artifacts.rows import accumulate_rows, open_rows
+    from cg_ray.artifacts.run_dir import write_metrics
+    from cg_ray.benchmarks.arena import load_battles
+    from cg_ray.labels import load_labels
+    from cg_ray.metrics.compute import compute_metrics
+    from cg_ray.pipeline.reading import read_texts
+    from cg_ray.pipeline.runner import _init_ray, _labels
+    from cg_ray.pipeline.shards import ensure_free
+    from cg_ray.report.html import build_report
+
+    cfg = config.arena
+    out = Path(config.output_dir) / config.name
+    ensure_free(out, overwrite)
+    started = time.perf_counter()
+    battles = load_battles(cfg.battles, skip_invalid=cfg.skip_invalid, split=cfg.split)
+    models = select_models(battles, cfg.selection.models, cfg.selection.min_battles)
+    log.info("%d battles, models of interest: %s", len(battles.battles), models)
+    ratings = rate(BattleArrays.from_battles(battles.battles), cfg.ratings, cfg.tie_policy)
+    reader_config = config.reader.model_dump(mode="json", exclude={"text", "resources"})
+    _init_ray(config)  # type: ignore[arg-type]
+
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        (tmp / "ratings").mkdir()
+        write_ratings(tmp / "ratings", ratings, {"source": cfg.battles, "skipped": dict(battles.skipped)})
+        rows_files: dict[str, Path] = {}
+        counts = RowCounts()
+        labels = None
+        for model in models:
+            rows = list(
+                iter_model_rows(battles.battles, [model], cfg.tie_policy, benchmark=cfg.benchmark, counts=counts)
+            )
+            if config.max_battles_per_model:
+                rows = rows[: config.max_battles_per_model]
+            table = pa.table(
+                {
+                    "row_id": [r.row_id for r in rows],
+                    "benchmark": [r.benchmark for r in rows],
+                    "model": [r.model for r in rows],
+                    "score": pa.array([r.score for r in rows], pa.float64()),
+                    "prompt": [r.prompt for r in rows],
+                    "response": [r.response for r in rows],
+                    "text": [r.text for r in rows],
+                }
+            )
+            log.info("reading %d rows of %s (prompt + its response)", table.num_rows, model)
+            read = read_texts(table, "text", reader_config, config.reader.resources, reader_factory)
+            d_sae = int(read["_d_sae"][0].as_py())
+            schema = (
+                S.rows_schema_with_d_sae(d_sae)
+                .append(pa.field("prompt", pa.string()))
+                .append(pa.field("response", pa.string()))
+            )
+            run_dir = tmp / "models" / safe_name(model)
+            run_dir.mkdir(parents=True)
+            pq.write_table(read.select(schema.names).cast(schema), run_dir / S.ROWS_FILE)
+            if labels is None:
+                labels = load_labels(config.labels, d_sae=d_sae) if config.labels else _labels(config, d_sae)  # type: ignore[arg-type]
+            result = compute_metrics(accumulate_rows(open_rows(run_dir / S.ROWS_FILE)), config.metrics)
+            write_metrics(run_dir, result, labels, {"evaluated_model": model, "arena": True})
+            build_report(run_dir)
+            rows_files[model] = run_dir / S.ROWS_FILE
+        activations = {m: load_model_activations(m, p) for m, p in rows_files.items()}
+        h2h = head_to_head(battles.battles, activations, cfg.tie_policy, weighting=cfg.weighting, labels=labels)
+        table = model_concepts_table(model_results(rows_files, config.metrics), labels=labels)
+        write_head_to_head(tmp, h2h, table)
+        summary = {
+            "config": config.model_dump(mode="json"),
+            "models": {m: safe_name(m) for m in models},
+            "row_counts": counts.as_dict(),
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        (tmp / "arena.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        _print(table, ratings)
+    return out
+
+
+def _print(table: pa.Table, ratings: Any) -> None:
+    print(f"{'model':<34}{'BT':>8}  {'95% CI':<18}{'Elo':>8}")
+    for m in ratings.as_dict()["models"]:
+        ci = f"[{m['bt_lower']}, {m['bt_upper']}]" if m["bt_lower"] is not None else ""
+        print(f"{m['model']:<34}{m['bt']:>8}  {ci:<18}{m['elo']:>8}")
+    for model in dict.fromkeys(table["model"].to_pylist()):
+        for kind in ("wins", "losses"):
+            entries = [r for r in table.to_pylist() if r["model"] == model and r["kind"] == kind][:5]
+            shown = "; ".join(f"{e['concept_id']} {(e['label'] or '')[:40]} ({e['X_model']:.2f})" for e in entries)
+            print(f"{model} {kind} on: {shown}")
+
+
+def _cmd_arena(args: argparse.Namespace) -> int:
+    config = load_arena_config(args.config)
+    if args.output_dir is not None:
+        config = config.model_copy(update={"output_dir": str(args.output_dir)})
+    out = run_arena(config, overwrite=args.overwrite)
+    print(f"-> {out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "arena",
+        help="the arena variant end to end: ratings, a CG run per model, head-to-head concepts",
+        description="Run jobs/arena.yaml-style configs locally or under `ray job submit`.",
+    )
+    p.add_argument("config", type=Path, help="arena job configuration (YAML), e.g. jobs/arena.yaml")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    p.add_argument("--output-dir", type=Path, default=None, help="override the config's output_dir")
+    p.set_defaults(handler=_cmd_arena)

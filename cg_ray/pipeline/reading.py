@@ -1,0 +1,49 @@
+"""Read a table of texts with the reader on Ray Data (an actor pool), keeping the input order.
+
+For jobs whose rows need no generation or scoring (the arena variant): the same `ReaderStage` the main
+pipeline uses, without the rest of its graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cg_ray.generation.config import StageResources
+from cg_ray.pipeline.reader_stage import DEFAULT_READER_FACTORY, ReaderStage
+
+ORDER = "_order"
+
+
+def read_texts(
+    table: pa.Table,
+    text_column: str,
+    reader_config: dict[str, Any],
+    resources: StageResources,
+    factory: str = DEFAULT_READER_FACTORY,
+) -> pa.Table:
+    """`table` plus n_tokens / concept_ids / concept_acts (and the reader's bookkeeping columns)."""
+    import ray.data
+
+    indexed = table.append_column(ORDER, pa.array(range(table.num_rows), pa.int64()))
+    blocks = max(1, min(table.num_rows // max(resources.batch_size, 1), 64))
+    ds = ray.data.from_arrow(indexed).repartition(blocks)
+    out = ds.map_batches(
+        ReaderStage,
+        fn_constructor_kwargs={"reader_config": reader_config, "text_column": text_column, "factory": factory},
+        compute=ray.data.ActorPoolStrategy(min_size=resources.min_actors, max_size=resources.max_actors),
+        num_cpus=resources.num_cpus,
+        num_gpus=resources.num_gpus,
+        batch_size=resources.batch_size,
+        batch_format="pyarrow",
+    )
+    parts = list(out.iter_batches(batch_format="pyarrow", batch_size=None))
+    result = pa.concat_tables(parts).sort_by(ORDER)
+    if (
+        result.num_rows != table.num_rows
+        or not pc.all(pc.equal(result[ORDER], pa.array(range(table.num_rows), pa.int64()))).as_py()
+    ):
+        raise RuntimeError(f"the reader returned {result.num_rows} rows for {table.num_rows}")
+    return result.drop_columns([ORDER])
