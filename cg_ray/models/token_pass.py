@@ -6,6 +6,8 @@ hidden states and SAE activations of the tokens that count under the reader's to
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -14,6 +16,8 @@ import torch
 from cg_ray.activations.model import forward_to_layer
 from cg_ray.activations.reader import ConceptReader
 from cg_ray.activations.tokens import counted_mask, pad, plan_batches
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -38,7 +42,12 @@ def make_windows(reader: ConceptReader, docs: Sequence[str], context: int) -> li
 
 @torch.inference_mode()
 def iter_token_batches(reader: ConceptReader, windows: Sequence[Sequence[int]]) -> Iterator[TokenBatch]:
-    for batch in plan_batches([len(w) for w in windows], reader.config.token_budget):
+    batches = plan_batches([len(w) for w in windows], reader.config.token_budget)
+    started = last = time.perf_counter()
+    for n, batch in enumerate(batches, start=1):
+        if time.perf_counter() - last > 30:
+            last = time.perf_counter()
+            log.info("batch %d/%d (%.0f s)", n, len(batches), last - started)
         ids, mask = pad([windows[i] for i in batch], reader.policy.pad_id, "right")
         ids, mask = ids.to(reader.device), mask.to(reader.device)
         hidden = forward_to_layer(reader.model.base, reader.capture, ids, mask)

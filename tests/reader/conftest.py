@@ -49,6 +49,22 @@ def _offline_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
             os.environ[k] = v
 
 
+@pytest.fixture
+def reader_commands(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CLI with the reader's commands (whatever the shared COMMAND_MODULES holds today)."""
+    from cg_ray import cli
+
+    mods = []
+    for name in (*cli.COMMAND_MODULES, "cg_ray.activations.cli", "cg_ray.models.cli"):
+        try:
+            importlib.import_module(name)
+            mods.append(name)
+        except ImportError:
+            pass
+    monkeypatch.setattr(cli, "COMMAND_MODULES", tuple(dict.fromkeys(mods)))
+    yield
+
+
 def build_tokenizer() -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,8 @@ from cg_ray.activations.reader import ConceptReader
 from cg_ray.activations.reference import reference_row
 
 from .conftest import reader_config
+
+pytestmark = pytest.mark.usefixtures("reader_commands")
 
 ROWS = [
     {
@@ -46,20 +47,6 @@ ROWS = [
         "output": "three",
     },
 ]
-
-
-@pytest.fixture(autouse=True)
-def _commands(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The CLI with the reader's commands (whatever the shared COMMAND_MODULES holds today)."""
-    mods = []
-    for name in (*cli.COMMAND_MODULES, "cg_ray.activations.cli", "cg_ray.models.cli"):
-        try:
-            importlib.import_module(name)
-            mods.append(name)
-        except ImportError:
-            pass
-    monkeypatch.setattr(cli, "COMMAND_MODULES", tuple(dict.fromkeys(mods)))
-    yield
 
 
 def write_jsonl(path: Path, rows: list[Any]) -> Path:
