@@ -10,7 +10,6 @@ from cg_ray.benchmarks import to_dataset
 from cg_ray.benchmarks.rows import make_row
 from cg_ray.generation import generate_responses
 from cg_ray.generation.config import GenerationConfig
-from cg_ray.generation.hf import HFChatModel
 
 PROMPTS = [
     "What is 12 + 30? Answer with the number only.",
@@ -43,17 +42,23 @@ def test_vllm_on_cpu_matches_hf_generate_greedy(ray_local: object, smollm_dir: P
     out = {r["row_id"]: r for r in generate_responses(to_dataset(rows), config).take_all()}
     assert out["done"]["response"] == "kept" and out["done"]["n_output_tokens"] is None
 
-    hf = HFChatModel(str(smollm_dir), config.model_copy(update={"backend": "hf"}))
-    hf_texts, hf_counts = hf.complete(PROMPTS)
+    # The HF fallback through the same Ray Data interface (an actor pool of transformers models).
+    hf_config = config.model_copy(update={"backend": "hf"})
+    hf_out = {r["row_id"]: r for r in generate_responses(to_dataset(rows), hf_config).take_all()}
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(smollm_dir))
     full_matches = 0
-    for i, (hf_text, hf_n) in enumerate(zip(hf_texts, hf_counts, strict=True)):
-        got = out[f"p{i}"]
-        assert got["prompt"] == PROMPTS[i]  # the original prompt, not the chat-templated one
-        assert 0 < got["n_output_tokens"] <= 24
-        v_ids = hf.tokenizer(got["response"], add_special_tokens=False)["input_ids"]
-        h_ids = hf.tokenizer(hf_text, add_special_tokens=False)["input_ids"]
+    for i in range(len(PROMPTS)):
+        got, ref = out[f"p{i}"], hf_out[f"p{i}"]
+        hf_text, hf_n = ref["response"], ref["n_output_tokens"]
+        assert got["prompt"] == PROMPTS[i] == ref["prompt"]  # the original prompt, not the chat-templated one
+        assert got["model"] == str(smollm_dir) and 0 < got["n_output_tokens"] <= 24
+        v_ids = tokenizer(got["response"], add_special_tokens=False)["input_ids"]
+        h_ids = tokenizer(hf_text, add_special_tokens=False)["input_ids"]
         k = min(FIRST_TOKENS, len(h_ids))
         assert v_ids[:k] == h_ids[:k], (PROMPTS[i], got["response"], hf_text)
         full_matches += got["response"] == hf_text and got["n_output_tokens"] == hf_n
+    assert hf_out["done"]["response"] == "kept"
     print(f"vLLM == HF generate on {full_matches}/{len(PROMPTS)} full greedy outputs")
     assert full_matches >= len(PROMPTS) // 2
