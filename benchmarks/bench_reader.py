@@ -40,9 +40,7 @@ def load_texts(data_dir: Path, n: int) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=64)
-    ap.add_argument(
-        "--data-dir", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data"
-    )
+    ap.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data")
     ap.add_argument("--sae", default="default")
     ap.add_argument("--token-budget", type=int, default=8192)
     args = ap.parse_args()
@@ -79,9 +77,7 @@ def main() -> None:
         out = []
         with torch.inference_mode():
             for seq in seqs:
-                hs = full(
-                    input_ids=torch.tensor([seq]), output_hidden_states=True, use_cache=False
-                ).hidden_states
+                hs = full(input_ids=torch.tensor([seq]), output_hidden_states=True, use_cache=False).hidden_states
                 acts = sae32.encode(hs[layer + 1][0]).cpu().numpy()  # every token, dense, to the CPU
                 keep = counted_positions(seq, policy)
                 out.append(acts[keep].mean(0) if keep else np.zeros(acts.shape[1], np.float32))
@@ -112,10 +108,7 @@ def main() -> None:
     rel16 = np.abs(dense(fast_rows) - np.stack(ref)).max() / np.abs(np.stack(ref)).max()
     print(f"naive  float32 : {n_tokens / t_naive:8.0f} tokens/s ({t_naive:.1f} s)")
     print(f"ours   float32 : {n_tokens / t_f32:8.0f} tokens/s ({t_f32:.1f} s)  max |Δ| vs naive {err32:.2e}")
-    print(
-        f"ours   bfloat16: {n_tokens / t_fast:8.0f} tokens/s ({t_fast:.1f} s)  "
-        f"max rel |Δ| vs naive {rel16:.3f}"
-    )
+    print(f"ours   bfloat16: {n_tokens / t_fast:8.0f} tokens/s ({t_fast:.1f} s)  max rel |Δ| vs naive {rel16:.3f}")
     print(f"speed-up (ours bf16 / naive): {t_naive / t_fast:.2f}x")
 
 

@@ -79,9 +79,7 @@ def test_models_prepare_cli_is_idempotent(smollm_dir: Path, capsys: pytest.Captu
     from cg_ray import cli
 
     stamp = (smollm_dir / "model.safetensors").stat().st_mtime_ns
-    assert (
-        cli.main(["models", "prepare", "smollm2-135m-instruct", "--cache", str(smollm_dir.parents[1])]) == 0
-    )
+    assert cli.main(["models", "prepare", "smollm2-135m-instruct", "--cache", str(smollm_dir.parents[1])]) == 0
     assert capsys.readouterr().out.strip() == str(smollm_dir)
     assert (smollm_dir / "model.safetensors").stat().st_mtime_ns == stamp  # converted once, not again
     assert cli.main(["models", "prepare", "no-such-model"]) == 2
