@@ -62,9 +62,10 @@ def offline_env(scratch: Path) -> Iterator[dict[str, str]]:
             os.environ[k] = v
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_local(offline_env: dict[str, str], scratch: Path) -> Iterator[Any]:
-    """One in-process Ray cluster (2 CPUs) for the whole session; workers inherit `offline_env`."""
+    """One in-process Ray cluster (2 CPUs) per test module; workers inherit `offline_env`. Shut down after
+    the module, so other test folders can start clusters of their own."""
     import ray
 
     ray.init(
