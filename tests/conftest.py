@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +50,16 @@ def write_rows(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return _write
+
+
+@pytest.fixture(scope="module")
+def ray_module() -> Iterator[None]:
+    """A local 2-CPU Ray cluster for one test module (short temp path: Ray's sockets limit path length)."""
+    import ray
+
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    temp = tempfile.mkdtemp(prefix="cgt", dir="/tmp")
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
+    yield
+    ray.shutdown()
+    shutil.rmtree(temp, ignore_errors=True)

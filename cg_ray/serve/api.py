@@ -125,10 +125,15 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
 
     Owner = Annotated[str, Depends(require_key)]
 
+    def owned(model: type[Upload] | type[Analysis], owner: str, item_id: str) -> Any:
+        """The caller's own row, or 404 — the same answer whether it is someone else's or does not exist."""
+        row = store.get_owned(model, owner, item_id)
+        if row is None:
+            raise HTTPException(404, f"no {model.__tablename__.rstrip('s')} {item_id!r}")
+        return row
+
     def finished(owner: str, analysis_id: str) -> str:
-        a = store.get_owned(Analysis, owner, analysis_id)
-        if a is None:
-            raise HTTPException(404, f"no analysis {analysis_id!r}")
+        a = owned(Analysis, owner, analysis_id)
         if a.status != "succeeded" or not a.run_dir:
             raise HTTPException(409, f"analysis {analysis_id!r} is {a.status}, no results yet")
         return str(a.run_dir)
@@ -211,16 +216,12 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
 
     @v1.get("/uploads/{upload_id}", tags=["uploads"])
     def get_upload(owner: Owner, upload_id: str) -> dict[str, Any]:
-        u = store.get_owned(Upload, owner, upload_id)
-        if u is None:
-            raise HTTPException(404, f"no upload {upload_id!r}")
-        return upload_view(u)
+        return upload_view(owned(Upload, owner, upload_id))
 
     @v1.post("/analyses", status_code=202, tags=["analyses"])
     async def create_analysis(owner: Owner, body: AnalysisRequest) -> dict[str, Any]:
         for upload_id in body.upload_ids:
-            if store.get_owned(Upload, owner, upload_id) is None:
-                raise HTTPException(404, f"no upload {upload_id!r}")
+            owned(Upload, owner, upload_id)
         if body.mode == "generate":
             raise HTTPException(501, "mode 'generate' runs through `cg-ray run` (Ray job); not available here yet")
         try:
@@ -251,10 +252,7 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
 
     @v1.get("/analyses/{analysis_id}", tags=["analyses"])
     def get_analysis(owner: Owner, analysis_id: str) -> dict[str, Any]:
-        a = store.get_owned(Analysis, owner, analysis_id)
-        if a is None:
-            raise HTTPException(404, f"no analysis {analysis_id!r}")
-        return analysis_view(a)
+        return analysis_view(owned(Analysis, owner, analysis_id))
 
     @v1.get("/analyses/{analysis_id}/summary", tags=["results"])
     def get_summary(owner: Owner, analysis_id: str) -> dict[str, Any]:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -18,18 +15,6 @@ from cg_ray.errors import ConfigError
 from .arena_builders import record, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    temp = tempfile.mkdtemp(prefix="cga", dir="/tmp")
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
-    yield
-    ray.shutdown()
-    shutil.rmtree(temp, ignore_errors=True)
 
 
 def battles(path: Path) -> Path:
@@ -50,7 +35,7 @@ def battles(path: Path) -> Path:
     return write_jsonl(path, records)
 
 
-def test_arena_job(ray_local, tmp_path: Path) -> None:
+def test_arena_job(ray_module, tmp_path: Path) -> None:
     config = ArenaJobConfig.model_validate(
         {
             "output_dir": str(tmp_path),

@@ -16,15 +16,6 @@ from typing import Any
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-
-
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"real offline data not found at {SHARED_DATA} (../shared/data beside the project)")
-    return SHARED_DATA
-
 
 @pytest.fixture(scope="session")
 def scratch() -> Iterator[Path]:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -36,18 +34,6 @@ def config_dict(out: Path, name: str = "t", per_kind: int = 12) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    temp = tempfile.mkdtemp(prefix="cgt", dir="/tmp")
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
-    yield
-    ray.shutdown()
-    shutil.rmtree(temp, ignore_errors=True)
-
-
 def comparable(run_dir: Path) -> dict:
     """Everything a run publishes that must not depend on how it was computed (timings excluded)."""
     summary = json.loads((run_dir / S.SUMMARY_FILE).read_text())
@@ -59,7 +45,7 @@ def comparable(run_dir: Path) -> dict:
     }
 
 
-def test_run_publishes_a_complete_run_directory(ray_local, tmp_path: Path) -> None:
+def test_run_publishes_a_complete_run_directory(ray_module, tmp_path: Path) -> None:
     config = parse_run_config(config_dict(tmp_path))
     out = run(config, RunOptions(shard_rows=10, reader_factory=FAKE_READER))
     names = {p.name for p in out.iterdir()}
@@ -89,7 +75,7 @@ def test_run_publishes_a_complete_run_directory(ray_local, tmp_path: Path) -> No
     assert rows["row_id"].to_pylist() == sorted(rows["row_id"].to_pylist(), key=rows["row_id"].to_pylist().index)
 
 
-def test_bad_config_and_scorer_that_parses_nothing(ray_local, tmp_path: Path) -> None:
+def test_bad_config_and_scorer_that_parses_nothing(ray_module, tmp_path: Path) -> None:
     from cg_ray.errors import ConfigError
     from cg_ray.scoring.apply import ScoringError
 
