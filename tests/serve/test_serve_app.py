@@ -99,3 +99,20 @@ def test_serve_app_end_to_end(monkeypatch) -> None:
         serve.shutdown()
         ray.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_kuberay_manifest_holds_a_valid_serve_config() -> None:
+    from ray.serve.schema import ServeDeploySchema
+
+    from cg_ray.serve.app import ServeArgs
+
+    manifest = yaml.safe_load((ROOT / "kuberay-rayservice.yaml").read_text())
+    assert manifest["kind"] == "RayService" and manifest["apiVersion"] == "ray.io/v1"
+    serve_config = yaml.safe_load(manifest["spec"]["serveConfigV2"])
+    ServeDeploySchema.model_validate(serve_config)
+    (app,) = serve_config["applications"]
+    assert app["import_path"] == "cg_ray.serve.app:build_app"
+    args = ServeArgs(**app["args"])
+    assert args.encoder.num_gpus == 1 and args.encoder.max_replicas > args.encoder.min_replicas
+    workers = manifest["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert any(w["template"]["spec"]["containers"][0]["resources"]["limits"].get("nvidia.com/gpu") for w in workers)
