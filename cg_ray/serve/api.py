@@ -45,6 +45,7 @@ class AnalysisRequest(BaseModel):
     upload_ids: list[str] = Field(min_length=1)
     mode: Literal["precomputed", "generate"] = "precomputed"
     text: Literal["prompt", "response", "both"] = "both"
+    scorer: str | None = Field(None, description="generate mode: how answers are scored (default exact)")
     model: str | None = Field(None, description="name of the evaluated model, for the record")
     metrics: dict[str, Any] = Field(default_factory=dict, description="cg_ray.config.MetricsConfig options")
 
@@ -77,6 +78,7 @@ def analysis_view(a: Analysis) -> dict[str, Any]:
         "progress": round(a.progress, 4),
         "message": a.message,
         "error": a.error,
+        "job_id": a.job_id,
         "created_at": a.created_at.isoformat(),
         "updated_at": a.updated_at.isoformat(),
     }
@@ -91,7 +93,12 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         # Analyses that were queued or running when the service stopped are run again: nothing is lost.
         with store.session() as s:
-            pending = [a.id for a in s.scalars(select(Analysis).where(Analysis.status.in_(ACTIVE_STATUSES)))]
+            pending = [
+                a.id
+                for a in s.scalars(
+                    select(Analysis).where(Analysis.status.in_(ACTIVE_STATUSES), Analysis.job_id.is_(None))
+                )
+            ]
         for analysis_id in pending:
             log.info("resuming analysis %s after a restart", analysis_id)
             start(analysis_id)
@@ -132,8 +139,17 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
             raise HTTPException(404, f"no {model.__tablename__.rstrip('s')} {item_id!r}")
         return row
 
-    def finished(owner: str, analysis_id: str) -> str:
+    def current(owner: str, analysis_id: str) -> Any:
         a = owned(Analysis, owner, analysis_id)
+        if a.job_id and a.status in ACTIVE_STATUSES:
+            from cg_ray.serve.jobs import refresh
+
+            refresh(settings, store, a)
+            a = owned(Analysis, owner, analysis_id)
+        return a
+
+    def finished(owner: str, analysis_id: str) -> str:
+        a = current(owner, analysis_id)
         if a.status != "succeeded" or not a.run_dir:
             raise HTTPException(409, f"analysis {analysis_id!r} is {a.status}, no results yet")
         return str(a.run_dir)
@@ -220,10 +236,15 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
 
     @v1.post("/analyses", status_code=202, tags=["analyses"])
     async def create_analysis(owner: Owner, body: AnalysisRequest) -> dict[str, Any]:
-        for upload_id in body.upload_ids:
-            owned(Upload, owner, upload_id)
-        if body.mode == "generate":
-            raise HTTPException(501, "mode 'generate' runs through `cg-ray run` (Ray job); not available here yet")
+        uploads = [owned(Upload, owner, upload_id) for upload_id in body.upload_ids]
+        as_job = body.mode == "generate" or sum(u.n_rows for u in uploads) > settings.small_analysis_rows
+        if body.scorer is not None:
+            from cg_ray.scoring import SCORERS
+
+            try:
+                SCORERS.check(body.scorer)
+            except Exception as exc:
+                raise HTTPException(422, f"invalid scorer: {exc}") from None
         try:
             from cg_ray.config import MetricsConfig
 
@@ -243,6 +264,14 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
                 options=body.model_dump(exclude={"upload_ids", "mode"}),
             )
             s.add(row)
+        if as_job:
+            from cg_ray.serve.jobs import submit
+
+            try:
+                await asyncio.to_thread(submit, settings, store, analysis_id)
+            except Exception as exc:  # no cluster to submit to: the analysis fails visibly, not the service
+                store.update_analysis(analysis_id, status="failed", error=f"cannot submit the Ray job: {exc}")
+            return analysis_view(owned(Analysis, owner, analysis_id))
         start(analysis_id)
         return analysis_view(row)
 
@@ -252,7 +281,7 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
 
     @v1.get("/analyses/{analysis_id}", tags=["analyses"])
     def get_analysis(owner: Owner, analysis_id: str) -> dict[str, Any]:
-        return analysis_view(owned(Analysis, owner, analysis_id))
+        return analysis_view(current(owner, analysis_id))
 
     @v1.get("/analyses/{analysis_id}/summary", tags=["results"])
     def get_summary(owner: Owner, analysis_id: str) -> dict[str, Any]:

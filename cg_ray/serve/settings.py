@@ -31,6 +31,13 @@ class ServiceSettings(BaseModel):
     )
     reader: dict[str, Any] = Field(default_factory=dict, description="cg_ray.activations.config.ReaderConfig")
     labels: str | None = Field(None, description="concept labels file for the reader's SAE")
+    generation: dict[str, Any] = Field(
+        default_factory=lambda: {"backend": "vllm", "model": "smollm2-135m-instruct"},
+        description="cg_ray.generation.config.GenerationConfig of `generate` analyses (run as Ray jobs)",
+    )
+    ray_address: str | None = Field(
+        None, description="Ray dashboard address for job submission (e.g. http://127.0.0.1:8265); None: auto"
+    )
 
     @property
     def db_url(self) -> str:

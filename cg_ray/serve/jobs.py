@@ -1,0 +1,132 @@
+"""Large or `generate` analyses run as Ray jobs: the service writes a run configuration for `cg-ray run`
+and submits it with Ray's JobSubmissionClient; the status route follows the job.
+
+Inputs are the service's own stored uploads (one Parquet per benchmark); nothing a client sends is used as
+a path. The job writes its run directory into the analysis' folder, which the result routes then read.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import yaml
+
+from cg_ray.serve.db import Analysis, Store, Upload
+from cg_ray.serve.settings import ServiceSettings
+
+log = logging.getLogger(__name__)
+
+RUN_NAME = "run"
+JOB_STATUS = {
+    "PENDING": "queued",
+    "RUNNING": "running",
+    "SUCCEEDED": "succeeded",
+    "FAILED": "failed",
+    "STOPPED": "failed",
+}
+
+
+def job_config(settings: ServiceSettings, analysis: Analysis, uploads: list[Upload], work: Path) -> dict[str, Any]:
+    """The `cg-ray run` configuration of an analysis (inputs split per benchmark under `work/inputs`)."""
+    (work / "inputs").mkdir(parents=True, exist_ok=True)
+    table = pa.concat_tables(pq.read_table(u.path) for u in uploads)
+    generate = analysis.mode == "generate"
+    sources = []
+    for i, bench in enumerate(sorted(set(table["benchmark"].to_pylist()))):
+        part = table.filter(pc.equal(table["benchmark"], bench))
+        path = work / "inputs" / f"{i:03d}.parquet"
+        pq.write_table(part, path)
+        fields: dict[str, Any] = {
+            "id": "row_id",
+            "prompt": "prompt",
+            "reference": None,
+            "score": None,
+            "response": None,
+        }
+        if part["reference"].null_count < part.num_rows:
+            fields["reference"] = "reference"
+        if not generate:
+            fields["score"] = "score"
+            fields["response"] = "response"
+        sources.append(
+            {
+                "kind": "local",
+                "path": str(path),
+                "benchmark": bench,
+                "fields": fields,
+                "scorer": analysis.options.get("scorer") or ("exact" if generate else "precomputed"),
+            }
+        )
+    return {
+        "name": RUN_NAME,
+        "output_dir": str(work),
+        "benchmarks": sources,
+        "generation": settings.generation,
+        "reader": {
+            **settings.reader,
+            "text": "prompt_response"
+            if analysis.options.get("text") == "both"
+            else analysis.options.get("text", "prompt"),
+        },
+        "metrics": analysis.options.get("metrics", {}),
+    }
+
+
+def _client(settings: ServiceSettings, attempts: int = 10) -> Any:
+    """A job client; the dashboard may still be starting (a fresh cluster), so connecting is retried briefly."""
+    import time
+
+    from ray.job_submission import JobSubmissionClient
+
+    for attempt in range(attempts):
+        try:
+            return JobSubmissionClient(settings.ray_address)
+        except (ConnectionError, RuntimeError) as exc:
+            if attempt == attempts - 1:
+                raise
+            log.info("Ray dashboard not reachable yet (%s); retrying", exc)
+            time.sleep(1.0)
+    raise AssertionError("unreachable")
+
+
+def submit(settings: ServiceSettings, store: Store, analysis_id: str) -> str:
+    analysis = store.get_owned_any(Analysis, analysis_id)
+    uploads = [store.get_owned(Upload, analysis.owner, u) for u in analysis.upload_ids]
+    work = (settings.analyses_dir / analysis_id).resolve()
+    config = job_config(settings, analysis, uploads, work)
+    config_path = work / "job.yaml"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    client = _client(settings)
+    # The service's own interpreter: the cluster runs the same image, and a bare `cg-ray` may not be on PATH.
+    entrypoint = f"{sys.executable} -m cg_ray.cli run {config_path} --resume"
+    job_id = client.submit_job(entrypoint=entrypoint, submission_id=f"cg-ray-{analysis_id}")
+    store.update_analysis(analysis_id, job_id=job_id, status="queued", message=f"submitted as Ray job {job_id}")
+    return str(job_id)
+
+
+def refresh(settings: ServiceSettings, store: Store, analysis: Analysis) -> None:
+    """Bring a job-backed analysis' status up to date (called when a client asks for it)."""
+    if not analysis.job_id or analysis.status in ("succeeded", "failed"):
+        return
+    client = _client(settings)
+    status = JOB_STATUS.get(str(client.get_job_status(analysis.job_id)).rsplit(".", 1)[-1], "running")
+    if status == "succeeded":
+        run_dir = settings.analyses_dir.resolve() / analysis.id / RUN_NAME
+        store.update_analysis(analysis.id, status="succeeded", progress=1.0, message="done", run_dir=str(run_dir))
+    elif status == "failed":
+        logs = client.get_job_logs(analysis.job_id)
+        errors = [line for line in logs.splitlines() if "error" in line.lower()]
+        store.update_analysis(
+            analysis.id,
+            status="failed",
+            message="the Ray job failed",
+            error=(errors or logs.splitlines() or ["?"])[-1][-2000:],
+        )
+    else:
+        store.update_analysis(analysis.id, status=status, message=f"Ray job {analysis.job_id}: {status}")
