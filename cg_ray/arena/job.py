@@ -156,10 +156,10 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
 
 
 def _print(table: pa.Table, ratings: Any) -> None:
-    print(f"{'model':<34}{'BT':>8}  {'95% CI':<18}{'Elo':>8}")
+    print(f"{'model':<34}{'BT':>8}  {'95% CI':<20}{'Elo':>8}")
     for m in ratings.as_dict()["models"]:
-        ci = f"[{m['bt_lower']}, {m['bt_upper']}]" if m["bt_lower"] is not None else ""
-        print(f"{m['model']:<34}{m['bt']:>8}  {ci:<18}{m['elo']:>8}")
+        ci = f"[{m['bt_lower']:.1f}, {m['bt_upper']:.1f}]" if m["bt_lower"] is not None else ""
+        print(f"{m['model']:<34}{m['bt']:>8.1f}  {ci:<20}{m['elo']:>8.1f}")
     for model in dict.fromkeys(table["model"].to_pylist()):
         for kind in ("wins", "losses"):
             entries = [r for r in table.to_pylist() if r["model"] == model and r["kind"] == kind][:5]
