@@ -8,6 +8,7 @@ uploads and analyses: anything else answers 404, exactly as if it did not exist.
 # `Owner` dependency alias) at definition time.
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -43,11 +44,14 @@ class JsonUpload(BaseModel):
 class AnalysisRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     upload_ids: list[str] = Field(min_length=1)
-    mode: Literal["precomputed", "generate"] = "precomputed"
+    mode: Literal["precomputed", "generate", "arena"] = "precomputed"
     text: Literal["prompt", "response", "both"] = "both"
     scorer: str | None = Field(None, description="generate mode: how answers are scored (default exact)")
     model: str | None = Field(None, description="name of the evaluated model, for the record")
     metrics: dict[str, Any] = Field(default_factory=dict, description="cg_ray.config.MetricsConfig options")
+    models: list[str] | None = Field(None, description="arena: models of interest (default: all with min_battles)")
+    min_battles: int | None = Field(None, ge=1, description="arena: models with at least this many battles")
+    max_battles_per_model: int | None = Field(None, ge=1, description="arena: read only the first N battles")
 
 
 class ScoreRequest(BaseModel):
@@ -226,6 +230,56 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
             raise HTTPException(exc.status, exc.detail()) from None
         return store_upload(owner, body.name, parsed, body.mapping)
 
+    @v1.post("/battles", status_code=201, tags=["uploads"])
+    async def upload_battles(
+        owner: Owner, file: Annotated[UploadFile, File(description="battles in the LMSYS layout: JSONL or Parquet")]
+    ) -> dict[str, Any]:
+        from cg_ray.serve.battles import validate_battles
+
+        limit = settings.limits.max_upload_bytes
+        data = await file.read(limit + 1)
+        if len(data) > limit:
+            raise HTTPException(413, {"error": f"upload is over the {limit:,}-byte limit", "line": None, "field": None})
+        upload_id = new_id("upl")
+        try:
+            path, summary = await asyncio.to_thread(
+                validate_battles, data, file.filename or "battles.jsonl", settings.uploads_dir, upload_id
+            )
+        except UploadError as exc:
+            raise HTTPException(exc.status, exc.detail()) from None
+        try:
+            with store.session() as s:
+                row = Upload(
+                    id=upload_id,
+                    owner=owner,
+                    name=file.filename or "battles",
+                    n_rows=summary["n_battles"],
+                    benchmarks=summary["models"],
+                    fields={"kind": "battles", **summary},
+                    has_scores=True,
+                    path=str(path),
+                )
+                s.add(row)
+        except Exception:
+            path.unlink(missing_ok=True)
+            raise
+        return upload_view(row)
+
+    @v1.get("/analyses/{analysis_id}/arena", tags=["results"])
+    def get_arena(owner: Owner, analysis_id: str) -> dict[str, Any]:
+        run_dir = Path(finished(owner, analysis_id))
+        a = owned(Analysis, owner, analysis_id)
+        if a.mode != "arena":
+            raise HTTPException(404, f"analysis {analysis_id!r} is not an arena analysis")
+        ratings = json.loads((run_dir / "ratings" / "ratings.json").read_text(encoding="utf-8"))
+        h2h = json.loads((run_dir / "head_to_head.json").read_text(encoding="utf-8"))
+        return {
+            "ratings": ratings["models"],
+            "model_analyses": a.options.get("model_analyses", {}),
+            "model_concepts": h2h.get("model_concepts", []),
+            "pairs": h2h.get("pairs", []),
+        }
+
     @v1.get("/uploads", tags=["uploads"])
     def list_uploads(owner: Owner) -> list[dict[str, Any]]:
         return [upload_view(u) for u in store.list_owned(Upload, owner)]
@@ -237,7 +291,12 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
     @v1.post("/analyses", status_code=202, tags=["analyses"])
     async def create_analysis(owner: Owner, body: AnalysisRequest) -> dict[str, Any]:
         uploads = [owned(Upload, owner, upload_id) for upload_id in body.upload_ids]
-        as_job = body.mode == "generate" or sum(u.n_rows for u in uploads) > settings.small_analysis_rows
+        battles = [u for u in uploads if u.fields.get("kind") == "battles"]
+        if body.mode == "arena" and (len(uploads) != 1 or not battles):
+            raise HTTPException(422, "mode 'arena' takes exactly one battles upload (POST /v1/battles)")
+        if body.mode != "arena" and battles:
+            raise HTTPException(422, f"upload {battles[0].id!r} holds battles: use mode 'arena'")
+        as_job = body.mode in ("generate", "arena") or sum(u.n_rows for u in uploads) > settings.small_analysis_rows
         if body.scorer is not None:
             from cg_ray.scoring import SCORERS
 

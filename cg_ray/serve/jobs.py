@@ -78,6 +78,24 @@ def job_config(settings: ServiceSettings, analysis: Analysis, uploads: list[Uplo
     }
 
 
+def arena_job_config(settings: ServiceSettings, analysis: Analysis, battles: Upload, work: Path) -> dict[str, Any]:
+    """The `cg-ray arena` configuration of an arena analysis over a stored battles upload."""
+    options = analysis.options
+    selection = (
+        {"models": options["models"]} if options.get("models") else {"min_battles": options.get("min_battles") or 1}
+    )
+    config: dict[str, Any] = {
+        "name": RUN_NAME,
+        "output_dir": str(work),
+        "arena": {"battles": battles.path, "selection": selection},
+        "reader": {**settings.reader, "text": "prompt_response"},
+        "metrics": options.get("metrics", {}),
+    }
+    if options.get("max_battles_per_model"):
+        config["max_battles_per_model"] = options["max_battles_per_model"]
+    return config
+
+
 def _client(settings: ServiceSettings, attempts: int = 10) -> Any:
     """A job client; the dashboard may still be starting (a fresh cluster), so connecting is retried briefly."""
     import time
@@ -99,12 +117,17 @@ def submit(settings: ServiceSettings, store: Store, analysis_id: str) -> str:
     analysis = store.get_owned_any(Analysis, analysis_id)
     uploads = [store.get_owned(Upload, analysis.owner, u) for u in analysis.upload_ids]
     work = (settings.analyses_dir / analysis_id).resolve()
-    config = job_config(settings, analysis, uploads, work)
+    work.mkdir(parents=True, exist_ok=True)
+    if analysis.mode == "arena":
+        config, command = arena_job_config(settings, analysis, uploads[0], work), "arena"
+    else:
+        config, command = job_config(settings, analysis, uploads, work), "run"
     config_path = work / "job.yaml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     client = _client(settings)
     # The service's own interpreter: the cluster runs the same image, and a bare `cg-ray` may not be on PATH.
-    entrypoint = f"{sys.executable} -m cg_ray.cli run {config_path} --resume"
+    resume = " --resume" if command == "run" else ""
+    entrypoint = f"{sys.executable} -m cg_ray.cli {command} {config_path}{resume}"
     job_id = client.submit_job(entrypoint=entrypoint, submission_id=f"cg-ray-{analysis_id}")
     store.update_analysis(analysis_id, job_id=job_id, status="queued", message=f"submitted as Ray job {job_id}")
     return str(job_id)
@@ -118,6 +141,8 @@ def refresh(settings: ServiceSettings, store: Store, analysis: Analysis) -> None
     status = JOB_STATUS.get(str(client.get_job_status(analysis.job_id)).rsplit(".", 1)[-1], "running")
     if status == "succeeded":
         run_dir = settings.analyses_dir.resolve() / analysis.id / RUN_NAME
+        if analysis.mode == "arena":
+            register_arena_models(store, analysis, run_dir)
         store.update_analysis(analysis.id, status="succeeded", progress=1.0, message="done", run_dir=str(run_dir))
     elif status == "failed":
         logs = client.get_job_logs(analysis.job_id)
@@ -130,3 +155,33 @@ def refresh(settings: ServiceSettings, store: Store, analysis: Analysis) -> None
         )
     else:
         store.update_analysis(analysis.id, status=status, message=f"Ray job {analysis.job_id}: {status}")
+
+
+def register_arena_models(store: Store, analysis: Analysis, run_dir: Path) -> None:
+    """Each model's CG run of an arena analysis becomes an analysis of its own, so every result route and
+    the explorer show it like any other; the arena analysis lists them."""
+    import json
+
+    models = json.loads((run_dir / "arena.json").read_text(encoding="utf-8"))["models"]
+    children = {}
+    with store.session() as s:
+        for i, (model, folder) in enumerate(sorted(models.items())):
+            child_id = f"{analysis.id}-m{i}"
+            children[model] = child_id
+            if s.get(Analysis, child_id) is None:
+                s.add(
+                    Analysis(
+                        id=child_id,
+                        owner=analysis.owner,
+                        upload_ids=analysis.upload_ids,
+                        mode="arena-model",
+                        options={"model": model, "arena_analysis": analysis.id},
+                        status="succeeded",
+                        progress=1.0,
+                        message=f"arena run of {model}",
+                        run_dir=str(run_dir / "models" / folder),
+                    )
+                )
+        parent = s.get(Analysis, analysis.id)
+        if parent is not None:
+            parent.options = {**parent.options, "model_analyses": children}

@@ -1,0 +1,44 @@
+"""Validate an uploaded battles file (LMSYS Chatbot Arena layout) before it is stored."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from cg_ray.artifacts.publish import atomic_file
+from cg_ray.serve.uploads import UploadError
+
+SUFFIXES = (".jsonl", ".parquet")
+
+
+def validate_battles(data: bytes, filename: str, uploads_dir: Path, upload_id: str) -> tuple[Path, dict[str, Any]]:
+    """Parse every battle (the loader names the record and field of a bad one); store the file only if all
+    are valid. Returns the stored path and a summary (battles, models)."""
+    from cg_ray.benchmarks.arena import load_battles
+    from cg_ray.errors import InputError
+
+    suffix = Path(filename).suffix.lower()
+    if suffix not in SUFFIXES:
+        raise UploadError(415, f"unsupported battles file type {suffix or '(none)'!r}: use .jsonl or .parquet")
+    if not data.strip():
+        raise UploadError(400, "empty upload: no battles")
+    uploads_dir.mkdir(parents=True, exist_ok=True)
+    path = uploads_dir / f"{upload_id}{suffix}"
+    with atomic_file(path) as tmp:
+        tmp.write_bytes(data)
+        # The loader picks the format from the name: validate a copy under the final suffix.
+        probe = tmp.with_name(tmp.name + suffix)
+        os.link(tmp, probe)
+        try:
+            battles = load_battles(probe)
+        except InputError as exc:
+            raise UploadError(422, exc.reason.replace(str(probe), filename), line=None, field=exc.field) from None
+        except UnicodeDecodeError as exc:
+            raise UploadError(400, f"not UTF-8 text (byte {exc.start})") from None
+        finally:
+            probe.unlink(missing_ok=True)
+        if not battles.battles:
+            raise UploadError(400, "no battles in the upload")
+    models = sorted({m for b in battles.battles for m in (b.model_a, b.model_b)})
+    return path, {"n_battles": len(battles.battles), "models": models}
