@@ -42,8 +42,15 @@ def load_source(source: BenchmarkSource) -> list[BenchmarkRow]:
 
 def load_benchmarks(sources: Sequence[BenchmarkSource]) -> list[BenchmarkRow]:
     """All rows of a suite, in source order; row ids must be unique across the suite."""
+    return load_suite(sources)[0]
+
+
+def load_suite(sources: Sequence[BenchmarkSource]) -> tuple[list[BenchmarkRow], dict[str, dict[str, Any]]]:
+    """All rows of a suite (ids unique across it) and each benchmark's scorer options, the second input
+    of ``cg_ray.scoring.apply.score_dataset``."""
     seen: dict[str, str] = {}
     out: list[BenchmarkRow] = []
+    options: dict[str, dict[str, Any]] = {}
     for source in sources:
         label = source_label(source)
         rows = load_source(source)
@@ -56,9 +63,17 @@ def load_benchmarks(sources: Sequence[BenchmarkSource]) -> list[BenchmarkRow]:
                     field="id",
                 )
             seen[row["row_id"]] = label
+        for name in sorted({r["benchmark"] for r in rows}):
+            wanted = dict(source.scorer_options)
+            if options.setdefault(name, wanted) != wanted:
+                raise InputError(
+                    f"benchmark {name!r} gets different scorer_options from two sources",
+                    path=getattr(source, "path", None),
+                    field="scorer_options",
+                )
         log.info("loaded %d rows from %s", len(rows), label)
         out.extend(rows)
-    return out
+    return out, options
 
 
 def to_dataset(rows: Sequence[BenchmarkRow], *, blocks: int | None = None) -> ray.data.Dataset:
@@ -69,4 +84,4 @@ def to_dataset(rows: Sequence[BenchmarkRow], *, blocks: int | None = None) -> ra
     return ds.repartition(blocks) if blocks else ds
 
 
-__all__ = ["BENCHMARK_ROW_SCHEMA", "LOADERS", "load_benchmarks", "load_source", "to_dataset"]
+__all__ = ["BENCHMARK_ROW_SCHEMA", "LOADERS", "load_benchmarks", "load_source", "load_suite", "to_dataset"]

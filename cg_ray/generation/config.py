@@ -80,7 +80,11 @@ class GenerationConfig(_Strict):
     sampling: SamplingConfig = SamplingConfig()
     engine: EngineConfig = EngineConfig()
     resources: StageResources = StageResources()
-    env: dict[str, str] = Field(default_factory=dict, description="environment variables of the engine actors")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="environment variables of the vLLM stages (a runtime_env): on a 2-CPU machine this "
+        "stops Ray Data fusing the preprocess map into the chat-template actor and the job needs a 3rd CPU",
+    )
 
     @field_validator("backend")
     @classmethod

@@ -124,3 +124,15 @@ def test_judge_pass_through_the_generation_backend() -> None:
         assert row["judge_output"].startswith("The answer is adequate. Rating: [[")
         assert row["score_status"] == "scored" and 0.1 <= row["score"] <= 1.0
     assert out["e1"]["judge_output"] is None and out["e1"]["score_status"] == "scored"
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_scorer_options_reach_the_scorer() -> None:
+    rows = [
+        make_row(
+            row_id="t", benchmark="pi", prompt="pi?", reference=["3.14159"], scorer="numeric", response="about 3.14"
+        )
+    ]
+    strict = score_dataset(to_dataset(rows)).take_all()[0]
+    loose = score_dataset(to_dataset(rows), {"pi": {"abs_tol": 0.01}}).take_all()[0]
+    assert (strict["score"], loose["score"]) == (0.0, 1.0)

@@ -256,3 +256,26 @@ def test_lm_eval_loglikelihood_task_has_no_text_response(tmp_path: Path) -> None
     path = write_jsonl(tmp_path / "samples_arc_easy_2024-05-01T12-00-00.jsonl", [rec])
     (row,) = load_source(source(kind="lm_eval", path=str(path)))
     assert row["benchmark"] == "arc_easy" and row["score"] == 1.0 and row["response"] is None
+
+
+def test_load_suite_returns_scorer_options_per_benchmark(tmp_path: Path) -> None:
+    from cg_ray.benchmarks import load_suite
+
+    a = write_jsonl(tmp_path / "a.jsonl", RECORDS)
+    b = write_jsonl(tmp_path / "b.jsonl", [{**r, "qid": r["qid"] + "b"} for r in RECORDS])
+    tol = {"abs_tol": 0.5}
+    rows, options = load_suite(
+        [
+            source(kind="local", path=str(a), fields=FIELDS, scorer="numeric", scorer_options=tol),
+            source(kind="local", path=str(b), fields=FIELDS, benchmark="other"),
+        ]
+    )
+    assert len(rows) == 4 and options == {"a": tol, "other": {}}
+    with pytest.raises(InputError, match="different scorer_options") as err:
+        load_suite(
+            [
+                source(kind="local", path=str(a), fields=FIELDS, benchmark="same", scorer_options=tol),
+                source(kind="local", path=str(b), fields=FIELDS, benchmark="same"),
+            ]
+        )
+    assert err.value.field == "scorer_options"

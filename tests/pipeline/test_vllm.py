@@ -34,6 +34,8 @@ def test_vllm_on_cpu_matches_hf_generate_greedy(ray_local: object, smollm_dir: P
             "engine": {"dtype": "float32", "max_model_len": 1024, "gpu_memory_utilization": 0.3},
             "sampling": {"max_tokens": 24, "temperature": 0.0},
             "resources": {"num_cpus": 1, "batch_size": 8},
+            # No `env` here: the engine inherits the session's environment (set before ray.init); a stage
+            # runtime_env would un-fuse the preprocess map and need a third CPU (it hung on 2 CPUs).
         }
     )
     rows = [make_row(row_id=f"p{i}", benchmark="smoke", prompt=p, scorer="exact") for i, p in enumerate(PROMPTS)]
