@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 CG_RAY := $(VENV)/bin/cg-ray
 RUN    ?= runs/demo
 
-.PHONY: help setup demo example lint format typecheck pytest test bench serve clean
+.PHONY: help setup demo example lint format typecheck pytest test bench prepare serve clean
 
 help:  ## list the tasks
 	@grep -E '^[a-z]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
@@ -48,6 +48,9 @@ bench: setup  ## performance benchmarks (each prints its speed ratio last)
 	$(PY) benchmarks/bench_pipeline.py
 	$(PY) benchmarks/bench_serve.py
 	$(PY) benchmarks/bench_arena.py
+
+prepare: setup  ## convert the embedded SmolLM2 GGUF to a local HF directory (done on first use anyway)
+	$(CG_RAY) models prepare smollm2-135m-instruct
 
 serve: setup  ## the REST service and web explorer on 127.0.0.1:8000 (Ray Serve)
 	$(VENV)/bin/serve run serve_config.yaml
