@@ -85,7 +85,7 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     from cg_ray.labels import load_labels
     from cg_ray.metrics.compute import compute_metrics
     from cg_ray.pipeline.reading import read_texts
-    from cg_ray.pipeline.runner import _init_ray, _labels
+    from cg_ray.pipeline.runner import init_ray, shipped_labels
     from cg_ray.pipeline.shards import ensure_free
     from cg_ray.report.html import build_report
 
@@ -98,7 +98,7 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     log.info("%d battles, models of interest: %s", len(battles.battles), models)
     ratings = rate(BattleArrays.from_battles(battles.battles), cfg.ratings, cfg.tie_policy)
     reader_config = config.reader.model_dump(mode="json", exclude={"text", "resources"})
-    _init_ray(config)  # type: ignore[arg-type]
+    init_ray(config)  # type: ignore[arg-type]
 
     with atomic_directory(out, overwrite=overwrite) as tmp:
         (tmp / "ratings").mkdir()
@@ -134,8 +134,10 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
             run_dir = tmp / "models" / safe_name(model)
             run_dir.mkdir(parents=True)
             pq.write_table(read.select(schema.names).cast(schema), run_dir / S.ROWS_FILE)
-            if labels is None:
-                labels = load_labels(config.labels, d_sae=d_sae) if config.labels else _labels(config, d_sae)  # type: ignore[arg-type]
+            if labels is None and config.labels:
+                labels = load_labels(config.labels, d_sae=d_sae)
+            elif labels is None:
+                labels = shipped_labels(config.reader.sae, d_sae, reader_factory)
             result = compute_metrics(accumulate_rows(open_rows(run_dir / S.ROWS_FILE)), config.metrics)
             write_metrics(run_dir, result, labels, {"evaluated_model": model, "arena": True})
             build_report(run_dir)

@@ -77,7 +77,7 @@ def reader_text(mode: str) -> Any:
     return compose
 
 
-def _init_ray(config: RunConfig) -> None:
+def init_ray(config: RunConfig) -> None:
     import ray
 
     if ray.is_initialized():
@@ -185,7 +185,7 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
 
     timer.start("generate+score+read")
     if positions:
-        _init_ray(config)
+        init_ray(config)
         collector = ShardCollector(store)
         locate = _locator(table, plan)
         needs_judge = "judge" in set(table["scorer"].to_pylist())
@@ -209,7 +209,7 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
     timer.start("metrics")
     with atomic_directory(out, overwrite=options.overwrite) as tmp:
         pq.write_table(assembled, tmp / S.ROWS_FILE)
-        summary = _metrics(tmp, config)
+        summary = _metrics(tmp, config, options.reader_factory)
         timer.stop("metrics", assembled.num_rows)
         manifest = build_manifest(
             config=resolved,
@@ -237,9 +237,10 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
             build_report(tmp)
     store.remove()
     print(timer.table())
+    median = summary["suite"]["median_X_model"]
     print(
         f"{summary['n_rows']:,} rows, {summary['suite']['n_benchmarks']} benchmarks -> {out} "
-        f"(median X_model {summary['suite']['median_X_model']}, {summary['suite']['n_model_gaps']} model gaps)"
+        f"(median X_model {'—' if median is None else f'{median:.3f}'}, {summary['suite']['n_model_gaps']} model gaps)"
     )
     return out
 
@@ -262,14 +263,14 @@ def _rows_per_node(store: ShardStore) -> dict[str, int]:
     return {c["values"]: int(c["counts"]) for c in counts}
 
 
-def _metrics(run_dir: Path, config: RunConfig) -> dict[str, Any]:
+def _metrics(run_dir: Path, config: RunConfig, factory: str) -> dict[str, Any]:
     from cg_ray.artifacts.rows import accumulate_rows, open_rows
     from cg_ray.artifacts.run_dir import write_metrics
     from cg_ray.metrics.compute import compute_metrics
 
     rows = open_rows(run_dir / S.ROWS_FILE)
     result = compute_metrics(accumulate_rows(rows), config.metrics)
-    labels = _labels(config, rows.d_sae)
+    labels = shipped_labels(config.reader.sae, rows.d_sae, factory)
     return write_metrics(
         run_dir, result, labels, {"rows_file": S.ROWS_FILE, "evaluated_model": config.generation.model}
     )
@@ -278,12 +279,15 @@ def _metrics(run_dir: Path, config: RunConfig) -> dict[str, Any]:
 LABEL_FILES = ("labels.jsonl", "labels.csv")
 
 
-def _labels(config: RunConfig, d_sae: int) -> Any:
-    """Labels shipped beside the SAE (the default SAE's, or a sae-lens directory's), when there are any."""
+def shipped_labels(sae_spec: str, d_sae: int, factory: str = DEFAULT_READER_FACTORY) -> Any:
+    """Labels shipped beside the SAE (the default SAE's, or a sae-lens directory's), when there are any.
+    Only for the real reader: a stand-in reader (tests) has its own concept space."""
+    if factory != DEFAULT_READER_FACTORY:
+        return None
     from cg_ray.activations.saes.spec import default_sae_dir, parse_sae_spec
     from cg_ray.labels import load_labels
 
-    spec = parse_sae_spec(config.reader.sae)
+    spec = parse_sae_spec(sae_spec)
     folder = default_sae_dir() if spec.kind == "default" else Path(spec.location)
     for name in LABEL_FILES:
         if (folder / name).is_file():
