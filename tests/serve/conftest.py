@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,3 +57,16 @@ def wait_for(client: TestClient, headers: dict[str, str], analysis_id: str, time
             return status
         time.sleep(0.05)
     raise AssertionError(f"analysis {analysis_id} did not finish: {status}")
+
+
+@pytest.fixture
+def job_cluster() -> Iterator[str]:
+    """A local Ray cluster with its dashboard (Ray's job API lives there); yields the dashboard address."""
+    import ray
+
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    temp = tempfile.mkdtemp(prefix="cgj", dir="/tmp")  # short: Ray's socket paths have a length limit
+    ctx = ray.init(num_cpus=4, include_dashboard=True, _temp_dir=temp, log_to_driver=False)
+    yield f"http://{ctx.dashboard_url}"
+    ray.shutdown()
+    shutil.rmtree(temp, ignore_errors=True)

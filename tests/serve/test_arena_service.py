@@ -4,9 +4,6 @@ per-model runs become analyses like any other."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -81,39 +78,28 @@ def test_battles_upload_validation(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_arena_analysis_as_a_ray_job(tmp_path: Path) -> None:
-    import ray
-
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    temp = tempfile.mkdtemp(prefix="cgr", dir="/tmp")
-    try:
-        ctx = ray.init(num_cpus=4, include_dashboard=True, _temp_dir=temp, log_to_driver=False)
-        settings = ServiceSettings(
-            data_dir=tmp_path / "data", ray_address=f"http://{ctx.dashboard_url}", reader={"device": "cpu"}
-        )
-        client, headers = service(settings)
-        with client:
-            records = [battle(i, "model_a" if i % 3 else "model_b") for i in range(16)]
-            up = client.post(
-                "/v1/battles", headers=headers, files={"file": ("b.jsonl", jsonl(records), "application/jsonl")}
-            ).json()
-            body = {"upload_ids": [up["id"]], "mode": "arena", "min_battles": 5, "metrics": {"min_rows": 1}}
-            a = client.post("/v1/analyses", headers=headers, json=body).json()
-            deadline = time.monotonic() + 500
-            while a["status"] in ("queued", "running"):
-                assert time.monotonic() < deadline, a
-                time.sleep(2)
-                a = client.get(f"/v1/analyses/{a['id']}", headers=headers).json()
-            assert a["status"] == "succeeded", a
-            arena = client.get(f"/v1/analyses/{a['id']}/arena", headers=headers).json()
-            ratings = {m["model"]: m["bt"] for m in arena["ratings"]}
-            assert ratings["alpha"] > ratings["beta"]  # alpha won 2 of 3
-            children = arena["model_analyses"]
-            assert set(children) == {"alpha", "beta"}
-            listed = {x["id"] for x in client.get("/v1/analyses", headers=headers).json()}
-            assert set(children.values()) <= listed
-            summary = client.get(f"/v1/analyses/{children['alpha']}/summary", headers=headers).json()
-            assert summary["n_rows"] == 16 and summary["d_sae"] == 4608
-    finally:
-        ray.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
+def test_arena_analysis_as_a_ray_job(tmp_path: Path, job_cluster: str) -> None:
+    settings = ServiceSettings(data_dir=tmp_path / "data", ray_address=job_cluster, reader={"device": "cpu"})
+    client, headers = service(settings)
+    with client:
+        records = [battle(i, "model_a" if i % 3 else "model_b") for i in range(16)]
+        up = client.post(
+            "/v1/battles", headers=headers, files={"file": ("b.jsonl", jsonl(records), "application/jsonl")}
+        ).json()
+        body = {"upload_ids": [up["id"]], "mode": "arena", "min_battles": 5, "metrics": {"min_rows": 1}}
+        a = client.post("/v1/analyses", headers=headers, json=body).json()
+        deadline = time.monotonic() + 500
+        while a["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, a
+            time.sleep(2)
+            a = client.get(f"/v1/analyses/{a['id']}", headers=headers).json()
+        assert a["status"] == "succeeded", a
+        arena = client.get(f"/v1/analyses/{a['id']}/arena", headers=headers).json()
+        ratings = {m["model"]: m["bt"] for m in arena["ratings"]}
+        assert ratings["alpha"] > ratings["beta"]  # alpha won 2 of 3
+        children = arena["model_analyses"]
+        assert set(children) == {"alpha", "beta"}
+        listed = {x["id"] for x in client.get("/v1/analyses", headers=headers).json()}
+        assert set(children.values()) <= listed
+        summary = client.get(f"/v1/analyses/{children['alpha']}/summary", headers=headers).json()
+        assert summary["n_rows"] == 16 and summary["d_sae"] == 4608

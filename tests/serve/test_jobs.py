@@ -4,9 +4,6 @@ JobSubmissionClient to a real local cluster (dashboard on); the job runs the rea
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,48 +19,37 @@ from cg_ray.serve.settings import ServiceSettings
 
 
 @pytest.mark.slow
-def test_large_analysis_runs_as_a_ray_job(tmp_path: Path) -> None:
-    import ray
-
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    temp = tempfile.mkdtemp(prefix="cgj", dir="/tmp")
-    try:
-        ctx = ray.init(num_cpus=4, include_dashboard=True, _temp_dir=temp, log_to_driver=False)
-        settings = ServiceSettings(
-            data_dir=tmp_path / "data",
-            small_analysis_rows=5,  # anything larger goes to the cluster
-            ray_address=f"http://{ctx.dashboard_url}",
-            reader={"device": "cpu", "dtype": "float32"},
+def test_large_analysis_runs_as_a_ray_job(tmp_path: Path, job_cluster: str) -> None:
+    settings = ServiceSettings(
+        data_dir=tmp_path / "data",
+        small_analysis_rows=5,  # anything larger goes to the cluster
+        ray_address=job_cluster,
+        reader={"device": "cpu", "dtype": "float32"},
+    )
+    store = Store(settings.db_url)
+    headers = {"X-API-Key": create_key(store, "jobs")[1]}
+    topics = ["adding two numbers", "a polite refusal", "the capital of France", "counting letters"]
+    rows = "".join(
+        json.dumps(
+            {"id": i, "prompt": f"Question {i} about {topics[i % 4]}", "response": f"Answer {i}", "score": i % 2}
         )
-        store = Store(settings.db_url)
-        headers = {"X-API-Key": create_key(store, "jobs")[1]}
-        topics = ["adding two numbers", "a polite refusal", "the capital of France", "counting letters"]
-        rows = "".join(
-            json.dumps(
-                {"id": i, "prompt": f"Question {i} about {topics[i % 4]}", "response": f"Answer {i}", "score": i % 2}
-            )
-            + "\n"
-            for i in range(12)
-        )
-        with TestClient(create_api(settings, store, LocalEncoder(HashingReader()), labels=None)) as client:
-            up = client.post(
-                "/v1/uploads", headers=headers, files={"file": ("b.jsonl", rows, "application/jsonl")}
-            ).json()
-            a = client.post("/v1/analyses", headers=headers, json={"upload_ids": [up["id"]], "text": "both"}).json()
-            assert a["job_id"], a
-            deadline = time.monotonic() + 400
-            while a["status"] in ("queued", "running"):
-                assert time.monotonic() < deadline, a
-                time.sleep(2)
-                a = client.get(f"/v1/analyses/{a['id']}", headers=headers).json()
-            assert a["status"] == "succeeded", a
-            summary = client.get(f"/v1/analyses/{a['id']}/summary", headers=headers).json()
-            assert summary["n_rows"] == 12 and summary["d_sae"] == 4608  # the real default reader's SAE
-            page = client.get(f"/v1/analyses/{a['id']}/concepts", headers=headers, params={"scored_only": True}).json()
-            assert page["total"] > 0
-    finally:
-        ray.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
+        + "\n"
+        for i in range(12)
+    )
+    with TestClient(create_api(settings, store, LocalEncoder(HashingReader()), labels=None)) as client:
+        up = client.post("/v1/uploads", headers=headers, files={"file": ("b.jsonl", rows, "application/jsonl")}).json()
+        a = client.post("/v1/analyses", headers=headers, json={"upload_ids": [up["id"]], "text": "both"}).json()
+        assert a["job_id"], a
+        deadline = time.monotonic() + 400
+        while a["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, a
+            time.sleep(2)
+            a = client.get(f"/v1/analyses/{a['id']}", headers=headers).json()
+        assert a["status"] == "succeeded", a
+        summary = client.get(f"/v1/analyses/{a['id']}/summary", headers=headers).json()
+        assert summary["n_rows"] == 12 and summary["d_sae"] == 4608  # the real default reader's SAE
+        page = client.get(f"/v1/analyses/{a['id']}/concepts", headers=headers, params={"scored_only": True}).json()
+        assert page["total"] > 0
 
 
 def test_job_config_splits_uploads_per_benchmark(tmp_path: Path) -> None:
