@@ -145,6 +145,13 @@ def _cmd_example(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "example",
@@ -153,8 +160,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", required=True, type=Path, help="rows.parquet to write")
     p.add_argument("--labels-out", type=Path, default=None, help="also write labels stating the planted truth")
-    p.add_argument("--rows-per-benchmark", type=int, default=1500)
-    p.add_argument("--d-sae", type=int, default=4608)
-    p.add_argument("--nnz", type=int, default=32, help="concepts drawn per row")
+    p.add_argument("--rows-per-benchmark", type=_positive, default=1500)
+    p.add_argument("--d-sae", type=_positive, default=4608)
+    p.add_argument("--nnz", type=_positive, default=32, help="concepts drawn per row")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(handler=_cmd_example)
