@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -92,15 +93,7 @@ def concept_detail(run_dir: str, concept_id: int, examples: int = 5) -> dict[str
     row = {k: _clean(v) for k, v in concepts.slice(concept_id, 1).to_pylist()[0].items()}
     per_bench = pairs.filter(pc.equal(pairs["concept_id"], concept_id)).to_pylist()
     salient = salient_rows(open_rows(Path(run_dir) / S.ROWS_FILE), [concept_id], per_concept=examples * 8)[concept_id]
-
-    def as_dict(e: Any) -> dict[str, Any]:
-        return {
-            "row_id": e.row_id,
-            "benchmark": e.benchmark,
-            "score": e.score,
-            "activation": e.activation,
-            "text": e.text,
-        }
+    as_dict = dataclasses.asdict
 
     best = [as_dict(e) for e in salient if e.score is not None and e.score >= 0.5][:examples]
     worst = [as_dict(e) for e in salient if e.score is not None and e.score < 0.5][:examples]

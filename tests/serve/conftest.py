@@ -49,13 +49,15 @@ def other_key(service) -> dict[str, str]:
     return {"X-API-Key": create_key(service[1], "mallory")[1]}
 
 
-def wait_for(client: TestClient, headers: dict[str, str], analysis_id: str, timeout: float = 30) -> dict:
+def wait_for(
+    client: TestClient, headers: dict[str, str], analysis_id: str, timeout: float = 30, interval: float = 0.05
+) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = client.get(f"/v1/analyses/{analysis_id}", headers=headers).json()
         if status["status"] in ("succeeded", "failed"):
             return status
-        time.sleep(0.05)
+        time.sleep(interval)
     raise AssertionError(f"analysis {analysis_id} did not finish: {status}")
 
 

@@ -4,7 +4,6 @@ per-model runs become analyses like any other."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from cg_ray.serve.db import Store
 from cg_ray.serve.encoding import LocalEncoder
 from cg_ray.serve.keys import create_key
 from cg_ray.serve.settings import ServiceSettings
+from tests.serve.conftest import wait_for
 
 
 def battle(i: int, winner: str = "model_a") -> dict:
@@ -88,11 +88,7 @@ def test_arena_analysis_as_a_ray_job(tmp_path: Path, job_cluster: str) -> None:
         ).json()
         body = {"upload_ids": [up["id"]], "mode": "arena", "min_battles": 5, "metrics": {"min_rows": 1}}
         a = client.post("/v1/analyses", headers=headers, json=body).json()
-        deadline = time.monotonic() + 500
-        while a["status"] in ("queued", "running"):
-            assert time.monotonic() < deadline, a
-            time.sleep(2)
-            a = client.get(f"/v1/analyses/{a['id']}", headers=headers).json()
+        a = wait_for(client, headers, a["id"], timeout=500, interval=2)
         assert a["status"] == "succeeded", a
         arena = client.get(f"/v1/analyses/{a['id']}/arena", headers=headers).json()
         ratings = {m["model"]: m["bt"] for m in arena["ratings"]}

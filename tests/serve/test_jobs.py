@@ -4,7 +4,6 @@ JobSubmissionClient to a real local cluster (dashboard on); the job runs the rea
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from cg_ray.serve.db import Store
 from cg_ray.serve.encoding import LocalEncoder
 from cg_ray.serve.keys import create_key
 from cg_ray.serve.settings import ServiceSettings
+from tests.serve.conftest import wait_for
 
 
 @pytest.mark.slow
@@ -40,11 +40,7 @@ def test_large_analysis_runs_as_a_ray_job(tmp_path: Path, job_cluster: str) -> N
         up = client.post("/v1/uploads", headers=headers, files={"file": ("b.jsonl", rows, "application/jsonl")}).json()
         a = client.post("/v1/analyses", headers=headers, json={"upload_ids": [up["id"]], "text": "both"}).json()
         assert a["job_id"], a
-        deadline = time.monotonic() + 400
-        while a["status"] in ("queued", "running"):
-            assert time.monotonic() < deadline, a
-            time.sleep(2)
-            a = client.get(f"/v1/analyses/{a['id']}", headers=headers).json()
+        a = wait_for(client, headers, a["id"], timeout=400, interval=2)
         assert a["status"] == "succeeded", a
         summary = client.get(f"/v1/analyses/{a['id']}/summary", headers=headers).json()
         assert summary["n_rows"] == 12 and summary["d_sae"] == 4608  # the real default reader's SAE
