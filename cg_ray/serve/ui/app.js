@@ -38,6 +38,8 @@ async function loadAnalyses(select) {
 async function showAnalysis(id) {
   state.analysis = id;
   state.offset = 0;
+  // Unhide first: plotly sizes a plot from its container, and a hidden one has no width.
+  for (const section of ["overview", "concepts", "relations"]) $(section).hidden = false;
   const summary = (state.summary = await api(`/v1/analyses/${id}/summary`));
   const dist = (state.dist = await api(`/v1/analyses/${id}/distributions`));
   const s = summary.suite;
@@ -58,7 +60,6 @@ async function showAnalysis(id) {
   heatmap("correlation", summary.correlation.matrix, names, "Correlation of χ_model", -1, 1, "RdBu");
   Plotly.newPlot("per-benchmark", names.map((b) => ({ type: "box", name: b, y: dist.per_benchmark_chi_model[b] || [], boxpoints: false })),
     Object.assign({}, LAYOUT, { title: T("χ_model per benchmark"), showlegend: false }), PLOT);
-  for (const id of ["overview", "concepts", "relations"]) $(id).hidden = false;
   $("analysis-status").textContent = "";
   await loadConcepts();
 }
@@ -97,8 +98,8 @@ function examplesHtml(list) {
 }
 
 async function showConcept(id) {
-  const c = await api(`/v1/analyses/${state.analysis}/concepts/${id}`);
   $("detail").hidden = false;
+  const c = await api(`/v1/analyses/${state.analysis}/concepts/${id}`);
   $("detail-title").textContent = `Concept ${c.concept_id}: ${c.label || "(no label)"}`;
   $("detail-body").innerHTML = `X_model <b>${fmt(c.X_model)}</b> · X_bench <b>${fmt(c.X_bench)}</b> · ${esc(c.coverage_class)} ·
     active in ${c.n_benchmarks_active} benchmark(s), ${c.n_active_rows} rows${c.is_model_gap ? " · <b class='err'>model gap</b>" : ""}`;
