@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data")
     ap.add_argument("--sae", default="default")
-    ap.add_argument("--token-budget", type=int, default=8192)
+    ap.add_argument("--token-budget", type=lambda v: v if v == "auto" else int(v), default="auto")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -14,7 +14,12 @@ def add_reader_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--layer", type=int, default=None, help="decoder layer (default: from the SAE)")
     g.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16")
     g.add_argument("--device", default="auto")
-    g.add_argument("--token-budget", type=int, default=8192, help="padded tokens per batch")
+    g.add_argument(
+        "--token-budget",
+        type=lambda v: v if v == "auto" else int(v),
+        default="auto",
+        help="padded tokens per batch (auto: 512 on CPU, 8192 on CUDA)",
+    )
     g.add_argument("--max-tokens", type=int, default=2048, help="truncate longer rows")
     g.add_argument("--padding-side", choices=("right", "left"), default="right")
     g.add_argument("--keep-bos", action="store_true", help="count the BOS token (default: excluded)")

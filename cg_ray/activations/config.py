@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class ReaderConfig(BaseModel):
@@ -18,7 +18,19 @@ class ReaderConfig(BaseModel):
     layer: int | None = Field(default=None, ge=0, description="decoder layer index; None: from the SAE's hook name")
     dtype: Literal["float32", "bfloat16"] = "bfloat16"
     device: str = Field(default="auto", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1'…")
-    token_budget: int = Field(default=8192, ge=1, description="padded tokens per forward batch")
+    token_budget: int | Literal["auto"] = Field(
+        default="auto",
+        description="padded tokens per forward batch; auto: 512 on CPU (measured fastest there: batches that "
+        "stay in cache), 8192 on CUDA",
+    )
+
+    @field_validator("token_budget")
+    @classmethod
+    def _positive_budget(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("token_budget must be at least 1")
+        return value
+
     max_tokens: int = Field(default=2048, ge=1, description="longer rows are truncated (counted in the manifest)")
     padding_side: Literal["right", "left"] = "right"
     exclude_bos: bool = Field(default=True, description="drop the BOS token from sums and lengths")

@@ -35,6 +35,16 @@ def resolve_layer(requested: int | None, from_sae: int | None, sae_source: str) 
     return requested if requested is not None else int(from_sae)  # type: ignore[arg-type]
 
 
+CPU_TOKEN_BUDGET = 512  # bench on 2 cores: 2.6k tokens/s at 512 vs 1.6k at 8192 (GSM8K rows, bf16)
+CUDA_TOKEN_BUDGET = 8192
+
+
+def resolve_token_budget(budget: int | str, device: Any) -> int:
+    if isinstance(budget, int):
+        return budget
+    return CUDA_TOKEN_BUDGET if str(device).startswith("cuda") else CPU_TOKEN_BUDGET
+
+
 class ConceptReader:
     def __init__(self, loaded: LoadedModel, sae: SaeEncoder, config: ReaderConfig, layer: int) -> None:
         info = sae.info
@@ -52,6 +62,7 @@ class ConceptReader:
         self.capture = LayerCapture(decoder_layers(loaded.base)[layer])
         param = next(loaded.base.parameters())
         self.device, self.dtype = param.device, param.dtype
+        self.token_budget = resolve_token_budget(config.token_budget, self.device)
         self.sae = sae.to(self.device, self.dtype)
         self.policy: TokenPolicy = resolve_policy(config, info, loaded.tokenizer)
         self.stats = {
@@ -100,7 +111,7 @@ class ConceptReader:
         started = time.perf_counter()
         results: list[RowActs | None] = [None] * len(seqs)
         done = 0
-        for batch in plan_batches([len(s) for s in seqs], self.config.token_budget):
+        for batch in plan_batches([len(s) for s in seqs], self.token_budget):
             ids, mask = pad([seqs[i] for i in batch], self.policy.pad_id, self.config.padding_side)
             ids, mask = ids.to(self.device), mask.to(self.device)
             hidden = forward_to_layer(self.model.base, self.capture, ids, mask)
@@ -135,7 +146,7 @@ class ConceptReader:
                 "d_sae": info.d_sae,
             },
             "tokens": self.policy.describe(),
-            "token_budget": self.config.token_budget,
+            "token_budget": self.token_budget,
             "max_tokens": self.config.max_tokens,
             "padding_side": self.config.padding_side,
         }

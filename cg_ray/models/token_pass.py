@@ -42,7 +42,7 @@ def make_windows(reader: ConceptReader, docs: Sequence[str], context: int) -> li
 
 @torch.inference_mode()
 def iter_token_batches(reader: ConceptReader, windows: Sequence[Sequence[int]]) -> Iterator[TokenBatch]:
-    batches = plan_batches([len(w) for w in windows], reader.config.token_budget)
+    batches = plan_batches([len(w) for w in windows], reader.token_budget)
     started = last = time.perf_counter()
     for n, batch in enumerate(batches, start=1):
         if time.perf_counter() - last > 30:
