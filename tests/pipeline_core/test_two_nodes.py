@@ -38,11 +38,14 @@ def test_two_node_cluster_spreads_reader_actors_and_matches_one_node(tmp_path: P
         cluster.add_node(num_cpus=4)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False)
-        cfg = config_dict(tmp_path / "two")
+        cfg = config_dict(tmp_path / "two", per_kind=24)
         # 3 logical CPUs per reader actor: two cannot share a 4-CPU node, and 1 CPU per node stays free for
         # Ray Data's own tasks (otherwise they starve).
         cfg["reader"]["resources"] = {"num_cpus": 3, "min_actors": 2, "max_actors": 2, "batch_size": 4}
-        out = run(parse_run_config(cfg), RunOptions(shard_rows=4, reader_factory=FAKE_READER, report=False))
+        # The slow fake (same outputs, 0.5 s a batch) keeps the work long enough for both actors to take some,
+        # whichever starts first.
+        slow = "cg_ray.fakes:SlowHashingReader.from_config"
+        out = run(parse_run_config(cfg), RunOptions(shard_rows=4, reader_factory=slow, report=False))
         nodes = json.loads((out / "manifest.json").read_text())["counts"]["rows_per_reader_node"]
         assert len(nodes) == 2 and all(n > 0 for n in nodes.values()), nodes
     finally:
@@ -58,7 +61,7 @@ def test_two_node_cluster_spreads_reader_actors_and_matches_one_node(tmp_path: P
     )
     try:
         single = run(
-            parse_run_config(config_dict(tmp_path / "one")),
+            parse_run_config(config_dict(tmp_path / "one", per_kind=24)),
             RunOptions(shard_rows=4, reader_factory=FAKE_READER, report=False),
         )
     finally:
