@@ -12,7 +12,12 @@ def add_reader_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--reader-model", default="smollm2-135m-instruct", help="known name, HF dir, .gguf or hub id")
     g.add_argument("--sae", default="default", help="SAE spec (default: the shipped SAE), e.g. npz:params.npz")
     g.add_argument("--layer", type=int, default=None, help="decoder layer (default: from the SAE)")
-    g.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16")
+    g.add_argument(
+        "--dtype",
+        choices=("auto", "float32", "bfloat16"),
+        default="auto",
+        help="auto: bfloat16 on CUDA or a CPU with native bf16, else float32",
+    )
     g.add_argument("--device", default="auto")
     g.add_argument(
         "--token-budget",

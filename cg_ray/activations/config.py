@@ -16,7 +16,10 @@ class ReaderConfig(BaseModel):
     )
     sae: str = Field(default="default", description="SAE spec, see cg_ray.activations.saes.spec")
     layer: int | None = Field(default=None, ge=0, description="decoder layer index; None: from the SAE's hook name")
-    dtype: Literal["float32", "bfloat16"] = "bfloat16"
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        default="auto",
+        description="auto: bfloat16 on a CUDA device or a CPU with native bf16, else float32 (cg_ray.hardware)",
+    )
     device: str = Field(default="auto", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1'…")
     token_budget: int | Literal["auto"] = Field(
         default="auto",

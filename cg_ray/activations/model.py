@@ -18,7 +18,7 @@ from cg_ray.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -41,11 +41,14 @@ def _looks_local(spec: str) -> bool:
 
 
 def load_model(spec: str | Path, dtype: str, device: torch.device) -> LoadedModel:
-    """Local HF directory, GGUF file, or hub id (the last only through the normal from_pretrained path)."""
+    """Local HF directory, GGUF file, or hub id (the last only through the normal from_pretrained path).
+    `dtype` may be "auto": resolved for `device` by cg_ray.hardware."""
     from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
+    from cg_ray.hardware import resolve_dtype
+
     text = str(spec)
-    torch_dtype = _DTYPES[dtype]
+    torch_dtype = _DTYPES[resolve_dtype(dtype, device)]
     base: Any
     path = Path(text).expanduser()
     if _looks_local(text):

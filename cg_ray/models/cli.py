@@ -36,6 +36,7 @@ def register(subparsers: Any) -> None:
     train.add_argument("--tokens", type=int, default=2_000_000, help="training tokens")
     train.add_argument("--max-minutes", type=float, default=None, help="end training gracefully after this long")
     train.add_argument("--seed", type=int, default=42)
+    train.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda")
     train.add_argument("--overwrite", action="store_true")
     train.set_defaults(handler=_train)
 
@@ -47,7 +48,7 @@ def register(subparsers: Any) -> None:
         p.add_argument("--data-dir", type=Path, required=True, help=DATA_DIR_HELP)
         p.add_argument("--sae", default="default", help="SAE spec (default: the shipped SAE)")
         p.add_argument("--reader-model", default="smollm2-135m-instruct")
-        p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+        p.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
         p.add_argument("--heldout-fraction", type=float, default=0.03, help="as used in training")
         p.add_argument("--out", type=Path, required=True, help="JSON (eval) or JSONL (label) to write")
         if name == "label":
@@ -78,6 +79,7 @@ def _train(args: argparse.Namespace) -> int:
                 "training_tokens": args.tokens,
                 "max_minutes": args.max_minutes,
                 "seed": args.seed,
+                "device": args.device,
             }
         )
     except ValidationError as exc:

@@ -18,7 +18,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -43,7 +43,12 @@ class SaeTrainConfig(BaseModel):
     n_batches_for_norm_estimate: int = Field(default=20, ge=1)
     lr: float = Field(default=1e-3, gt=0)
     lr_warm_up_steps: int = Field(default=50, ge=0)
-    bf16: bool = Field(default=True, description="autocast the SAE step and the LM forward to bfloat16")
+    bf16: bool | Literal["auto"] = Field(
+        default="auto",
+        description="autocast the SAE step and the LM forward to bfloat16; auto: where bf16 is native "
+        "(CUDA, or a CPU with AVX512_BF16/AMX) — on other CPUs bf16 is 4–8x slower than float32",
+    )
+    device: str = Field(default="auto", description="auto (cuda if available, else cpu), cpu, cuda, cuda:1…")
     heldout_fraction: float = Field(default=0.03, gt=0, lt=1)
     max_minutes: float | None = Field(default=None, gt=0, description="end training gracefully after this long")
     seed: int = 42
@@ -59,6 +64,19 @@ class SaeTrainConfig(BaseModel):
                 f"must be ≥ train_batch_size_tokens = {self.train_batch_size_tokens}"
             )
         return self
+
+
+def resolve_training_precision(config: SaeTrainConfig) -> tuple[str, bool]:
+    """(device, bf16 autocast) for this machine: `auto` asks cg_ray.hardware."""
+    import torch
+
+    from cg_ray.hardware import resolve_dtype
+
+    device = config.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    bf16 = resolve_dtype("auto", device) == "bfloat16" if config.bf16 == "auto" else config.bf16
+    return device, bf16
 
 
 def _runner_class() -> type:
@@ -110,6 +128,8 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
     from transformers import AutoConfig
 
     d_in = int(AutoConfig.from_pretrained(model_dir).hidden_size)
+    device, bf16 = resolve_training_precision(config)
+    log.info("training on %s, bf16 autocast %s", device, bf16)
     runner_cfg = LanguageModelSAERunnerConfig(
         sae=TopKTrainingSAEConfig(
             d_in=d_in,
@@ -117,7 +137,7 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
             k=config.k,
             normalize_activations="expected_average_only_in",
             dtype="float32",
-            device="cpu",
+            device=device,
         ),
         model_name=model_dir,
         model_class_name="AutoModelForCausalLM",
@@ -136,9 +156,9 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
         n_batches_for_norm_estimate=config.n_batches_for_norm_estimate,
         lr=config.lr,
         lr_warm_up_steps=config.lr_warm_up_steps,
-        autocast=config.bf16,
-        autocast_lm=config.bf16,
-        device="cpu",
+        autocast=bf16,
+        autocast_lm=bf16,
+        device=device,
         seed=config.seed,
         logger=LoggingConfig(log_to_wandb=False),
         n_checkpoints=0,

