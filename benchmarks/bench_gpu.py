@@ -139,8 +139,9 @@ def random_model(arch: dict[str, Any], dtype: torch.dtype, device: torch.device,
 
     torch.manual_seed(0)
     factory: Any = AutoModelForCausalLM if lm_head else AutoModel
-    model = factory.from_config(hf_config(arch), dtype=dtype)
-    return model.to(device).eval()
+    with device:  # initialise the random weights where they will run (an 8B model on the CPU takes minutes)
+        model = factory.from_config(hf_config(arch), dtype=dtype)
+    return model.eval()
 
 
 def block_params(base: Any, layer: int) -> int:
@@ -233,7 +234,7 @@ def bench_reader(setup: Setup, device: torch.device, args: argparse.Namespace, p
         {
             "model": "random", "sae": "random", "dtype": dtype_name, "device": str(device),
             "token_budget": args.token_budget, "prepend_bos": False, "sink_positions": 0,
-            "exclude_special_tokens": False,
+            "exclude_special_tokens": False, "compile": args.compile,
         }
     )  # fmt: skip
     # Calibrate the SAE thresholds on the hooked layer's real activations (before the reader truncates).
@@ -246,7 +247,9 @@ def bench_reader(setup: Setup, device: torch.device, args: argparse.Namespace, p
     sae = random_sae(setup, a["hidden_size"], hidden.reshape(-1, a["hidden_size"]))
     reader = ConceptReader(loaded, sae, config, setup.layer)
 
-    reader.read_ids(rows[: max(2, len(rows) // 16)])  # warm-up: kernels, allocator
+    t = time.perf_counter()
+    reader.read_ids(rows if args.compile else rows[: max(2, len(rows) // 16)])  # warm-up (and compilation)
+    warmup_s = time.perf_counter() - t
     sync(device)
     t = time.perf_counter()
     out = reader.read_ids(rows)
@@ -270,6 +273,8 @@ def bench_reader(setup: Setup, device: torch.device, args: argparse.Namespace, p
         "tokens": n_tokens,
         "token_budget": args.token_budget,
         "tokens_per_s": round(tokens_per_s),
+        "compile": args.compile,
+        "warmup_s": round(warmup_s, 1),
         "pooled_latents_per_row": round(l0, 1),
         "gflops_per_token": round(flops / 1e9, 3),
         "achieved_tflops": round(achieved, 1),
@@ -354,6 +359,7 @@ def main() -> None:
     ap.add_argument("--token-budget", type=int, default=None, help="padded tokens per forward (reader)")
     ap.add_argument("--vllm-prompts", type=int, default=512)
     ap.add_argument("--skip-vllm", action="store_true")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the reader's model (ReaderConfig.compile)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
     on_gpu = torch.cuda.is_available()
@@ -384,7 +390,8 @@ def main() -> None:
             f"{k.removeprefix('roofline_fraction_')} {v:.0%}" for k, v in r.items() if k.startswith("roofline")
         )
         print(
-            f"reader {r['setup']} [{r['dtype']}]: {r['tokens_per_s']:,} tokens/s over {r['tokens']:,} tokens "
+            f"reader {r['setup']} [{r['dtype']}{', compiled' if r['compile'] else ''}]: "
+            f"{r['tokens_per_s']:,} tokens/s over {r['tokens']:,} tokens "
             f"({r['achieved_tflops']} TFLOP/s{'; roofline ' + roof if roof else ''}); "
             f"naive {r['naive_tokens_per_s']:,} tokens/s; {r['pooled_latents_per_row']} latents per row",
             flush=True,

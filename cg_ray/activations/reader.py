@@ -64,6 +64,13 @@ class ConceptReader:
         self.device, self.dtype = param.device, param.dtype
         self.token_budget = resolve_token_budget(config.token_budget, self.device)
         self.sae = sae.to(self.device, self.dtype)
+        self.pad_multiple = 1
+        if config.compile:
+            import torch
+
+            # Dynamic shapes and widths rounded to 64: a handful of compiled graphs for any suite.
+            loaded.base.forward = torch.compile(loaded.base.forward, dynamic=True)
+            self.pad_multiple = 64
         self.policy: TokenPolicy = resolve_policy(config, info, loaded.tokenizer)
         self.stats = {
             "rows": 0,
@@ -112,7 +119,7 @@ class ConceptReader:
         results: list[RowActs | None] = [None] * len(seqs)
         done = 0
         for batch in plan_batches([len(s) for s in seqs], self.token_budget):
-            ids, mask = pad([seqs[i] for i in batch], self.policy.pad_id, self.config.padding_side)
+            ids, mask = pad([seqs[i] for i in batch], self.policy.pad_id, self.config.padding_side, self.pad_multiple)
             ids, mask = ids.to(self.device), mask.to(self.device)
             hidden = forward_to_layer(self.model.base, self.capture, ids, mask)
             counted = counted_mask(ids, mask, self.policy)
@@ -147,6 +154,7 @@ class ConceptReader:
             },
             "tokens": self.policy.describe(),
             "token_budget": self.token_budget,
+            "compile": self.config.compile,
             "max_tokens": self.config.max_tokens,
             "padding_side": self.config.padding_side,
         }

@@ -86,9 +86,10 @@ def plan_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
 
 
 def pad(
-    seqs: Sequence[Sequence[int]], pad_id: int, side: Literal["left", "right"]
+    seqs: Sequence[Sequence[int]], pad_id: int, side: Literal["left", "right"], multiple: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in seqs)
+    """Padded ids and attention mask; `multiple` rounds the width up (fewer shapes for a compiled model)."""
+    width = -(-max(len(s) for s in seqs) // multiple) * multiple
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for r, s in enumerate(seqs):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,13 @@ def run_bench(tmp_path: Path, *args: str, timeout: int) -> tuple[str, dict]:
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path), "HF_HUB_OFFLINE": "1"},
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            "HOME": str(tmp_path),
+            "TMPDIR": str(tmp_path),
+            "HF_HUB_OFFLINE": "1",
+        },
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout, json.loads(out.read_text())
