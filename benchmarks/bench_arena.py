@@ -52,6 +52,9 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=20, help="bootstrap rounds timed for each way")
     args = parser.parse_args()
+    from cg_ray.hardware import hardware_info
+
+    print(f"hardware: {hardware_info().line()}; float64 NumPy (no model, no dtype choice)")
     battles, _ = draw(args.battles, args.models, seed=0)
     m = args.models
     s_all = rating_scores(TiePolicy())[battles.winner]

@@ -80,6 +80,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--naive-gb", type=float, default=4.0, help="memory the dense matrix may take")
     args = ap.parse_args()
+    from cg_ray.hardware import hardware_info
+
+    print(f"hardware: {hardware_info().line()}; sums in float64, s̃ stored as float32 (no model)")
     naive_rows = min(args.rows, int(args.naive_gb * 2**30 / (D_SAE * 4)))
 
     with tempfile.TemporaryDirectory() as tmp:

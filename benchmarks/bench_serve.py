@@ -1,14 +1,16 @@
 """Load and fault test of the REST service on Ray Serve, on 127.0.0.1 only.
 
-1. Load: N concurrent `POST /v1/score` requests of R rows each (bounded: N requests, one round), against
-   the encoder deployment with `@serve.batch` off (max_batch_size=1) and on (64), in the same run.
-   Reports p50 / p99 latency, throughput (rows/s) and errors per mode.
+1. Load: C concurrent clients, each sending `POST /v1/score` requests of R rows one after another
+   (bounded: N requests in all), against the encoder deployment with `@serve.batch` off (max_batch_size=1)
+   and on (64), in the same run. Default: 64 clients, 1-row requests — the case batching is for (a
+   16-row request already fills a CPU forward pass). Reports p50 / p99 latency, throughput (rows/s) and
+   errors per mode.
 2. Fault: with two encoder replicas, start an analysis and a score load, kill one encoder replica
    mid-way; the analysis must succeed with exactly the results of an undisturbed analysis of the same
    upload, and requests must recover (errors are counted).
 The speedup of batched over unbatched encoding is printed last.
 
-    .venv/bin/python benchmarks/bench_serve.py [--requests 200] [--rows 16] [--reader default|fake]
+    .venv/bin/python benchmarks/bench_serve.py [--clients 64] [--requests 512] [--rows 1] [--reader default|fake]
 """
 
 from __future__ import annotations
@@ -75,10 +77,12 @@ def deploy(port: int, data: Path, factory: str, max_batch: int, replicas: int) -
     return f"http://127.0.0.1:{port}", {"X-API-Key": key}
 
 
-async def load(base: str, headers: dict[str, str], n: int, rows: int) -> dict[str, Any]:
+async def load(base: str, headers: dict[str, str], n: int, rows: int, clients: int | None = None) -> dict[str, Any]:
+    """n requests of `rows` rows from `clients` concurrent clients (default: all n at once)."""
+    clients = min(clients or n, n)
     latencies: list[float] = []
     errors = 0
-    limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=600, limits=limits) as client:
 
         async def one(i: int) -> None:
@@ -94,8 +98,12 @@ async def load(base: str, headers: dict[str, str], n: int, rows: int) -> dict[st
                 return
             latencies.append(time.perf_counter() - t0)
 
+        async def client_loop(c: int) -> None:
+            for i in range(c, n, clients):  # each client sends its next request when the last returns
+                await one(i)
+
         t0 = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(n)))
+        await asyncio.gather(*(client_loop(c) for c in range(clients)))
         wall = time.perf_counter() - t0
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
     return {
@@ -160,11 +168,16 @@ def fault_test(base: str, headers: dict[str, str], rows: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", type=int, default=200)
-    ap.add_argument("--rows", type=int, default=16)
+    ap.add_argument("--requests", type=int, default=512, help="requests per mode, in all")
+    ap.add_argument("--clients", type=int, default=64, help="concurrent clients")
+    ap.add_argument("--rows", type=int, default=1, help="rows per request")
+    ap.add_argument("--skip-fault", action="store_true", help="only the load comparison")
     ap.add_argument("--reader", choices=["default", "fake"], default="default")
     args = ap.parse_args()
     factory = DEFAULT if args.reader == "default" else FAKE
+    from cg_ray.hardware import hardware_info, resolve_dtype
+
+    print(f"hardware: {hardware_info().line()}; reader dtype auto = {resolve_dtype('auto', 'cpu')}")
 
     import ray
     from ray import serve
@@ -178,30 +191,35 @@ def main() -> None:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         for mode, batch in (("unbatched", 1), ("batched", 64)):
             base, headers = deploy(port, tmp / mode, factory, batch, replicas=1)
-            asyncio.run(load(base, headers, 8, args.rows))  # warm-up
-            results[mode] = asyncio.run(load(base, headers, args.requests, args.rows))
+            asyncio.run(load(base, headers, args.clients, args.rows))  # warm-up
+            results[mode] = asyncio.run(load(base, headers, args.requests, args.rows, args.clients))
             serve.delete("cg_ray")
             r = results[mode]
             print(
                 f"{mode:>9}: {r['ok']} ok, {r['errors']} errors; p50 {r['p50_s']:.2f} s, p99 {r['p99_s']:.2f} s; "
-                f"{r['rows_per_s']:.0f} rows/s ({args.requests} concurrent requests × {args.rows} rows)"
+                f"{r['rows_per_s']:.0f} rows/s ({args.requests} requests × {args.rows} rows, {args.clients} clients)"
             )
-        base, headers = deploy(port, tmp / "fault", factory, 64, replicas=2)
-        results["fault"] = fault_test(base, headers, args.rows)
-        f = results["fault"]
-        d = f["score_requests_during_fault"]
-        print(
-            f"fault: killed 1 of 2 encoder replicas under load (analysis {f['analysis_status_at_kill']} at the kill); "
-            f"analysis {f['analysis_status']}, identical to an "
-            f"undisturbed one: {f['analysis_identical_to_undisturbed']}; score requests during the fault: "
-            f"{d['ok']} ok, {d['errors']} errors"
-        )
+        if not args.skip_fault:
+            fault(port, tmp, factory, args, results)
     finally:
         serve.shutdown()
         ray.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
     speedup = results["batched"]["rows_per_s"] / results["unbatched"]["rows_per_s"]
     print(f"speedup of @serve.batch over unbatched encoding: {speedup:.2f}x")
+
+
+def fault(port: int, tmp: Path, factory: str, args: argparse.Namespace, results: dict[str, Any]) -> None:
+    base, headers = deploy(port, tmp / "fault", factory, 64, replicas=2)
+    results["fault"] = fault_test(base, headers, args.rows)
+    f = results["fault"]
+    d = f["score_requests_during_fault"]
+    print(
+        f"fault: killed 1 of 2 encoder replicas under load (analysis {f['analysis_status_at_kill']} at the kill); "
+        f"analysis {f['analysis_status']}, identical to an "
+        f"undisturbed one: {f['analysis_identical_to_undisturbed']}; score requests during the fault: "
+        f"{d['ok']} ok, {d['errors']} errors"
+    )
 
 
 if __name__ == "__main__":

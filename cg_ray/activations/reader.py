@@ -21,6 +21,7 @@ from cg_ray.activations.pooling import RowActs, pool_batch
 from cg_ray.activations.saes import SaeEncoder, load_sae
 from cg_ray.activations.tokens import TokenPolicy, counted_mask, pad, plan_batches, resolve_policy, tokenize
 from cg_ray.errors import ConfigError, InputError
+from cg_ray.hardware import hardware_info
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +143,9 @@ class ConceptReader:
             "n_layers": self.n_layers,
             "layer": self.layer,
             "hook": f"decoder layer {self.layer} output (forward stopped there)",
-            "dtype": str(self.dtype).removeprefix("torch."),
+            "dtype": str(self.dtype).removeprefix("torch."),  # `auto` resolved for this hardware
             "device": str(self.device),
+            "hardware": hardware_info().as_dict(),
             "sae": {
                 "spec": self.config.sae,
                 "backend": info.backend,

@@ -138,3 +138,18 @@ def test_reader_errors(tiny_model_dir: Path, tiny_sae_dir: Callable[..., Path], 
         reader_config(model=str(tiny_model_dir), sae=f"saelens-disk:{no_layer}", layer=3)
     )
     assert reader.layer == 3 and reader.describe()["sae"]["d_sae"] == 96
+
+
+@pytest.mark.parametrize(("flags", "expected"), [({"avx2"}, "float32"), ({"avx2", "avx512_bf16"}, "bfloat16")])
+def test_auto_dtype_follows_the_cpu(
+    tiny_model_dir: Path, tiny_sae_dir: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, flags, expected
+) -> None:
+    from cg_ray import hardware
+
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset(flags))
+    monkeypatch.setattr(hardware, "cpu_capability", lambda: "AVX2")
+    sae = f"saelens-disk:{tiny_sae_dir('topk')}"
+    reader = ConceptReader.from_config(reader_config(model=str(tiny_model_dir), sae=sae, dtype="auto"))
+    described = reader.describe()
+    assert described["dtype"] == expected
+    assert described["hardware"]["native_bf16"] is (expected == "bfloat16")
