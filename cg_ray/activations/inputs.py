@@ -176,9 +176,7 @@ def load_rows(
         own = _metadata(rec.get("metadata"), path, line_no)
         joined = (benchmark_metadata or {}).get(str(rid))
         metadata = {**(joined or {}), **(own or {})} if (own or joined) else None
-        rows.append(
-            ScoredRow(str(rid), bench, row_model, score, prompt, response, f"{path}:{line_no}", metadata)
-        )
+        rows.append(ScoredRow(str(rid), bench, row_model, score, prompt, response, f"{path}:{line_no}", metadata))
         if limit is not None and len(rows) >= limit:
             break
     if not rows:

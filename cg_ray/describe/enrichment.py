@@ -49,9 +49,7 @@ def p_value(k: int, m_total: int, n_value: int, n_drawn: int) -> float:
     return float(hypergeom.sf(k - 1, m_total, n_value, n_drawn))
 
 
-def enrich(
-    ev: Evidence, *, alpha: float = 0.05, min_rows: int = 3, per_concept: int = 3
-) -> dict[int, list[Enriched]]:
+def enrich(ev: Evidence, *, alpha: float = 0.05, min_rows: int = 3, per_concept: int = 3) -> dict[int, list[Enriched]]:
     """Significant over-represented values per concept (best q first, at most `per_concept`)."""
     tests: list[Enriched] = []
     for field, values in ev.value_rows.items():

@@ -78,7 +78,7 @@ class EvidenceState:
 
     def size(self) -> int:
         """Number of stored numbers (for the memory-bound test)."""
-        arrays = [
+        arrays: list[np.ndarray] = [
             self.top.group, self.sample.group, self.background_rows, self.background_active,
             self.co_active, self.n_active, *self.value_rows.values(), *self.value_active.values(),
         ]  # fmt: skip

@@ -65,7 +65,7 @@ def check_model(config: ExplainConfig) -> None:
             from transformers import AutoConfig
 
             AutoConfig.from_pretrained(str(path))
-    except Exception as exc:  # noqa: BLE001 - any loading failure is reported the same way, up front
+    except Exception as exc:  # any loading failure is reported the same way, up front
         raise ConfigError(f"explainer model {config.model!r} cannot be loaded: {exc}") from None
 
 
@@ -97,7 +97,9 @@ class BackendCompleter:
                 "resources": {"num_cpus": 1, "batch_size": 32},
             }
         )
-        rows = [make_row(row_id=f"p{i:06d}", benchmark="explain", prompt=p, scorer="exact") for i, p in enumerate(prompts)]
+        rows = [
+            make_row(row_id=f"p{i:06d}", benchmark="explain", prompt=p, scorer="exact") for i, p in enumerate(prompts)
+        ]
         out = make_generator(gen).generate(ray.data.from_arrow(rows_table(rows)))
         answers = {r["row_id"]: r["response"] or "" for r in out.take_all()}
         return [answers[f"p{i:06d}"] for i in range(len(prompts))]
@@ -127,7 +129,9 @@ def explain(a: Analysis, completer: Completer, config: ExplainConfig) -> list[di
     """Explanations and the detection score of every candidate description, one record per candidate."""
     concepts = a.evidence.concept_ids
     shown = {
-        c: [marked(e["snippet"], e["span_start"], e["span_end"]) for e in a.per_concept[c].examples[: config.n_examples]]
+        c: [
+            marked(e["snippet"], e["span_start"], e["span_end"]) for e in a.per_concept[c].examples[: config.n_examples]
+        ]
         for c in concepts
     }
     answers = completer.complete([explain_prompt(shown[c]) for c in concepts], config.explain_tokens)
@@ -135,7 +139,7 @@ def explain(a: Analysis, completer: Completer, config: ExplainConfig) -> list[di
     for c, answer in zip(concepts, answers, strict=True):
         text, how = parse_explanation(answer)
         ce = a.per_concept[c]
-        found = [("llm", text, how)] if text else []
+        found: list[tuple[str, str, str]] = [("llm", text, str(how))] if text else []
         for cand in (
             label_candidate(a.run.concepts[c].get("label")),
             enrichment_candidate(ce.enriched),
@@ -162,7 +166,7 @@ def explain(a: Analysis, completer: Completer, config: ExplainConfig) -> list[di
         (pos_v if label else neg_v).append(parse_judgement(answer))
     records = []
     for c in concepts:
-        for i, (source, text, how) in enumerate(candidates[c]):
+        for i, (source, text, parsed) in enumerate(candidates[c]):
             pos_v, neg_v = votes.get((c, i), ([], []))
             records.append(
                 {
@@ -173,7 +177,7 @@ def explain(a: Analysis, completer: Completer, config: ExplainConfig) -> list[di
                     "n_positive": len(pos_v),
                     "n_negative": len(neg_v),
                     "n_unparsed": sum(1 for v in (*pos_v, *neg_v) if v is None),
-                    "parse": how,
+                    "parse": parsed,
                     "model": config.model,
                     "seed": config.seed,
                 }

@@ -58,7 +58,9 @@ class MetadataCoder:
             try:
                 obj = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON ({exc.msg})", path=self.path, row=first_row + i, field=S.METADATA) from None
+                raise InputError(
+                    f"invalid JSON ({exc.msg})", path=self.path, row=first_row + i, field=S.METADATA
+                ) from None
             if not isinstance(obj, dict):
                 raise InputError("is not a JSON object", path=self.path, row=first_row + i, field=S.METADATA)
             parsed.append(obj)

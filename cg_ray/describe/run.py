@@ -65,7 +65,9 @@ def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
     selection = select_concepts(run, options.concepts, options.top)
     ids = selection.concept_ids
     log.info("describing %d concepts of %s", len(ids), run_dir)
-    ev = scan(run.rows, ids, k=options.examples, sample=options.sample, background=options.background, seed=options.seed)
+    ev = scan(
+        run.rows, ids, k=options.examples, sample=options.sample, background=options.background, seed=options.seed
+    )
     wanted = {r for c in ids for r, _ in ev.top[c]} | {r for c in ids for r in ev.sample[c]}
     wanted |= {r for r, _ in ev.background}
     records = read_rows(run.rows, wanted)
@@ -122,7 +124,10 @@ def _token_details(
     started = time.perf_counter()
     reader = ConceptReader.from_config(ReaderConfig.model_validate(config))
     if reader.d_sae != run.rows.d_sae:
-        return {}, {"available": False, "reason": f"the reader's d_sae {reader.d_sae} is not the run's {run.rows.d_sae}"}
+        return {}, {
+            "available": False,
+            "reason": f"the reader's d_sae {reader.d_sae} is not the run's {run.rows.d_sae}",
+        }
     top_rows = sorted({r for c in ev.concept_ids for r, _ in ev.top[c]})
     texts: list[tuple[int, str, bool]] = []
     for r in top_rows:
@@ -136,7 +141,9 @@ def _token_details(
         if not batch:
             continue
         for (r, _), d in zip(
-            batch, read_tokens(reader, [t for _, t in batch], ev.concept_ids, add_special_tokens=add_special), strict=True
+            batch,
+            read_tokens(reader, [t for _, t in batch], ev.concept_ids, add_special_tokens=add_special),
+            strict=True,
         ):
             details[r] = d
     # Check: pooled per-token activations against the stored s̃ of each (concept, top row).
@@ -209,7 +216,9 @@ def build_outputs(a: Analysis, options: DescribeOptions) -> tuple[pa.Table, dict
     return table, _themes(a, options, texts, enrich_text)
 
 
-def _themes(a: Analysis, options: DescribeOptions, texts: dict[int, str], enrich_text: dict[int, list[str]]) -> dict[str, Any]:
+def _themes(
+    a: Analysis, options: DescribeOptions, texts: dict[int, str], enrich_text: dict[int, list[str]]
+) -> dict[str, Any]:
     ev = a.evidence
     order = sorted(range(len(ev.concept_ids)), key=lambda i: -ev.n_active[ev.concept_ids[i]])
     groups = group(ev.co_active, options.min_jaccard)
@@ -257,7 +266,10 @@ def _themes(a: Analysis, options: DescribeOptions, texts: dict[int, str], enrich
                 "analysed": sorted(ev.value_rows),
                 "skipped": ev.skipped_fields,
             },
-            "enrichment": {"test": "one-sided hypergeometric, Benjamini-Hochberg across the suite", "alpha": options.alpha},
+            "enrichment": {
+                "test": "one-sided hypergeometric, Benjamini-Hochberg across the suite",
+                "alpha": options.alpha,
+            },
             "token_detail": a.token_detail,
             "explanations": (a.run.path / O.EXPLANATIONS_FILE).is_file(),
             "seed": options.seed,

@@ -63,8 +63,10 @@ def planted_rows(n: int = 600, seed: int = 0) -> list[dict[str, Any]]:
 
 def rows_schema() -> pa.Schema:
     schema = S.rows_schema_with_d_sae(D_SAE)
-    return schema.append(pa.field("prompt", pa.string())).append(pa.field("response", pa.string())).append(
-        S.METADATA_FIELD
+    return (
+        schema.append(pa.field("prompt", pa.string()))
+        .append(pa.field("response", pa.string()))
+        .append(S.METADATA_FIELD)
     )
 
 

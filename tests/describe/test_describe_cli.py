@@ -15,7 +15,9 @@ from cg_ray.describe.outputs import DESCRIPTIONS_SCHEMA, read_descriptions, read
 from .conftest import planted_rows
 
 
-def test_describe_writes_descriptions_and_themes(make_run: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_describe_writes_descriptions_and_themes(
+    make_run: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     run = make_run(labels={0: "',' | '.' | '\\n'", 1: "'books' | 'house'"})
     assert cli.main(["describe", str(run), "--no-tokens", "--concepts", "0,1,2,3,4,5,6"]) == 0
     table = pq.read_table(run / "descriptions.parquet")

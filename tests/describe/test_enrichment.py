@@ -11,7 +11,9 @@ from cg_ray.describe.enrichment import enrich, format_q, p_value
 from cg_ray.describe.evidence import Evidence
 
 
-def evidence(value_rows: dict[str, dict[str, int]], active: dict[str, dict[str, list[int]]], ids: list[int]) -> Evidence:
+def evidence(
+    value_rows: dict[str, dict[str, int]], active: dict[str, dict[str, list[int]]], ids: list[int]
+) -> Evidence:
     return Evidence(
         concept_ids=ids,
         top={},

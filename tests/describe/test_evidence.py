@@ -27,7 +27,9 @@ def test_top_k_samples_and_counts_equal_brute_force(tmp_path: Path) -> None:
     rows = planted_rows(500)
     ev = scan(open_rows(write(tmp_path, rows)), [0, 1, 4, 7], k=5, sample=10, background=50, batch_rows=64)
     for c in (0, 1, 4, 7):
-        active = [(i, r["concept_acts"][r["concept_ids"].index(c)]) for i, r in enumerate(rows) if c in r["concept_ids"]]
+        active = [
+            (i, r["concept_acts"][r["concept_ids"].index(c)]) for i, r in enumerate(rows) if c in r["concept_ids"]
+        ]
         want = sorted(active, key=lambda t: (-np.float32(t[1]), t[0]))[:5]
         got = ev.top[c]
         assert [r for r, _ in got] == [r for r, _ in want]

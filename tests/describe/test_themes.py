@@ -36,5 +36,8 @@ def test_planted_groups_are_recovered(tmp_path: Path) -> None:
         support = [r for r in rows if set(r["concept_ids"]) & set(members)]
         assert st.support == len(support)
         assert np.isclose(st.mean_score, np.mean([r["score"] for r in support]))
-        best = max(support, key=lambda r: sum(a for c, a in zip(r["concept_ids"], r["concept_acts"]) if c in members))
+        best = max(
+            support,
+            key=lambda r: sum(a for c, a in zip(r["concept_ids"], r["concept_acts"], strict=True) if c in members),
+        )
         assert rows[st.representative[0][0]]["row_id"] == best["row_id"]
