@@ -284,7 +284,24 @@ def describe_run(run_dir: Path, options: DescribeOptions) -> tuple[pa.Table, dic
     return table, themes
 
 
+def try_describe(run_dir: Path, options: DescribeOptions) -> bool:
+    """`describe_run` for callers that must not fail on it (the service): logs and returns False instead."""
+    from cg_ray.errors import CgRayError
+
+    try:
+        describe_run(run_dir, options)
+    except CgRayError as exc:
+        log.warning("no descriptions for %s: %s", run_dir, exc)
+        return False
+    return True
+
+
 def write_outputs(run_dir: Path, table: pa.Table, themes: dict[str, Any]) -> None:
+    """Both files atomically; then the run's report (when it has one) is rebuilt to show them."""
     with atomic_file(run_dir / O.DESCRIPTIONS_FILE) as tmp_d, atomic_file(run_dir / O.THEMES_FILE) as tmp_t:
         pq.write_table(table, tmp_d)
         tmp_t.write_text(json.dumps(themes, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    if (run_dir / "report.html").is_file():
+        from cg_ray.report.html import build_report
+
+        build_report(run_dir)
