@@ -3,8 +3,9 @@
 Order: an LLM explanation whose detection score is at least `LLM_MIN_SCORE` and at least that of every
 other scored candidate; else the SAE's label when it says something beyond punctuation / whitespace; else
 the metadata enrichment; else the concept's top spans / tokens in this suite when they contain words; else
-the punctuation / whitespace label or tokens, named readably ("line breaks", never a bare `'\\n'`). When the
-chosen source is not the enrichment, the best enriched value is added as context.
+the punctuation / whitespace label or tokens, named readably ("line breaks", never a bare `'\\n'`). A
+token-list label (the default SAE's) gets the tokens it fires on in this suite added; when the chosen source
+is not the enrichment, the best enriched value is added as context.
 """
 
 from __future__ import annotations
@@ -112,6 +113,9 @@ def describe_concept(
     if best is None:
         return Description(f"Concept {concept_id} (no label, enrichment or in-suite tokens)", "none", None)
     text = best.text.rstrip(".")
+    if best.source == "label" and label_tokens(label) is not None and tokens:
+        # a token-list label comes from the SAE's labelling corpus: say what it fires on in this suite
+        text += f"; here on {render_tokens(list(tokens), limit=3)}"
     if best.source != "enrichment" and enriched:
         e = enriched[0]
         text += f"; over-represented in {e.field} = {e.value} (×{e.lift:.1f})"

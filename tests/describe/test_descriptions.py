@@ -26,6 +26,8 @@ def test_order_label_then_enrichment_then_ngrams() -> None:
     words = describe_concept(1, label="'books' | 'house'", enriched=[GEOMETRY], spans=["the triangle"], tokens=[])
     assert words.source == "label" and words.text.startswith("Tokens such as “books”, “house”")
     assert "over-represented in type = Geometry (×2.4)" in words.text
+    here = describe_concept(1, label="'books' | 'house'", enriched=[], spans=[], tokens=[" shelf", "\n"])
+    assert here.text == "Tokens such as “books”, “house”; here on “shelf”, line breaks."
     # a punctuation-only label loses to the enrichment
     punct = describe_concept(1, label="',' | '.' | '\\n'", enriched=[GEOMETRY], spans=["the triangle"], tokens=[])
     assert punct.source == "enrichment" and punct.text == "Mostly rows with type = Geometry (×2.4)."
@@ -34,7 +36,7 @@ def test_order_label_then_enrichment_then_ngrams() -> None:
     assert spans.source == "ngrams" and spans.text == "Text such as “the triangle”."
     # nothing better: the punctuation label, named readably, never a bare token list
     last = describe_concept(1, label="',' | '\\n'", enriched=[], spans=[")"], tokens=[")"])
-    assert last.source == "label" and last.text == "Punctuation and symbols (“,”) and line breaks."
+    assert last.source == "label" and last.text == "Punctuation and symbols (“,”) and line breaks; here on “)”."
     assert "'\\n'" not in last.text
     none = describe_concept(1, label=None, enriched=[], spans=[], tokens=[])
     assert none.source == "none"
