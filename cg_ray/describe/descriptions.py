@@ -45,8 +45,8 @@ def label_candidate(label: str | None) -> Candidate | None:
 def enrichment_candidate(enriched: Sequence[Enriched]) -> Candidate | None:
     if not enriched:
         return None
-    parts = [f"{e.field} = {e.value} (×{e.lift:.1f})" for e in enriched[:2]]
-    return Candidate("enrichment", "Mostly rows with " + " or ".join(parts))
+    parts = [f"{e.field} = {e.value} ({e.k / e.n_active:.0%} of its rows, ×{e.lift:.1f})" for e in enriched[:2]]
+    return Candidate("enrichment", "Rows with " + " or ".join(parts))
 
 
 def ngram_candidate(spans: Sequence[str], tokens: Sequence[str]) -> Candidate | None:

@@ -30,7 +30,7 @@ def test_order_label_then_enrichment_then_ngrams() -> None:
     assert here.text == "Tokens such as “books”, “house”; here on “shelf”, line breaks."
     # a punctuation-only label loses to the enrichment
     punct = describe_concept(1, label="',' | '.' | '\\n'", enriched=[GEOMETRY], spans=["the triangle"], tokens=[])
-    assert punct.source == "enrichment" and punct.text == "Mostly rows with type = Geometry (×2.4)."
+    assert punct.source == "enrichment" and punct.text == "Rows with type = Geometry (75% of its rows, ×2.4)."
     # … and, without enrichment, to the in-suite spans when they hold words
     spans = describe_concept(1, label="',' | '.'", enriched=[], spans=[")", "the triangle"], tokens=[])
     assert spans.source == "ngrams" and spans.text == "Text such as “the triangle”."

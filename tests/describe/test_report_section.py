@@ -24,5 +24,5 @@ def test_report_shows_descriptions_and_themes(make_run: Callable[..., Path]) -> 
     assert cli.main(["describe", str(run), "--no-tokens", "--concepts", "0,1,2,3,4,5"]) == 0
     page = (run / "report.html").read_text()
     assert "<h2>Readable gaps</h2>" in page and "Rows with task = algebra" in page
-    assert "Mostly rows with task = geometry" in page and "task=geometry (×" in page
+    assert "Rows with task = geometry (100% of its rows, ×" in page and "task=geometry (×" in page
     assert "Metadata fields not analysed: index (more than 50 distinct values)" in page
