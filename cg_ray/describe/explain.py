@@ -29,7 +29,7 @@ from cg_ray.artifacts.publish import atomic_file
 from cg_ray.describe import outputs as O
 from cg_ray.describe.descriptions import enrichment_candidate, label_candidate, ngram_candidate
 from cg_ray.describe.prompts import detect_prompt, explain_prompt, parse_explanation, parse_judgement
-from cg_ray.describe.run import Analysis, DescribeOptions, _plain_text, analyse, build_outputs, write_outputs
+from cg_ray.describe.run import Analysis, DescribeOptions, analyse, build_outputs, write_outputs
 from cg_ray.describe.spans import marked
 from cg_ray.errors import ConfigError
 
@@ -122,7 +122,7 @@ def held_out(a: Analysis, concept: int, n: int, seed: int) -> tuple[list[str], l
     neg = [r for r, active in a.evidence.background if concept not in active]
     pick_p = sorted(rng.choice(pos, size=min(n, len(pos)), replace=False).tolist()) if pos else []
     pick_n = sorted(rng.choice(neg, size=min(n, len(neg)), replace=False).tolist()) if neg else []
-    return [_plain_text(a.records[r]) for r in pick_p], [_plain_text(a.records[r]) for r in pick_n]
+    return [a.text_of(r) for r in pick_p], [a.text_of(r) for r in pick_n]
 
 
 def explain(a: Analysis, completer: Completer, config: ExplainConfig) -> list[dict[str, Any]]:

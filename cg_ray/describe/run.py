@@ -58,6 +58,11 @@ class Analysis:
     per_concept: dict[int, ConceptEvidence]
     records: dict[int, dict[str, Any]]  # file row → id, benchmark, score, texts, metadata
     token_detail: dict[str, Any]
+    text_mode: str = "both"  # which text of a row the reader read (prompt | response | both)
+
+    def text_of(self, row: int) -> str:
+        """The row's text as the reader read it (raw form), for snippets and detection."""
+        return plain_text(self.records[row], self.text_mode)
 
 
 def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
@@ -72,6 +77,8 @@ def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
     wanted |= {r for r, _ in ev.background}
     records = read_rows(run.rows, wanted)
     enriched = enrich(ev, alpha=options.alpha)
+    settings = read_settings(run)
+    text_mode = settings.text if not isinstance(settings, str) else "both"
     details, token_info = _token_details(run, ev, records, options)
     per_concept: dict[int, ConceptEvidence] = {}
     for j, c in enumerate(ev.concept_ids):
@@ -80,7 +87,7 @@ def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
         examples = []
         for (r, value), detail in zip(rows, row_details, strict=True):
             rec = records[r]
-            text = detail.text if detail is not None else _plain_text(rec)
+            text = detail.text if detail is not None else plain_text(rec, text_mode)
             span = activating_span(detail, j) if detail is not None else None
             snip, start, end = snippet(text, span)
             examples.append(
@@ -98,11 +105,14 @@ def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
         per_concept[c] = ConceptEvidence(
             examples, top_tokens(got, j) if got else [], top_spans(got, j) if got else [], enriched.get(c, [])
         )
-    return Analysis(run, ev, selection.reasons, per_concept, records, token_info)
+    return Analysis(run, ev, selection.reasons, per_concept, records, token_info, text_mode)
 
 
-def _plain_text(rec: dict[str, Any]) -> str:
-    return "\n\n".join(str(rec[k]) for k in ("prompt", "response") if rec.get(k))
+def plain_text(rec: dict[str, Any], mode: str = "both") -> str:
+    keys = {"prompt": ("prompt",), "response": ("response",)}.get(mode, ("prompt", "response"))
+    return "\n\n".join(str(rec[k]) for k in keys if rec.get(k)) or "\n\n".join(
+        str(rec[k]) for k in ("prompt", "response") if rec.get(k)
+    )
 
 
 def _token_details(
@@ -241,7 +251,7 @@ def _themes(
                         "benchmark": records[r].get("benchmark"),
                         "score": records[r].get("score"),
                         "members_s_tilde": round(v, 6),
-                        "snippet": snippet(_plain_text(records[r]), None, 200)[0],
+                        "snippet": snippet(plain_text(records[r], a.text_mode), None, 200)[0],
                     }
                     for r, v in st.representative
                 ],
