@@ -296,12 +296,10 @@ def describe_run(run_dir: Path, options: DescribeOptions) -> tuple[pa.Table, dic
 
 def try_describe(run_dir: Path, options: DescribeOptions) -> bool:
     """`describe_run` for callers that must not fail on it (the service): logs and returns False instead."""
-    from cg_ray.errors import CgRayError
-
     try:
         describe_run(run_dir, options)
-    except CgRayError as exc:
-        log.warning("no descriptions for %s: %s", run_dir, exc)
+    except Exception as exc:  # descriptions are extras: the metrics they describe are already complete
+        log.warning("no descriptions for %s: %s: %s", run_dir, type(exc).__name__, exc)
         return False
     return True
 
