@@ -45,6 +45,7 @@ def register(subparsers: Any) -> None:
     e.add_argument("--model", default="smollm2-135m-instruct", help="explainer: known name, HF dir or hub id")
     e.add_argument("--backend", default="vllm", help="generation backend: vllm | hf | fake")
     e.add_argument("--detect", type=int, default=6, help="held-out rows per class for detection")
+    e.add_argument("--name-themes", action="store_true", help="let the model name the themes too")
     e.set_defaults(handler=_explain)
 
 
@@ -72,7 +73,9 @@ def _describe(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     from cg_ray.describe.explain import ExplainConfig, explain_run
 
-    config = ExplainConfig(model=args.model, backend=args.backend, n_detect=args.detect, seed=args.seed)
+    config = ExplainConfig(
+        model=args.model, backend=args.backend, n_detect=args.detect, seed=args.seed, name_themes=args.name_themes
+    )
     table, themes = explain_run(args.run_dir, _options(args), config)
     _print(table, themes)
     return 0

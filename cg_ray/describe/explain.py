@@ -28,7 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.describe import outputs as O
 from cg_ray.describe.descriptions import enrichment_candidate, label_candidate, ngram_candidate
-from cg_ray.describe.prompts import detect_prompt, explain_prompt, parse_explanation, parse_judgement
+from cg_ray.describe.prompts import (
+    detect_prompt,
+    explain_prompt,
+    parse_explanation,
+    parse_judgement,
+    parse_theme_name,
+    theme_prompt,
+)
 from cg_ray.describe.run import Analysis, DescribeOptions, analyse, build_outputs, write_outputs
 from cg_ray.describe.spans import marked
 from cg_ray.errors import ConfigError
@@ -47,6 +54,7 @@ class ExplainConfig(BaseModel):
     seed: int = 0
     explain_tokens: int = Field(60, ge=8)
     detect_tokens: int = Field(8, ge=2)
+    name_themes: bool = Field(False, description="let the model name the themes (else enrichment / descriptions)")
 
 
 class Completer(Protocol):
@@ -196,5 +204,17 @@ def explain_run(
     with atomic_file(run_dir / O.EXPLANATIONS_FILE) as tmp:
         pq.write_table(table, tmp)
     descriptions, themes = build_outputs(a, options)
+    if config.name_themes:
+        name_themes(themes, completer, config)
     write_outputs(run_dir, descriptions, themes)
     return descriptions, themes
+
+
+def name_themes(themes: dict[str, Any], completer: Completer, config: ExplainConfig) -> None:
+    """Replace each theme's name by the model's when it answers with a valid name (else keep the old one)."""
+    items = themes["themes"]
+    answers = completer.complete([theme_prompt([c["description"] for c in t["concepts"]]) for t in items], 24)
+    for theme, answer in zip(items, answers, strict=True):
+        name = parse_theme_name(answer)
+        if name:
+            theme["name"], theme["named_by"] = name, f"llm:{config.model}"

@@ -28,11 +28,22 @@ Text: "{text}"
 
 Is this feature present in the text? Answer only with JSON: {{"answer": "yes"}} or {{"answer": "no"}}"""
 
+THEME_TEMPLATE = """These descriptions belong to hidden features of a language model that are active on the same \
+texts:
+
+{descriptions}
+
+Name what they have in common in at most six words. Answer only with JSON: {{"name": "..."}}"""
+
 MAX_TEXT_CHARS = 400
 
 
 class Explanation(BaseModel):
     description: str = Field(min_length=3, max_length=300)
+
+
+class ThemeName(BaseModel):
+    name: str = Field(min_length=3, max_length=80)
 
 
 class Judgement(BaseModel):
@@ -42,6 +53,19 @@ class Judgement(BaseModel):
 def explain_prompt(examples: Sequence[str]) -> str:
     body = "\n".join(f"{i + 1}. {e[:MAX_TEXT_CHARS]}" for i, e in enumerate(examples))
     return EXPLAIN_TEMPLATE.format(examples=body)
+
+
+def theme_prompt(descriptions: Sequence[str]) -> str:
+    return THEME_TEMPLATE.format(descriptions="\n".join(f"- {d}" for d in descriptions))
+
+
+def parse_theme_name(text: str) -> str | None:
+    for obj in _json_objects(text):
+        try:
+            return ThemeName.model_validate(obj).name.strip()
+        except ValidationError:
+            continue
+    return None
 
 
 def detect_prompt(description: str, text: str) -> str:

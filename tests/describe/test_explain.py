@@ -30,6 +30,9 @@ class ScriptedModel:
             if p.startswith("Below are text excerpts"):
                 out.append('Sure! {"description": "Rows about geometry"}')
                 continue
+            if p.startswith("These descriptions belong"):
+                out.append('{"name": "Planted group"}' if "algebra" in p else "no idea")
+                continue
             desc = re.search(r'described as: "(.*)"', p).group(1)  # type: ignore[union-attr]
             text = re.search(r'Text: "(.*)"', p, re.DOTALL).group(1)  # type: ignore[union-attr]
             yes = "geometry" in desc.lower() and "geometry" in text
@@ -90,6 +93,20 @@ def test_explain_scores_every_candidate_and_describe_uses_the_best(make_run: Cal
     again = ScriptedModel()
     explain_run(run, options, config, completer=again)
     assert again.prompts == model.prompts
+
+
+def test_themes_are_named_by_the_model_when_asked(make_run: Callable[..., Path]) -> None:
+    import json
+
+    run = make_run()
+    options = DescribeOptions(concepts=(1, 2, 3, 4, 5), tokens=False)
+    explain_run(run, options, ExplainConfig(backend="fake", name_themes=True), completer=ScriptedModel())
+    themes = {
+        tuple(sorted(c["concept_id"] for c in t["concepts"])): t
+        for t in json.loads((run / "themes.json").read_text())["themes"]
+    }
+    assert themes[(1, 2, 3)]["name"] == "Planted group" and themes[(1, 2, 3)]["named_by"] == "llm:smollm2-135m-instruct"
+    assert themes[(4, 5)]["named_by"] == "enrichment/descriptions"  # an invalid answer keeps the old name
 
 
 def test_an_explainer_that_cannot_load_fails_before_any_work(
