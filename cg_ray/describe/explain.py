@@ -63,6 +63,10 @@ class Completer(Protocol):
 
 def check_model(config: ExplainConfig) -> None:
     """Fail before any work when the explainer cannot be loaded."""
+    from cg_ray.generation import GENERATORS
+
+    if config.backend not in GENERATORS:
+        raise ConfigError(GENERATORS.unknown_message(config.backend))
     if config.backend == "fake":
         return
     from cg_ray.models.prepare import KNOWN_MODELS, resolve_model

@@ -118,3 +118,5 @@ def test_an_explainer_that_cannot_load_fails_before_any_work(
     with pytest.raises(ConfigError, match=r"explainer model .*no-such-model.* cannot be loaded"):
         explain_run(run, DescribeOptions(concepts=(0,), tokens=False), config)
     assert not (run / "explanations.parquet").exists() and not (run / "descriptions.parquet").exists()
+    with pytest.raises(ConfigError, match="generation backend"):
+        explain_run(run, DescribeOptions(concepts=(0,), tokens=False), ExplainConfig(backend="vlm"))
