@@ -53,7 +53,7 @@ class ExplainConfig(BaseModel):
     n_detect: int = Field(6, ge=1, description="held-out rows per class (with / without the concept)")
     seed: int = 0
     explain_tokens: int = Field(60, ge=8)
-    detect_tokens: int = Field(8, ge=2)
+    detect_tokens: int = Field(24, ge=2, description="room for a fenced JSON answer")
     name_themes: bool = Field(False, description="let the model name the themes (else enrichment / descriptions)")
 
 
@@ -148,9 +148,11 @@ def explain(a: Analysis, completer: Completer, config: ExplainConfig) -> list[di
     }
     answers = completer.complete([explain_prompt(shown[c]) for c in concepts], config.explain_tokens)
     candidates: dict[int, list[tuple[str, str, str]]] = {}  # concept → (source, text, parse)
+    raw: dict[int, str] = {}
     for c, answer in zip(concepts, answers, strict=True):
         text, how = parse_explanation(answer)
         ce = a.per_concept[c]
+        raw[c] = answer
         found: list[tuple[str, str, str]] = [("llm", text, str(how))] if text else []
         for cand in (
             label_candidate(a.run.concepts[c].get("label")),
@@ -173,7 +175,9 @@ def explain(a: Analysis, completer: Completer, config: ExplainConfig) -> list[di
                     prompts.append(detect_prompt(text, t))
     judged = completer.complete(prompts, config.detect_tokens)
     votes: dict[tuple[int, int], tuple[list[bool | None], list[bool | None]]] = {}
+    first_answer: dict[tuple[int, int], str] = {}
     for (c, i, label), answer in zip(jobs, judged, strict=True):
+        first_answer.setdefault((c, i), answer)
         pos_v, neg_v = votes.setdefault((c, i), ([], []))
         (pos_v if label else neg_v).append(parse_judgement(answer))
     records = []
@@ -190,6 +194,8 @@ def explain(a: Analysis, completer: Completer, config: ExplainConfig) -> list[di
                     "n_negative": len(neg_v),
                     "n_unparsed": sum(1 for v in (*pos_v, *neg_v) if v is None),
                     "parse": parsed,
+                    "raw_explanation": raw[c] if source == "llm" else None,
+                    "first_judgement": first_answer.get((c, i)),
                     "model": config.model,
                     "seed": config.seed,
                 }

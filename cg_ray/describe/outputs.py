@@ -46,6 +46,8 @@ EXPLANATIONS_SCHEMA: Final = pa.schema(
         pa.field("n_negative", pa.int32(), nullable=False),
         pa.field("n_unparsed", pa.int32(), nullable=False),
         pa.field("parse", pa.string(), nullable=False),  # json | text | failed (how the explanation was read)
+        pa.field("raw_explanation", pa.string(), nullable=True),  # the model's answer (llm rows)
+        pa.field("first_judgement", pa.string(), nullable=True),  # its first detection answer, as written
         pa.field("model", pa.string(), nullable=False),
         pa.field("seed", pa.int64(), nullable=False),
     ]

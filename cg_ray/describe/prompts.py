@@ -1,8 +1,9 @@
 """Every prompt of `cg-ray explain`, and the parsing of the answers (JSON validated with pydantic).
 
 Small instruct models rarely answer in clean JSON: an explanation that is not JSON is accepted when its
-first line is a plausible sentence (recorded as parse="text"); a detection answer that is neither JSON nor
-starts with yes / no is "unparsed" and counts as wrong in the balanced accuracy.
+first line is a plausible sentence (recorded as parse="text"); a detection answer that is not JSON is read
+from its first "yes" / "no" word, and one with neither is "unparsed" and counts as wrong in the balanced
+accuracy.
 """
 
 from __future__ import annotations
@@ -108,5 +109,5 @@ def parse_judgement(text: str) -> bool | None:
             return Judgement.model_validate(obj).answer == "yes"
         except ValidationError:
             continue
-    word = re.match(r"\W*(yes|no)\b", text.strip(), flags=re.IGNORECASE)
+    word = re.search(r"\b(yes|no)\b", text, flags=re.IGNORECASE)  # the first yes / no anywhere
     return None if word is None else word.group(1).lower() == "yes"

@@ -51,6 +51,7 @@ def test_prompts_and_parsing() -> None:
     assert parse_explanation("  ") == (None, "failed")
     assert parse_judgement('{"answer": "Yes"}') is True and parse_judgement("no.") is False
     assert parse_judgement("I think so") is None
+    assert parse_judgement('```json\n{"answer": "no"}\n```') is False and parse_judgement("The answer: Yes.") is True
 
 
 def test_balanced_accuracy_counts_unparsed_as_wrong() -> None:
@@ -73,6 +74,7 @@ def test_explain_scores_every_candidate_and_describe_uses_the_best(make_run: Cal
     llm = by[(0, "llm")]
     assert llm["n_positive"] == len(pos) == 10 and llm["n_negative"] == len(neg) == 10
     assert llm["parse"] == "json" and llm["description"] == "Rows about geometry"
+    assert llm["raw_explanation"].startswith("Sure!") and by[(0, "label")]["raw_explanation"] is None
     detect_call = model.prompts[2:]  # the two explanation prompts came first, in their own call
 
     def judged(t: str) -> bool | None:
