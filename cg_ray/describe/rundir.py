@@ -50,7 +50,8 @@ class Selection:
 
 def select_concepts(run: Run, explicit: Sequence[int] | None, top: int) -> Selection:
     """Explicit ids; else the `top` worst by X_model and `top` least covered among eligible concepts (the
-    run's rankings), plus every concept of the weakness profile files present in the run."""
+    run's rankings; among all active concepts when none is eligible), plus every concept of the weakness
+    profile files present in the run."""
     reasons: dict[int, list[str]] = {}
     if explicit:
         for c in explicit:
@@ -62,6 +63,13 @@ def select_concepts(run: Run, explicit: Sequence[int] | None, top: int) -> Selec
     for key, why in (("worst_model", "worst_X_model"), ("least_covered", "least_covered")):
         for entry in rankings.get(key, [])[:top]:
             reasons.setdefault(int(entry["concept_id"]), []).append(why)
+    if not reasons:  # no concept met the run's eligibility filters (small suites): rank all active ones
+        active = [r for r in run.concepts.values() if r["n_active_rows"] > 0]
+        worst = sorted((r for r in active if r["X_model"] is not None), key=lambda r: (r["X_model"], r["concept_id"]))
+        least = sorted(active, key=lambda r: (r["X_bench"], r["concept_id"]))
+        for rows, why in ((worst, "worst_X_model_unfiltered"), (least, "least_covered_unfiltered")):
+            for r in rows[:top]:
+                reasons.setdefault(int(r["concept_id"]), []).append(why)
     for name in PROFILE_FILES:
         path = run.path / name
         if path.is_file():

@@ -58,6 +58,17 @@ def test_default_selection_is_worst_and_least_covered(make_run: Callable[..., Pa
     assert all("worst_X_model" in got[c] for c in worst)
 
 
+def test_small_suites_without_eligible_concepts_rank_all_active_ones(make_run: Callable[..., Path]) -> None:
+    run = make_run(planted_rows(12))  # --min-rows 5 leaves few eligible; make none eligible
+    summary = json.loads((run / "summary.json").read_text())
+    summary["rankings"] = {k: [] for k in summary["rankings"]}
+    (run / "summary.json").write_text(json.dumps(summary))
+    assert cli.main(["describe", str(run), "--no-tokens", "--top", "2"]) == 0
+    reasons = {r["concept_id"]: r["reasons"] for r in read_descriptions(run) or []}
+    assert sum("worst_X_model_unfiltered" in r for r in reasons.values()) == 2
+    assert sum("least_covered_unfiltered" in r for r in reasons.values()) == 2
+
+
 def test_profile_files_add_their_concepts(make_run: Callable[..., Path]) -> None:
     import pyarrow as pa
 
