@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cg_ray.arena.cli",
     "cg_ray.arena.job",
     "cg_ray.report.cli",
+    "cg_ray.describe.cli",
     "cg_ray.serve.cli",
     "cg_ray.synthetic",
 )

@@ -34,6 +34,12 @@ REQUIRED_ROW_COLUMNS: Final = (ROW_ID, BENCHMARK, SCORE, CONCEPT_IDS, CONCEPT_AC
 OPTIONAL_ROW_COLUMNS: Final = (MODEL, N_TOKENS)
 
 
+# Optional rows.parquet column: the row's metadata as a JSON object string (flat string / number / bool values
+# are analysed by `cg-ray describe`; nested values are kept but skipped there). Null when the row has none.
+METADATA: Final = "metadata"
+METADATA_FIELD: Final = pa.field(METADATA, pa.string(), nullable=True)
+
+
 def rows_schema_with_d_sae(d_sae: int) -> pa.Schema:
     return ROWS_SCHEMA.with_metadata({D_SAE_METADATA_KEY: str(d_sae).encode()})
 

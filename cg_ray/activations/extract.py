@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.activations.config import ReaderConfig
-from cg_ray.activations.inputs import TextMode, load_benchmark_prompts, load_rows, row_text
+from cg_ray.activations.inputs import TextMode, load_benchmark_records, load_rows, row_text
 from cg_ray.activations.pooling import RowActs
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.errors import InputError
@@ -57,12 +57,13 @@ def run_extract(job: ExtractJob) -> dict[str, Any]:
     from cg_ray.activations.reader import ConceptReader
 
     t0 = time.perf_counter()
-    prompts = load_benchmark_prompts(job.join_benchmarks) if job.join_benchmarks else None
+    joined = load_benchmark_records(job.join_benchmarks) if job.join_benchmarks else None
     rows = load_rows(
         job.input,
         text=job.text,
         require_score=job.require_score,
-        benchmark_prompts=prompts,
+        benchmark_prompts=None if joined is None else {k: v[0] for k, v in joined.items()},
+        benchmark_metadata=None if joined is None else {k: v[1] for k, v in joined.items()},
         model=job.model,
         limit=job.limit,
     )
@@ -139,8 +140,25 @@ def _table(acts: list[RowActs], rows: list[Any], d_sae: int) -> pa.Table:
         S.N_TOKENS: pa.array([a.n_tokens for a in acts], pa.int32()),
         S.CONCEPT_IDS: pa.ListArray.from_arrays(off, pa.array(ids.astype(np.int32), pa.int32())),
         S.CONCEPT_ACTS: pa.ListArray.from_arrays(off, pa.array(vals.astype(np.float32), pa.float32())),
+        # Optional columns (as the pipeline writes them): the texts, for example rows and `cg-ray describe`,
+        # and the row's metadata as a JSON object string.
+        "prompt": pa.array([_joined(r.prompt) for r in rows], pa.string()),
+        "response": pa.array([_joined(r.response) for r in rows], pa.string()),
+        S.METADATA: pa.array([_metadata_json(r.metadata) for r in rows], pa.string()),
     }
-    return pa.table(columns, schema=S.rows_schema_with_d_sae(d_sae))
+    schema = S.rows_schema_with_d_sae(d_sae)
+    schema = schema.append(pa.field("prompt", pa.string())).append(pa.field("response", pa.string()))
+    return pa.table(columns, schema=schema.append(S.METADATA_FIELD))
+
+
+def _joined(turns: tuple[str, ...]) -> str | None:
+    return "\n\n".join(turns) if turns else None
+
+
+def _metadata_json(metadata: dict[str, Any] | None) -> str | None:
+    if metadata is None:
+        return None
+    return json.dumps(metadata, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _versions() -> dict[str, str]:

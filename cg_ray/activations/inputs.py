@@ -3,7 +3,8 @@
 A row needs an id (`id` or `row_id`), a `benchmark`, a `score` in [0, 1] (null allowed only when
 scores are not required) and the text fields the chosen text mode reads: `prompt` and/or `response`
 (`output` is accepted for the response, as in `model_outputs/*.jsonl`). Texts may be strings or lists of
-turns. Every problem is reported with its file, 1-based line and field, before any model is loaded.
+turns. An optional `metadata` object is kept (joined benchmark rows contribute theirs; the row's own keys
+win). Every problem is reported with its file, 1-based line and field, before any model is loaded.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class ScoredRow:
     prompt: Turns
     response: Turns
     where: str  # "file:line", for error messages
+    metadata: dict[str, Any] | None = None
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -70,22 +72,46 @@ def _score(value: Any, path: Path, line_no: int, required: bool) -> float | None
     return float(value)
 
 
-def load_benchmark_prompts(paths: Sequence[Path]) -> dict[str, Turns]:
-    """id → prompt turns, from benchmark JSONL files (`id, benchmark, prompt, ...`) or directories of them."""
+def _metadata(value: Any, path: Path, line_no: int) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InputError(
+            f"line {line_no}: metadata must be a JSON object, got {type(value).__name__}",
+            path=str(path),
+            field="metadata",
+        )
+    return value
+
+
+def _benchmark_files(paths: Sequence[Path]) -> list[Path]:
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
             files += sorted(p.glob("*.jsonl"))
         else:
             files.append(p)
-    prompts: dict[str, Turns] = {}
-    for f in files:
+    return files
+
+
+def load_benchmark_prompts(paths: Sequence[Path]) -> dict[str, Turns]:
+    """id → prompt turns, from benchmark JSONL files (`id, benchmark, prompt, ...`) or directories of them."""
+    return {rid: prompt for rid, (prompt, _meta) in load_benchmark_records(paths).items()}
+
+
+def load_benchmark_records(paths: Sequence[Path]) -> dict[str, tuple[Turns, dict[str, Any] | None]]:
+    """id → (prompt turns, metadata object or None), from benchmark JSONL files or directories of them."""
+    records: dict[str, tuple[Turns, dict[str, Any] | None]] = {}
+    for f in _benchmark_files(paths):
         for line_no, rec in _jsonl(f):
             rid = rec.get("id")
             if not isinstance(rid, str | int):
                 raise InputError(f"line {line_no}: id is missing", path=str(f), field="id")
-            prompts[str(rid)] = _turns(rec.get("prompt"), f, line_no, "prompt")
-    return prompts
+            records[str(rid)] = (
+                _turns(rec.get("prompt"), f, line_no, "prompt"),
+                _metadata(rec.get("metadata"), f, line_no),
+            )
+    return records
 
 
 def load_rows(
@@ -96,6 +122,7 @@ def load_rows(
     benchmark_prompts: dict[str, Turns] | None = None,
     model: str | None = None,
     limit: int | None = None,
+    benchmark_metadata: dict[str, dict[str, Any] | None] | None = None,
 ) -> list[ScoredRow]:
     rows: list[ScoredRow] = []
     seen: dict[tuple[str, str], int] = {}
@@ -146,7 +173,10 @@ def load_rows(
                 field="id",
             )
         seen[key] = line_no
-        rows.append(ScoredRow(str(rid), bench, row_model, score, prompt, response, f"{path}:{line_no}"))
+        own = _metadata(rec.get("metadata"), path, line_no)
+        joined = (benchmark_metadata or {}).get(str(rid))
+        metadata = {**(joined or {}), **(own or {})} if (own or joined) else None
+        rows.append(ScoredRow(str(rid), bench, row_model, score, prompt, response, f"{path}:{line_no}", metadata))
         if limit is not None and len(rows) >= limit:
             break
     if not rows:

@@ -65,7 +65,8 @@ def output_schema(d_sae: int) -> pa.Schema:
     schema = S.rows_schema_with_d_sae(d_sae)
     for name in TEXT_COLUMNS:  # kept for example rows in the report and the explorer
         schema = schema.append(pa.field(name, pa.string()))
-    return schema.append(pa.field("score_status", pa.string()))
+    schema = schema.append(pa.field("score_status", pa.string()))
+    return schema.append(S.METADATA_FIELD)  # the loaders' metadata (JSON object string), for `cg-ray describe`
 
 
 def reader_text(mode: str) -> Any:

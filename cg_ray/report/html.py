@@ -15,6 +15,7 @@ from cg_ray.artifacts.rows import open_rows
 from cg_ray.errors import InputError
 from cg_ray.report import figures
 from cg_ray.report.examples import ExampleRow, salient_rows
+from cg_ray.report.readable import readable_html
 
 REPORT_FILE = "report.html"
 SNIPPET_CHARS = 220
@@ -29,7 +30,7 @@ table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px
 text-align:left;vertical-align:top}th{background:#f3f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .ex{color:#555;font-size:12px}.ex b{color:#111}.kpis{display:flex;gap:24px;flex-wrap:wrap}
 .kpi{min-width:140px}.kpi .v{font-size:22px;font-weight:600}.kpi .l{color:#666;font-size:12px}
-details summary{cursor:pointer}
+details summary{cursor:pointer}mark{background:#fde68a;padding:0 1px}
 """
 
 
@@ -171,6 +172,7 @@ def build_report(run_dir: str | Path, examples_per_concept: int = 3, top: int = 
         *(f"<section><h2>{title}</h2>{_concept_table(rankings[key], examples)}</section>" for key, title in tables),
         "<section><h2>How the benchmarks relate</h2>" + _pair(figs["jaccard"], figs["correlation"]) + "</section>",
         _robustness_html(run),
+        readable_html(run),  # `cg-ray describe`: descriptions and themes
     ]
     from plotly.offline import get_plotlyjs  # bundled with the plotly package: works offline
 

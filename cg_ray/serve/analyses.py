@@ -73,6 +73,9 @@ def _compute_and_publish(rows: pa.Table, out: Path, labels: ConceptLabels | None
         pq.write_table(rows, tmp / S.ROWS_FILE)
         acc = accumulate_rows(open_rows(tmp / S.ROWS_FILE))
         write_metrics(tmp, compute_metrics(acc, config), labels, {"source": "service"})
+        from cg_ray.describe.run import DescribeOptions, try_describe
+
+        try_describe(tmp, DescribeOptions(tokens=False))  # descriptions and themes; never fails the analysis
 
 
 async def run_analysis(

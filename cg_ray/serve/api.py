@@ -23,7 +23,7 @@ from sqlalchemy import select, text
 
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.labels import ConceptLabels
-from cg_ray.serve import results
+from cg_ray.serve import readable, results
 from cg_ray.serve.analyses import run_analysis
 from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Store, Upload, new_id
 from cg_ray.serve.encoding import Encoder
@@ -378,7 +378,16 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
         detail = results.concept_detail(finished(owner, analysis_id), concept_id)
         if detail is None:
             raise HTTPException(404, f"no concept {concept_id}")
+        detail["readable"] = readable.concept_description(finished(owner, analysis_id), concept_id)
         return detail
+
+    @v1.get("/analyses/{analysis_id}/themes", tags=["results"])
+    def get_themes(owner: Owner, analysis_id: str) -> dict[str, Any]:
+        """Themes of the analysis's weak / under-covered concepts (`cg-ray describe`), same isolation."""
+        found = readable.themes(finished(owner, analysis_id))
+        if found is None:
+            raise HTTPException(404, "this analysis has no themes (cg-ray describe has not run on it)")
+        return found
 
     @v1.get("/analyses/{analysis_id}/distributions", tags=["results"])
     def get_distributions(owner: Owner, analysis_id: str) -> dict[str, Any]:

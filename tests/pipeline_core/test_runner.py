@@ -73,6 +73,14 @@ def test_run_publishes_a_complete_run_directory(ray_module, tmp_path: Path) -> N
     assert not (tmp_path / "t.partial").exists()
     # Row order is input order, whatever order the stream delivered shards in.
     assert rows["row_id"].to_pylist() == sorted(rows["row_id"].to_pylist(), key=rows["row_id"].to_pylist().index)
+    # The loaders' metadata is kept (a JSON object per row), and the run can be described.
+    assert all(isinstance(json.loads(m), dict) for m in rows[S.METADATA].to_pylist())
+    from cg_ray.describe.run import DescribeOptions, describe_run
+
+    described, themes = describe_run(out, DescribeOptions(top=3))
+    assert described.num_rows > 0
+    assert themes["summary"]["token_detail"]["available"] is False  # a stand-in reader: no re-read
+    assert "stand-in reader" in themes["summary"]["token_detail"]["reason"]
 
 
 def test_bad_config_and_scorer_that_parses_nothing(ray_module, tmp_path: Path) -> None:

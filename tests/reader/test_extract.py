@@ -66,6 +66,37 @@ def run(tiny_model_dir: Path, tiny_sae_dir: Callable[..., Path]) -> Callable[...
     return _run
 
 
+def test_extract_keeps_metadata_and_joins_the_benchmark_files(tmp_path: Path, run: Callable[..., int]) -> None:
+    bench = write_jsonl(
+        tmp_path / "bench.jsonl",
+        [
+            {"id": "q1", "benchmark": "toy", "prompt": "how many eggs", "metadata": {"task": "count", "level": 2}},
+            {"id": "q2", "benchmark": "toy", "prompt": "what is the price", "metadata": {"task": "price"}},
+        ],
+    )
+    rows = [
+        {"id": "q1", "benchmark": "toy", "score": 1.0, "output": "two", "metadata": {"level": 3, "ok": True}},
+        {"id": "q2", "benchmark": "toy", "score": 0.0, "output": "ten", "metadata": {"nested": {"a": 1}}},
+    ]
+    inp = write_jsonl(tmp_path / "rows.jsonl", rows)
+    out = tmp_path / "rows.parquet"
+    assert run("--input", inp, "--out", out, "--join-benchmarks", bench) == 0
+    got = [json.loads(m) for m in pq.read_table(out).column(S.METADATA).to_pylist()]
+    # the row's own keys win over the benchmark file's; nested values are kept (describe skips them)
+    assert got == [{"task": "count", "level": 3, "ok": True}, {"task": "price", "nested": {"a": 1}}]
+
+
+def test_extract_rejects_metadata_that_is_not_an_object(
+    tmp_path: Path, run: Callable[..., int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = {**ROWS[0], "metadata": ["task", "x"]}
+    inp = write_jsonl(tmp_path / "rows.jsonl", [ROWS[1], bad])
+    assert run("--input", inp, "--out", tmp_path / "rows.parquet") == 2
+    err = capsys.readouterr().err
+    assert "line 2: metadata must be a JSON object" in err and "'metadata'" in err
+    assert not (tmp_path / "rows.parquet").exists()
+
+
 def test_extract_writes_contract_and_matches_float32_recomputation(
     tmp_path: Path, run: Callable[..., int], tiny_model_dir: Path, tiny_sae_dir: Callable[..., Path]
 ) -> None:
@@ -74,10 +105,15 @@ def test_extract_writes_contract_and_matches_float32_recomputation(
     assert run("--input", inp, "--out", out, "--text", "both", "--token-budget", "16") == 0
     table = pq.read_table(out)
     want = S.rows_schema_with_d_sae(96)
-    assert table.schema.names == want.names and table.schema.metadata == want.metadata
-    for got_f, want_f in zip(table.schema, want, strict=True):  # Parquet renames list items: compare types
+    # the contract's columns first, then the optional texts and metadata
+    assert table.schema.names == [*want.names, "prompt", "response", S.METADATA]
+    assert table.schema.metadata == want.metadata
+    assert table.column("prompt").to_pylist()[0] == "how many eggs"
+    assert table.column(S.METADATA).to_pylist() == [None, None, None]
+    contract = table.select(want.names)
+    for got_f, want_f in zip(contract.schema, want, strict=True):  # Parquet renames list items: compare types
         assert got_f.nullable == want_f.nullable
-        assert table.cast(want).schema.field(got_f.name).type == want_f.type
+        assert contract.cast(want).schema.field(got_f.name).type == want_f.type
     assert table.column(S.ROW_ID).to_pylist() == ["q1", "q2", "q3"]
     assert table.column(S.SCORE).to_pylist() == [1.0, 0.0, 0.5]
     manifest = json.loads((tmp_path / "out" / "rows.manifest.json").read_text())

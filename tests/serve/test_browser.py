@@ -4,6 +4,7 @@ table → concept detail with examples. A screenshot is kept in test-artifacts/.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import threading
@@ -98,6 +99,9 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         expect(rows.first).to_be_visible()
         assert rows.count() > 3
         expect(page.locator("#kpis")).to_contain_text("60")
+        # The themes panel (`cg-ray describe` ran as part of the analysis).
+        expect(page.locator("#themes-body")).to_contain_text(re.compile(r"rows · mean score|No themes"))
+        page.locator("#themes").screenshot(path=str(ARTIFACTS / "explorer-themes.png"))
         # Switching to benchmark gaps re-sorts by coverage.
         page.click("#mode-bench")
         expect(page.locator("#mode-bench")).to_have_class("on")

@@ -62,6 +62,7 @@ async function showAnalysis(id) {
     Object.assign({}, LAYOUT, { title: T("χ_model per benchmark"), showlegend: false }), PLOT);
   $("analysis-status").textContent = "";
   await loadConcepts();
+  await loadThemes();
 }
 
 function heatmap(div, matrix, names, title, zmin, zmax, scale) {
@@ -109,6 +110,7 @@ async function showConcept(id) {
     { type: "bar", name: "χ_bench", x: b.map((r) => r.benchmark), y: b.map((r) => r.chi_bench), yaxis: "y2", marker: { color: "#4c78a8" } },
   ], Object.assign({}, LAYOUT, { title: T("Per benchmark"), barmode: "group", yaxis: { title: T("χ_model"), range: [0, 1] },
     yaxis2: { title: T("χ_bench"), overlaying: "y", side: "right" } }), PLOT);
+  $("detail-readable").innerHTML = readableHtml(c.readable);
   $("best").innerHTML = examplesHtml(c.best_examples);
   $("worst").innerHTML = examplesHtml(c.worst_examples);
   $("detail").scrollIntoView({ behavior: "smooth" });
@@ -184,3 +186,36 @@ window.addEventListener("DOMContentLoaded", () => {
   $("subset-go").onclick = compareSubset;
   if (localStorage.getItem("cg_ray_key")) loadAnalyses();
 });
+
+// Readable gaps (`cg-ray describe`): the themes panel and a described concept's sentence, enrichment and
+// highlighted example. Analyses without descriptions show a short note instead.
+function highlighted(e) {
+  const t = e.snippet || "";
+  if (e.span_start === null || e.span_start === undefined) return esc(t);
+  return esc(t.slice(0, e.span_start)) + "<mark>" + esc(t.slice(e.span_start, e.span_end)) + "</mark>" + esc(t.slice(e.span_end));
+}
+
+function readableHtml(r) {
+  if (!r) return "";
+  const ex = (r.examples || [])[0];
+  const score = r.detection_score === null || r.detection_score === undefined ? "" : ` · detection ${fmt(r.detection_score, 2)}`;
+  return `<div class="readable"><p><b>${esc(r.description)}</b> <span class="muted">(${esc(r.source)}${score})</span></p>` +
+    (r.metadata_enrichment.length ? `<p class="muted">over-represented: ${r.metadata_enrichment.map(esc).join("; ")}</p>` : "") +
+    (ex ? `<div class="example"><div class="meta">${esc(ex.benchmark)}/${esc(ex.row_id)} · score ${fmt(ex.score, 2)}</div>${highlighted(ex)}</div>` : "") +
+    `</div>`;
+}
+
+async function loadThemes() {
+  $("themes").hidden = false;
+  const body = $("themes-body");
+  try {
+    const t = await api(`/v1/analyses/${state.analysis}/themes`);
+    body.innerHTML = t.themes.length ? t.themes.map((th) => `<div class="theme"><b>${esc(th.name)}</b>
+      <span class="muted">${th.support.toLocaleString()} rows · mean score ${fmt(th.mean_score)}</span>
+      <ul>${th.concepts.map((c) => `<li><a href="#" data-concept="${c.concept_id}">${c.concept_id}</a>: ${esc(c.description)}</li>`).join("")}</ul></div>`).join("")
+      : "No themes: the described concepts rarely fire on the same rows.";
+    body.querySelectorAll("a[data-concept]").forEach((a) => a.addEventListener("click", (ev) => { ev.preventDefault(); showConcept(a.dataset.concept); }));
+  } catch (e) {
+    body.textContent = e.message;
+  }
+}

@@ -1,0 +1,122 @@
+"""One short readable sentence per concept, from the best source available.
+
+Order: an LLM explanation whose detection score is at least `LLM_MIN_SCORE` and at least that of every
+other scored candidate; else the SAE's label when it says something beyond punctuation / whitespace; else
+the metadata enrichment; else the concept's top spans / tokens in this suite when they contain words; else
+the punctuation / whitespace label or tokens, named readably ("line breaks", never a bare `'\\n'`). A
+token-list label (the default SAE's) gets the tokens it fires on in this suite added; when the chosen source
+is not the enrichment, the best enriched value is added as context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cg_ray.describe.enrichment import Enriched
+from cg_ray.describe.render import is_symbolic, label_tokens, render_tokens, symbolic_phrase
+
+LLM_MIN_SCORE = 0.6  # balanced accuracy; 0.5 is chance
+
+
+@dataclass(frozen=True)
+class Candidate:
+    source: str  # llm | label | enrichment | ngrams | none
+    text: str
+    informative: bool = True  # False: punctuation / whitespace only
+    detection_score: float | None = None
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:] if text else text
+
+
+def label_candidate(label: str | None) -> Candidate | None:
+    if not label or label.startswith("("):  # e.g. "(inactive on the labelling corpus)"
+        return None
+    tokens = label_tokens(label)
+    if tokens is None:  # a free-text label (Neuronpedia explanation, user label file)
+        return Candidate("label", _cap(label.strip()))
+    if all(is_symbolic(t) for t in tokens):
+        return Candidate("label", _cap(symbolic_phrase(tokens)), informative=False)
+    return Candidate("label", f"Tokens such as {render_tokens(tokens)}")
+
+
+def enrichment_candidate(enriched: Sequence[Enriched]) -> Candidate | None:
+    if not enriched:
+        return None
+    parts = [f"{e.field} = {e.value} ({e.k / e.n_active:.0%} of its rows, ×{e.lift:.1f})" for e in enriched[:2]]
+    return Candidate("enrichment", "Rows with " + " or ".join(parts))
+
+
+def ngram_candidate(spans: Sequence[str], tokens: Sequence[str]) -> Candidate | None:
+    worded = [s for s in spans if not is_symbolic(s)]
+    if worded:
+        return Candidate("ngrams", "Text such as " + ", ".join(f"“{s}”" for s in worded[:3]))
+    worded_tokens = [t for t in tokens if not is_symbolic(t)]
+    if worded_tokens:
+        return Candidate("ngrams", f"Tokens such as {render_tokens(worded_tokens)}")
+    if tokens:
+        return Candidate("ngrams", _cap(symbolic_phrase(list(tokens))), informative=False)
+    return None
+
+
+def choose(candidates: Sequence[Candidate | None]) -> Candidate | None:
+    present = [c for c in candidates if c is not None]
+    llm = [c for c in present if c.source == "llm" and c.detection_score is not None]
+    others = [c.detection_score for c in present if c.source != "llm" and c.detection_score is not None]
+    for c in sorted(llm, key=lambda c: -(c.detection_score or 0.0)):
+        if (c.detection_score or 0.0) >= LLM_MIN_SCORE and all((c.detection_score or 0.0) >= o for o in others):
+            return c
+    for source in ("label", "enrichment", "ngrams"):
+        for c in present:
+            if c.source == source and c.informative:
+                return c
+    for source in ("label", "ngrams"):
+        for c in present:
+            if c.source == source:
+                return c
+    return None
+
+
+@dataclass(frozen=True)
+class Description:
+    text: str
+    source: str
+    detection_score: float | None
+
+
+def describe_concept(
+    concept_id: int,
+    *,
+    label: str | None,
+    enriched: Sequence[Enriched],
+    spans: Sequence[str],
+    tokens: Sequence[str],
+    explanations: Sequence[Candidate] = (),
+) -> Description:
+    """The concept's sentence. `explanations`: LLM (and other) candidates scored by `cg-ray explain`."""
+    scored = {c.source: c for c in explanations}
+
+    def with_score(c: Candidate | None) -> Candidate | None:
+        if c is None or c.source not in scored:
+            return c
+        return Candidate(c.source, c.text, c.informative, scored[c.source].detection_score)
+
+    candidates = [
+        scored.get("llm"),
+        with_score(label_candidate(label)),
+        with_score(enrichment_candidate(enriched)),
+        with_score(ngram_candidate(spans, tokens)),
+    ]
+    best = choose(candidates)
+    if best is None:
+        return Description(f"Concept {concept_id} (no label, enrichment or in-suite tokens)", "none", None)
+    text = best.text.rstrip(".")
+    if best.source == "label" and label_tokens(label) is not None and tokens:
+        # a token-list label comes from the SAE's labelling corpus: say what it fires on in this suite
+        text += f"; here on {render_tokens(list(tokens), limit=3)}"
+    if best.source != "enrichment" and enriched:
+        e = enriched[0]
+        text += f"; over-represented in {e.field} = {e.value} (×{e.lift:.1f})"
+    return Description(text + ".", best.source, best.detection_score)

@@ -1,0 +1,80 @@
+"""The artifacts `cg-ray describe` / `cg-ray explain` write into a run directory, and their readers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cg_ray.errors import InputError
+
+DESCRIPTIONS_FILE: Final = "descriptions.parquet"
+THEMES_FILE: Final = "themes.json"
+EXPLANATIONS_FILE: Final = "explanations.parquet"
+
+DESCRIPTIONS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("concept_id", pa.int32(), nullable=False),
+        pa.field("description", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),  # llm | label | enrichment | ngrams | none
+        pa.field("metadata_enrichment", pa.list_(pa.string()), nullable=False),
+        pa.field("top_ngrams", pa.list_(pa.string()), nullable=False),  # activating spans in this suite
+        pa.field("top_tokens", pa.list_(pa.string()), nullable=False),
+        pa.field("detection_score", pa.float64(), nullable=True),
+        pa.field("label", pa.string(), nullable=True),
+        pa.field("reasons", pa.list_(pa.string()), nullable=False),  # why the concept was described
+        pa.field("X_model", pa.float64(), nullable=True),
+        pa.field("X_bench", pa.float64(), nullable=True),
+        pa.field("n_active_rows", pa.int64(), nullable=False),
+        pa.field("mean_score_active", pa.float64(), nullable=True),
+        # JSON list: {row_id, benchmark, score, s_tilde, snippet, span_start, span_end} (span offsets in snippet)
+        pa.field("examples", pa.string(), nullable=False),
+    ]
+)
+
+# One row per (concept, candidate description) scored by detection.
+EXPLANATIONS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("concept_id", pa.int32(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("description", pa.string(), nullable=False),
+        pa.field("detection_score", pa.float64(), nullable=True),
+        pa.field("n_positive", pa.int32(), nullable=False),
+        pa.field("n_negative", pa.int32(), nullable=False),
+        pa.field("n_unparsed", pa.int32(), nullable=False),
+        pa.field("parse", pa.string(), nullable=False),  # json | text | failed (how the explanation was read)
+        pa.field("raw_explanation", pa.string(), nullable=True),  # the model's answer (llm rows)
+        pa.field("first_judgement", pa.string(), nullable=True),  # its first detection answer, as written
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("seed", pa.int64(), nullable=False),
+    ]
+)
+
+
+def read_descriptions(run_dir: Path) -> list[dict[str, Any]] | None:
+    path = run_dir / DESCRIPTIONS_FILE
+    if not path.is_file():
+        return None
+    rows = pq.read_table(path).to_pylist()
+    for r in rows:
+        try:
+            r["examples"] = json.loads(r["examples"])
+        except (TypeError, json.JSONDecodeError):
+            raise InputError("invalid JSON", path=str(path), field="examples") from None
+    return rows
+
+
+def read_themes(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / THEMES_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON ({exc.msg})", path=str(path)) from None
+    if not isinstance(data, dict) or "themes" not in data:
+        raise InputError("not a themes file (no 'themes')", path=str(path))
+    return data

@@ -1,0 +1,113 @@
+"""Every prompt of `cg-ray explain`, and the parsing of the answers (JSON validated with pydantic).
+
+Small instruct models rarely answer in clean JSON: an explanation that is not JSON is accepted when its
+first line is a plausible sentence (recorded as parse="text"); a detection answer that is not JSON is read
+from its first "yes" / "no" word, and one with neither is "unparsed" and counts as wrong in the balanced
+accuracy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+EXPLAIN_TEMPLATE = """Below are text excerpts where one hidden feature of a language model is active. \
+The part where it is most active is marked with [[ and ]].
+
+{examples}
+
+In one short sentence, say what the marked parts have in common (a topic, a kind of task, a word or a \
+symbol). Answer only with JSON: {{"description": "..."}}"""
+
+DETECT_TEMPLATE = """A hidden feature of a language model is described as: "{description}"
+
+Text: "{text}"
+
+Is this feature present in the text? Answer only with JSON: {{"answer": "yes"}} or {{"answer": "no"}}"""
+
+THEME_TEMPLATE = """These descriptions belong to hidden features of a language model that are active on the same \
+texts:
+
+{descriptions}
+
+Name what they have in common in at most six words. Answer only with JSON: {{"name": "..."}}"""
+
+MAX_TEXT_CHARS = 400
+
+
+class Explanation(BaseModel):
+    description: str = Field(min_length=3, max_length=300)
+
+
+class ThemeName(BaseModel):
+    name: str = Field(min_length=3, max_length=80)
+
+
+class Judgement(BaseModel):
+    answer: Literal["yes", "no"]
+
+
+def explain_prompt(examples: Sequence[str]) -> str:
+    body = "\n".join(f"{i + 1}. {e[:MAX_TEXT_CHARS]}" for i, e in enumerate(examples))
+    return EXPLAIN_TEMPLATE.format(examples=body)
+
+
+def theme_prompt(descriptions: Sequence[str]) -> str:
+    return THEME_TEMPLATE.format(descriptions="\n".join(f"- {d}" for d in descriptions))
+
+
+def parse_theme_name(text: str) -> str | None:
+    for obj in _json_objects(text):
+        try:
+            return ThemeName.model_validate(obj).name.strip()
+        except ValidationError:
+            continue
+    return None
+
+
+def detect_prompt(description: str, text: str) -> str:
+    return DETECT_TEMPLATE.format(description=description, text=text[:MAX_TEXT_CHARS].replace('"', "'"))
+
+
+_OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
+
+
+def _json_objects(text: str) -> list[object]:
+    found = []
+    for m in _OBJECT.finditer(text):
+        try:
+            found.append(json.loads(m.group(0)))
+        except json.JSONDecodeError:
+            continue
+    return found
+
+
+def parse_explanation(text: str) -> tuple[str | None, Literal["json", "text", "failed"]]:
+    for obj in _json_objects(text):
+        try:
+            return Explanation.model_validate(obj).description.strip(), "json"
+        except ValidationError:
+            continue
+    line = next((ln.strip().strip('"').strip() for ln in text.splitlines() if ln.strip()), "")
+    line = re.sub(r"^(description|answer)\s*:\s*", "", line, flags=re.IGNORECASE).strip('"').strip()
+    try:
+        return Explanation(description=line).description, "text"
+    except ValidationError:
+        return None, "failed"
+
+
+def parse_judgement(text: str) -> bool | None:
+    """True (yes), False (no) or None (unparsed)."""
+    for obj in _json_objects(text):
+        if isinstance(obj, dict) and isinstance(obj.get("answer"), str):
+            obj = {"answer": obj["answer"].strip().lower()}
+        try:
+            return Judgement.model_validate(obj).answer == "yes"
+        except ValidationError:
+            continue
+    word = re.search(r"\b(yes|no)\b", text, flags=re.IGNORECASE)  # the first yes / no anywhere
+    return None if word is None else word.group(1).lower() == "yes"

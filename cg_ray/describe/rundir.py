@@ -1,0 +1,153 @@
+"""What `cg-ray describe` needs from a finished run directory: its rows, concept table, which concepts to
+describe, and — when the run says how its rows were read — the reader and the text of each row."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+from cg_ray.artifacts.rows import RowsFile, open_rows
+from cg_ray.errors import InputError
+
+DEFAULT_READER_FACTORY = "cg_ray.activations.reader:ConceptReader.from_config"  # as in pipeline.reader_stage
+
+# Written by the weakness profile ("Trustworthy gaps"), when present: their concepts are described too.
+PROFILE_FILES = ("weaknesses.parquet", "strengths.parquet", "coverage_gaps.parquet")
+
+
+@dataclass
+class Run:
+    path: Path
+    rows: RowsFile
+    concepts: dict[int, dict[str, Any]]  # concept_id → its concepts.parquet row
+    summary: dict[str, Any]
+
+
+def open_run(path: Path) -> Run:
+    if not path.is_dir():
+        raise InputError("not a run directory", path=str(path))
+    for name in (S.ROWS_FILE, S.CONCEPTS_FILE, S.SUMMARY_FILE):
+        if not (path / name).is_file():
+            raise InputError(f"missing {name} (run `cg-ray metrics` first)", path=str(path))
+    rows = open_rows(path / S.ROWS_FILE)
+    table = pq.read_table(path / S.CONCEPTS_FILE).to_pylist()
+    concepts = {int(r["concept_id"]): r for r in table}
+    summary = json.loads((path / S.SUMMARY_FILE).read_text(encoding="utf-8"))
+    return Run(path, rows, concepts, summary)
+
+
+@dataclass(frozen=True)
+class Selection:
+    concept_ids: list[int]
+    reasons: dict[int, list[str]] = field(default_factory=dict)
+
+
+def select_concepts(run: Run, explicit: Sequence[int] | None, top: int) -> Selection:
+    """Explicit ids; else the `top` worst by X_model and `top` least covered among eligible concepts (the
+    run's rankings; among all active concepts when none is eligible), plus every concept of the weakness
+    profile files present in the run."""
+    reasons: dict[int, list[str]] = {}
+    if explicit:
+        for c in explicit:
+            if c not in run.concepts:
+                raise InputError(f"concept {c} is not in concepts.parquet", path=str(run.path), field="concept_id")
+            reasons.setdefault(int(c), []).append("requested")
+        return Selection(list(reasons), reasons)
+    rankings = run.summary.get("rankings", {})
+    for key, why in (("worst_model", "worst_X_model"), ("least_covered", "least_covered")):
+        for entry in rankings.get(key, [])[:top]:
+            reasons.setdefault(int(entry["concept_id"]), []).append(why)
+    if not reasons:  # no concept met the run's eligibility filters (small suites): rank all active ones
+        active = [r for r in run.concepts.values() if r["n_active_rows"] > 0]
+        worst = sorted((r for r in active if r["X_model"] is not None), key=lambda r: (r["X_model"], r["concept_id"]))
+        least = sorted(active, key=lambda r: (r["X_bench"], r["concept_id"]))
+        for rows, why in ((worst, "worst_X_model_unfiltered"), (least, "least_covered_unfiltered")):
+            for r in rows[:top]:
+                reasons.setdefault(int(r["concept_id"]), []).append(why)
+    for name in PROFILE_FILES:
+        path = run.path / name
+        if path.is_file():
+            schema = pq.read_schema(path)
+            if "concept_id" not in schema.names:
+                raise InputError("has no concept_id column", path=str(path), field="concept_id")
+            for c in pq.read_table(path, columns=["concept_id"]).column("concept_id").to_pylist():
+                if c is not None and int(c) in run.concepts:
+                    reasons.setdefault(int(c), []).append(name.removesuffix(".parquet"))
+    if not reasons:
+        raise InputError("no concepts to describe: the run's rankings are empty (pass --concepts)", path=str(run.path))
+    return Selection(list(reasons), reasons)
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """How the run's rows were read: the reader config and how a row's text was composed."""
+
+    reader: dict[str, Any]  # ReaderConfig fields
+    text: str  # prompt | response | both
+    chat_template: bool
+    source: str  # which manifest said so
+
+
+def read_settings(run: Run) -> ReadSettings | str:
+    """The run's reader settings, or the reason they are unknown."""
+    manifest = run.path / "manifest.json"
+    if manifest.is_file():  # `cg-ray run`
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        reader = dict(data.get("config", {}).get("reader") or {})
+        if not reader:
+            return f"{manifest} has no reader settings"
+        factory = (data.get("reader") or {}).get("factory", DEFAULT_READER_FACTORY)
+        if factory != DEFAULT_READER_FACTORY:
+            return f"the run was read by a stand-in reader ({factory})"
+        text = {"prompt": "prompt", "response": "response", "prompt_response": "both"}[reader.pop("text", "prompt")]
+        reader.pop("resources", None)
+        return ReadSettings(reader, text, False, str(manifest))
+    rows_file = run.summary.get("rows_file")
+    if rows_file:
+        from cg_ray.activations.extract import manifest_path
+
+        path = manifest_path(Path(rows_file))
+        if path.is_file():  # `cg-ray extract` + `cg-ray metrics`
+            data = json.loads(path.read_text(encoding="utf-8"))
+            r = data.get("reader") or {}
+            tokens = r.get("tokens") or {}
+            try:
+                reader = {
+                    "model": r["model"],
+                    "sae": r["sae"]["spec"],
+                    "layer": r["layer"],
+                    "dtype": r["dtype"],
+                    "max_tokens": r["max_tokens"],
+                    "padding_side": r.get("padding_side", "right"),
+                    "exclude_bos": tokens["exclude_bos"],
+                    "prepend_bos": tokens["prepend_bos"],
+                    "sink_positions": tokens["sink_positions"],
+                    "exclude_special_tokens": tokens["exclude_special_tokens"],
+                }
+            except (KeyError, TypeError) as exc:
+                return f"{path} lacks reader setting {exc}"
+            return ReadSettings(reader, str(data.get("text", "prompt")), bool(data.get("chat_template")), str(path))
+        return f"no extract manifest beside {rows_file}"
+    return "the run has no manifest saying how its rows were read"
+
+
+def row_text(record: dict[str, Any], settings: ReadSettings, tokenizer: Any) -> tuple[str, bool] | None:
+    """The text the reader read for a row (and whether the tokenizer adds its special tokens)."""
+    prompt, response = record.get("prompt"), record.get("response")
+    parts = {"prompt": [prompt], "response": [response], "both": [prompt, response]}[settings.text]
+    if any(p is None for p in parts if settings.text != "both") or all(p is None for p in parts):
+        return None
+    if settings.chat_template:
+        messages = []
+        if settings.text in ("prompt", "both") and prompt is not None:
+            messages.append({"role": "user", "content": prompt})
+        if settings.text in ("response", "both") and response is not None:
+            messages.append({"role": "assistant", "content": response})
+        return str(tokenizer.apply_chat_template(messages, tokenize=False)), False
+    return "\n\n".join(p for p in parts if p), True

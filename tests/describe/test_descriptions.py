@@ -1,0 +1,55 @@
+"""The fallback order of descriptions, and readable rendering of token-list labels."""
+
+from __future__ import annotations
+
+from cg_ray.describe.descriptions import Candidate, describe_concept
+from cg_ray.describe.enrichment import Enriched
+from cg_ray.describe.render import label_tokens, render_token, symbolic_phrase
+
+GEOMETRY = Enriched(1, "type", "Geometry", 30, 40, 100, 1000, 2.4, 1e-7, 1e-6)
+
+
+def test_label_tokens_parse_the_default_sae_labels() -> None:
+    assert label_tokens("',' | '.' | '\\n'") == [",", ".", "\n"]
+    assert label_tokens("'sqrt{' ('{' | '[' | '+')") == ["sqrt{", "{", "[", "+"]
+    assert label_tokens("References to geometry and shapes") is None
+    assert label_tokens("(inactive on the labelling corpus)") is None
+
+
+def test_whitespace_is_named_never_shown_bare() -> None:
+    assert render_token("\n") == "line breaks" and render_token("\n    ") == "indented lines"
+    assert render_token("\n\n") == "blank lines" and render_token(" books") == "“books”"
+    assert symbolic_phrase([",", ".", "\n"]) == "punctuation and symbols (“,” “.”) and line breaks"
+
+
+def test_order_label_then_enrichment_then_ngrams() -> None:
+    words = describe_concept(1, label="'books' | 'house'", enriched=[GEOMETRY], spans=["the triangle"], tokens=[])
+    assert words.source == "label" and words.text.startswith("Tokens such as “books”, “house”")
+    assert "over-represented in type = Geometry (×2.4)" in words.text
+    here = describe_concept(1, label="'books' | 'house'", enriched=[], spans=[], tokens=[" shelf", "\n"])
+    assert here.text == "Tokens such as “books”, “house”; here on “shelf”, line breaks."
+    # a punctuation-only label loses to the enrichment
+    punct = describe_concept(1, label="',' | '.' | '\\n'", enriched=[GEOMETRY], spans=["the triangle"], tokens=[])
+    assert punct.source == "enrichment" and punct.text == "Rows with type = Geometry (75% of its rows, ×2.4)."
+    # … and, without enrichment, to the in-suite spans when they hold words
+    spans = describe_concept(1, label="',' | '.'", enriched=[], spans=[")", "the triangle"], tokens=[])
+    assert spans.source == "ngrams" and spans.text == "Text such as “the triangle”."
+    # nothing better: the punctuation label, named readably, never a bare token list
+    last = describe_concept(1, label="',' | '\\n'", enriched=[], spans=[")"], tokens=[")"])
+    assert last.source == "label" and last.text == "Punctuation and symbols (“,”) and line breaks; here on “)”."
+    assert "'\\n'" not in last.text
+    none = describe_concept(1, label=None, enriched=[], spans=[], tokens=[])
+    assert none.source == "none"
+
+
+def test_llm_explanation_wins_only_with_a_detection_score_that_beats_the_others() -> None:
+    def run(llm: float, label: float | None) -> str:
+        scored = [Candidate("llm", "Questions about triangles", True, llm)]
+        if label is not None:
+            scored.append(Candidate("label", "", True, label))
+        return describe_concept(1, label="'books'", enriched=[], spans=[], tokens=[], explanations=scored).source
+
+    assert run(0.8, None) == "llm"
+    assert run(0.8, 0.7) == "llm"
+    assert run(0.8, 0.9) == "label"  # the label detects the concept better
+    assert run(0.55, None) == "label"  # near chance: not trusted

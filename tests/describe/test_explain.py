@@ -1,0 +1,124 @@
+"""`cg-ray explain` with a scripted fake completer: prompts, parsing, detection scoring, the choice."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from cg_ray.describe.explain import ExplainConfig, balanced_accuracy, explain_run, held_out
+from cg_ray.describe.outputs import read_descriptions
+from cg_ray.describe.prompts import detect_prompt, explain_prompt, parse_explanation, parse_judgement
+from cg_ray.describe.run import DescribeOptions, analyse
+from cg_ray.errors import ConfigError
+
+
+class ScriptedModel:
+    """Explains every concept as geometry; judges 'yes' when the text mentions geometry (and the description
+    does), answers nonsense to one in five detection prompts."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def complete(self, prompts: Sequence[str], max_tokens: int) -> list[str]:
+        self.prompts += prompts
+        out = []
+        for i, p in enumerate(prompts):
+            if p.startswith("Below are text excerpts"):
+                out.append('Sure! {"description": "Rows about geometry"}')
+                continue
+            if p.startswith("These descriptions belong"):
+                out.append('{"name": "Planted group"}' if "algebra" in p else "no idea")
+                continue
+            desc = re.search(r'described as: "(.*)"', p).group(1)  # type: ignore[union-attr]
+            text = re.search(r'Text: "(.*)"', p, re.DOTALL).group(1)  # type: ignore[union-attr]
+            yes = "geometry" in desc.lower() and "geometry" in text
+            out.append("maybe" if i % 5 == 4 else ('{"answer": "yes"}' if yes else "No, it is not."))
+        return out
+
+
+def test_prompts_and_parsing() -> None:
+    p = explain_prompt(["a [[triangle]] here", "the [[angle]]"])
+    assert "1. a [[triangle]] here\n2. the [[angle]]" in p and '{"description": "..."}' in p
+    assert 'described as: "Angles"' in detect_prompt("Angles", 'say "hi"') and "say 'hi'" in detect_prompt(
+        "A", 'say "hi"'
+    )
+    assert parse_explanation('ok {"description": "Triangles and angles"}') == ("Triangles and angles", "json")
+    assert parse_explanation('Description: "Triangle words"\nmore') == ("Triangle words", "text")
+    assert parse_explanation("  ") == (None, "failed")
+    assert parse_judgement('{"answer": "Yes"}') is True and parse_judgement("no.") is False
+    assert parse_judgement("I think so") is None
+    assert parse_judgement('```json\n{"answer": "no"}\n```') is False and parse_judgement("The answer: Yes.") is True
+
+
+def test_balanced_accuracy_counts_unparsed_as_wrong() -> None:
+    assert balanced_accuracy([True, True, None, False], [False, False]) == pytest.approx((0.5 + 1.0) / 2)
+    assert balanced_accuracy([], [False]) is None
+
+
+def test_explain_scores_every_candidate_and_describe_uses_the_best(make_run: Callable[..., Path]) -> None:
+    run = make_run(labels={0: "',' | '.'", 6: "'books' | 'house'"})
+    options = DescribeOptions(concepts=(0, 6), tokens=False)
+    model = ScriptedModel()
+    config = ExplainConfig(backend="fake", n_detect=10)
+    explain_run(run, options, config, completer=model)
+    table = pq.read_table(run / "explanations.parquet").to_pylist()
+    by = {(r["concept_id"], r["source"]): r for r in table}
+    assert set(by) == {(0, "llm"), (0, "label"), (0, "enrichment"), (6, "llm"), (6, "label")}
+    # the expected score, recomputed from the same held-out rows and the scripted judge
+    a = analyse(run, options)
+    pos, neg = held_out(a, 0, 10, 0)
+    llm = by[(0, "llm")]
+    assert llm["n_positive"] == len(pos) == 10 and llm["n_negative"] == len(neg) == 10
+    assert llm["parse"] == "json" and llm["description"] == "Rows about geometry"
+    assert llm["raw_explanation"].startswith("Sure!") and by[(0, "label")]["raw_explanation"] is None
+    detect_call = model.prompts[2:]  # the two explanation prompts came first, in their own call
+
+    def judged(t: str) -> bool | None:
+        i = detect_call.index(detect_prompt("Rows about geometry", t))
+        return None if i % 5 == 4 else "geometry" in t[:400]
+
+    want = balanced_accuracy([judged(t) for t in pos], [judged(t) for t in neg])
+    assert llm["detection_score"] == pytest.approx(want) and want is not None and want > 0.6
+    assert llm["n_unparsed"] == sum(judged(t) is None for t in pos + neg)
+    # the punctuation label cannot detect geometry: it never says yes → TPR 0
+    assert by[(0, "label")]["detection_score"] <= 0.5
+    rows = {r["concept_id"]: r for r in read_descriptions(run) or []}
+    assert rows[0]["source"] == "llm" and rows[0]["description"].startswith("Rows about geometry")
+    assert rows[0]["detection_score"] == llm["detection_score"]
+    # concept 6 fires at random: "geometry" does not detect it, the label stays
+    assert rows[6]["source"] == "label"
+    # deterministic: the same seed gives the same prompts
+    again = ScriptedModel()
+    explain_run(run, options, config, completer=again)
+    assert again.prompts == model.prompts
+
+
+def test_themes_are_named_by_the_model_when_asked(make_run: Callable[..., Path]) -> None:
+    import json
+
+    run = make_run()
+    options = DescribeOptions(concepts=(1, 2, 3, 4, 5), tokens=False)
+    explain_run(run, options, ExplainConfig(backend="fake", name_themes=True), completer=ScriptedModel())
+    themes = {
+        tuple(sorted(c["concept_id"] for c in t["concepts"])): t
+        for t in json.loads((run / "themes.json").read_text())["themes"]
+    }
+    assert themes[(1, 2, 3)]["name"] == "Planted group" and themes[(1, 2, 3)]["named_by"] == "llm:smollm2-135m-instruct"
+    assert themes[(4, 5)]["named_by"] == "enrichment/descriptions"  # an invalid answer keeps the old name
+
+
+def test_an_explainer_that_cannot_load_fails_before_any_work(
+    make_run: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    run = make_run()
+    config = ExplainConfig(model=str(tmp_path / "no-such-model"), backend="vllm")
+    with pytest.raises(ConfigError, match=r"explainer model .*no-such-model.* cannot be loaded"):
+        explain_run(run, DescribeOptions(concepts=(0,), tokens=False), config)
+    assert not (run / "explanations.parquet").exists() and not (run / "descriptions.parquet").exists()
+    with pytest.raises(ConfigError, match="generation backend"):
+        explain_run(run, DescribeOptions(concepts=(0,), tokens=False), ExplainConfig(backend="vlm"))
