@@ -21,7 +21,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--examples", type=int, default=5, help="top rows per concept")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-tokens", action="store_true", help="do not re-read the top rows token by token")
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None, help="reader dtype for the re-read")
+    p.add_argument(
+        "--dtype", choices=("auto", "float32", "bfloat16"), default=None, help="reader dtype for the re-read"
+    )
 
 
 def register(subparsers: Any) -> None:

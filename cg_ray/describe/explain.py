@@ -48,7 +48,7 @@ class ExplainConfig(BaseModel):
 
     model: str = "smollm2-135m-instruct"
     backend: str = Field("vllm", description="generation backend: vllm | hf | fake")
-    dtype: Literal["float32", "bfloat16", "auto"] = "float32"  # bf16 is 4-8x slower on AVX2-only CPUs
+    dtype: Literal["float32", "bfloat16", "auto"] = "auto"  # resolved from the hardware (cg_ray.hardware)
     n_examples: int = Field(5, ge=1)
     n_detect: int = Field(6, ge=1, description="held-out rows per class (with / without the concept)")
     seed: int = 0
@@ -97,9 +97,6 @@ class BackendCompleter:
 
         if not prompts:
             return []
-        if not ray.is_initialized():
-            os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only cluster
-            ray.init(num_cpus=8, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="cgray", dir="/tmp"))
         gen = GenerationConfig.model_validate(
             {
                 "backend": self.config.backend,
@@ -109,6 +106,13 @@ class BackendCompleter:
                 "resources": {"num_cpus": 1, "batch_size": 32},
             }
         )
+        if not ray.is_initialized():
+            from cg_ray.generation.vllm import cpu_engine_env
+
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only cluster
+            for name, value in cpu_engine_env(gen).items():  # a local CPU engine uses every core
+                os.environ.setdefault(name, value)
+            ray.init(num_cpus=8, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="cgray", dir="/tmp"))
         rows = [
             make_row(row_id=f"p{i:06d}", benchmark="explain", prompt=p, scorer="exact") for i, p in enumerate(prompts)
         ]
