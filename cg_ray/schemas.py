@@ -53,6 +53,13 @@ CONCEPTS_SCHEMA: Final = pa.schema(
         pa.field("n_active_rows", pa.int64(), nullable=False),
         pa.field("coverage_class", pa.string(), nullable=False),
         pa.field("is_model_gap", pa.bool_(), nullable=False),
+        # Added beside the paper's columns (cg_ray.metrics.uncertainty): support and 95% intervals.
+        pa.field("n_eff", pa.float64(), nullable=True),
+        pa.field("X_model_low", pa.float64(), nullable=True),
+        pa.field("X_model_high", pa.float64(), nullable=True),
+        pa.field("adjusted_gap", pa.float64(), nullable=True),
+        pa.field("adjusted_gap_low", pa.float64(), nullable=True),
+        pa.field("adjusted_gap_high", pa.float64(), nullable=True),
     ]
 )
 
@@ -65,6 +72,10 @@ BENCHMARK_CONCEPTS_SCHEMA: Final = pa.schema(
         pa.field("chi_model", pa.float64(), nullable=True),
         pa.field("n_active_rows", pa.int64(), nullable=False),
         pa.field("coverage_class", pa.string(), nullable=False),
+        # Added beside the paper's columns: effective support and the 95% interval of chi_model.
+        pa.field("n_eff", pa.float64(), nullable=True),
+        pa.field("chi_model_low", pa.float64(), nullable=True),
+        pa.field("chi_model_high", pa.float64(), nullable=True),
     ]
 )
 

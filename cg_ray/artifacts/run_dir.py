@@ -37,6 +37,7 @@ def _nullable(values: np.ndarray) -> pa.Array:
 def concepts_table(result: CGResult, labels: ConceptLabels | None) -> pa.Table:
     ids = np.arange(result.d_sae, dtype=np.int32)
     label_col = pa.array([labels.get(int(i)) for i in ids] if labels else [None] * result.d_sae, pa.string())
+    u = result.uncertainty
     return pa.Table.from_arrays(
         [
             pa.array(ids),
@@ -47,6 +48,12 @@ def concepts_table(result: CGResult, labels: ConceptLabels | None) -> pa.Table:
             pa.array(result.n_active_rows),
             pa.array(result.class_names(result.coverage_class)),
             pa.array(result.is_model_gap),
+            _nullable(u.concept_n_eff),
+            _nullable(u.X_model_low),
+            _nullable(u.X_model_high),
+            _nullable(u.adjusted_gap),
+            _nullable(u.adjusted_gap_low),
+            _nullable(u.adjusted_gap_high),
         ],
         schema=S.CONCEPTS_SCHEMA,
     )
@@ -63,6 +70,9 @@ def benchmark_concepts_table(result: CGResult) -> pa.Table:
             _nullable(result.chi_model[b_idx, c_idx]),
             pa.array(result.active_rows[b_idx, c_idx].astype(np.int64)),
             pa.array(result.class_names(result.benchmark_class[b_idx, c_idx])),
+            _nullable(result.uncertainty.n_eff[b_idx, c_idx]),
+            _nullable(result.uncertainty.chi_model_low[b_idx, c_idx]),
+            _nullable(result.uncertainty.chi_model_high[b_idx, c_idx]),
         ],
         schema=S.BENCHMARK_CONCEPTS_SCHEMA,
     )
