@@ -104,7 +104,9 @@ def _planted_coverage(seed: int, tmp_path: Path) -> tuple[np.ndarray, np.ndarray
 
 @pytest.mark.slow
 def test_nominal_95_intervals_contain_the_planted_values(tmp_path: Path) -> None:
-    x_in, chi_in, gap_in = (np.concatenate(p) for p in zip(*(_planted_coverage(s, tmp_path) for s in range(3))))
+    x_in, chi_in, gap_in = (
+        np.concatenate(p) for p in zip(*(_planted_coverage(s, tmp_path) for s in range(3)), strict=True)
+    )
     assert x_in.size >= 100 and chi_in.size >= 200
     print(
         f"coverage: X_model {x_in.mean():.3f} of {x_in.size}, chi_model {chi_in.mean():.3f} of {chi_in.size}, "
