@@ -193,12 +193,18 @@ def write_metrics(
     result: CGResult,
     labels: ConceptLabels | None = None,
     extra_summary: dict[str, Any] | None = None,
+    model: str | None = None,
 ) -> dict[str, Any]:
-    """Write concepts / benchmark_concepts / summary / official CSVs into the (temporary) directory `out`."""
+    """Write concepts / benchmark_concepts / summary / official CSVs and the weakness profile (weaknesses,
+    strengths, coverage gaps) into the (temporary) directory `out`. The profile reads `out/rows.parquet`
+    (the rows of `model` when it holds several) for near-duplicate groups and example rows."""
+    from cg_ray.profile.weaknesses import write_profiles
+
     rankings = rank_concepts(result)
     pq.write_table(concepts_table(result, labels), out / S.CONCEPTS_FILE)
     pq.write_table(benchmark_concepts_table(result), out / S.BENCHMARK_CONCEPTS_FILE)
     write_official_csvs(out, result)
-    summary = summary_dict(result, rankings, labels, extra_summary)
+    profile = write_profiles(out, result, labels, model)
+    summary = summary_dict(result, rankings, labels, {**(extra_summary or {}), "profile": profile})
     (out / S.SUMMARY_FILE).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return summary
