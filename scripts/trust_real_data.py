@@ -1,7 +1,9 @@
 """Inputs for `cg-ray validate` on real third-party scored data (docs/trust.md), from ../shared/data.
 
     python scripts/trust_real_data.py prepare DATA_DIR WORK_DIR     # JSONL inputs for `cg-ray extract`
-    python scripts/trust_real_data.py rescore ROWS SCORES_JSONL MODEL OUT [--benchmark-from-id]
+    python scripts/trust_real_data.py rescore ROWS SCORES_JSONL MODEL OUT
+    python scripts/trust_real_data.py table NAME=VALIDATE_JSON ...      # the markdown table of docs/trust.md
+    python scripts/trust_real_data.py seeds NAME=JSON,JSON,... ...     # means over splits of several seeds
 
 `prepare` writes one JSONL per data set with the texts the reader reads and the scores:
 - gsm8k.jsonl: the 1,319 GSM8K test questions (prompt only) with GPT-3 175B + verifier's scores; the other
@@ -122,11 +124,75 @@ def rescore(rows_path: Path, scores_path: Path, model: str, out: Path) -> None:
     print(f"{out}: {len(ids)} rows of {model}")
 
 
+def _cell(entry: dict[str, Any] | None, key: str, signed: bool) -> str:
+    if entry is None or entry.get(key) is None:
+        return "—"
+    f = "{:+.3f}" if signed else "{:.3f}"
+    low, high = entry.get("low"), entry.get("high")
+    bounds = f" [{f.format(low)}, {f.format(high)}]" if low is not None and high is not None else ""
+    return f.format(entry[key]) + bounds
+
+
+def table(named: list[str]) -> None:
+    """One markdown row per (data set, ranking): lift@5, lift@20, low-performance at M' = 10 and N' = 100."""
+    print("| data set | test rows | ranking | lift@5 | lift@20 | low-perf M'≥10 | low-perf N'≥100 |")
+    print("|---|---|---|---|---|---|---|")
+    for item in named:
+        name, path = item.split("=", 1)
+        r = json.loads(Path(path).read_text(encoding="utf-8"))
+        series = {
+            "new": (r["lift"], r["low_performance"]),
+            "paper": (r["baselines"]["paper"]["lift"], r["baselines"]["paper"]["low_performance"]),
+            "random": (r["baselines"]["random"]["lift"], r["baselines"]["random"]["low_performance"]),
+        }
+        for label, (lift, lp) in series.items():
+            at = {e["k"]: e for e in lift}
+            by_m = {e["M"]: e for e in lp["by_size"]}
+            by_n = {e["N"]: e for e in lp["by_rows"]}
+            key = "lift" if label != "random" else "value"
+            print(
+                f"| {name} | {r['split']['n_test']} | {label} | {_cell(at.get(5), key, True)} | "
+                f"{_cell(at.get(20), key, True)} | {_cell(by_m.get(10), 'value', False)} | "
+                f"{_cell(by_n.get(100), 'value', False)} |"
+            )
+
+
+def seeds(named: list[str]) -> None:
+    """Mean over several seeds' splits of lift@5, lift@20 and low-perf M'≥10, per ranking; and how often the
+    new ranking's value is below (better than) the paper's."""
+    print(
+        "| data set | seeds | ranking | mean lift@5 | mean lift@20 | mean low-perf M'≥10 "
+        "| new < paper (lift@5 / lift@20 / M'≥10) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for item in named:
+        name, paths = item.split("=", 1)
+        runs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths.split(",")]
+        values: dict[str, list[tuple[float, float, float]]] = {"new": [], "paper": [], "random": []}
+        for r in runs:
+            for label in values:
+                lift = r["lift"] if label == "new" else r["baselines"][label]["lift"]
+                lp = r["low_performance"] if label == "new" else r["baselines"][label]["low_performance"]
+                key = "value" if label == "random" else "lift"
+                at = {e["k"]: e.get(key) for e in lift}
+                m10 = next(e["value"] for e in lp["by_size"] if e["M"] == 10)
+                values[label].append((at[5], at[20], m10))
+        wins = [sum(n[i] < p[i] for n, p in zip(values["new"], values["paper"], strict=True)) for i in range(3)]
+        for label, rows in values.items():
+            means = [sum(v[i] for v in rows) / len(rows) for i in range(3)]
+            extra = " / ".join(f"{w}/{len(runs)}" for w in wins) if label == "new" else ""
+            print(f"| {name} | {len(runs)} | {label} | {means[0]:+.3f} | {means[1]:+.3f} | {means[2]:.3f} | {extra} |")
+
+
 if __name__ == "__main__":
     cmd, *rest = sys.argv[1:]
     if cmd == "prepare":
         prepare(Path(rest[0]), Path(rest[1]))
     elif cmd == "rescore":
         rescore(Path(rest[0]), Path(rest[1]), rest[2], Path(rest[3]))
+    elif cmd == "table":
+        table(rest)
+    elif cmd == "seeds":
+        seeds(rest)
     else:
         raise SystemExit(__doc__)
