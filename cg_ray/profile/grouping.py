@@ -2,8 +2,8 @@
 
 A row *exhibits* a concept when s̃ > 0 (the paper's sense of active). Two concepts are near-duplicates when
 the Jaccard index of their active-row sets is at least `threshold` (default 0.8). Only a bounded pool of
-candidates is ever compared (the head of a ranking), so memory is O(active elements of the pool + pool²),
-never O(rows × d_sae).
+candidates is ever compared (the head of a ranking), and their co-occurrence counts are accumulated batch by
+batch, so memory is O(pool² + pool × examples), never O(rows × d_sae) nor O(rows × pool).
 
 Grouping is greedy, in order of decreasing effective support: each concept joins the first representative
 (best-supported first) whose active-row set it nearly coincides with, or becomes a representative itself.
@@ -14,7 +14,6 @@ concept of its group.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -27,61 +26,86 @@ DEFAULT_JACCARD = 0.8
 EXAMPLE_ROWS = 5
 
 
-@dataclass(frozen=True)
 class PoolActivity:
-    """The active elements (s̃ > 0) of a pool of concepts: parallel arrays over (row, concept) pairs."""
+    """Streaming statistics of a pool of concepts' active rows (s̃ > 0), in O(pool² + pool × examples):
 
-    pool: npt.NDArray[np.int64]  # concept ids, the pool's order
-    rows: npt.NDArray[np.int64]  # row index (file order after any model filter)
-    slots: npt.NDArray[np.int64]  # index into `pool`
-    acts: npt.NDArray[np.float32]
-    row_ids: pa.Array | None = None  # row_id of every row, when read from a file
+    `inter[i, j]` = number of rows exhibiting both pool concepts i and j (the diagonal: each one's rows), and
+    the `examples` rows with the largest s̃ of each concept (their row_ids, when rows carry ids).
+    """
 
-    def incidence(self, n_rows: int) -> sparse.csc_matrix:
-        """Binary rows × pool matrix of activity."""
-        data = np.ones(self.rows.size, dtype=np.float64)
-        return sparse.csc_matrix((data, (self.rows, self.slots)), shape=(n_rows, self.pool.size))
+    def __init__(self, pool: Sequence[int], d_sae: int, examples: int = EXAMPLE_ROWS) -> None:
+        self.pool = np.asarray(pool, dtype=np.int64)
+        self.slot_of = np.full(d_sae, -1, dtype=np.int64)
+        self.slot_of[self.pool] = np.arange(self.pool.size)
+        self.inter = np.zeros((self.pool.size, self.pool.size), dtype=np.int64)
+        self.examples = examples
+        self._top_slot = np.zeros(0, dtype=np.int64)
+        self._top_act = np.zeros(0, dtype=np.float32)
+        self._top_id = np.zeros(0, dtype=object)
+        self.n_rows = 0
 
-    def example_row_ids(self, concept: int, k: int = EXAMPLE_ROWS) -> list[str]:
-        """row_ids of the k rows where `concept` is most salient (largest s̃), largest first."""
-        if self.row_ids is None:
+    def add(
+        self,
+        offsets: npt.NDArray[np.int64],
+        concept_ids: npt.NDArray[np.integer],
+        concept_acts: npt.NDArray[np.floating],
+        row_ids: pa.Array | None = None,
+    ) -> None:
+        """Add rows given as CSR (offsets start at 0)."""
+        n = len(offsets) - 1
+        slots = self.slot_of[concept_ids]
+        hit = (slots >= 0) & (np.asarray(concept_acts) > 0)
+        if hit.any():
+            rows = np.repeat(np.arange(n), np.diff(offsets))[hit]
+            a = sparse.csr_matrix((np.ones(rows.size), (rows, slots[hit])), shape=(n, self.pool.size))
+            self.inter += np.rint((a.T @ a).toarray()).astype(np.int64)
+            if row_ids is not None and self.examples:
+                self._keep_top(slots[hit], np.asarray(concept_acts)[hit].astype(np.float32), row_ids, rows)
+        self.n_rows += n
+
+    def _keep_top(self, slots: np.ndarray, acts: np.ndarray, row_ids: pa.Array, rows: np.ndarray) -> None:
+        # Candidates: the current tops and this batch's active elements; keep the largest s̃ per concept.
+        order = np.lexsort((-acts, slots))
+        first = np.searchsorted(slots[order], slots[order], side="left")
+        keep = order[np.arange(order.size) - first < self.examples]
+        ids = np.asarray(row_ids.take(pa.array(rows[keep])).cast(pa.string()).to_pylist(), dtype=object)
+        slot = np.concatenate([self._top_slot, slots[keep]])
+        act = np.concatenate([self._top_act, acts[keep]])
+        rid = np.concatenate([self._top_id, ids])
+        order = np.lexsort((-act, slot))
+        first = np.searchsorted(slot[order], slot[order], side="left")
+        keep = order[np.arange(order.size) - first < self.examples]
+        self._top_slot, self._top_act, self._top_id = slot[keep], act[keep], rid[keep]
+
+    def example_row_ids(self, concept: int) -> list[str]:
+        """row_ids of the rows where `concept` is most salient (largest s̃), largest first."""
+        slot = int(self.slot_of[concept]) if 0 <= concept < self.slot_of.size else -1
+        if slot < 0:
             return []
-        slot = np.flatnonzero(self.pool == concept)
-        if slot.size == 0:
-            return []
-        sel = np.flatnonzero(self.slots == slot[0])
-        top = sel[np.argsort(-self.acts[sel], kind="stable")[:k]]
-        return [str(self.row_ids[int(r)].as_py()) for r in self.rows[top]]
+        sel = np.flatnonzero(self._top_slot == slot)
+        sel = sel[np.argsort(-self._top_act[sel], kind="stable")]
+        return [str(x) for x in self._top_id[sel]]
 
-
-def _pool_index(pool: Sequence[int], d_sae: int) -> npt.NDArray[np.int64]:
-    slot = np.full(d_sae, -1, dtype=np.int64)
-    slot[np.asarray(pool, dtype=np.int64)] = np.arange(len(pool))
-    return slot
+    def jaccard(self, concepts: Sequence[int]) -> npt.NDArray[np.float64]:
+        """Jaccard index of the active-row sets of the given pool concepts (1 on the diagonal)."""
+        idx = self.slot_of[np.asarray(concepts, dtype=np.int64)]
+        if (idx < 0).any():
+            raise ValueError("jaccard of concepts outside the pool")
+        inter = self.inter[np.ix_(idx, idx)].astype(np.float64)
+        size = np.diag(inter).copy()
+        union = size[:, None] + size[None, :] - inter
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(union > 0, inter / union, 0.0)
+        np.fill_diagonal(out, 1.0)
+        return out
 
 
 def pool_activity_from_rows(rows: RowsFile, pool: Sequence[int], model: str | None = None) -> PoolActivity:
-    """One streaming pass over rows.parquet, keeping only the pool's active elements and the row_ids."""
-    slot_of = _pool_index(pool, rows.d_sae)
-    found_rows, found_slots, found_acts, ids = [], [], [], []
-    n_seen = 0
+    """One streaming pass over rows.parquet (the rows of `model` when given)."""
+    activity = PoolActivity(pool, rows.d_sae)
     for batch in iter_row_batches(rows, model=model):
-        slots = slot_of[batch.concept_ids]
-        hit = (slots >= 0) & (batch.concept_acts > 0)
-        if hit.any():
-            row_of = np.repeat(np.arange(len(batch)), np.diff(batch.offsets))
-            found_rows.append(row_of[hit] + n_seen)
-            found_slots.append(slots[hit])
-            found_acts.append(batch.concept_acts[hit])
-        ids.append(batch.row_ids)
-        n_seen += len(batch)
-    return PoolActivity(
-        pool=np.asarray(pool, dtype=np.int64),
-        rows=np.concatenate(found_rows) if found_rows else np.zeros(0, np.int64),
-        slots=np.concatenate(found_slots) if found_slots else np.zeros(0, np.int64),
-        acts=np.concatenate(found_acts) if found_acts else np.zeros(0, np.float32),
-        row_ids=pa.concat_arrays([a.cast(pa.string()) for a in ids]) if ids else None,
-    )
+        activity.add(batch.offsets, batch.concept_ids, batch.concept_acts, batch.row_ids)
+    return activity
 
 
 def pool_activity_from_csr(
@@ -91,29 +115,10 @@ def pool_activity_from_csr(
     pool: Sequence[int],
     d_sae: int,
 ) -> PoolActivity:
-    """The same from rows already in memory as CSR (e.g. one split of `cg-ray validate`)."""
-    slot_of = _pool_index(pool, d_sae)
-    slots = slot_of[concept_ids]
-    hit = (slots >= 0) & (concept_acts > 0)
-    row_of = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
-    return PoolActivity(
-        pool=np.asarray(pool, dtype=np.int64),
-        rows=row_of[hit].astype(np.int64),
-        slots=slots[hit],
-        acts=np.asarray(concept_acts)[hit].astype(np.float32),
-    )
-
-
-def jaccard(activity: PoolActivity, n_rows: int) -> npt.NDArray[np.float64]:
-    """Pool × pool Jaccard index of active-row sets (1 on the diagonal; 0 for two empty sets)."""
-    a = activity.incidence(n_rows)
-    inter = (a.T @ a).toarray()
-    size = np.diag(inter).copy()
-    union = size[:, None] + size[None, :] - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(union > 0, inter / union, 0.0)
-    np.fill_diagonal(out, 1.0)
-    return out
+    """The same from rows already in memory as CSR (e.g. one split of `cg-ray validate`), without examples."""
+    activity = PoolActivity(pool, d_sae, examples=0)
+    activity.add(np.asarray(offsets, dtype=np.int64), concept_ids, concept_acts)
+    return activity
 
 
 def group_near_duplicates(

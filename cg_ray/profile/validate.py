@@ -116,9 +116,7 @@ def new_ranking(result: CGResult, fit: RowTable, size: int) -> list[int]:
     order = weakness_order(result)
     pool = order[: POOL_FACTOR * size]
     activity = pool_activity_from_csr(fit.offsets, fit.concept_ids, fit.concept_acts, pool.tolist(), fit.d_sae)
-    entries = profile_entries(
-        order, activity, fit.n_rows, result.uncertainty.concept_n_eff, size, result.config.duplicate_jaccard
-    )
+    entries = profile_entries(order, activity, result.uncertainty.concept_n_eff, size, result.config.duplicate_jaccard)
     return [e.concept for e in entries]
 
 

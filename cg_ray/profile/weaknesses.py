@@ -22,7 +22,7 @@ from cg_ray.artifacts.rows import open_rows
 from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult
 from cg_ray.profile.descriptions import Descriptions, load_descriptions
-from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, jaccard, pool_activity_from_rows
+from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, pool_activity_from_rows
 from cg_ray.profile.ranking import coverage_gap_order, strength_order, weakness_order
 
 POOL_FACTOR = 4  # candidates compared for near-duplicates per reported entry
@@ -37,7 +37,6 @@ class Entry:
 def profile_entries(
     order: npt.NDArray[np.int64],
     activity: PoolActivity | None,
-    n_rows: int,
     support: npt.NDArray[np.float64],
     top_k: int,
     threshold: float,
@@ -46,22 +45,12 @@ def profile_entries(
     pool = order[: POOL_FACTOR * top_k]
     if activity is None or pool.size == 0:
         return [Entry(int(c), [int(c)]) for c in pool[:top_k]]
-    local = _restrict(activity, pool)
-    rep = group_near_duplicates(jaccard(local, n_rows), support[pool], threshold)
+    rep = group_near_duplicates(activity.jaccard(pool.tolist()), support[pool], threshold)
     members: dict[int, list[int]] = {}
     for slot in np.argsort(-np.nan_to_num(support[pool], nan=-1.0), kind="stable"):
         members.setdefault(int(rep[slot]), []).append(int(pool[slot]))
     entries = [Entry(int(pool[r]), members[r]) for r in sorted(members)]  # by the representative's rank
     return entries[:top_k]
-
-
-def _restrict(activity: PoolActivity, pool: npt.NDArray[np.int64]) -> PoolActivity:
-    """The activity of a sub-pool, slots renumbered to `pool`'s order."""
-    slot_of = {int(c): i for i, c in enumerate(pool)}
-    remap = np.array([slot_of.get(int(c), -1) for c in activity.pool], dtype=np.int64)
-    new_slots = remap[activity.slots] if activity.slots.size else activity.slots
-    keep = new_slots >= 0
-    return PoolActivity(pool, activity.rows[keep], new_slots[keep], activity.acts[keep], activity.row_ids)
 
 
 def _f(x: float) -> float | None:
@@ -124,10 +113,8 @@ def build_profiles(
     }
     pool = np.unique(np.concatenate([o[: POOL_FACTOR * cfg.top_k] for o in orders.values()]))
     activity = None
-    n_rows = int(result.n_rows.sum())
     if rows_path is not None and rows_path.exists() and pool.size:
         activity = pool_activity_from_rows(open_rows(rows_path, result.d_sae), pool.tolist(), model)
-        n_rows = len(activity.row_ids) if activity.row_ids is not None else n_rows
     support = result.uncertainty.concept_n_eff
     coverage_support = result.n_active_rows.astype(np.float64)  # coverage gaps: many have no scored rows
     return {
@@ -135,7 +122,6 @@ def build_profiles(
             profile_entries(
                 order,
                 activity,
-                n_rows,
                 coverage_support if name == S.COVERAGE_GAPS_FILE else support,
                 cfg.top_k,
                 cfg.duplicate_jaccard,

@@ -144,3 +144,36 @@ def test_bad_descriptions_file_is_named(tmp_path: Path) -> None:
     pq.write_table(pa.table({"concept_id": [1]}), tmp_path / S.DESCRIPTIONS_FILE)
     with pytest.raises(InputError, match=r"descriptions\.parquet.*description"):
         apply_descriptions(tmp_path)
+
+
+def test_pool_statistics_stream_exactly() -> None:
+    from cg_ray.profile.grouping import PoolActivity
+
+    rng = np.random.default_rng(0)
+    n, d = 300, 12
+    lengths = rng.integers(0, 6, n)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    ids = np.concatenate([np.sort(rng.choice(d, k, replace=False)) for k in lengths]).astype(np.int32)
+    acts = rng.random(ids.size).astype(np.float32)
+    acts[::9] = 0.0  # a stored zero does not count as exhibiting
+    row_ids = pa.array([f"r{i}" for i in range(n)])
+    pool = [3, 0, 7, 11]
+    whole = PoolActivity(pool, d)
+    whole.add(offsets, ids, acts, row_ids)
+    parts = PoolActivity(pool, d)
+    for lo, hi in ((0, 50), (50, 51), (51, 300)):
+        sl = slice(offsets[lo], offsets[hi])
+        parts.add(offsets[lo : hi + 1] - offsets[lo], ids[sl], acts[sl], row_ids.slice(lo, hi - lo))
+    np.testing.assert_array_equal(whole.inter, parts.inter)
+    sets = {c: set() for c in pool}
+    best: dict[int, list[tuple[float, str]]] = {c: [] for c in pool}
+    for r in range(n):
+        for c, a in zip(ids[offsets[r] : offsets[r + 1]], acts[offsets[r] : offsets[r + 1]], strict=True):
+            if int(c) in sets and a > 0:
+                sets[int(c)].add(r)
+                best[int(c)].append((float(a), f"r{r}"))
+    brute = np.array([[len(sets[a] & sets[b]) / len(sets[a] | sets[b]) for b in pool] for a in pool])
+    np.testing.assert_allclose(parts.jaccard(pool), brute)
+    for c in pool:
+        expected = [rid for _, rid in sorted(best[c], key=lambda t: -t[0])[:5]]
+        assert parts.example_row_ids(c) == expected == whole.example_row_ids(c)
