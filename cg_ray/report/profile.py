@@ -29,6 +29,8 @@ def _fmt(value: float | None, digits: int = 3, signed: bool = False) -> str:
 
 
 def _interval(value: float | None, low: float | None, high: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "—"
     bounds = f"[{_fmt(low, signed=signed)}, {_fmt(high, signed=signed)}]"
     return f"{_fmt(value, signed=signed)} <span class='ci'>{bounds}</span>"
 
