@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cg_ray.pipeline.cli",
     "cg_ray.arena.cli",
     "cg_ray.arena.job",
+    "cg_ray.profile.cli",
     "cg_ray.report.cli",
     "cg_ray.describe.cli",
     "cg_ray.serve.cli",

@@ -24,7 +24,15 @@ class MetricsConfig(_Frozen):
     model_gap_epsilon: float = Field(1e-5, ge=0, description="X_model below this: a model gap")
     min_benchmarks: int = Field(1, ge=1, description="ranking filter: active in at least this many benchmarks")
     min_rows: int = Field(20, ge=1, description="ranking filter: active in at least this many rows")
-    top_k: int = Field(50, ge=1, description="concepts listed in each best/worst ranking")
+    top_k: int = Field(50, ge=1, description="concepts listed in each best/worst ranking and weakness profile")
+    rank_by: Literal["x_model", "upper_bound", "adjusted_gap"] = Field(
+        "upper_bound",
+        description="weakness profile order: X_model (the paper's), the upper end of its 95 percent interval, or the "
+        "upper end of the difficulty-adjusted gap's interval",
+    )
+    duplicate_jaccard: float = Field(
+        0.8, gt=0, le=1, description="weakness profile: merge concepts whose active-row sets have Jaccard ≥ this"
+    )
 
     @model_validator(mode="after")
     def _percentiles_ordered(self) -> MetricsConfig:

@@ -59,6 +59,13 @@ CONCEPTS_SCHEMA: Final = pa.schema(
         pa.field("n_active_rows", pa.int64(), nullable=False),
         pa.field("coverage_class", pa.string(), nullable=False),
         pa.field("is_model_gap", pa.bool_(), nullable=False),
+        # Added beside the paper's columns (cg_ray.metrics.uncertainty): support and 95% intervals.
+        pa.field("n_eff", pa.float64(), nullable=True),
+        pa.field("X_model_low", pa.float64(), nullable=True),
+        pa.field("X_model_high", pa.float64(), nullable=True),
+        pa.field("adjusted_gap", pa.float64(), nullable=True),
+        pa.field("adjusted_gap_low", pa.float64(), nullable=True),
+        pa.field("adjusted_gap_high", pa.float64(), nullable=True),
     ]
 )
 
@@ -71,6 +78,42 @@ BENCHMARK_CONCEPTS_SCHEMA: Final = pa.schema(
         pa.field("chi_model", pa.float64(), nullable=True),
         pa.field("n_active_rows", pa.int64(), nullable=False),
         pa.field("coverage_class", pa.string(), nullable=False),
+        # Added beside the paper's columns: effective support and the 95% interval of chi_model.
+        pa.field("n_eff", pa.float64(), nullable=True),
+        pa.field("chi_model_low", pa.float64(), nullable=True),
+        pa.field("chi_model_high", pa.float64(), nullable=True),
+    ]
+)
+
+# weaknesses.parquet, strengths.parquet, coverage_gaps.parquet: one row per reported concept, in rank order
+# (cg_ray.profile). `members` are the near-duplicate concepts merged into the entry (itself included).
+PROFILE_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("concept_id", pa.int32(), nullable=False),
+        pa.field("label", pa.string(), nullable=True),
+        pa.field("description", pa.string(), nullable=True),
+        pa.field("X_model", pa.float64(), nullable=True),
+        pa.field("X_model_low", pa.float64(), nullable=True),
+        pa.field("X_model_high", pa.float64(), nullable=True),
+        pa.field("adjusted_gap", pa.float64(), nullable=True),
+        pa.field("adjusted_gap_low", pa.float64(), nullable=True),
+        pa.field("adjusted_gap_high", pa.float64(), nullable=True),
+        pa.field("n_rows", pa.int64(), nullable=False),
+        pa.field("n_eff", pa.float64(), nullable=True),
+        pa.field("n_benchmarks", pa.int32(), nullable=False),
+        pa.field("group", pa.int32(), nullable=False),
+        pa.field("members", pa.list_(pa.int32()), nullable=False),
+        pa.field("metadata_enrichment", pa.list_(pa.string()), nullable=False),
+        pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),
+    ]
+)
+# descriptions.parquet (written by the "readable gaps" analysis): read by cg_ray.profile.descriptions.
+DESCRIPTIONS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("concept_id", pa.int32(), nullable=False),
+        pa.field("description", pa.string(), nullable=True),
+        pa.field("metadata_enrichment", pa.list_(pa.string()), nullable=True),
     ]
 )
 
@@ -79,6 +122,12 @@ ROWS_FILE: Final = "rows.parquet"
 CONCEPTS_FILE: Final = "concepts.parquet"
 BENCHMARK_CONCEPTS_FILE: Final = "benchmark_concepts.parquet"
 SUMMARY_FILE: Final = "summary.json"
+WEAKNESSES_FILE: Final = "weaknesses.parquet"
+STRENGTHS_FILE: Final = "strengths.parquet"
+COVERAGE_GAPS_FILE: Final = "coverage_gaps.parquet"
+PROFILE_FILES: Final = (WEAKNESSES_FILE, STRENGTHS_FILE, COVERAGE_GAPS_FILE)
+DESCRIPTIONS_FILE: Final = "descriptions.parquet"
+VALIDATE_FILE: Final = "validate.json"
 # Drop-in names of the official CG code's outputs.
 OFFICIAL_COVERAGE_CSV: Final = "concept_cg_coverage_summary.csv"
 OFFICIAL_SALIENCY_CSV: Final = "concept_saliency_details.csv"

@@ -36,6 +36,9 @@ class SyntheticSpec:
     model: str | None = "synthetic-model"
     missing_fraction: float = 0.05  # concepts no benchmark ever activates
     chunk_rows: int = 65_536
+    # Rows drawn with another seed from the same plan (None: the plan's seed, the historical stream). A large
+    # sample with another row seed estimates the planted population values (coverage tests of intervals).
+    row_seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class SyntheticPlan:
 def iter_synthetic_batches(spec: SyntheticSpec) -> Iterator[pa.RecordBatch]:
     rng = np.random.default_rng(spec.seed)
     plan = SyntheticPlan.draw(rng, spec)
+    if spec.row_seed is not None:
+        rng = np.random.default_rng([spec.seed, spec.row_seed])
     cdfs = np.cumsum(plan.probs, axis=1)
     effect, base_logit = plan.effect, plan.base_logit
     for b, name in enumerate(spec.benchmarks):

@@ -37,6 +37,7 @@ def _nullable(values: np.ndarray) -> pa.Array:
 def concepts_table(result: CGResult, labels: ConceptLabels | None) -> pa.Table:
     ids = np.arange(result.d_sae, dtype=np.int32)
     label_col = pa.array([labels.get(int(i)) for i in ids] if labels else [None] * result.d_sae, pa.string())
+    u = result.uncertainty
     return pa.Table.from_arrays(
         [
             pa.array(ids),
@@ -47,6 +48,12 @@ def concepts_table(result: CGResult, labels: ConceptLabels | None) -> pa.Table:
             pa.array(result.n_active_rows),
             pa.array(result.class_names(result.coverage_class)),
             pa.array(result.is_model_gap),
+            _nullable(u.concept_n_eff),
+            _nullable(u.X_model_low),
+            _nullable(u.X_model_high),
+            _nullable(u.adjusted_gap),
+            _nullable(u.adjusted_gap_low),
+            _nullable(u.adjusted_gap_high),
         ],
         schema=S.CONCEPTS_SCHEMA,
     )
@@ -63,6 +70,9 @@ def benchmark_concepts_table(result: CGResult) -> pa.Table:
             _nullable(result.chi_model[b_idx, c_idx]),
             pa.array(result.active_rows[b_idx, c_idx].astype(np.int64)),
             pa.array(result.class_names(result.benchmark_class[b_idx, c_idx])),
+            _nullable(result.uncertainty.n_eff[b_idx, c_idx]),
+            _nullable(result.uncertainty.chi_model_low[b_idx, c_idx]),
+            _nullable(result.uncertainty.chi_model_high[b_idx, c_idx]),
         ],
         schema=S.BENCHMARK_CONCEPTS_SCHEMA,
     )
@@ -183,12 +193,18 @@ def write_metrics(
     result: CGResult,
     labels: ConceptLabels | None = None,
     extra_summary: dict[str, Any] | None = None,
+    model: str | None = None,
 ) -> dict[str, Any]:
-    """Write concepts / benchmark_concepts / summary / official CSVs into the (temporary) directory `out`."""
+    """Write concepts / benchmark_concepts / summary / official CSVs and the weakness profile (weaknesses,
+    strengths, coverage gaps) into the (temporary) directory `out`. The profile reads `out/rows.parquet`
+    (the rows of `model` when it holds several) for near-duplicate groups and example rows."""
+    from cg_ray.profile.weaknesses import write_profiles
+
     rankings = rank_concepts(result)
     pq.write_table(concepts_table(result, labels), out / S.CONCEPTS_FILE)
     pq.write_table(benchmark_concepts_table(result), out / S.BENCHMARK_CONCEPTS_FILE)
     write_official_csvs(out, result)
-    summary = summary_dict(result, rankings, labels, extra_summary)
+    profile = write_profiles(out, result, labels, model)
+    summary = summary_dict(result, rankings, labels, {**(extra_summary or {}), "profile": profile})
     (out / S.SUMMARY_FILE).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return summary

@@ -309,6 +309,9 @@ def write_outputs(run_dir: Path, table: pa.Table, themes: dict[str, Any]) -> Non
     with atomic_file(run_dir / O.DESCRIPTIONS_FILE) as tmp_d, atomic_file(run_dir / O.THEMES_FILE) as tmp_t:
         pq.write_table(table, tmp_d)
         tmp_t.write_text(json.dumps(themes, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    from cg_ray.profile.descriptions import apply_descriptions
+
+    apply_descriptions(run_dir)  # the weakness profile's `description` / `metadata_enrichment` columns
     if (run_dir / "report.html").is_file():
         from cg_ray.report.html import build_report
 

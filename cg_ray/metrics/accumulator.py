@@ -31,6 +31,7 @@ class BenchmarkSums:
     act_sum: FloatArray = field(init=False)  # Σ_i s̃_{c,i}, all rows
     scored_act_sum: FloatArray = field(init=False)  # Σ_i s̃_{c,i}, scored rows
     weighted_sum: FloatArray = field(init=False)  # Σ_i m(i) s̃_{c,i}, scored rows
+    scored_act_sq_sum: FloatArray = field(init=False)  # Σ_i s̃_{c,i}², scored rows (effective support)
     active_rows: IntArray = field(init=False)  # #rows with s̃_{c,i} > 0
     scored_active_rows: IntArray = field(init=False)  # #scored rows with s̃_{c,i} > 0
 
@@ -39,10 +40,18 @@ class BenchmarkSums:
         self.act_sum = np.zeros(d)
         self.scored_act_sum = np.zeros(d)
         self.weighted_sum = np.zeros(d)
+        self.scored_act_sq_sum = np.zeros(d)
         self.active_rows = np.zeros(d, dtype=np.int64)
         self.scored_active_rows = np.zeros(d, dtype=np.int64)
 
-    _ARRAYS = ("act_sum", "scored_act_sum", "weighted_sum", "active_rows", "scored_active_rows")
+    _ARRAYS = (
+        "act_sum",
+        "scored_act_sum",
+        "weighted_sum",
+        "scored_act_sq_sum",
+        "active_rows",
+        "scored_active_rows",
+    )
 
     def merge(self, other: BenchmarkSums) -> None:
         if other.d_sae != self.d_sae:
@@ -123,13 +132,15 @@ class CGAccumulator:
         if scored.all():
             scored_act_sum, scored_active = act_sum, active
             weighted = scatter(acts * np.repeat(scores, lengths))
+            squared = scatter(np.square(acts, dtype=np.float64))
         elif scored.any():
             elem_scored = np.repeat(scored, lengths)
             scored_act_sum = scatter(acts, elem_scored)
             scored_active = scatter(None, elem_scored & positive)
             weighted = scatter(acts * np.repeat(np.nan_to_num(scores), lengths), elem_scored)
+            squared = scatter(np.square(acts, dtype=np.float64), elem_scored)
         else:
-            scored_act_sum = weighted = np.zeros((n_bench, d))
+            scored_act_sum = weighted = squared = np.zeros((n_bench, d))
             scored_active = np.zeros((n_bench, d), dtype=np.int64)
 
         rows_per_bench = np.bincount(codes, minlength=n_bench)
@@ -145,6 +156,7 @@ class CGAccumulator:
             sums.act_sum += act_sum[b]
             sums.scored_act_sum += scored_act_sum[b]
             sums.weighted_sum += weighted[b]
+            sums.scored_act_sq_sum += squared[b]
             sums.active_rows += active[b]
             sums.scored_active_rows += scored_active[b]
 

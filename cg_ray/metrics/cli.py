@@ -59,6 +59,21 @@ def _add_metrics_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="X_bench over all benchmarks (paper eq. 3, default) or active ones only",
     )
+    g.add_argument(
+        "--rank-by",
+        dest="rank_by",
+        choices=["x_model", "upper_bound", "adjusted_gap"],
+        default=None,
+        help="weakness profile order: X_model (the paper's), the upper end of its 95%% interval (default), or "
+        "the upper end of the difficulty-adjusted gap's interval",
+    )
+    g.add_argument(
+        "--duplicate-jaccard",
+        dest="duplicate_jaccard",
+        type=float,
+        default=None,
+        help="weakness profile: merge concepts whose active-row sets have Jaccard ≥ this (default 0.8)",
+    )
 
 
 def _add_rows_options(p: argparse.ArgumentParser) -> None:
@@ -95,9 +110,28 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     }
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
         link_or_copy(args.rows, tmp / S.ROWS_FILE)
-        summary = write_metrics(tmp, result, labels, extra)
+        summary = write_metrics(tmp, result, labels, extra, model=args.model)
     _print_summary(args.out, summary, time.perf_counter() - started)
+    _print_profile(args.out)
     return 0
+
+
+def _print_profile(out: Path) -> None:
+    import pyarrow.parquet as pq
+
+    path = out / S.WEAKNESSES_FILE
+    if not path.is_file():
+        return
+    entries = pq.read_table(path).slice(0, 5).to_pylist()
+    print("weakness profile (most confidently weak first; X_model [95% interval], support):")
+    for e in entries:
+        merged = f" +{len(e['members']) - 1} merged" if len(e["members"]) > 1 else ""
+        label = e["description"] or "(no label)"
+        print(
+            f"  {e['rank']:>3}. {e['concept_id']:>6}  X_model {_fmt(e['X_model'])} "
+            f"[{_fmt(e['X_model_low'])}, {_fmt(e['X_model_high'])}]  {e['n_rows']:>6} rows  "
+            f"n_eff {e['n_eff'] or 0:.1f}{merged}  {label[:60]}"
+        )
 
 
 def _fmt(x: float | None) -> str:

@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from cg_ray.config import MetricsConfig
 from cg_ray.metrics.accumulator import CGAccumulator
+from cg_ray.metrics.uncertainty import Uncertainty, compute_uncertainty
 from cg_ray.schemas import COVERAGE_CLASSES
 
 FloatArray = npt.NDArray[np.float64]
@@ -53,6 +54,7 @@ class CGResult:
     benchmark_class: npt.NDArray[np.int8]  # B × d
     benchmark_thresholds: list[ClassThresholds]
     is_model_gap: npt.NDArray[np.bool_]  # d
+    uncertainty: Uncertainty  # n_eff, intervals and the difficulty-adjusted gap (added beside the paper's values)
 
     @property
     def n_benchmarks(self) -> int:
@@ -156,4 +158,5 @@ def compute_metrics(acc: CGAccumulator, config: MetricsConfig | None = None) -> 
         benchmark_class=bench_classes,
         benchmark_thresholds=bench_thresholds,
         is_model_gap=~np.isnan(x_model) & (x_model < config.model_gap_epsilon),
+        uncertainty=compute_uncertainty(s["scored_act_sum"], s["scored_act_sq_sum"], chi_m, chi_b, x_model, mean_score),
     )

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cg_ray.config import MetricsConfig, RobustnessConfig
-from cg_ray.metrics.accumulator import CGAccumulator
+from cg_ray.metrics.accumulator import BenchmarkSums, CGAccumulator
 from cg_ray.metrics.compute import CGResult, compute_metrics
 from cg_ray.metrics.rankings import rank_concepts
 
@@ -80,16 +80,18 @@ def subtract(full: CGAccumulator, removed: CGAccumulator) -> CGAccumulator:
             s.n_rows -= r.n_rows
             s.n_scored_rows -= r.n_scored_rows
             s.score_sum -= r.score_sum
-            for attr in ("act_sum", "scored_act_sum", "weighted_sum", "active_rows", "scored_active_rows"):
+            for attr in BenchmarkSums._ARRAYS:
                 getattr(s, attr).__isub__(getattr(r, attr))
             inactive = s.active_rows == 0
             s.act_sum[inactive] = 0.0
             unscored = s.scored_active_rows == 0
             s.scored_act_sum[unscored] = 0.0
             s.weighted_sum[unscored] = 0.0
+            s.scored_act_sq_sum[unscored] = 0.0
             np.maximum(s.act_sum, 0.0, out=s.act_sum)
             np.maximum(s.scored_act_sum, 0.0, out=s.scored_act_sum)
             np.maximum(s.weighted_sum, 0.0, out=s.weighted_sum)
+            np.maximum(s.scored_act_sq_sum, 0.0, out=s.scored_act_sq_sum)
         if s.n_rows > 0:
             out.benchmarks[name] = s
     return out

@@ -9,7 +9,7 @@ from pathlib import Path
 def _cmd_report(args: argparse.Namespace) -> int:
     from cg_ray.report.html import build_report
 
-    out = build_report(args.run_dir, examples_per_concept=args.examples, top=args.top)
+    out = build_report(args.run_dir, examples_per_concept=args.examples, top=args.top, validate=args.validate)
     print(f"report: {out} ({out.stat().st_size / 2**20:.1f} MiB, self-contained, works offline)")
     return 0
 
@@ -23,4 +23,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", type=Path, help="a run directory written by `cg-ray metrics` or `cg-ray run`")
     p.add_argument("--top", type=int, default=20, help="concepts per best/worst table")
     p.add_argument("--examples", type=int, default=3, help="example rows per concept")
+    p.add_argument(
+        "--validate",
+        type=Path,
+        default=None,
+        help="validate.json of `cg-ray validate` to show (default: RUN_DIR/validate.json when present)",
+    )
     p.set_defaults(handler=_cmd_report)

@@ -15,6 +15,7 @@ from cg_ray.artifacts.rows import open_rows
 from cg_ray.errors import InputError
 from cg_ray.report import figures
 from cg_ray.report.examples import ExampleRow, salient_rows
+from cg_ray.report.profile import load_profile, strengths_section, validate_section, weakness_section
 from cg_ray.report.readable import readable_html
 
 REPORT_FILE = "report.html"
@@ -30,7 +31,7 @@ table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px
 text-align:left;vertical-align:top}th{background:#f3f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .ex{color:#555;font-size:12px}.ex b{color:#111}.kpis{display:flex;gap:24px;flex-wrap:wrap}
 .kpi{min-width:140px}.kpi .v{font-size:22px;font-weight:600}.kpi .l{color:#666;font-size:12px}
-details summary{cursor:pointer}mark{background:#fde68a;padding:0 1px}
+details summary{cursor:pointer}mark{background:#fde68a;padding:0 1px}.ci{color:#666;font-size:11px}
 """
 
 
@@ -113,7 +114,10 @@ def _robustness_html(run_dir: Path) -> str:
     )
 
 
-def build_report(run_dir: str | Path, examples_per_concept: int = 3, top: int = 20) -> Path:
+def build_report(
+    run_dir: str | Path, examples_per_concept: int = 3, top: int = 20, validate: str | Path | None = None
+) -> Path:
+    """RUN/report.html; shows RUN/validate.json (or the `validate` file given) when there is one."""
     run = Path(run_dir)
     needed = [S.SUMMARY_FILE, S.CONCEPTS_FILE, S.BENCHMARK_CONCEPTS_FILE, S.ROWS_FILE]
     for name in needed:
@@ -123,7 +127,10 @@ def build_report(run_dir: str | Path, examples_per_concept: int = 3, top: int = 
     concepts = pq.read_table(run / S.CONCEPTS_FILE)
     pairs = pq.read_table(run / S.BENCHMARK_CONCEPTS_FILE)
     rankings = {k: v[:top] for k, v in summary["rankings"].items() if isinstance(v, list)}
-    wanted = sorted({e["concept_id"] for entries in rankings.values() for e in entries})
+    profiles = [
+        e["concept_id"] for name in (S.WEAKNESSES_FILE, S.STRENGTHS_FILE) for e in load_profile(run, name)[:top]
+    ]
+    wanted = sorted({e["concept_id"] for entries in rankings.values() for e in entries} | set(profiles))
     examples = salient_rows(open_rows(run / S.ROWS_FILE), wanted, examples_per_concept, summary.get("model_filter"))
 
     suite = summary["suite"]
@@ -156,23 +163,31 @@ def build_report(run_dir: str | Path, examples_per_concept: int = 3, top: int = 
         f"cg_ray {_esc(summary['cg_ray_version'])}"
     )
     tables = [
-        ("worst_model", f"Worst concepts (lowest X_model; {filters})"),
-        ("best_model", "Best concepts (highest X_model)"),
+        ("worst_model", f"Worst concepts by plain X_model (the paper's ranking; {filters})"),
+        ("best_model", "Best concepts by plain X_model"),
         ("least_covered", "Least covered concepts (lowest non-missing X_bench)"),
         ("most_covered", "Most covered concepts"),
     ]
+    validate_path = Path(validate) if validate is not None else run / S.VALIDATE_FILE
+
+    def examples_of(concept: int) -> str:
+        return _examples_html(examples.get(concept, []))
+
     sections = [
         f'<section><div class="kpis">{kpi_html}</div></section>',
+        weakness_section(run, summary, top, examples_of),
+        readable_html(run),  # `cg-ray describe`: descriptions and themes, right under the profile
+        validate_section(validate_path, _figure_html),
         f"<section><h2>Benchmarks</h2>{_benchmark_table(summary)}</section>",
         "<section><h2>Benchmark gaps</h2>" + _pair(figs["coverage"], figs["missing"]) + "</section>",
         "<section><h2>Model gaps</h2>"
         + _figure_html(figs["performance"])
         + _figure_html(figs["per_benchmark"])
         + "</section>",
+        strengths_section(run, top, examples_of),
         *(f"<section><h2>{title}</h2>{_concept_table(rankings[key], examples)}</section>" for key, title in tables),
         "<section><h2>How the benchmarks relate</h2>" + _pair(figs["jaccard"], figs["correlation"]) + "</section>",
         _robustness_html(run),
-        readable_html(run),  # `cg-ray describe`: descriptions and themes
     ]
     from plotly.offline import get_plotlyjs  # bundled with the plotly package: works offline
 

@@ -61,6 +61,37 @@ class ScoreRequest(BaseModel):
     top_k: int = Field(5, ge=1, le=50)
 
 
+class ProfileEntry(BaseModel):
+    """One entry of a weakness profile (see README, run directory: weaknesses.parquet)."""
+
+    rank: int
+    concept_id: int
+    label: str | None
+    description: str | None
+    X_model: float | None
+    X_model_low: float | None
+    X_model_high: float | None
+    adjusted_gap: float | None
+    adjusted_gap_low: float | None
+    adjusted_gap_high: float | None
+    n_rows: int
+    n_eff: float | None
+    n_benchmarks: int
+    group: int
+    members: list[int]
+    metadata_enrichment: list[str]
+    example_row_ids: list[str]
+
+
+class ProfileResponse(BaseModel):
+    kind: Literal["weaknesses", "strengths", "coverage_gaps"]
+    rank_by: str | None
+    duplicate_jaccard: float | None
+    confidence: float | None
+    total: int
+    items: list[ProfileEntry]
+
+
 def upload_view(u: Upload) -> dict[str, Any]:
     return {
         "id": u.id,
@@ -372,6 +403,19 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
             limit=limit,
             offset=offset,
         )
+
+    @v1.get("/analyses/{analysis_id}/weaknesses", tags=["results"], response_model=ProfileResponse)
+    def get_weaknesses(
+        owner: Owner,
+        analysis_id: str,
+        kind: results.ProfileKind = "weaknesses",
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    ) -> dict[str, Any]:
+        """The weakness profile (or strengths / coverage gaps) in rank order, with intervals and groups."""
+        out = results.profile(finished(owner, analysis_id), kind, limit)
+        if out is None:
+            raise HTTPException(404, f"analysis {analysis_id!r} has no {kind} profile (made by an older version)")
+        return out
 
     @v1.get("/analyses/{analysis_id}/concepts/{concept_id}", tags=["results"])
     def get_concept(owner: Owner, analysis_id: str, concept_id: int) -> dict[str, Any]:

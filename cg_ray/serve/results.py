@@ -17,7 +17,24 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.report.examples import salient_rows
 
-SortKey = Literal["concept_id", "X_model", "X_bench", "n_active_rows", "n_benchmarks_active"]
+SortKey = Literal[
+    "concept_id",
+    "X_model",
+    "X_bench",
+    "n_active_rows",
+    "n_benchmarks_active",
+    "X_model_low",
+    "X_model_high",
+    "adjusted_gap",
+    "adjusted_gap_high",
+    "n_eff",
+]
+ProfileKind = Literal["weaknesses", "strengths", "coverage_gaps"]
+PROFILE_FILES: dict[str, str] = {
+    "weaknesses": S.WEAKNESSES_FILE,
+    "strengths": S.STRENGTHS_FILE,
+    "coverage_gaps": S.COVERAGE_GAPS_FILE,
+}
 
 DOWNLOADS = {
     "rows.parquet": S.ROWS_FILE,
@@ -29,6 +46,9 @@ DOWNLOADS = {
     S.OFFICIAL_COVERAGE_CSV: S.OFFICIAL_COVERAGE_CSV,
     S.OFFICIAL_SALIENCY_CSV: S.OFFICIAL_SALIENCY_CSV,
     S.OFFICIAL_SCORES_CSV: S.OFFICIAL_SCORES_CSV,
+    S.WEAKNESSES_FILE: S.WEAKNESSES_FILE,
+    S.STRENGTHS_FILE: S.STRENGTHS_FILE,
+    S.COVERAGE_GAPS_FILE: S.COVERAGE_GAPS_FILE,
 }
 
 
@@ -83,6 +103,23 @@ def concept_table(
         "offset": offset,
         "limit": limit,
         "items": [{k: _clean(v) for k, v in r.items()} for r in page],
+    }
+
+
+def profile(run_dir: str, kind: ProfileKind = "weaknesses", limit: int = 50) -> dict[str, Any] | None:
+    """A profile file's entries in rank order, with the run's profile settings; None if the run has none."""
+    path = Path(run_dir) / PROFILE_FILES[kind]
+    if not path.is_file():
+        return None
+    table = pq.read_table(path)
+    settings = summary(run_dir).get("profile", {})
+    return {
+        "kind": kind,
+        "rank_by": settings.get("rank_by"),
+        "duplicate_jaccard": settings.get("duplicate_jaccard"),
+        "confidence": settings.get("confidence"),
+        "total": table.num_rows,
+        "items": [{k: _clean(v) for k, v in r.items()} for r in table.slice(0, limit).to_pylist()],
     }
 
 

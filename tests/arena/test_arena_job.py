@@ -56,6 +56,7 @@ def test_arena_job(ray_module, tmp_path: Path) -> None:
         rows = pq.read_table(out / "models" / model / S.ROWS_FILE)
         assert rows.num_rows == 60 and rows.schema.metadata[S.D_SAE_METADATA_KEY] == b"256"
         assert (out / "models" / model / "report.html").exists()
+        assert all((out / "models" / model / name).exists() for name in S.PROFILE_FILES)
     assert pq.read_table(out / "models" / "alpha" / S.ROWS_FILE)["score"].to_pylist().count(1.0) == 40
     table = pq.read_table(out / "model_concepts.parquet").to_pylist()
     # The word "careful" appears only in won answers: it tops what each model wins on.

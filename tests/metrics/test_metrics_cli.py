@@ -40,6 +40,7 @@ def test_artifacts_of_a_small_run(write_rows, tmp_path: Path) -> None:
             S.OFFICIAL_COVERAGE_CSV,
             S.OFFICIAL_SALIENCY_CSV,
             S.OFFICIAL_SCORES_CSV,
+            *S.PROFILE_FILES,
         ]
     )
     concepts = pq.read_table(out / S.CONCEPTS_FILE)

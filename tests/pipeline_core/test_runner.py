@@ -56,6 +56,7 @@ def test_run_publishes_a_complete_run_directory(ray_module, tmp_path: Path) -> N
         S.SUMMARY_FILE,
         "manifest.json",
         "report.html",
+        *S.PROFILE_FILES,
     } <= names
     rows = pq.read_table(out / S.ROWS_FILE)
     assert rows.num_rows == 36

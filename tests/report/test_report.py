@@ -29,6 +29,17 @@ def run_dir(tmp_path_factory) -> Path:
     return out
 
 
+def test_report_shows_validation_when_given(run_dir: Path, tmp_path: Path) -> None:
+    rows = run_dir / S.ROWS_FILE
+    val = tmp_path / "val"
+    assert main(["validate", "--rows", str(rows), "--out", str(val), "--bootstrap", "50", "--random", "10"]) == 0
+    assert main(["report", str(run_dir), "--validate", str(val / S.VALIDATE_FILE)]) == 0
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "<h2>Held-out validation</h2>" in page and "paper&#x27;s X_model ranking" not in page
+    assert "paper's X_model ranking" in page and "random concepts" in page
+    assert main(["report", str(run_dir)]) == 0  # back to the plain report for the other tests
+
+
 def test_report_is_complete_and_offline(run_dir: Path) -> None:
     assert main(["report", str(run_dir)]) == 0
     page = (run_dir / "report.html").read_text(encoding="utf-8")
@@ -46,6 +57,11 @@ def test_report_is_complete_and_offline(run_dir: Path) -> None:
         assert bench in page
     worst = summary["rankings"]["worst_model"][0]
     assert worst["label"] and worst["label"] in page
+    # The weakness profile comes first, before the paper's plain ranking, with intervals and support.
+    assert page.index("<h2>Weakness profile</h2>") < page.index("Worst concepts by plain X_model")
+    first = pq.read_table(run_dir / S.WEAKNESSES_FILE).to_pylist()[0]
+    assert f"{first['X_model']:.3f} <span class='ci'>[{first['X_model_low']:.3f}, {first['X_model_high']:.3f}]" in page
+    assert "Held-out validation" not in page  # no validate.json here
     # Everything inline: no script or stylesheet is fetched from anywhere.
     assert not re.search(r"<script[^>]+src=", page)
     assert not re.search(r"<link[^>]+href=\"?https?:", page)

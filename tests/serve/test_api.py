@@ -46,6 +46,7 @@ def test_every_v1_route_needs_a_valid_key(client, headers) -> None:
         ("get", "/v1/uploads/upl_x"),
         ("get", "/v1/analyses"),
         ("get", "/v1/analyses/ana_x/concepts"),
+        ("get", "/v1/analyses/ana_x/weaknesses"),
         ("post", "/v1/analyses"),
         ("post", "/v1/score"),
     ]:
@@ -107,6 +108,28 @@ def test_upload_analysis_results_end_to_end(client, key, settings) -> None:
 
     parquet = client.get(f"/v1/analyses/{aid}/artifacts/concepts.parquet", headers=key)
     assert pq.read_table(io.BytesIO(parquet.content)).num_rows == 64
+
+    # The weakness profile: rank order, intervals around X_model, support, groups.
+    weak = client.get(f"/v1/analyses/{aid}/weaknesses", headers=key, params={"limit": 5})
+    assert weak.status_code == 200, weak.text
+    profile = weak.json()
+    assert profile["kind"] == "weaknesses" and profile["rank_by"] == "upper_bound"
+    assert 0 < len(profile["items"]) <= 5
+    assert [e["rank"] for e in profile["items"]] == list(range(1, len(profile["items"]) + 1))
+    for e in profile["items"]:
+        assert e["X_model_low"] <= e["X_model"] <= e["X_model_high"] and e["concept_id"] in e["members"]
+    highs = [e["X_model_high"] for e in profile["items"]]
+    assert highs == sorted(highs)
+    strengths = client.get(f"/v1/analyses/{aid}/weaknesses", headers=key, params={"kind": "strengths"}).json()
+    assert strengths["kind"] == "strengths"
+    assert client.get(f"/v1/analyses/{aid}/weaknesses", headers=key, params={"kind": "nope"}).status_code == 422
+    by_bound = client.get(
+        f"/v1/analyses/{aid}/concepts", headers=key, params={"sort": "X_model_high", "scored_only": True}
+    ).json()
+    bounds = [c["X_model_high"] for c in by_bound["items"]]
+    assert bounds == sorted(bounds)
+    weak_file = client.get(f"/v1/analyses/{aid}/artifacts/weaknesses.parquet", headers=key)
+    assert pq.read_table(io.BytesIO(weak_file.content)).num_rows >= len(profile["items"])
     csv = client.get(f"/v1/analyses/{aid}/artifacts/concepts.csv", headers=key)
     assert csv.status_code == 200 and csv.text.startswith('"concept_id"')
     assert client.get(f"/v1/analyses/{aid}/artifacts/..%2F..%2Fetc%2Fpasswd", headers=key).status_code == 404
@@ -123,6 +146,7 @@ def test_cross_tenant_access_is_404(client, key, other_key) -> None:
         f"/v1/analyses/{aid}/summary",
         f"/v1/analyses/{aid}/concepts",
         f"/v1/analyses/{aid}/concepts/0",
+        f"/v1/analyses/{aid}/weaknesses",
         f"/v1/analyses/{aid}/artifacts/rows.parquet",
     ):
         assert client.get(path, headers=other_key).status_code == 404, path

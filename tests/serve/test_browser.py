@@ -74,7 +74,8 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
             json.dumps(
                 {
                     "id": i,
-                    "prompt": f"{words[i % 10]} {words[(i * 3) % 10]} {i}",
+                    # "please" in half the rows: a concept with enough support for the weakness profile.
+                    "prompt": f"{'please ' if i % 2 else ''}{words[i % 10]} {words[(i * 3) % 10]} {i}",
                     "response": str(i),
                     "score": float(i % 3 != 0),
                 }
@@ -102,6 +103,21 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         # The themes panel (`cg-ray describe` ran as part of the analysis).
         expect(page.locator("#themes-body")).to_contain_text(re.compile(r"rows · mean score|No themes"))
         page.locator("#themes").screenshot(path=str(ARTIFACTS / "explorer-themes.png"))
+        # The weakness profile: ranked entries with intervals and support; a row opens the concept.
+        expect(page.locator("#profile-table")).to_have_attribute("aria-busy", "false")
+        profile = page.locator("#profile-table tbody tr")
+        expect(profile.first).to_be_visible()
+        expect(profile.first.locator("td").nth(0)).to_have_text("1")
+        expect(profile.first.locator("td").nth(3)).to_contain_text("[")
+        expect(page.locator("#profile-note")).to_contain_text("ranked by")
+        page.select_option("#profile-kind", "strengths")
+        expect(page.locator("#profile-note")).to_contain_text("ranked by")
+        page.select_option("#profile-kind", "weaknesses")
+        expect(page.locator("#profile-table")).to_have_attribute("aria-busy", "false")
+        page.locator("#profile").screenshot(path=str(ARTIFACTS / "explorer-profile.png"))
+        # The concept table sorts by the upper end of X_model's interval.
+        page.click("th[data-sort='X_model_high']")
+        expect(page.locator("#concept-table")).to_have_attribute("aria-busy", "false")
         # Switching to benchmark gaps re-sorts by coverage.
         page.click("#mode-bench")
         expect(page.locator("#mode-bench")).to_have_class("on")

@@ -8,6 +8,8 @@ const fmt = (x, d = 3) => (x === null || x === undefined ? "—" : Number(x).toF
 const PLOT = { displaylogo: false, responsive: true };
 const LAYOUT = { margin: { l: 50, r: 10, t: 40, b: 40 }, height: 320 };
 const T = (text) => ({ text });  // plotly.js 3 wants titles as objects
+const ci = (lo, hi, d = 3) => (lo === null || lo === undefined ? "—" : `[${fmt(lo, d)}, ${fmt(hi, d)}]`);
+const signed = (x, d = 3) => (x === null || x === undefined ? "—" : (x >= 0 ? "+" : "") + Number(x).toFixed(d));
 
 async function api(path, options = {}) {
   const headers = Object.assign({ "X-API-Key": localStorage.getItem("cg_ray_key") || "" }, options.headers || {});
@@ -39,7 +41,7 @@ async function showAnalysis(id) {
   state.analysis = id;
   state.offset = 0;
   // Unhide first: plotly sizes a plot from its container, and a hidden one has no width.
-  for (const section of ["overview", "concepts", "relations"]) $(section).hidden = false;
+  for (const section of ["overview", "profile", "concepts", "relations"]) $(section).hidden = false;
   const summary = (state.summary = await api(`/v1/analyses/${id}/summary`));
   const dist = (state.dist = await api(`/v1/analyses/${id}/distributions`));
   const s = summary.suite;
@@ -61,8 +63,37 @@ async function showAnalysis(id) {
   Plotly.newPlot("per-benchmark", names.map((b) => ({ type: "box", name: b, y: dist.per_benchmark_chi_model[b] || [], boxpoints: false })),
     Object.assign({}, LAYOUT, { title: T("χ_model per benchmark"), showlegend: false }), PLOT);
   $("analysis-status").textContent = "";
+  await loadProfile();
   await loadConcepts();
   await loadThemes();
+}
+
+async function loadProfile() {
+  const table = $("profile-table");
+  table.setAttribute("aria-busy", "true");
+  const kind = $("profile-kind").value;
+  let p;
+  try {
+    p = await api(`/v1/analyses/${state.analysis}/weaknesses?kind=${kind}&limit=25`);
+  } catch (e) {
+    $("profile-note").innerHTML = `<span class="err">${esc(e.message)}</span>`;
+    document.querySelector("#profile-table tbody").innerHTML = "";
+    table.setAttribute("aria-busy", "false");
+    return;
+  }
+  const order = { upper_bound: "the upper end of X_model's 95% interval", adjusted_gap: "the adjusted gap's interval", x_model: "X_model" }[p.rank_by] || p.rank_by;
+  const cfg = state.summary.config;
+  $("profile-note").textContent = p.total
+    ? `${p.total} entries · ranked by ${order} · near-duplicates (Jaccard ≥ ${p.duplicate_jaccard}) merged`
+    : `no concept is active in ≥ ${cfg.min_rows} rows and ≥ ${cfg.min_benchmarks} benchmark(s) (the profile's filters)`;
+  document.querySelector("#profile-table tbody").innerHTML = p.items.map((e) => `
+    <tr data-id="${e.concept_id}"><td class="num">${e.rank}</td><td class="num">${e.concept_id}</td>
+    <td>${esc(e.description || e.label || "(no label)")}${e.metadata_enrichment.map((m) => `<div class="muted">${esc(m)}</div>`).join("")}</td>
+    <td class="num">${fmt(e.X_model)} <span class="muted">${ci(e.X_model_low, e.X_model_high)}</span></td>
+    <td class="num">${signed(e.adjusted_gap)} <span class="muted">[${signed(e.adjusted_gap_low)}, ${signed(e.adjusted_gap_high)}]</span></td>
+    <td class="num">${e.n_rows.toLocaleString()}</td><td class="num">${fmt(e.n_eff, 1)}</td><td class="num">${e.n_benchmarks}</td>
+    <td>${esc(e.members.filter((m) => m !== e.concept_id).join(", ") || "—")}</td></tr>`).join("");
+  table.setAttribute("aria-busy", "false");
 }
 
 function heatmap(div, matrix, names, title, zmin, zmax, scale) {
@@ -87,7 +118,9 @@ async function loadConcepts() {
   document.querySelector("#concept-table tbody").innerHTML = page.items.map((c) => `
     <tr data-id="${c.concept_id}"><td class="num">${c.concept_id}</td><td>${esc(c.label || "(no label)")}</td>
     <td class="num">${fmt(c.X_model)}</td><td class="num">${fmt(c.X_bench)}</td><td class="num">${c.n_benchmarks_active}</td>
-    <td class="num">${c.n_active_rows.toLocaleString()}</td><td class="cls-${c.coverage_class}">${c.coverage_class}</td></tr>`).join("");
+    <td class="num">${c.n_active_rows.toLocaleString()}</td><td class="cls-${c.coverage_class}">${c.coverage_class}</td>
+    <td class="num muted">${ci(c.X_model_low, c.X_model_high)}</td><td class="num">${fmt(c.n_eff, 1)}</td>
+    <td class="num">${signed(c.adjusted_gap)}</td></tr>`).join("");
   $("prev").disabled = page.offset === 0;
   $("next").disabled = page.offset + page.limit >= page.total;
   table.setAttribute("aria-busy", "false");
@@ -102,7 +135,9 @@ async function showConcept(id) {
   $("detail").hidden = false;
   const c = await api(`/v1/analyses/${state.analysis}/concepts/${id}`);
   $("detail-title").textContent = `Concept ${c.concept_id}: ${c.label || "(no label)"}`;
-  $("detail-body").innerHTML = `X_model <b>${fmt(c.X_model)}</b> · X_bench <b>${fmt(c.X_bench)}</b> · ${esc(c.coverage_class)} ·
+  $("detail-body").innerHTML = `X_model <b>${fmt(c.X_model)}</b> ${ci(c.X_model_low, c.X_model_high)} ·
+    adjusted gap <b>${signed(c.adjusted_gap)}</b> [${signed(c.adjusted_gap_low)}, ${signed(c.adjusted_gap_high)}] ·
+    n_eff ${fmt(c.n_eff, 1)} · X_bench <b>${fmt(c.X_bench)}</b> · ${esc(c.coverage_class)} ·
     active in ${c.n_benchmarks_active} benchmark(s), ${c.n_active_rows} rows${c.is_model_gap ? " · <b class='err'>model gap</b>" : ""}`;
   const b = c.benchmarks;
   Plotly.newPlot("detail-plot", [
@@ -184,6 +219,11 @@ window.addEventListener("DOMContentLoaded", () => {
     if (tr) showConcept(tr.dataset.id);
   };
   $("subset-go").onclick = compareSubset;
+  $("profile-kind").onchange = loadProfile;
+  document.querySelector("#profile-table tbody").onclick = (e) => {
+    const tr = e.target.closest("tr");
+    if (tr) showConcept(tr.dataset.id);
+  };
   if (localStorage.getItem("cg_ray_key")) loadAnalyses();
 });
 

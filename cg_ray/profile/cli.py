@@ -1,0 +1,106 @@
+"""`cg-ray validate --rows rows.parquet --out DIR`: held-out validation of the weakness profile."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from cg_ray.errors import ConfigError
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--test-fraction must be a number, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"--test-fraction must be strictly between 0 and 1, got {value}")
+    return value
+
+
+def _fmt(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "—"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from cg_ray.artifacts.publish import atomic_directory
+    from cg_ray.artifacts.rows import load_row_table, open_rows
+    from cg_ray.errors import CgRayError
+    from cg_ray.metrics.cli import metrics_config_from_args
+    from cg_ray.profile.validate import ValidateConfig, validate
+    from cg_ray.schemas import VALIDATE_FILE
+
+    if not 0.0 < args.test_fraction < 1.0:  # also checked by argparse; kept for programmatic callers
+        raise ConfigError(f"--test-fraction must be strictly between 0 and 1, got {args.test_fraction}")
+    if args.out.exists() and not args.overwrite:
+        raise CgRayError(f"{args.out} already exists (pass --overwrite to replace it)")
+    cfg = ValidateConfig(
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        max_k=args.max_k,
+        n_bootstrap=args.bootstrap,
+        n_random=args.random,
+        metrics=metrics_config_from_args(args),
+    )
+    rows = open_rows(args.rows, args.d_sae)
+    table = load_row_table(rows, model=args.model)
+    report = validate(table, table.benchmark_codes, cfg)
+    report["rows_file"] = str(args.rows)
+    report["model"] = args.model
+    with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
+        (tmp / VALIDATE_FILE).write_text(json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    _print(report, args.out / VALIDATE_FILE)
+    return 0
+
+
+def _at(curve: list[dict[str, Any]], key: str, value: int) -> dict[str, Any] | None:
+    return next((e for e in curve if e.get(key) == value), None)
+
+
+def _print(report: dict[str, Any], path: Path) -> None:
+    split = report["split"]
+    print(f"fit {split['n_fit']:,} rows, test {split['n_test']:,} rows (seed {split['seed']}); -> {path}")
+    series = {
+        "new": (report["lift"], report["low_performance"]),
+        "paper": (report["baselines"]["paper"]["lift"], report["baselines"]["paper"]["low_performance"]),
+        "random": (report["baselines"]["random"]["lift"], report["baselines"]["random"]["low_performance"]),
+    }
+    print(f"{'ranking':<8} {'lift@5':>24} {'lift@20':>24} {'low-perf M>=10':>24}")
+    for name, (lift, lp) in series.items():
+        cells = []
+        for i, entry in enumerate((_at(lift, "k", 5), _at(lift, "k", 20), _at(lp["by_size"], "M", 10))):
+            if entry is None:
+                cells.append("—")
+                continue
+            v = entry.get("lift", entry.get("value"))
+            sign = i < 2
+            cells.append(f"{_fmt(v, sign)} [{_fmt(entry.get('low'), sign)}, {_fmt(entry.get('high'), sign)}]")
+        print(f"{name:<8} {cells[0]:>24} {cells[1]:>24} {cells[2]:>24}")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from cg_ray.metrics.cli import _add_metrics_options
+
+    p = subparsers.add_parser(
+        "validate",
+        help="held-out validation of the weakness profile (lift and low-performance curves vs baselines)",
+        description="Split rows into fit / test parts (stratified by benchmark, seeded), build the weakness "
+        "profile on the fit part, and measure on the test part how low the profiled concepts' rows score: "
+        "the new ranking, the paper's plain X_model ranking and random concepts side by side.",
+    )
+    p.add_argument("--rows", required=True, type=Path, help="rows.parquet with a score on every row")
+    p.add_argument("--out", required=True, type=Path, help="output directory for validate.json (atomic)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    p.add_argument("--test-fraction", type=_fraction, default=0.2, help="held-out fraction per benchmark (0.2)")
+    p.add_argument("--seed", type=int, default=0, help="split, bootstrap and random-baseline seed (0)")
+    p.add_argument("--max-k", type=int, default=20, help="lift for the top 1..K weaknesses (20)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for intervals (1000)")
+    p.add_argument("--random", type=int, default=200, help="random concept profiles drawn as baseline (200)")
+    p.add_argument("--d-sae", type=int, default=None, help="SAE width, if the file's metadata lacks it")
+    p.add_argument("--model", default=None, help="evaluated model to keep, when the file holds several")
+    _add_metrics_options(p)
+    p.set_defaults(handler=_cmd_validate)

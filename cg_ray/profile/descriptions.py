@@ -1,0 +1,88 @@
+"""Readable descriptions in the profiles: taken from `descriptions.parquet` when a run directory has one.
+
+The "readable gaps" analysis writes `descriptions.parquet` (`concept_id: int32`, `description: string`,
+`metadata_enrichment: list<string>`) into a run directory. Profiles built after it exists take both columns
+from it; `apply_descriptions(run_dir)` rewrites existing profile files when it appears later. Until then,
+`description` is the concept's label (or "concept N (no label)") and `metadata_enrichment` is empty.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+from cg_ray.artifacts.publish import atomic_file
+from cg_ray.errors import InputError
+
+Descriptions = dict[int, tuple[str | None, list[str]]]
+
+
+def load_descriptions(run_dir: Path) -> Descriptions | None:
+    """`run_dir/descriptions.parquet` as {concept_id: (description, metadata_enrichment)}; None when absent."""
+    path = Path(run_dir) / S.DESCRIPTIONS_FILE
+    if not path.exists():
+        return None
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(f"not a Parquet file ({exc})", path=str(path)) from None
+    for f in S.DESCRIPTIONS_SCHEMA:
+        if f.name not in table.column_names:
+            raise InputError(f"missing column (present: {table.column_names})", path=str(path), field=f.name)
+    try:
+        table = table.select(S.DESCRIPTIONS_SCHEMA.names).cast(S.DESCRIPTIONS_SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InputError(f"unexpected column types ({exc}); expected {S.DESCRIPTIONS_SCHEMA}", path=str(path)) from None
+    out: Descriptions = {}
+    for cid, desc, enrichment in zip(
+        table.column("concept_id").to_pylist(),
+        table.column("description").to_pylist(),
+        table.column("metadata_enrichment").to_pylist(),
+        strict=True,
+    ):
+        out[int(cid)] = (desc, [str(x) for x in enrichment or [] if x is not None])
+    return out
+
+
+def with_descriptions(table: pa.Table, descriptions: Descriptions) -> pa.Table:
+    """A profile table whose `description` / `metadata_enrichment` come from `descriptions` where it has them."""
+    ids = table.column("concept_id").to_pylist()
+    old_desc = table.column("description").to_pylist()
+    old_meta = table.column("metadata_enrichment").to_pylist()
+    new_desc = [descriptions[c][0] if c in descriptions else d for c, d in zip(ids, old_desc, strict=True)]
+    new_meta = [descriptions[c][1] if c in descriptions else m for c, m in zip(ids, old_meta, strict=True)]
+    table = table.set_column(
+        table.schema.get_field_index("description"),
+        S.PROFILE_SCHEMA.field("description"),
+        pa.array(new_desc, pa.string()),
+    )
+    return table.set_column(
+        table.schema.get_field_index("metadata_enrichment"),
+        S.PROFILE_SCHEMA.field("metadata_enrichment"),
+        pa.array(new_meta, pa.list_(pa.string())),
+    )
+
+
+def apply_descriptions(run_dir: str | Path) -> int:
+    """Rewrite the run directory's profile files with `descriptions.parquet`; each file replaced atomically.
+
+    Returns the number of profile entries that got a description; 0 (nothing rewritten) without the file.
+    """
+    run = Path(run_dir)
+    descriptions = load_descriptions(run)
+    if descriptions is None:
+        return 0
+    updated = 0
+    for name in S.PROFILE_FILES:
+        path = run / name
+        if not path.exists():
+            continue
+        table = pq.read_table(path)
+        updated += sum(1 for c in table.column("concept_id").to_pylist() if c in descriptions)
+        new = with_descriptions(table, descriptions)
+        with atomic_file(path) as tmp:
+            pq.write_table(new, tmp)
+    return updated

@@ -1,0 +1,153 @@
+"""The weakness profile of a run: `weaknesses.parquet`, `strengths.parquet`, `coverage_gaps.parquet`.
+
+One row per reported concept, in rank order (schema `cg_ray.schemas.PROFILE_SCHEMA`). Each list takes the
+head of its order (`ranking.py`) — a pool of `POOL_FACTOR × top_k` concepts — merges near-duplicates within
+the pool (`grouping.py`), and keeps the first `top_k` entries. An entry shows its representative's values
+and lists the merged concept ids in `members`; `group` is the representative's concept id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+from cg_ray.artifacts.rows import open_rows
+from cg_ray.labels import ConceptLabels
+from cg_ray.metrics.compute import CGResult
+from cg_ray.profile.descriptions import Descriptions, load_descriptions
+from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, pool_activity_from_rows
+from cg_ray.profile.ranking import coverage_gap_order, strength_order, weakness_order
+
+POOL_FACTOR = 4  # candidates compared for near-duplicates per reported entry
+
+
+@dataclass(frozen=True)
+class Entry:
+    concept: int  # the representative
+    members: list[int]  # merged concepts, representative first
+
+
+def profile_entries(
+    order: npt.NDArray[np.int64],
+    activity: PoolActivity | None,
+    support: npt.NDArray[np.float64],
+    top_k: int,
+    threshold: float,
+) -> list[Entry]:
+    """Merge near-duplicates within the head of `order` and return the first `top_k` entries in rank order."""
+    pool = order[: POOL_FACTOR * top_k]
+    if activity is None or pool.size == 0:
+        return [Entry(int(c), [int(c)]) for c in pool[:top_k]]
+    rep = group_near_duplicates(activity.jaccard(pool.tolist()), support[pool], threshold)
+    members: dict[int, list[int]] = {}
+    for slot in np.argsort(-np.nan_to_num(support[pool], nan=-1.0), kind="stable"):
+        members.setdefault(int(rep[slot]), []).append(int(pool[slot]))
+    entries = [Entry(int(pool[r]), members[r]) for r in sorted(members)]  # by the representative's rank
+    return entries[:top_k]
+
+
+def _f(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)
+
+
+def profile_table(
+    entries: list[Entry],
+    result: CGResult,
+    labels: ConceptLabels | None,
+    activity: PoolActivity | None,
+    descriptions: Descriptions | None = None,
+) -> pa.Table:
+    u = result.uncertainty
+    records: list[dict[str, Any]] = []
+    for rank, e in enumerate(entries, start=1):
+        c = e.concept
+        label = labels.get(c) if labels else None
+        description: str | None = label or f"concept {c} (no label)"
+        enrichment: list[str] = []
+        if descriptions and c in descriptions:
+            description, enrichment = descriptions[c]
+        records.append(
+            {
+                "rank": rank,
+                "concept_id": c,
+                "label": label,
+                "description": description,
+                "X_model": _f(result.X_model[c]),
+                "X_model_low": _f(u.X_model_low[c]),
+                "X_model_high": _f(u.X_model_high[c]),
+                "adjusted_gap": _f(u.adjusted_gap[c]),
+                "adjusted_gap_low": _f(u.adjusted_gap_low[c]),
+                "adjusted_gap_high": _f(u.adjusted_gap_high[c]),
+                "n_rows": int(result.n_active_rows[c]),
+                "n_eff": _f(u.concept_n_eff[c]),
+                "n_benchmarks": int(result.n_benchmarks_active[c]),
+                "group": c,
+                "members": e.members,
+                "metadata_enrichment": enrichment,
+                "example_row_ids": activity.example_row_ids(c) if activity is not None else [],
+            }
+        )
+    return pa.Table.from_pylist(records, schema=S.PROFILE_SCHEMA)
+
+
+def build_profiles(
+    result: CGResult,
+    labels: ConceptLabels | None,
+    rows_path: Path | None,
+    model: str | None = None,
+    descriptions: Descriptions | None = None,
+) -> dict[str, pa.Table]:
+    """The three profile tables, keyed by file name. Reads rows.parquet once (pool activity) when given."""
+    cfg = result.config
+    orders = {
+        S.WEAKNESSES_FILE: weakness_order(result),
+        S.STRENGTHS_FILE: strength_order(result),
+        S.COVERAGE_GAPS_FILE: coverage_gap_order(result),
+    }
+    pool = np.unique(np.concatenate([o[: POOL_FACTOR * cfg.top_k] for o in orders.values()]))
+    activity = None
+    if rows_path is not None and rows_path.exists() and pool.size:
+        activity = pool_activity_from_rows(open_rows(rows_path, result.d_sae), pool.tolist(), model)
+    support = result.uncertainty.concept_n_eff
+    coverage_support = result.n_active_rows.astype(np.float64)  # coverage gaps: many have no scored rows
+    return {
+        name: profile_table(
+            profile_entries(
+                order,
+                activity,
+                coverage_support if name == S.COVERAGE_GAPS_FILE else support,
+                cfg.top_k,
+                cfg.duplicate_jaccard,
+            ),
+            result,
+            labels,
+            activity,
+            descriptions,
+        )
+        for name, order in orders.items()
+    }
+
+
+def write_profiles(
+    out: Path, result: CGResult, labels: ConceptLabels | None, model: str | None = None
+) -> dict[str, Any]:
+    """Write the three profile files into `out` (a directory being published atomically); a summary back."""
+    tables = build_profiles(result, labels, out / S.ROWS_FILE, model, load_descriptions(out))
+    for name, table in tables.items():
+        pq.write_table(table, out / name)
+    weak = tables[S.WEAKNESSES_FILE]
+    return {
+        "rank_by": result.config.rank_by,
+        "duplicate_jaccard": result.config.duplicate_jaccard,
+        "pool_factor": POOL_FACTOR,
+        "confidence": result.uncertainty.confidence,
+        "counts": {name.removesuffix(".parquet"): t.num_rows for name, t in tables.items()},
+        "n_merged": int(sum(len(m) - 1 for m in weak.column("members").to_pylist())),
+    }
