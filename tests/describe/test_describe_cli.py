@@ -69,14 +69,17 @@ def test_small_suites_without_eligible_concepts_rank_all_active_ones(make_run: C
     assert sum("least_covered_unfiltered" in r for r in reasons.values()) == 2
 
 
-def test_profile_files_add_their_concepts(make_run: Callable[..., Path]) -> None:
-    import pyarrow as pa
-
-    run = make_run()
-    pq.write_table(pa.table({"concept_id": pa.array([9], pa.int32())}), run / "weaknesses.parquet")
+def test_profile_files_add_their_concepts_and_get_their_descriptions(make_run: Callable[..., Path]) -> None:
+    run = make_run()  # `cg-ray metrics` wrote the weakness profile
+    profiled = pq.read_table(run / "weaknesses.parquet").column("concept_id").to_pylist()
+    assert profiled
     assert cli.main(["describe", str(run), "--no-tokens", "--top", "1"]) == 0
-    got = {r["concept_id"]: r["reasons"] for r in read_descriptions(run) or []}
-    assert got[9] == ["weaknesses"]
+    described = {r["concept_id"]: r for r in read_descriptions(run) or []}
+    for c in profiled:
+        assert "weaknesses" in described[c]["reasons"]
+    # The profile now carries the descriptions (apply_descriptions ran after describe).
+    profile = pq.read_table(run / "weaknesses.parquet").to_pylist()
+    assert [r["description"] for r in profile] == [described[r["concept_id"]]["description"] for r in profile]
 
 
 def test_bad_input_is_a_clear_error_and_writes_nothing(
