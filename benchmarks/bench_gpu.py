@@ -28,6 +28,7 @@ Prints the hardware first and the reader's speed-up over the naive way LAST.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -338,6 +339,8 @@ def bench_vllm(tiny: bool, args: argparse.Namespace) -> dict[str, Any]:
         t = time.perf_counter()
         outs = llm.generate(prompts, params, use_tqdm=False)
         seconds = time.perf_counter() - t
+        del llm  # shut the engine down now, so its goodbye log lines come before our summary
+        gc.collect()
     n_out = sum(len(o.outputs[0].token_ids) for o in outs)
     return {
         "model": "llama-3.1-8b (dummy weights)" if not tiny else "llama-3.1 (tiny, dummy weights)",
