@@ -4,10 +4,10 @@ PY     := $(VENV)/bin/python
 CG_RAY := $(VENV)/bin/cg-ray
 RUN    ?= runs/demo
 
-.PHONY: help setup demo example lint format typecheck pytest test bench prepare serve clean
+.PHONY: help setup demo example lint format typecheck pytest test bench bench-gpu prepare serve clean
 
 help:  ## list the tasks
-	@grep -E '^[a-z]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
 
 $(VENV)/.setup-done: pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh
@@ -49,6 +49,9 @@ bench: setup  ## performance benchmarks (each prints its speed ratio last)
 	$(PY) benchmarks/bench_pipeline.py
 	$(PY) benchmarks/bench_serve.py
 	$(PY) benchmarks/bench_arena.py
+
+bench-gpu: setup  ## the reader and vLLM on reference architectures with random weights (a CUDA GPU; else --tiny)
+	$(PY) benchmarks/bench_gpu.py $(if $(shell $(PY) -c "import torch;print(int(torch.cuda.is_available()))" | grep 1),,--tiny)
 
 prepare: setup  ## convert the embedded SmolLM2 GGUF to a local HF directory (done on first use anyway)
 	$(CG_RAY) models prepare smollm2-135m-instruct
