@@ -111,3 +111,26 @@ def test_a_local_cpu_engine_binds_its_threads_to_every_core(monkeypatch: pytest.
     tuned = GenerationConfig.model_validate({"engine": {"max_num_seqs": 64}})
     assert processor_config(tuned, "/m").engine_kwargs["max_num_seqs"] == 64
     assert "max_num_seqs" not in processor_config(GenerationConfig(), "/m").engine_kwargs
+
+
+@pytest.mark.parametrize(
+    "engine",
+    [{"cpu_threads_bind": "banana"}, {"cpu_threads_bind": "0-"}, {"max_num_seqs": 0}, {"dtype": "int8"}],
+)
+def test_bad_engine_settings_are_refused_naming_the_field(engine: dict) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=next(iter(engine))):
+        GenerationConfig.model_validate({"engine": engine})
+
+
+def test_bad_training_device_and_ingress_limit_are_refused() -> None:
+    from pydantic import ValidationError
+
+    from cg_ray.serve.app import ServeArgs
+
+    with pytest.raises(ValidationError, match="device"):
+        SaeTrainConfig(device="gpu0")
+    assert SaeTrainConfig(device="cuda:1").device == "cuda:1"
+    with pytest.raises(ValidationError, match="ingress_max_ongoing_requests"):
+        ServeArgs(ingress_max_ongoing_requests=0)

@@ -46,7 +46,11 @@ class EngineConfig(_Strict):
     # same variables in the job's runtime_env). vLLM's "auto" binding reserves one core per engine for
     # its scheduler: on 2 cores that halves generation. "all" binds the engine's OpenMP threads to every
     # core this process may use, with none reserved (measured 1.35x faster, 128 vs 95 tokens/s, fp32).
-    cpu_threads_bind: str = Field("all", description="all | auto (vLLM's own) | nobind | a core list, e.g. 0-7")
+    cpu_threads_bind: str = Field(
+        "all",
+        pattern=r"^(all|auto|nobind|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)$",
+        description="all | auto (vLLM's own) | nobind | a core list, e.g. 0-7 or 0,2,4",
+    )
     accelerator_type: str | None = Field(None, description="Ray accelerator type, e.g. H100, A10G; None: any/CPU")
     extra: dict[str, Any] = Field(default_factory=dict, description="more vLLM engine kwargs, passed as they are")
 

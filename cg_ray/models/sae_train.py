@@ -48,7 +48,11 @@ class SaeTrainConfig(BaseModel):
         description="autocast the SAE step and the LM forward to bfloat16; auto: where bf16 is native "
         "(CUDA, or a CPU with AVX512_BF16/AMX) — on other CPUs bf16 is 4–8x slower than float32",
     )
-    device: str = Field(default="auto", description="auto (cuda if available, else cpu), cpu, cuda, cuda:1…")
+    device: str = Field(
+        default="auto",
+        pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$",
+        description="auto (cuda if available), cpu, cuda, cuda:1…",
+    )
     heldout_fraction: float = Field(default=0.03, gt=0, lt=1)
     max_minutes: float | None = Field(default=None, gt=0, description="end training gracefully after this long")
     seed: int = 42
