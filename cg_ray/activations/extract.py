@@ -10,13 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.activations.inputs import TextMode, load_benchmark_records, load_rows, row_text
+from cg_ray.activations.packing import pack_concepts
 from cg_ray.activations.pooling import RowActs
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.errors import InputError
@@ -126,20 +126,15 @@ def run_extract(job: ExtractJob) -> dict[str, Any]:
 
 
 def _table(acts: list[RowActs], rows: list[Any], d_sae: int) -> pa.Table:
-    offsets = [0]
-    for a in acts:
-        offsets.append(offsets[-1] + len(a.concept_ids))
-    ids = np.concatenate([a.concept_ids for a in acts]) if acts else np.zeros(0, np.int32)
-    vals = np.concatenate([a.concept_acts for a in acts]) if acts else np.zeros(0, np.float32)
-    off = pa.array(offsets, pa.int32())
+    packed = pack_concepts(acts)
     columns = {
         S.ROW_ID: pa.array([r.row_id for r in rows], pa.string()),
         S.BENCHMARK: pa.array([r.benchmark for r in rows], pa.string()),
         S.MODEL: pa.array([r.model for r in rows], pa.string()),
         S.SCORE: pa.array([r.score for r in rows], pa.float64()),
-        S.N_TOKENS: pa.array([a.n_tokens for a in acts], pa.int32()),
-        S.CONCEPT_IDS: pa.ListArray.from_arrays(off, pa.array(ids.astype(np.int32), pa.int32())),
-        S.CONCEPT_ACTS: pa.ListArray.from_arrays(off, pa.array(vals.astype(np.float32), pa.float32())),
+        S.N_TOKENS: packed.n_tokens,
+        S.CONCEPT_IDS: packed.concept_ids,
+        S.CONCEPT_ACTS: packed.concept_acts,
         # Optional columns (as the pipeline writes them): the texts, for example rows and `cg-ray describe`,
         # and the row's metadata as a JSON object string.
         "prompt": pa.array([_joined(r.prompt) for r in rows], pa.string()),

@@ -12,10 +12,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from cg_ray import schemas as S
+from cg_ray.activations.packing import pack_concepts
 
 DEFAULT_READER_FACTORY = "cg_ray.activations.reader:ConceptReader.from_config"
 NODE_COLUMN = "_node"
@@ -69,14 +69,11 @@ class ReaderStage:
     def __call__(self, batch: pa.Table) -> pa.Table:
         texts = batch.column(self.text_column).to_pylist()
         acts = self.reader.read(texts)
-        lengths = np.fromiter((len(a.concept_ids) for a in acts), dtype=np.int32, count=len(acts))
-        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
-        ids = np.concatenate([a.concept_ids for a in acts]) if acts else np.zeros(0, np.int32)
-        values = np.concatenate([a.concept_acts for a in acts]) if acts else np.zeros(0, np.float32)
+        packed = pack_concepts(acts)
         out = (
-            batch.append_column(S.N_TOKENS, pa.array([a.n_tokens for a in acts], pa.int32()))
-            .append_column(S.CONCEPT_IDS, pa.ListArray.from_arrays(offsets, pa.array(ids.astype(np.int32))))
-            .append_column(S.CONCEPT_ACTS, pa.ListArray.from_arrays(offsets, pa.array(values.astype(np.float32))))
+            batch.append_column(S.N_TOKENS, packed.n_tokens)
+            .append_column(S.CONCEPT_IDS, packed.concept_ids)
+            .append_column(S.CONCEPT_ACTS, packed.concept_acts)
         )
         out = out.append_column(D_SAE_COLUMN, pa.array([int(self.reader.d_sae)] * out.num_rows, pa.int32()))
         out = out.append_column(ACTOR_COLUMN, pa.array([self.actor] * out.num_rows, pa.string()))

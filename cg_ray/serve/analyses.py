@@ -11,11 +11,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
+from cg_ray.activations.packing import pack_concepts
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.labels import ConceptLabels
 from cg_ray.serve.db import Analysis, Store, Upload
@@ -37,10 +37,7 @@ def reader_texts(table: pa.Table, text: str) -> list[str]:
 
 
 def rows_table(uploads: pa.Table, encoded: list[Encoded], model: str | None, d_sae: int) -> pa.Table:
-    lengths = np.array([len(e.concept_ids) for e in encoded], dtype=np.int64)
-    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
-    ids = np.concatenate([e.concept_ids for e in encoded]).astype(np.int32)
-    acts = np.concatenate([e.concept_acts for e in encoded]).astype(np.float32)
+    packed = pack_concepts(encoded)
     schema = (
         S.rows_schema_with_d_sae(d_sae)
         .append(pa.field("prompt", pa.string()))
@@ -52,9 +49,9 @@ def rows_table(uploads: pa.Table, encoded: list[Encoded], model: str | None, d_s
             uploads.column("benchmark"),
             pa.array([model] * uploads.num_rows, pa.string()),
             uploads.column("score"),
-            pa.array([e.n_tokens for e in encoded], pa.int32()),
-            pa.ListArray.from_arrays(offsets, pa.array(ids)),
-            pa.ListArray.from_arrays(offsets, pa.array(acts)),
+            packed.n_tokens,
+            packed.concept_ids,
+            packed.concept_acts,
             uploads.column("prompt"),
             uploads.column("response"),
         ],

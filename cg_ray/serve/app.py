@@ -7,7 +7,7 @@ FastAPI ingress, which holds a handle to the encoder and the SQL store.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -136,11 +136,19 @@ class Ingress:
         return create_api(self.settings, store, self.encoder, labels)
 
 
-def build_app(args: dict[str, Any]) -> Application:
+def parse_serve_args(args: ServeArgs | Mapping[str, Any]) -> ServeArgs:
+    if isinstance(args, ServeArgs):
+        return args
     try:
-        parsed = ServeArgs(**args)
+        return ServeArgs.model_validate(args)
     except ValidationError as exc:
         raise ConfigError(f"serve_config.yaml args: {exc}") from None
+
+
+def build_app(args: ServeArgs) -> Application:
+    """The application of `serve run serve_config.yaml`. Ray Serve validates the `args:` into the annotated
+    model before calling (its typed-builder pattern); scripts and tests may pass the plain mapping."""
+    parsed = parse_serve_args(args)
     enc = parsed.encoder
     if enc.min_replicas > enc.max_replicas:
         raise ConfigError(f"encoder.min_replicas ({enc.min_replicas}) > max_replicas ({enc.max_replicas})")
@@ -152,7 +160,7 @@ def build_app(args: dict[str, Any]) -> Application:
             "target_ongoing_requests": enc.target_ongoing_requests,
         },
         max_ongoing_requests=max(8, enc.max_batch_size),
-    ).bind(parsed.reader, enc.reader_factory, enc.max_batch_size, enc.batch_wait_timeout_s)
+    ).bind(parsed.reader.model_dump(mode="json"), enc.reader_factory, enc.max_batch_size, enc.batch_wait_timeout_s)
     settings = parsed.model_dump(exclude={"encoder", "ingress_max_ongoing_requests"}, mode="json")
     ingress = Ingress.options(max_ongoing_requests=parsed.ingress_max_ongoing_requests)  # type: ignore[attr-defined]
     return ingress.bind(settings, encoder)

@@ -10,17 +10,24 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import yaml
 
+from cg_ray.arena.config import ArenaConfig, SelectionConfig
+from cg_ray.arena.job import ArenaJobConfig
+from cg_ray.benchmarks.sources import FieldMapping, LocalSource
+from cg_ray.config import MetricsConfig
+from cg_ray.pipeline.config import ReaderStageConfig, RunConfig
 from cg_ray.serve.db import Analysis, Store, Upload
 from cg_ray.serve.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
+
+ReaderText = Literal["prompt", "prompt_response", "response"]
 
 RUN_NAME = "run"
 JOB_STATUS = {
@@ -32,7 +39,12 @@ JOB_STATUS = {
 }
 
 
-def job_config(settings: ServiceSettings, analysis: Analysis, uploads: list[Upload], work: Path) -> dict[str, Any]:
+def reader_text(mode: str) -> ReaderText:
+    """The pipeline reader's name for an analysis' text mode (the API says `both`, the reader `prompt_response`)."""
+    return "prompt_response" if mode == "both" else cast(ReaderText, mode)
+
+
+def job_config(settings: ServiceSettings, analysis: Analysis, uploads: list[Upload], work: Path) -> RunConfig:
     """The `cg-ray run` configuration of an analysis (inputs split per benchmark under `work/inputs`)."""
     (work / "inputs").mkdir(parents=True, exist_ok=True)
     table = pa.concat_tables(pq.read_table(u.path) for u in uploads)
@@ -42,58 +54,45 @@ def job_config(settings: ServiceSettings, analysis: Analysis, uploads: list[Uplo
         part = table.filter(pc.equal(table["benchmark"], bench))
         path = work / "inputs" / f"{i:03d}.parquet"
         pq.write_table(part, path)
-        fields: dict[str, Any] = {
-            "id": "row_id",
-            "prompt": "prompt",
-            "reference": None,
-            "score": None,
-            "response": None,
-        }
-        if part["reference"].null_count < part.num_rows:
-            fields["reference"] = "reference"
-        if not generate:
-            fields["score"] = "score"
-            fields["response"] = "response"
-        sources.append(
-            {
-                "kind": "local",
-                "path": str(path),
-                "benchmark": bench,
-                "fields": fields,
-                "scorer": analysis.options.get("scorer") or ("exact" if generate else "precomputed"),
-            }
+        has_reference = part["reference"].null_count < part.num_rows
+        fields = FieldMapping(
+            id="row_id",
+            prompt="prompt",
+            reference="reference" if has_reference else None,
+            score=None if generate else "score",
+            response=None if generate else "response",
         )
-    return {
-        "name": RUN_NAME,
-        "output_dir": str(work),
-        "benchmarks": sources,
-        "generation": settings.generation,
-        "reader": {
-            **settings.reader,
-            "text": "prompt_response"
-            if analysis.options.get("text") == "both"
-            else analysis.options.get("text", "prompt"),
-        },
-        "metrics": analysis.options.get("metrics", {}),
-    }
+        scorer = analysis.options.get("scorer") or ("exact" if generate else "precomputed")
+        sources.append(LocalSource(kind="local", path=str(path), benchmark=bench, fields=fields, scorer=scorer))
+    return RunConfig(
+        name=RUN_NAME,
+        output_dir=str(work),
+        benchmarks=sources,
+        generation=settings.generation,
+        reader=ReaderStageConfig(
+            **settings.reader.model_dump(exclude_unset=True),
+            text=reader_text(analysis.options.get("text", "prompt")),
+        ),
+        metrics=MetricsConfig.model_validate(analysis.options.get("metrics", {})),
+    )
 
 
-def arena_job_config(settings: ServiceSettings, analysis: Analysis, battles: Upload, work: Path) -> dict[str, Any]:
+def arena_job_config(settings: ServiceSettings, analysis: Analysis, battles: Upload, work: Path) -> ArenaJobConfig:
     """The `cg-ray arena` configuration of an arena analysis over a stored battles upload."""
     options = analysis.options
     selection = (
-        {"models": options["models"]} if options.get("models") else {"min_battles": options.get("min_battles") or 1}
+        SelectionConfig(models=tuple(options["models"]))
+        if options.get("models")
+        else SelectionConfig(min_battles=options.get("min_battles") or 1)
     )
-    config: dict[str, Any] = {
-        "name": RUN_NAME,
-        "output_dir": str(work),
-        "arena": {"battles": battles.path, "selection": selection},
-        "reader": {**settings.reader, "text": "prompt_response"},
-        "metrics": options.get("metrics", {}),
-    }
-    if options.get("max_battles_per_model"):
-        config["max_battles_per_model"] = options["max_battles_per_model"]
-    return config
+    return ArenaJobConfig(
+        name=RUN_NAME,
+        output_dir=str(work),
+        arena=ArenaConfig(battles=battles.path, selection=selection),
+        reader=ReaderStageConfig(**settings.reader.model_dump(exclude_unset=True), text="prompt_response"),
+        metrics=MetricsConfig.model_validate(options.get("metrics", {})),
+        max_battles_per_model=options.get("max_battles_per_model") or None,
+    )
 
 
 def _client(settings: ServiceSettings, attempts: int = 10) -> Any:
@@ -118,12 +117,15 @@ def submit(settings: ServiceSettings, store: Store, analysis_id: str) -> str:
     uploads = [store.get_owned(Upload, analysis.owner, u) for u in analysis.upload_ids]
     work = (settings.analyses_dir / analysis_id).resolve()
     work.mkdir(parents=True, exist_ok=True)
+    config: RunConfig | ArenaJobConfig
     if analysis.mode == "arena":
         config, command = arena_job_config(settings, analysis, uploads[0], work), "arena"
     else:
         config, command = job_config(settings, analysis, uploads, work), "run"
     config_path = work / "job.yaml"
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    # Only what was set: the job file reads like a hand-written one, and defaults stay the job's own.
+    data = config.model_dump(mode="json", exclude_unset=True)
+    config_path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     client = _client(settings)
     # The service's own interpreter: the cluster runs the same image, and a bare `cg-ray` may not be on PATH.
     resume = " --resume" if command == "run" else ""

@@ -64,12 +64,12 @@ def _tables(run_dir: str) -> tuple[pa.Table, pa.Table]:
     return pq.read_table(run / S.CONCEPTS_FILE), pq.read_table(run / S.BENCHMARK_CONCEPTS_FILE)
 
 
-def summary(run_dir: str) -> dict[str, Any]:
+def summary(run_dir: str | Path) -> dict[str, Any]:
     return dict(json.loads((Path(run_dir) / S.SUMMARY_FILE).read_text(encoding="utf-8")))
 
 
 def concept_table(
-    run_dir: str,
+    run_dir: str | Path,
     *,
     sort: SortKey = "X_model",
     order: Literal["asc", "desc"] = "asc",
@@ -81,7 +81,7 @@ def concept_table(
     limit: int = 50,
     offset: int = 0,
 ) -> dict[str, Any]:
-    concepts, pairs = _tables(run_dir)
+    concepts, pairs = _tables(str(run_dir))
     table = concepts
     if coverage_class:
         table = table.filter(pc.equal(table["coverage_class"], coverage_class))
@@ -106,7 +106,7 @@ def concept_table(
     }
 
 
-def profile(run_dir: str, kind: ProfileKind = "weaknesses", limit: int = 50) -> dict[str, Any] | None:
+def profile(run_dir: str | Path, kind: ProfileKind = "weaknesses", limit: int = 50) -> dict[str, Any] | None:
     """A profile file's entries in rank order, with the run's profile settings; None if the run has none."""
     path = Path(run_dir) / PROFILE_FILES[kind]
     if not path.is_file():
@@ -123,8 +123,8 @@ def profile(run_dir: str, kind: ProfileKind = "weaknesses", limit: int = 50) -> 
     }
 
 
-def concept_detail(run_dir: str, concept_id: int, examples: int = 5) -> dict[str, Any] | None:
-    concepts, pairs = _tables(run_dir)
+def concept_detail(run_dir: str | Path, concept_id: int, examples: int = 5) -> dict[str, Any] | None:
+    concepts, pairs = _tables(str(run_dir))
     if not 0 <= concept_id < concepts.num_rows:
         return None
     row = {k: _clean(v) for k, v in concepts.slice(concept_id, 1).to_pylist()[0].items()}
@@ -142,9 +142,9 @@ def concept_detail(run_dir: str, concept_id: int, examples: int = 5) -> dict[str
     }
 
 
-def distributions(run_dir: str) -> dict[str, Any]:
+def distributions(run_dir: str | Path) -> dict[str, Any]:
     """The values behind the explorer's histograms."""
-    concepts, pairs = _tables(run_dir)
+    concepts, pairs = _tables(str(run_dir))
     eps = summary(run_dir)["config"]["epsilon"]
     x_bench = concepts["X_bench"]
     per_bench: dict[str, list[float]] = {}
@@ -158,9 +158,9 @@ def distributions(run_dir: str) -> dict[str, Any]:
     }
 
 
-def subset_coverage(run_dir: str, benchmarks: list[str]) -> dict[str, Any] | None:
+def subset_coverage(run_dir: str | Path, benchmarks: list[str]) -> dict[str, Any] | None:
     """X_bench (paper eq. 3) recomputed over a subset of the benchmarks, from the stored χ_bench values."""
-    concepts, pairs = _tables(run_dir)
+    concepts, pairs = _tables(str(run_dir))
     known = set(pc.unique(pairs["benchmark"]).to_pylist())
     unknown = sorted(set(benchmarks) - known)
     if unknown or not benchmarks:
@@ -179,4 +179,26 @@ def subset_coverage(run_dir: str, benchmarks: list[str]) -> dict[str, Any] | Non
         "n_missing": int(missing.sum()),
         "missing_pct": 100.0 * float(missing.mean()),
         "X_bench_present": x[~missing].tolist(),
+    }
+
+
+def parquet_as_csv(path: Path) -> bytes:
+    import io
+
+    import pyarrow.csv as pacsv
+
+    buf = io.BytesIO()
+    pacsv.write_csv(pq.read_table(path), buf)
+    return buf.getvalue()
+
+
+def arena_view(run_dir: Path, model_analyses: dict[str, str]) -> dict[str, Any]:
+    """An arena analysis' ratings and head-to-head concepts, with each model's own analysis id."""
+    ratings = json.loads((run_dir / "ratings" / "ratings.json").read_text(encoding="utf-8"))
+    h2h = json.loads((run_dir / "head_to_head.json").read_text(encoding="utf-8"))
+    return {
+        "ratings": ratings["models"],
+        "model_analyses": model_analyses,
+        "model_concepts": h2h.get("model_concepts", []),
+        "pairs": h2h.get("pairs", []),
     }

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from cg_ray.activations.config import ReaderConfig
+from cg_ray.generation.config import GenerationConfig
 
 
 class Limits(BaseModel):
@@ -29,11 +31,11 @@ class ServiceSettings(BaseModel):
     small_analysis_rows: int = Field(
         20_000, ge=1, description="analyses up to this many rows run in the service; larger ones as Ray jobs"
     )
-    reader: dict[str, Any] = Field(default_factory=dict, description="cg_ray.activations.config.ReaderConfig")
+    reader: ReaderConfig = Field(default_factory=ReaderConfig, description="the encoder's reader and SAE")
     labels: str | None = Field(None, description="concept labels file for the reader's SAE")
-    generation: dict[str, Any] = Field(
-        default_factory=lambda: {"backend": "vllm", "model": "smollm2-135m-instruct"},
-        description="cg_ray.generation.config.GenerationConfig of `generate` analyses (run as Ray jobs)",
+    generation: GenerationConfig = Field(
+        default_factory=lambda: GenerationConfig(backend="vllm", model="smollm2-135m-instruct"),
+        description="the evaluated model of `generate` analyses (run as Ray jobs)",
     )
     ray_address: str | None = Field(
         None, description="Ray dashboard address for job submission (e.g. http://127.0.0.1:8265); None: auto"

@@ -74,7 +74,7 @@ def test_job_config_splits_uploads_per_benchmark(tmp_path: Path) -> None:
         [upload],
         tmp_path / "w",
     )
-    config = parse_run_config(pre)
+    config = parse_run_config(pre.model_dump(mode="json", exclude_unset=True))  # what job.yaml holds
     assert [s.benchmark for s in config.benchmarks] == ["a", "b"] and config.reader.text == "prompt_response"
     assert all(s.scorer == "precomputed" for s in config.benchmarks)
     gen = job_config(
@@ -83,5 +83,5 @@ def test_job_config_splits_uploads_per_benchmark(tmp_path: Path) -> None:
         [upload],
         tmp_path / "w2",
     )
-    config = parse_run_config(gen)
+    config = parse_run_config(gen.model_dump(mode="json", exclude_unset=True))
     assert all(s.scorer == "numeric" for s in config.benchmarks) and config.generation.backend == "vllm"

@@ -1,0 +1,92 @@
+"""What the routes share, as FastAPI dependencies: the service (settings, store, encoder, labels), the
+caller's API key, and the caller's own uploads and analyses.
+
+A key sees only its own rows: anything else answers 404, exactly as if it did not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+from fastapi import Depends, Header, Request
+
+from cg_ray.labels import ConceptLabels
+from cg_ray.serve.analyses import run_analysis
+from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Store, Upload
+from cg_ray.serve.encoding import Encoder
+from cg_ray.serve.errors import api_error
+from cg_ray.serve.keys import verify_key
+from cg_ray.serve.settings import ServiceSettings
+
+Owned = TypeVar("Owned", Upload, Analysis)
+
+
+@dataclasses.dataclass
+class Service:
+    settings: ServiceSettings
+    store: Store
+    encoder: Encoder
+    labels: ConceptLabels | None
+    tasks: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
+
+    def start_analysis(self, analysis_id: str) -> None:
+        """Run an in-service analysis in the background; the task is kept so shutdown can cancel it."""
+        task = asyncio.get_running_loop().create_task(
+            run_analysis(self.store, self.encoder, analysis_id, self.settings.analyses_dir, self.labels)
+        )
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def owned(self, model: type[Owned], owner: str, item_id: str) -> Owned:
+        """The caller's own row, or 404 — the same answer whether it is someone else's or does not exist."""
+        row = self.store.get_owned(model, owner, item_id)
+        if row is None:
+            raise api_error(404, f"no {model.__tablename__.rstrip('s')} {item_id!r}")
+        return row
+
+    def current(self, owner: str, analysis_id: str) -> Analysis:
+        """The analysis, its status first brought up to date when a Ray job runs it."""
+        analysis = self.owned(Analysis, owner, analysis_id)
+        if analysis.job_id and analysis.status in ACTIVE_STATUSES:
+            from cg_ray.serve.jobs import refresh
+
+            refresh(self.settings, self.store, analysis)
+            analysis = self.owned(Analysis, owner, analysis_id)
+        return analysis
+
+
+def get_service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+
+
+def require_key(
+    service: ServiceDep,
+    authorization: Annotated[str | None, Header()] = None,
+    x_api_key: Annotated[str | None, Header()] = None,
+) -> str:
+    key = x_api_key or (authorization[7:] if authorization and authorization.startswith("Bearer ") else None)
+    owner = verify_key(service.store, key) if key else None
+    if owner is None:
+        raise api_error(401, "missing or invalid API key", headers={"WWW-Authenticate": "Bearer"})
+    return owner
+
+
+Owner = Annotated[str, Depends(require_key)]
+
+
+def finished_run(service: ServiceDep, owner: Owner, analysis_id: str) -> Path:
+    """The run directory of the caller's succeeded analysis `analysis_id` (a path parameter), else 404/409."""
+    analysis = service.current(owner, analysis_id)
+    if analysis.status != "succeeded" or not analysis.run_dir:
+        raise api_error(409, f"analysis {analysis_id!r} is {analysis.status}, no results yet")
+    return Path(analysis.run_dir)
+
+
+FinishedRun = Annotated[Path, Depends(finished_run)]

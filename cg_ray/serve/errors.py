@@ -1,0 +1,66 @@
+"""One error body for every failing route: `{"detail": {"error": str, "line": int | None, "field": str | None}}`.
+
+`line` is a 1-based line of an uploaded file (what an editor shows); `field` names the offending input
+field, as a dotted path for JSON bodies (`metrics.epsilon`, `texts.3`). The explorer reads `detail.error`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from cg_ray.serve.uploads import UploadError
+
+
+class ErrorDetail(BaseModel):
+    error: str
+    line: int | None = None
+    field: str | None = None
+
+
+class ErrorBody(BaseModel):
+    detail: ErrorDetail
+
+
+def api_error(
+    status: int,
+    message: str,
+    *,
+    line: int | None = None,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> HTTPException:
+    """The exception a route raises; the handlers below turn it into the one error body."""
+    return HTTPException(status, ErrorDetail(error=message, line=line, field=field).model_dump(), headers=headers)
+
+
+def upload_error(exc: UploadError) -> HTTPException:
+    return api_error(exc.status, str(exc), line=exc.line, field=exc.field)
+
+
+def _body(status: int, detail: ErrorDetail, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail.model_dump()}, status_code=status, headers=headers)
+
+
+async def _http_error(_: Request, exc: Any) -> JSONResponse:
+    detail = exc.detail if isinstance(exc.detail, dict) else {"error": str(exc.detail)}
+    return _body(exc.status_code, ErrorDetail.model_validate(detail), getattr(exc, "headers", None))
+
+
+async def _validation_error(_: Request, exc: Any) -> JSONResponse:
+    first = exc.errors()[0]
+    # Drop FastAPI's location prefix ("body", "query"...): the field is what the client wrote.
+    where = [str(p) for p in first.get("loc", ())[1:]]
+    field = ".".join(where) or None
+    message = f"{field}: {first['msg']}" if field else str(first["msg"])
+    return _body(422, ErrorDetail(error=message, field=field))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)

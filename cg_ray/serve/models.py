@@ -1,0 +1,246 @@
+"""Request and response bodies of the REST API: what `/docs` shows.
+
+Result views that mirror a run directory's tables declare the columns clients rely on and keep any others
+(`extra="allow"`), so a column added to concepts.parquet reaches clients without an API change.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cg_ray.config import MetricsConfig
+from cg_ray.serve.db import Analysis, Upload
+from cg_ray.serve.uploads import FieldMapping
+
+TextMode = Literal["prompt", "response", "both"]
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+# ---- requests
+
+
+class JsonUpload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field("rows", max_length=200)
+    rows: list[dict[str, Any]]
+    mapping: FieldMapping = FieldMapping()
+
+
+class AnalysisRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    upload_ids: list[str] = Field(min_length=1)
+    mode: Literal["precomputed", "generate", "arena"] = "precomputed"
+    text: TextMode = "both"
+    scorer: str | None = Field(None, description="generate mode: how answers are scored (default exact)")
+    model: str | None = Field(None, description="name of the evaluated model, for the record")
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="options of the CG metrics")
+    models: list[str] | None = Field(None, description="arena: models of interest (default: all with min_battles)")
+    min_battles: int | None = Field(None, ge=1, description="arena: models with at least this many battles")
+    max_battles_per_model: int | None = Field(None, ge=1, description="arena: read only the first N battles")
+
+
+class ScoreRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    texts: list[str] = Field(min_length=1)
+    scores: list[float | None] | None = None
+    top_k: int = Field(5, ge=1, le=50)
+
+
+# ---- ops
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not ready"]
+    d_sae: int | None = None
+    error: str | None = None
+
+
+# ---- uploads and analyses
+
+
+class UploadView(BaseModel):
+    id: str
+    name: str
+    n_rows: int
+    benchmarks: list[str] = Field(description="benchmark names (for battles: the models)")
+    fields: dict[str, Any] = Field(description="detected fields and the mapping used (or the battles summary)")
+    has_scores: bool
+    created_at: str
+
+
+class AnalysisView(BaseModel):
+    id: str
+    upload_ids: list[str]
+    mode: str
+    status: str
+    progress: float
+    message: str | None
+    error: str | None
+    job_id: str | None
+    created_at: str
+    updated_at: str
+
+
+# ---- results
+
+
+class ConceptRow(_Open):
+    """One row of concepts.parquet (non-finite numbers as null)."""
+
+    concept_id: int
+    label: str | None = None
+
+
+class ConceptPage(BaseModel):
+    total: int
+    offset: int
+    limit: int
+    items: list[ConceptRow]
+
+
+class Example(_Open):
+    row_id: str
+    score: float | None = None
+
+
+class ConceptDetail(ConceptRow):
+    benchmarks: list[dict[str, Any]] = Field(description="the concept's rows of benchmark_concepts.parquet")
+    best_examples: list[Example]
+    worst_examples: list[Example]
+    readable: dict[str, Any] | None = Field(None, description="its row of descriptions.parquet, if described")
+
+
+class ProfileEntry(BaseModel):
+    """One entry of a weakness profile (see README, run directory: weaknesses.parquet)."""
+
+    rank: int
+    concept_id: int
+    label: str | None
+    description: str | None
+    X_model: float | None
+    X_model_low: float | None
+    X_model_high: float | None
+    adjusted_gap: float | None
+    adjusted_gap_low: float | None
+    adjusted_gap_high: float | None
+    n_rows: int
+    n_eff: float | None
+    n_benchmarks: int
+    group: int
+    members: list[int]
+    metadata_enrichment: list[str]
+    example_row_ids: list[str]
+
+
+class ProfileResponse(BaseModel):
+    kind: Literal["weaknesses", "strengths", "coverage_gaps"]
+    rank_by: str | None
+    duplicate_jaccard: float | None
+    confidence: float | None
+    total: int
+    items: list[ProfileEntry]
+
+
+class SummaryView(_Open):
+    """summary.json of the analysis' run directory (see cg_ray.artifacts.contract.RunSummary)."""
+
+
+class ThemesView(_Open):
+    """themes.json written by `cg-ray describe`."""
+
+    themes: list[dict[str, Any]]
+
+
+class Distributions(BaseModel):
+    X_bench: list[float]
+    X_model: list[float]
+    per_benchmark_chi_model: dict[str, list[float]]
+
+
+class SubsetCoverage(BaseModel):
+    benchmarks: list[str]
+    n_missing: int
+    missing_pct: float
+    X_bench_present: list[float]
+
+
+class ArenaView(BaseModel):
+    ratings: list[dict[str, Any]] = Field(description="ratings.json: one entry per model")
+    model_analyses: dict[str, str] = Field(description="model -> the analysis id of its own CG run")
+    model_concepts: list[dict[str, Any]]
+    pairs: list[dict[str, Any]]
+
+
+# ---- /v1/score
+
+
+class TopConcept(BaseModel):
+    concept_id: int
+    label: str | None
+    activation: float
+
+
+class ScoredRow(BaseModel):
+    n_tokens: int
+    top_concepts: list[TopConcept]
+
+
+class CoveredConcept(BaseModel):
+    concept_id: int
+    label: str | None
+    chi_bench: float
+
+
+class WeakConcept(BaseModel):
+    concept_id: int
+    label: str | None
+    chi_model: float
+    chi_bench: float
+
+
+class ScoreSummary(BaseModel):
+    n_rows: int
+    n_active_concepts: int
+    most_covered: list[CoveredConcept]
+    lowest_chi_model: list[WeakConcept] | None = Field(None, description="only when scores were given")
+
+
+class ScoreResponse(BaseModel):
+    rows: list[ScoredRow]
+    summary: ScoreSummary
+
+
+def upload_view(u: Upload) -> UploadView:
+    return UploadView(
+        id=u.id,
+        name=u.name,
+        n_rows=u.n_rows,
+        benchmarks=u.benchmarks,
+        fields=u.fields,
+        has_scores=u.has_scores,
+        created_at=u.created_at.isoformat(),
+    )
+
+
+def analysis_view(a: Analysis) -> AnalysisView:
+    return AnalysisView(
+        id=a.id,
+        upload_ids=a.upload_ids,
+        mode=a.mode,
+        status=a.status,
+        progress=round(a.progress, 4),
+        message=a.message,
+        error=a.error,
+        job_id=a.job_id,
+        created_at=a.created_at.isoformat(),
+        updated_at=a.updated_at.isoformat(),
+    )

@@ -1,0 +1,1 @@
+"""One FastAPI router per resource; `cg_ray.serve.api.create_api` includes them all."""

@@ -1,0 +1,72 @@
+"""Analyses: created from the caller's uploads, run in the service (small) or as Ray jobs (large, generate,
+arena); their status is followed here."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter
+
+from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Upload, new_id
+from cg_ray.serve.deps import Owner, Service, ServiceDep
+from cg_ray.serve.errors import ErrorBody, api_error
+from cg_ray.serve.models import AnalysisRequest, AnalysisView, analysis_view
+
+router = APIRouter(prefix="/v1", tags=["analyses"], responses={404: {"model": ErrorBody}})
+
+
+def check_request(service: Service, owner: str, body: AnalysisRequest) -> list[Upload]:
+    """The request's uploads, once the request is known to be runnable (else 404 / 422 / 429)."""
+    uploads = [service.owned(Upload, owner, upload_id) for upload_id in body.upload_ids]
+    battles = [u for u in uploads if u.fields.get("kind") == "battles"]
+    if body.mode == "arena" and (len(uploads) != 1 or not battles):
+        raise api_error(422, "mode 'arena' takes exactly one battles upload (POST /v1/battles)", field="mode")
+    if body.mode != "arena" and battles:
+        raise api_error(422, f"upload {battles[0].id!r} holds battles: use mode 'arena'", field="mode")
+    if body.scorer is not None:
+        from cg_ray.scoring import SCORERS
+
+        try:
+            SCORERS.check(body.scorer)
+        except Exception as exc:
+            raise api_error(422, f"invalid scorer: {exc}", field="scorer") from None
+    active = [a for a in service.store.list_owned(Analysis, owner) if a.status in ACTIVE_STATUSES]
+    if len(active) >= service.settings.limits.max_concurrent_analyses:
+        raise api_error(429, f"{len(active)} analyses already running for this key; wait for one to finish")
+    return uploads
+
+
+@router.post("/analyses", status_code=202, response_model=AnalysisView)
+async def create_analysis(service: ServiceDep, owner: Owner, body: AnalysisRequest) -> AnalysisView:
+    uploads = check_request(service, owner, body)
+    as_job = body.mode in ("generate", "arena") or sum(u.n_rows for u in uploads) > service.settings.small_analysis_rows
+    analysis_id = new_id("ana")
+    with service.store.session() as s:
+        row = Analysis(
+            id=analysis_id,
+            owner=owner,
+            upload_ids=body.upload_ids,
+            mode=body.mode,
+            options=body.model_dump(mode="json", exclude={"upload_ids", "mode"}),
+        )
+        s.add(row)
+    if as_job:
+        from cg_ray.serve.jobs import submit
+
+        try:
+            await asyncio.to_thread(submit, service.settings, service.store, analysis_id)
+        except Exception as exc:  # no cluster to submit to: the analysis fails visibly, not the service
+            service.store.update_analysis(analysis_id, status="failed", error=f"cannot submit the Ray job: {exc}")
+        return analysis_view(service.owned(Analysis, owner, analysis_id))
+    service.start_analysis(analysis_id)
+    return analysis_view(row)
+
+
+@router.get("/analyses", response_model=list[AnalysisView])
+def list_analyses(service: ServiceDep, owner: Owner) -> list[AnalysisView]:
+    return [analysis_view(a) for a in service.store.list_owned(Analysis, owner)]
+
+
+@router.get("/analyses/{analysis_id}", response_model=AnalysisView)
+def get_analysis(service: ServiceDep, owner: Owner, analysis_id: str) -> AnalysisView:
+    return analysis_view(service.current(owner, analysis_id))

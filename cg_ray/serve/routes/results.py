@@ -1,0 +1,129 @@
+"""Results of the caller's finished analyses, read from their run directories."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import FileResponse, Response
+
+from cg_ray.serve import readable, results
+from cg_ray.serve.db import Analysis
+from cg_ray.serve.deps import FinishedRun, Owner, ServiceDep
+from cg_ray.serve.errors import ErrorBody, api_error
+from cg_ray.serve.models import (
+    ArenaView,
+    ConceptDetail,
+    ConceptPage,
+    Distributions,
+    ProfileResponse,
+    SubsetCoverage,
+    SummaryView,
+    ThemesView,
+)
+
+router = APIRouter(
+    prefix="/v1/analyses/{analysis_id}",
+    tags=["results"],
+    responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody, "description": "the analysis has not succeeded"}},
+)
+
+
+@router.get("/summary", response_model=SummaryView)
+def get_summary(run_dir: FinishedRun) -> dict[str, Any]:
+    return results.summary(run_dir)
+
+
+@router.get("/concepts", response_model=ConceptPage)
+def get_concepts(
+    run_dir: FinishedRun,
+    sort: results.SortKey = "X_model",
+    order: Literal["asc", "desc"] = "asc",
+    coverage_class: Annotated[Literal["missing", "under", "normal", "over"] | None, Query(alias="class")] = None,
+    benchmark: str | None = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    model_gaps_only: bool = False,
+    scored_only: bool = False,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> dict[str, Any]:
+    return results.concept_table(
+        run_dir,
+        sort=sort,
+        order=order,
+        coverage_class=coverage_class,
+        benchmark=benchmark,
+        q=q,
+        model_gaps_only=model_gaps_only,
+        scored_only=scored_only,
+        limit=limit,
+        offset=offset,
+    )
+
+
+@router.get("/weaknesses", response_model=ProfileResponse)
+def get_weaknesses(
+    analysis_id: str,
+    run_dir: FinishedRun,
+    kind: results.ProfileKind = "weaknesses",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+) -> dict[str, Any]:
+    """The weakness profile (or strengths / coverage gaps) in rank order, with intervals and groups."""
+    out = results.profile(run_dir, kind, limit)
+    if out is None:
+        raise api_error(404, f"analysis {analysis_id!r} has no {kind} profile (made by an older version)")
+    return out
+
+
+@router.get("/concepts/{concept_id}", response_model=ConceptDetail)
+def get_concept(run_dir: FinishedRun, concept_id: int) -> dict[str, Any]:
+    detail = results.concept_detail(run_dir, concept_id)
+    if detail is None:
+        raise api_error(404, f"no concept {concept_id}")
+    detail["readable"] = readable.concept_description(run_dir, concept_id)
+    return detail
+
+
+@router.get("/themes", response_model=ThemesView)
+def get_themes(run_dir: FinishedRun) -> dict[str, Any]:
+    """Themes of the analysis's weak / under-covered concepts (`cg-ray describe`), same isolation."""
+    found = readable.themes(run_dir)
+    if found is None:
+        raise api_error(404, "this analysis has no themes (cg-ray describe has not run on it)")
+    return found
+
+
+@router.get("/distributions", response_model=Distributions)
+def get_distributions(run_dir: FinishedRun) -> dict[str, Any]:
+    return results.distributions(run_dir)
+
+
+@router.get("/coverage", response_model=SubsetCoverage, responses={422: {"model": ErrorBody}})
+def get_subset_coverage(run_dir: FinishedRun, benchmarks: Annotated[list[str], Query(min_length=1)]) -> dict[str, Any]:
+    out = results.subset_coverage(run_dir, benchmarks)
+    if out is None:
+        raise api_error(422, f"unknown benchmark in {benchmarks}", field="benchmarks")
+    return out
+
+
+@router.get("/artifacts/{name}", response_class=Response)
+def get_artifact(run_dir: FinishedRun, name: str) -> Response:
+    """A run file by its public name (a fixed list: a client never names a server path); CSV on request."""
+    source = results.DOWNLOADS.get(name)
+    if source is None:
+        raise api_error(404, f"no artifact {name!r}; available: {sorted(results.DOWNLOADS)}")
+    if name.endswith(".csv") and source.endswith(".parquet"):
+        return Response(
+            results.parquet_as_csv(run_dir / source),
+            media_type="text/csv",
+            headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        )
+    return FileResponse(run_dir / source, filename=name)
+
+
+@router.get("/arena", response_model=ArenaView)
+def get_arena(service: ServiceDep, owner: Owner, analysis_id: str, run_dir: FinishedRun) -> dict[str, Any]:
+    analysis = service.owned(Analysis, owner, analysis_id)
+    if analysis.mode != "arena":
+        raise api_error(404, f"analysis {analysis_id!r} is not an arena analysis")
+    return results.arena_view(run_dir, analysis.options.get("model_analyses", {}))

@@ -1,0 +1,152 @@
+"""Uploads: benchmark rows (a file or a JSON body) and arena battles, stored per API key."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import pyarrow.parquet as pq
+from fastapi import APIRouter, File, Form, UploadFile
+from pydantic import ValidationError
+
+from cg_ray.artifacts.publish import atomic_file
+from cg_ray.serve.db import Upload, new_id
+from cg_ray.serve.deps import Owner, Service, ServiceDep
+from cg_ray.serve.errors import ErrorBody, api_error, upload_error
+from cg_ray.serve.models import JsonUpload, UploadView, upload_view
+from cg_ray.serve.uploads import FieldMapping, ParsedUpload, UploadError, parse_file, parse_rows
+
+router = APIRouter(prefix="/v1", tags=["uploads"], responses={422: {"model": ErrorBody}})
+
+
+def record_upload(
+    service: Service,
+    path: Path,
+    *,
+    upload_id: str,
+    owner: str,
+    name: str,
+    n_rows: int,
+    benchmarks: list[str],
+    fields: dict[str, Any],
+    has_scores: bool,
+) -> UploadView:
+    """The metadata row of an upload whose file is already at `path`; the file goes if the row cannot be added."""
+    try:
+        with service.store.session() as s:
+            row = Upload(
+                id=upload_id,
+                owner=owner,
+                name=name,
+                n_rows=n_rows,
+                benchmarks=benchmarks,
+                fields=fields,
+                has_scores=has_scores,
+                path=str(path),
+            )
+            s.add(row)
+    except Exception:
+        path.unlink(missing_ok=True)  # no orphan file without its metadata row
+        raise
+    return upload_view(row)
+
+
+def store_rows(service: Service, owner: str, name: str, parsed: ParsedUpload, mapping: FieldMapping) -> UploadView:
+    upload_id = new_id("upl")
+    path = service.settings.uploads_dir / f"{upload_id}.parquet"
+    with atomic_file(path) as tmp:
+        pq.write_table(parsed.table, tmp)
+    return record_upload(
+        service,
+        path,
+        upload_id=upload_id,
+        owner=owner,
+        name=name,
+        n_rows=parsed.table.num_rows,
+        benchmarks=parsed.benchmarks,
+        fields={"detected": parsed.detected_fields, "mapping": mapping.model_dump()},
+        has_scores=parsed.has_scores,
+    )
+
+
+async def read_limited(service: Service, file: UploadFile) -> bytes:
+    """The upload's bytes, or 413 past the size limit (one byte more is read to tell)."""
+    limit = service.settings.limits.max_upload_bytes
+    data = await file.read(limit + 1)
+    if len(data) > limit:
+        raise api_error(413, f"upload is over the {limit:,}-byte limit")
+    return data
+
+
+@router.post("/uploads", status_code=201, response_model=UploadView)
+async def upload_file(
+    service: ServiceDep,
+    owner: Owner,
+    file: Annotated[UploadFile, File(description="JSONL, CSV or Parquet")],
+    benchmark: Annotated[str | None, Form()] = None,
+    mapping: Annotated[
+        str | None, Form(description="JSON object: {id, benchmark, prompt, response, reference, score}")
+    ] = None,
+) -> UploadView:
+    try:
+        field_mapping = FieldMapping.model_validate_json(mapping) if mapping else FieldMapping()
+    except ValidationError as exc:
+        raise api_error(422, f"invalid mapping: {exc.errors()[0]['msg']}", field="mapping") from None
+    data = await read_limited(service, file)
+    name = file.filename or "upload"
+    try:
+        parsed = parse_file(
+            data, name, file.content_type, field_mapping, benchmark or Path(name).stem, service.settings.limits
+        )
+    except UploadError as exc:
+        raise upload_error(exc) from None
+    return store_rows(service, owner, name, parsed, field_mapping)
+
+
+@router.post("/uploads/json", status_code=201, response_model=UploadView)
+def upload_json(service: ServiceDep, owner: Owner, body: JsonUpload) -> UploadView:
+    try:
+        parsed = parse_rows(body.rows, body.mapping, body.name, service.settings.limits)
+    except UploadError as exc:
+        raise upload_error(exc) from None
+    return store_rows(service, owner, body.name, parsed, body.mapping)
+
+
+@router.post("/battles", status_code=201, response_model=UploadView)
+async def upload_battles(
+    service: ServiceDep,
+    owner: Owner,
+    file: Annotated[UploadFile, File(description="battles in the LMSYS layout: JSONL or Parquet")],
+) -> UploadView:
+    from cg_ray.serve.battles import validate_battles
+
+    data = await read_limited(service, file)
+    upload_id = new_id("upl")
+    try:
+        path, summary = await asyncio.to_thread(
+            validate_battles, data, file.filename or "battles.jsonl", service.settings.uploads_dir, upload_id
+        )
+    except UploadError as exc:
+        raise upload_error(exc) from None
+    return record_upload(
+        service,
+        path,
+        upload_id=upload_id,
+        owner=owner,
+        name=file.filename or "battles",
+        n_rows=summary["n_battles"],
+        benchmarks=summary["models"],
+        fields={"kind": "battles", **summary},
+        has_scores=True,
+    )
+
+
+@router.get("/uploads", response_model=list[UploadView])
+def list_uploads(service: ServiceDep, owner: Owner) -> list[UploadView]:
+    return [upload_view(u) for u in service.store.list_owned(Upload, owner)]
+
+
+@router.get("/uploads/{upload_id}", response_model=UploadView)
+def get_upload(service: ServiceDep, owner: Owner, upload_id: str) -> UploadView:
+    return upload_view(service.owned(Upload, owner, upload_id))
