@@ -29,10 +29,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from scipy import sparse
 
+from cg_ray import schemas as S
 from cg_ray.arena.config import TiePolicy
 from cg_ray.arena.outcomes import side_scores
 from cg_ray.arena.rows import row_id
-from cg_ray.artifacts.rows import accumulate_rows, iter_row_batches, open_rows
+from cg_ray.artifacts.rows import RowsFile, accumulate_rows, iter_row_batches, open_rows
 from cg_ray.benchmarks.arena import WINNERS, Battle
 from cg_ray.config import MetricsConfig
 from cg_ray.errors import InputError
@@ -80,8 +81,9 @@ class ModelActivations:
     acts: sparse.csr_matrix
 
 
-def load_model_activations(model: str, path: str | os.PathLike[str]) -> ModelActivations:
-    rows = open_rows(path)
+def load_model_activations(model: str, source: str | os.PathLike[str] | RowsFile) -> ModelActivations:
+    rows = source if isinstance(source, RowsFile) else open_rows(source)
+    path = rows.path
     index: dict[str, int] = {}
     parts = []
     for batch in iter_row_batches(rows, model=model if rows.has_model_column else None):
@@ -271,12 +273,12 @@ def write_head_to_head(
 ) -> None:
     """head_to_head.parquet (+ model_concepts.parquet) and a JSON summary into an existing directory."""
     out = Path(out_dir)
-    pq.write_table(h2h.table, out / "head_to_head.parquet")
+    pq.write_table(h2h.table, out / S.HEAD_TO_HEAD_FILE)
     summary: dict[str, Any] = {
         "pairs": [vars(p) for p in h2h.pairs],
         f"top_{top_k}_by_pair (n_active >= {min_active})": _top(h2h.table, top_k, min_active),
     }
     if models_table is not None:
-        pq.write_table(models_table, out / "model_concepts.parquet")
+        pq.write_table(models_table, out / S.MODEL_CONCEPTS_FILE)
         summary["model_concepts"] = models_table.to_pylist()
-    (out / "head_to_head.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    (out / S.HEAD_TO_HEAD_JSON).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", "utf-8")

@@ -9,7 +9,6 @@ directory, published atomically.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import re
 import time
@@ -67,23 +66,17 @@ def safe_name(model: str) -> str:
 
 
 def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory: str = DEFAULT_READER_FACTORY) -> Path:
-    from cg_ray.arena.concepts import (
-        head_to_head,
-        load_model_activations,
-        model_concepts_table,
-        model_results,
-        write_head_to_head,
-    )
+    from cg_ray.arena.concepts import head_to_head, load_model_activations, model_concepts_table, write_head_to_head
     from cg_ray.arena.outcomes import BattleArrays
     from cg_ray.arena.outputs import write_ratings
     from cg_ray.arena.ratings import rate
     from cg_ray.arena.rows import RowCounts, iter_model_rows, select_models
+    from cg_ray.artifacts.contract import ArenaDir, ArenaSummary, write_document
     from cg_ray.artifacts.publish import atomic_directory
-    from cg_ray.artifacts.rows import accumulate_rows, open_rows
-    from cg_ray.artifacts.run_dir import write_metrics
+    from cg_ray.artifacts.rows import open_rows
+    from cg_ray.artifacts.run_dir import publish_metrics
     from cg_ray.benchmarks.arena import load_battles
     from cg_ray.labels import load_labels
-    from cg_ray.metrics.compute import compute_metrics
     from cg_ray.pipeline.reading import read_texts
     from cg_ray.pipeline.runner import init_ray, shipped_labels
     from cg_ray.pipeline.shards import ensure_free
@@ -101,9 +94,10 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     init_ray(config)  # type: ignore[arg-type]
 
     with atomic_directory(out, overwrite=overwrite) as tmp:
-        (tmp / "ratings").mkdir()
-        write_ratings(tmp / "ratings", ratings, {"source": cfg.battles, "skipped": dict(battles.skipped)})
-        rows_files: dict[str, Path] = {}
+        arena_dir = ArenaDir(tmp)
+        arena_dir.ratings_dir.mkdir()
+        write_ratings(arena_dir.ratings_dir, ratings, {"source": cfg.battles, "skipped": dict(battles.skipped)})
+        activations, results = {}, {}
         counts = RowCounts()
         labels = None
         for model in models:
@@ -131,20 +125,22 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
                 .append(pa.field("prompt", pa.string()))
                 .append(pa.field("response", pa.string()))
             )
-            run_dir = tmp / "models" / safe_name(model)
-            run_dir.mkdir(parents=True)
-            pq.write_table(read.select(schema.names).cast(schema), run_dir / S.ROWS_FILE)
+            run_dir = arena_dir.model(safe_name(model))
+            run_dir.path.mkdir(parents=True)
+            pq.write_table(read.select(schema.names).cast(schema), run_dir.rows)
             if labels is None and config.labels:
                 labels = load_labels(config.labels, d_sae=d_sae)
             elif labels is None:
                 labels = shipped_labels(config.reader.sae, d_sae, reader_factory)
-            result = compute_metrics(accumulate_rows(open_rows(run_dir / S.ROWS_FILE)), config.metrics)
-            write_metrics(run_dir, result, labels, {"evaluated_model": model, "arena": True})
-            build_report(run_dir)
-            rows_files[model] = run_dir / S.ROWS_FILE
-        activations = {m: load_model_activations(m, p) for m, p in rows_files.items()}
+            # One open rows file per model: its metrics are computed once, for its run directory and for
+            # the model-concepts table, and the head-to-head takes its activations from the same file.
+            rows_file = open_rows(run_dir.rows)
+            extra = {"evaluated_model": model, "arena": True}
+            results[model] = publish_metrics(run_dir.path, config.metrics, labels, extra, rows=rows_file).result
+            build_report(run_dir.path)
+            activations[model] = load_model_activations(model, rows_file)
         h2h = head_to_head(battles.battles, activations, cfg.tie_policy, weighting=cfg.weighting, labels=labels)
-        table = model_concepts_table(model_results(rows_files, config.metrics), labels=labels)
+        table = model_concepts_table(results, labels=labels)
         write_head_to_head(tmp, h2h, table)
         summary = {
             "config": config.model_dump(mode="json"),
@@ -152,7 +148,7 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
             "row_counts": counts.as_dict(),
             "seconds": round(time.perf_counter() - started, 1),
         }
-        (tmp / "arena.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        write_document(arena_dir.summary, ArenaSummary, summary)
         _print(table, ratings)
     return out
 

@@ -10,11 +10,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cg_ray import schemas as S
 from cg_ray.arena.ratings import Ratings
 
-RATINGS_FILE = "ratings.parquet"
-PAIRWISE_FILE = "pairwise.parquet"
-RATINGS_JSON = "ratings.json"
+RATINGS_FILE = S.RATINGS_PARQUET
+PAIRWISE_FILE = S.PAIRWISE_FILE
+RATINGS_JSON = S.RATINGS_JSON
 
 
 def pairwise_rows(ratings: Ratings) -> list[dict[str, Any]]:

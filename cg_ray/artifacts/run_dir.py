@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,11 @@ import pyarrow.parquet as pq
 
 from cg_ray import __version__
 from cg_ray import schemas as S
+from cg_ray.artifacts.contract import RunSummary, write_document
+from cg_ray.artifacts.rows import RowsFile, accumulate_rows, open_rows
+from cg_ray.config import MetricsConfig
 from cg_ray.labels import ConceptLabels
-from cg_ray.metrics.compute import CGResult
+from cg_ray.metrics.compute import CGResult, compute_metrics
 from cg_ray.metrics.overlap import correlation_matrix, jaccard_matrix
 from cg_ray.metrics.rankings import Rankings, rank_concepts
 
@@ -206,5 +210,35 @@ def write_metrics(
     write_official_csvs(out, result)
     profile = write_profiles(out, result, labels, model)
     summary = summary_dict(result, rankings, labels, {**(extra_summary or {}), "profile": profile})
-    (out / S.SUMMARY_FILE).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    return summary
+    return write_document(out / S.SUMMARY_FILE, RunSummary, summary, allow_nan=False)
+
+
+@dataclass(frozen=True)
+class PublishedMetrics:
+    result: CGResult
+    summary: dict[str, Any]
+    aggregate_s: float  # reading and accumulating the rows
+
+
+def publish_metrics(
+    run_dir: Path,
+    config: MetricsConfig,
+    labels: ConceptLabels | None = None,
+    extra_summary: dict[str, Any] | None = None,
+    *,
+    model: str | None = None,
+    rows: RowsFile | None = None,
+    record_timing: bool = False,
+) -> PublishedMetrics:
+    """The metrics half of every producer (`cg-ray metrics`, `cg-ray run`, a service analysis, each arena
+    model): accumulate `run_dir/rows.parquet` (already in place; `rows` if it is already open), compute
+    the CG metrics once, and write the rest of the run directory next to it."""
+    started = time.perf_counter()
+    acc = accumulate_rows(rows or open_rows(run_dir / S.ROWS_FILE), model=model)
+    aggregate_s = time.perf_counter() - started
+    result = compute_metrics(acc, config)
+    extra = dict(extra_summary or {})
+    if record_timing:
+        extra["timings_s"] = {"aggregate": round(aggregate_s, 3)}
+    summary = write_metrics(run_dir, result, labels, extra, model=model)
+    return PublishedMetrics(result, summary, aggregate_s)

@@ -86,10 +86,9 @@ def _add_rows_options(p: argparse.ArgumentParser) -> None:
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.publish import atomic_directory
-    from cg_ray.artifacts.rows import accumulate_rows, open_rows
-    from cg_ray.artifacts.run_dir import link_or_copy, write_metrics
+    from cg_ray.artifacts.rows import open_rows
+    from cg_ray.artifacts.run_dir import link_or_copy, publish_metrics
     from cg_ray.labels import load_labels
-    from cg_ray.metrics.compute import compute_metrics
 
     config = metrics_config_from_args(args)
     started = time.perf_counter()
@@ -99,19 +98,11 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
         from cg_ray.errors import CgRayError
 
         raise CgRayError(f"{args.out} already exists (pass --overwrite to replace it)")
-    acc = accumulate_rows(rows, model=args.model)
-    aggregated = time.perf_counter()
-    result = compute_metrics(acc, config)
-    extra = {
-        "rows_file": str(args.rows),
-        "model_filter": args.model,
-        "evaluated_model": args.model,
-        "timings_s": {"aggregate": round(aggregated - started, 3)},
-    }
+    extra = {"rows_file": str(args.rows), "model_filter": args.model, "evaluated_model": args.model}
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
         link_or_copy(args.rows, tmp / S.ROWS_FILE)
-        summary = write_metrics(tmp, result, labels, extra, model=args.model)
-    _print_summary(args.out, summary, time.perf_counter() - started)
+        published = publish_metrics(tmp, config, labels, extra, model=args.model, rows=rows, record_timing=True)
+    _print_summary(args.out, published.summary, time.perf_counter() - started)
     _print_profile(args.out)
     return 0
 
@@ -185,7 +176,7 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
     result = {"rows_file": str(args.rows), "config": config.model_dump(), "robustness": robust.model_dump()}
     result |= {"subsampling": report, "adversarial_ablation": ablation}
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-        (tmp / "robustness.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        (tmp / S.ROBUSTNESS_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         pq.write_table(
             pa.table(
                 {
@@ -194,7 +185,7 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
                     "X_bench_std": pa.array(per_concept["X_bench_std"], pa.float64()),
                 }
             ),
-            tmp / "robustness_concepts.parquet",
+            tmp / S.ROBUSTNESS_CONCEPTS_FILE,
         )
     print(
         f"subsampling ({report['repeats']}× dropping {report['drop_fraction']:.0%} per benchmark): "

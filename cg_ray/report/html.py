@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.contract import read_summary
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.errors import InputError
@@ -18,7 +19,7 @@ from cg_ray.report.examples import ExampleRow, salient_rows
 from cg_ray.report.profile import load_profile, strengths_section, validate_section, weakness_section
 from cg_ray.report.readable import readable_html
 
-REPORT_FILE = "report.html"
+REPORT_FILE = S.REPORT_FILE
 SNIPPET_CHARS = 220
 
 CSS = """
@@ -123,7 +124,7 @@ def build_report(
     for name in needed:
         if not (run / name).is_file():
             raise InputError(f"not a run directory: {name} is missing (run `cg-ray metrics` first)", path=str(run))
-    summary = json.loads((run / S.SUMMARY_FILE).read_text(encoding="utf-8"))
+    summary = read_summary(run)
     concepts = pq.read_table(run / S.CONCEPTS_FILE)
     pairs = pq.read_table(run / S.BENCHMARK_CONCEPTS_FILE)
     rankings = {k: v[:top] for k, v in summary["rankings"].items() if isinstance(v, list)}

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.activations.packing import pack_concepts
+from cg_ray.artifacts.contract import RunDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.labels import ConceptLabels
 from cg_ray.serve.db import Analysis, Store, Upload
@@ -60,16 +61,13 @@ def rows_table(uploads: pa.Table, encoded: list[Encoded], model: str | None, d_s
 
 
 def _compute_and_publish(rows: pa.Table, out: Path, labels: ConceptLabels | None, options: dict[str, Any]) -> None:
-    from cg_ray.artifacts.rows import accumulate_rows, open_rows
-    from cg_ray.artifacts.run_dir import write_metrics
+    from cg_ray.artifacts.run_dir import publish_metrics
     from cg_ray.config import MetricsConfig
-    from cg_ray.metrics.compute import compute_metrics
 
-    config = MetricsConfig(**options.get("metrics", {}))
+    config = MetricsConfig.model_validate(options.get("metrics", {}))
     with atomic_directory(out, overwrite=True) as tmp:
-        pq.write_table(rows, tmp / S.ROWS_FILE)
-        acc = accumulate_rows(open_rows(tmp / S.ROWS_FILE))
-        write_metrics(tmp, compute_metrics(acc, config), labels, {"source": "service"})
+        pq.write_table(rows, RunDir(tmp).rows)
+        publish_metrics(tmp, config, labels, {"source": "service"})
         from cg_ray.describe.run import DescribeOptions, try_describe
 
         try_describe(tmp, DescribeOptions(tokens=False))  # descriptions and themes; never fails the analysis

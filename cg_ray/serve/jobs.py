@@ -162,9 +162,9 @@ def refresh(settings: ServiceSettings, store: Store, analysis: Analysis) -> None
 def register_arena_models(store: Store, analysis: Analysis, run_dir: Path) -> None:
     """Each model's CG run of an arena analysis becomes an analysis of its own, so every result route and
     the explorer show it like any other; the arena analysis lists them."""
-    import json
+    from cg_ray.artifacts.contract import read_arena_summary
 
-    models = json.loads((run_dir / "arena.json").read_text(encoding="utf-8"))["models"]
+    models = read_arena_summary(run_dir).models
     children = {}
     with store.session() as s:
         for i, (model, folder) in enumerate(sorted(models.items())):

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.contract import ArenaDir, read_summary
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.report.examples import salient_rows
 
@@ -65,7 +66,7 @@ def _tables(run_dir: str) -> tuple[pa.Table, pa.Table]:
 
 
 def summary(run_dir: str | Path) -> dict[str, Any]:
-    return dict(json.loads((Path(run_dir) / S.SUMMARY_FILE).read_text(encoding="utf-8")))
+    return read_summary(Path(run_dir))
 
 
 def concept_table(
@@ -194,8 +195,9 @@ def parquet_as_csv(path: Path) -> bytes:
 
 def arena_view(run_dir: Path, model_analyses: dict[str, str]) -> dict[str, Any]:
     """An arena analysis' ratings and head-to-head concepts, with each model's own analysis id."""
-    ratings = json.loads((run_dir / "ratings" / "ratings.json").read_text(encoding="utf-8"))
-    h2h = json.loads((run_dir / "head_to_head.json").read_text(encoding="utf-8"))
+    arena = ArenaDir(run_dir)
+    ratings = json.loads(arena.ratings.read_text(encoding="utf-8"))
+    h2h = json.loads(arena.head_to_head_json.read_text(encoding="utf-8"))
     return {
         "ratings": ratings["models"],
         "model_analyses": model_analyses,

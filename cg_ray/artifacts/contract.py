@@ -1,0 +1,177 @@
+"""The run-directory contract: where each artifact lives (`RunDir`, `ArenaDir`) and the typed, versioned
+JSON documents in it (`RunSummary` = summary.json, `RunManifest` = manifest.json, `ArenaSummary` =
+arena.json). File names come from `cg_ray.schemas` (the one list of them).
+
+Every JSON document carries `format_version`. Readers accept documents without one (made before it
+existed, same layout as version 1) and refuse a newer version with a clear error instead of misreading it.
+Bump the version when a field changes meaning or goes away; adding a field needs no bump.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cg_ray import schemas as S
+from cg_ray.errors import InputError
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A published run directory (`cg-ray metrics`, `cg-ray run`, a service analysis, one arena model)."""
+
+    path: Path
+
+    @property
+    def rows(self) -> Path:
+        return self.path / S.ROWS_FILE
+
+    @property
+    def concepts(self) -> Path:
+        return self.path / S.CONCEPTS_FILE
+
+    @property
+    def benchmark_concepts(self) -> Path:
+        return self.path / S.BENCHMARK_CONCEPTS_FILE
+
+    @property
+    def summary(self) -> Path:
+        return self.path / S.SUMMARY_FILE
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / S.MANIFEST_FILE
+
+    @property
+    def report(self) -> Path:
+        return self.path / S.REPORT_FILE
+
+    @property
+    def descriptions(self) -> Path:
+        return self.path / S.DESCRIPTIONS_FILE
+
+    def profile(self, name: str) -> Path:
+        """One of `S.PROFILE_FILES` (weaknesses, strengths, coverage gaps)."""
+        return self.path / name
+
+
+@dataclass(frozen=True)
+class ArenaDir:
+    """A published arena run: ratings, head-to-head tables, and a `RunDir` per model of interest."""
+
+    path: Path
+
+    @property
+    def summary(self) -> Path:
+        return self.path / S.ARENA_FILE
+
+    @property
+    def ratings_dir(self) -> Path:
+        return self.path / S.RATINGS_DIR
+
+    @property
+    def ratings(self) -> Path:
+        return self.ratings_dir / S.RATINGS_JSON
+
+    @property
+    def head_to_head_json(self) -> Path:
+        return self.path / S.HEAD_TO_HEAD_JSON
+
+    def model(self, folder: str) -> RunDir:
+        return RunDir(self.path / S.ARENA_MODELS_DIR / folder)
+
+
+class _Versioned(BaseModel):
+    # Producers add fields over time (the `extra_summary` of each producer): kept, not refused.
+    model_config = ConfigDict(extra="allow")
+
+    format_version: int = Field(FORMAT_VERSION, ge=0, description="layout version of this document")
+
+
+class RunSummary(_Versioned):
+    """summary.json: the suite's CG metrics, per-benchmark statistics, rankings and the settings used."""
+
+    cg_ray_version: str
+    d_sae: int
+    n_rows: int
+    n_scored_rows: int
+    config: dict[str, Any]
+    labels: dict[str, Any] | None
+    suite: dict[str, Any]
+    benchmarks: list[dict[str, Any]]
+    rankings: dict[str, Any]
+
+
+class RunManifest(_Versioned):
+    """manifest.json of `cg-ray run`: what produced the run (config, versions, timings, counts)."""
+
+    cg_ray_version: str
+    config: dict[str, Any]
+    counts: dict[str, Any]
+    stages: dict[str, Any]
+
+
+class ArenaSummary(_Versioned):
+    """arena.json: the arena job's config, its models (name -> folder under models/), row counts."""
+
+    config: dict[str, Any]
+    models: dict[str, str]
+    row_counts: dict[str, Any]
+    seconds: float
+
+
+Doc = TypeVar("Doc", bound=_Versioned)
+
+
+def versioned(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with `format_version` first (the only field this contract adds to what producers write)."""
+    return {"format_version": FORMAT_VERSION, **doc}
+
+
+def write_document(path: Path, model: type[Doc], doc: dict[str, Any], **dumps: Any) -> dict[str, Any]:
+    """Check `doc` against its model, then write it as JSON exactly as given (with its format version)."""
+    out = versioned(doc)
+    model.model_validate(out)
+    path.write_text(json.dumps(out, indent=2, **dumps) + "\n", encoding="utf-8")
+    return out
+
+
+def read_document(path: Path, model: type[Doc]) -> Doc:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("not found", path=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON ({exc.msg})", path=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", path=str(path))
+    version = data.get("format_version", 0)  # 0: written before documents were versioned; same layout
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise InputError(
+            f"format_version {version} is newer than this cg_ray reads ({FORMAT_VERSION}): upgrade cg_ray",
+            path=str(path),
+            field="format_version",
+        )
+    try:
+        return model.model_validate({**data, "format_version": version})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(first["msg"], path=str(path), field=".".join(map(str, first["loc"]))) from None
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    """summary.json as the plain mapping it was written as (checked against `RunSummary` first)."""
+    path = RunDir(run_dir).summary
+    read_document(path, RunSummary)
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def read_arena_summary(arena_dir: Path) -> ArenaSummary:
+    return read_document(ArenaDir(arena_dir).summary, ArenaSummary)
