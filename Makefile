@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 CG_RAY := $(VENV)/bin/cg-ray
 RUN    ?= runs/demo
 
-.PHONY: help setup demo example lint format typecheck pytest test bench bench-gpu prepare serve clean
+.PHONY: help setup demo example lint format typecheck pytest pytest-all test test-all bench bench-gpu prepare serve clean
 
 help:  ## list the tasks
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/'
@@ -27,9 +27,10 @@ example: setup  ## metrics only, on a seeded synthetic suite with planted easy/h
 	$(CG_RAY) robustness --rows $(RUN)/rows.parquet --out $(RUN)/robustness --overwrite
 	$(CG_RAY) report $(RUN)
 
-lint: setup  ## ruff lint + format check
+lint: setup  ## ruff lint + format check, and the import layers (pyproject: [tool.importlinter])
 	$(VENV)/bin/ruff check cg_ray tests benchmarks
 	$(VENV)/bin/ruff format --check cg_ray tests benchmarks
+	$(VENV)/bin/lint-imports
 
 format: setup
 	$(VENV)/bin/ruff format cg_ray tests benchmarks
@@ -38,10 +39,15 @@ format: setup
 typecheck: setup  ## mypy over cg_ray/
 	$(VENV)/bin/mypy
 
-pytest: setup  ## the test suite only
+pytest: setup  ## the quick tests: everything but those marked slow (models, Ray clusters)
+	$(PY) -m pytest -q -m "not slow"
+
+pytest-all: setup  ## every test, slow ones included
 	$(PY) -m pytest -q
 
-test: lint typecheck pytest  ## everything CI checks: lint, types, tests
+test-all: lint typecheck pytest-all  ## lint, types and every test
+
+test: test-all  ## everything CI checks (.ci/run): lint, types, every test including the slow ones
 
 bench: setup  ## performance benchmarks (each prints its speed ratio last)
 	$(PY) benchmarks/bench_metrics.py

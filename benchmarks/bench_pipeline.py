@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, scratch: Path, env: dict[str, str]) -> None:
     from cg_ray.generation.hf import HFChatModel
     from cg_ray.generation.vllm import cpu_engine_env, generation_dtype
     from cg_ray.hardware import hardware_info
-    from cg_ray.models.prepare import resolve_model
+    from cg_ray.catalog import resolve_model
 
     print(f"hardware: {hardware_info().line()}")
 

@@ -56,7 +56,7 @@ def main() -> None:
     from cg_ray.activations.reference import counted_positions
     from cg_ray.activations.saes import load_sae
     from cg_ray.hardware import hardware_info
-    from cg_ray.models.prepare import prepare
+    from cg_ray.catalog import prepare
 
     print(f"hardware: {hardware_info().line()}")
     model_dir = prepare()

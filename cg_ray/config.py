@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cg_ray.errors import ConfigError
+
+Settings = TypeVar("Settings", bound=BaseModel)
 
 
 class _Frozen(BaseModel):
@@ -12,7 +17,7 @@ class _Frozen(BaseModel):
 
 
 class MetricsConfig(_Frozen):
-    """Options of the CG metrics (ARCHITECTURE.md §2). Defaults follow the paper."""
+    """Options of the CG metrics (README, "The method, exactly"). Defaults follow the paper."""
 
     epsilon: float = Field(1e-5, gt=0, description="X_bench (or χ_bench) below this: concept is missing")
     coverage_mean: Literal["all", "active"] = Field(
@@ -52,3 +57,39 @@ class RobustnessConfig(_Frozen):
     ablation_concepts: int = Field(100, ge=1, description="top/bottom concepts whose salient rows are removed")
     ablation_rows: int = Field(100, ge=1, description="most salient rows removed")
     ablation_control_repeats: int = Field(10, ge=1, description="random removals of the same size, as control")
+
+
+def config_problems(source: str, exc: ValidationError) -> str:
+    """One line per problem, each naming the file and the key path (`run.yaml: reader.dtype: ...`)."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        lines.append(f"{source}: {loc}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def parse_config(model: type[Settings], data: Any, *, source: str = "<config>") -> Settings:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(config_problems(source, exc)) from None
+
+
+def load_config(model: type[Settings], path: str | Path) -> Settings:
+    """Read and validate a YAML configuration file (`cg-ray run`, `cg-ray arena`)."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: cannot read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: invalid YAML: {exc}") from None
+    return parse_config(model, data, source=str(p))

@@ -6,6 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# The real reader (a model + SAE); tests and benchmarks name a stand-in with the same interface.
+DEFAULT_READER_FACTORY = "cg_ray.activations.reader:ConceptReader.from_config"
+
 
 class ReaderConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -83,7 +83,7 @@ class ConceptReader:
 
     @classmethod
     def from_config(cls, config: ReaderConfig) -> ConceptReader:
-        from cg_ray.models.prepare import resolve_model
+        from cg_ray.catalog import resolve_model
 
         sae = load_sae(config.sae)  # cheap and the likeliest to fail: first
         info = sae.info

@@ -8,7 +8,6 @@ directory, published atomically.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
 import time
@@ -17,14 +16,14 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from cg_ray import schemas as S
+from cg_ray.activations.config import DEFAULT_READER_FACTORY
 from cg_ray.arena.config import ArenaConfig
-from cg_ray.config import MetricsConfig
-from cg_ray.errors import ConfigError
+from cg_ray.arena.rows import ArenaRow
+from cg_ray.config import MetricsConfig, load_config
 from cg_ray.pipeline.config import ReaderStageConfig
-from cg_ray.pipeline.reader_stage import DEFAULT_READER_FACTORY
 
 log = logging.getLogger(__name__)
 
@@ -45,20 +44,7 @@ class ArenaJobConfig(BaseModel):
 
 
 def load_arena_config(path: str | Path) -> ArenaJobConfig:
-    import yaml
-
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: config file not found") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{p}: cannot read: {exc}") from None
-    try:
-        return ArenaJobConfig.model_validate(data)
-    except ValidationError as exc:
-        problems = "\n".join(f"{p}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(problems) from None
+    return load_config(ArenaJobConfig, path)
 
 
 def safe_name(model: str) -> str:
@@ -77,7 +63,6 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     from cg_ray.artifacts.run_dir import publish_metrics
     from cg_ray.benchmarks.arena import load_battles
     from cg_ray.labels import load_labels
-    from cg_ray.pipeline.reading import read_texts
     from cg_ray.pipeline.runner import init_ray, shipped_labels
     from cg_ray.pipeline.shards import ensure_free
     from cg_ray.report.html import build_report
@@ -90,7 +75,6 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     models = select_models(battles, cfg.selection.models, cfg.selection.min_battles)
     log.info("%d battles, models of interest: %s", len(battles.battles), models)
     ratings = rate(BattleArrays.from_battles(battles.battles), cfg.ratings, cfg.tie_policy)
-    reader_config = config.reader.model_dump(mode="json", exclude={"text", "resources"})
     init_ray(config)  # type: ignore[arg-type]
 
     with atomic_directory(out, overwrite=overwrite) as tmp:
@@ -106,28 +90,11 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
             )
             if config.max_battles_per_model:
                 rows = rows[: config.max_battles_per_model]
-            table = pa.table(
-                {
-                    "row_id": [r.row_id for r in rows],
-                    "benchmark": [r.benchmark for r in rows],
-                    "model": [r.model for r in rows],
-                    "score": pa.array([r.score for r in rows], pa.float64()),
-                    "prompt": [r.prompt for r in rows],
-                    "response": [r.response for r in rows],
-                    "text": [r.text for r in rows],
-                }
-            )
-            log.info("reading %d rows of %s (prompt + its response)", table.num_rows, model)
-            read = read_texts(table, "text", reader_config, config.reader.resources, reader_factory)
-            d_sae = int(read["_d_sae"][0].as_py())
-            schema = (
-                S.rows_schema_with_d_sae(d_sae)
-                .append(pa.field("prompt", pa.string()))
-                .append(pa.field("response", pa.string()))
-            )
+            log.info("reading %d rows of %s (prompt + its response)", len(rows), model)
+            read, d_sae = _read_rows(rows, config, reader_factory)
             run_dir = arena_dir.model(safe_name(model))
             run_dir.path.mkdir(parents=True)
-            pq.write_table(read.select(schema.names).cast(schema), run_dir.rows)
+            pq.write_table(read, run_dir.rows)
             if labels is None and config.labels:
                 labels = load_labels(config.labels, d_sae=d_sae)
             elif labels is None:
@@ -153,6 +120,32 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     return out
 
 
+def _read_rows(rows: list[ArenaRow], config: ArenaJobConfig, reader_factory: str) -> tuple[pa.Table, int]:
+    """A model's battle rows read by the reader on Ray Data, as a rows.parquet table (with the texts)."""
+    from cg_ray.pipeline.reading import read_texts
+
+    table = pa.table(
+        {
+            "row_id": [r.row_id for r in rows],
+            "benchmark": [r.benchmark for r in rows],
+            "model": [r.model for r in rows],
+            "score": pa.array([r.score for r in rows], pa.float64()),
+            "prompt": [r.prompt for r in rows],
+            "response": [r.response for r in rows],
+            "text": [r.text for r in rows],
+        }
+    )
+    reader_config = config.reader.model_dump(mode="json", exclude={"text", "resources"})
+    read = read_texts(table, "text", reader_config, config.reader.resources, reader_factory)
+    d_sae = int(read["_d_sae"][0].as_py())
+    schema = (
+        S.rows_schema_with_d_sae(d_sae)
+        .append(pa.field("prompt", pa.string()))
+        .append(pa.field("response", pa.string()))
+    )
+    return read.select(schema.names).cast(schema), d_sae
+
+
 def _print(table: pa.Table, ratings: Any) -> None:
     print(f"{'model':<34}{'BT':>8}  {'95% CI':<20}{'Elo':>8}")
     for m in ratings.as_dict()["models"]:
@@ -163,24 +156,3 @@ def _print(table: pa.Table, ratings: Any) -> None:
             entries = [r for r in table.to_pylist() if r["model"] == model and r["kind"] == kind][:5]
             shown = "; ".join(f"{e['concept_id']} {(e['label'] or '')[:40]} ({e['X_model']:.2f})" for e in entries)
             print(f"{model} {kind} on: {shown}")
-
-
-def _cmd_arena(args: argparse.Namespace) -> int:
-    config = load_arena_config(args.config)
-    if args.output_dir is not None:
-        config = config.model_copy(update={"output_dir": str(args.output_dir)})
-    out = run_arena(config, overwrite=args.overwrite)
-    print(f"-> {out}")
-    return 0
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "arena",
-        help="the arena variant end to end: ratings, a CG run per model, head-to-head concepts",
-        description="Run jobs/arena.yaml-style configs locally or under `ray job submit`.",
-    )
-    p.add_argument("config", type=Path, help="arena job configuration (YAML), e.g. jobs/arena.yaml")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
-    p.add_argument("--output-dir", type=Path, default=None, help="override the config's output_dir")
-    p.set_defaults(handler=_cmd_arena)

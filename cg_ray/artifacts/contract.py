@@ -10,7 +10,6 @@ Bump the version when a field changes meaning or goes away; adding a field needs
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,66 +21,30 @@ from cg_ray.errors import InputError
 FORMAT_VERSION = 1
 
 
-@dataclass(frozen=True)
 class RunDir:
     """A published run directory (`cg-ray metrics`, `cg-ray run`, a service analysis, one arena model)."""
 
-    path: Path
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows = path / S.ROWS_FILE
+        self.summary = path / S.SUMMARY_FILE
+        self.manifest = path / S.MANIFEST_FILE
+        self.report = path / S.REPORT_FILE
 
-    @property
-    def rows(self) -> Path:
-        return self.path / S.ROWS_FILE
-
-    @property
-    def concepts(self) -> Path:
-        return self.path / S.CONCEPTS_FILE
-
-    @property
-    def benchmark_concepts(self) -> Path:
-        return self.path / S.BENCHMARK_CONCEPTS_FILE
-
-    @property
-    def summary(self) -> Path:
-        return self.path / S.SUMMARY_FILE
-
-    @property
-    def manifest(self) -> Path:
-        return self.path / S.MANIFEST_FILE
-
-    @property
-    def report(self) -> Path:
-        return self.path / S.REPORT_FILE
-
-    @property
-    def descriptions(self) -> Path:
-        return self.path / S.DESCRIPTIONS_FILE
-
-    def profile(self, name: str) -> Path:
-        """One of `S.PROFILE_FILES` (weaknesses, strengths, coverage gaps)."""
+    def __truediv__(self, name: str) -> Path:
+        """Any other artifact, by its name in `cg_ray.schemas` (`run / S.CONCEPTS_FILE`)."""
         return self.path / name
 
 
-@dataclass(frozen=True)
 class ArenaDir:
     """A published arena run: ratings, head-to-head tables, and a `RunDir` per model of interest."""
 
-    path: Path
-
-    @property
-    def summary(self) -> Path:
-        return self.path / S.ARENA_FILE
-
-    @property
-    def ratings_dir(self) -> Path:
-        return self.path / S.RATINGS_DIR
-
-    @property
-    def ratings(self) -> Path:
-        return self.ratings_dir / S.RATINGS_JSON
-
-    @property
-    def head_to_head_json(self) -> Path:
-        return self.path / S.HEAD_TO_HEAD_JSON
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.summary = path / S.ARENA_FILE
+        self.ratings_dir = path / S.RATINGS_DIR
+        self.ratings = self.ratings_dir / S.RATINGS_JSON
+        self.head_to_head_json = path / S.HEAD_TO_HEAD_JSON
 
     def model(self, folder: str) -> RunDir:
         return RunDir(self.path / S.ARENA_MODELS_DIR / folder)

@@ -30,7 +30,8 @@ LOADERS.add("model_outputs", "cg_ray.benchmarks.local:load_model_outputs")
 LOADERS.add("hf", "cg_ray.benchmarks.hf:load_hf")
 LOADERS.add("lm_eval", "cg_ray.benchmarks.lm_eval:load_lm_eval")
 LOADERS.add("probes", "cg_ray.benchmarks.probes:load_probes")
-# Arena battles (cg_ray/benchmarks/arena*.py) are registered by the arena variant.
+# Arena battles are not a source kind: `cg-ray arena` reads them with `cg_ray.benchmarks.arena.load_battles`
+# and turns each model's side into rows itself (cg_ray.arena.rows).
 
 
 def load_source(source: BenchmarkSource) -> list[BenchmarkRow]:

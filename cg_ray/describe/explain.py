@@ -67,7 +67,7 @@ def check_model(config: ExplainConfig) -> None:
         raise ConfigError(GENERATORS.unknown_message(config.backend))
     if config.backend == "fake":
         return
-    from cg_ray.models.prepare import KNOWN_MODELS, resolve_model
+    from cg_ray.catalog import KNOWN_MODELS, resolve_model
 
     try:
         path = resolve_model(config.model)

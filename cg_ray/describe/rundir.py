@@ -12,9 +12,9 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
+from cg_ray.activations.config import DEFAULT_READER_FACTORY
 from cg_ray.artifacts.rows import RowsFile, open_rows
 from cg_ray.errors import InputError
-from cg_ray.pipeline.reader_stage import DEFAULT_READER_FACTORY
 
 
 @dataclass

@@ -68,7 +68,7 @@ class EngineConfig(_Strict):
 
 class StageResources(_Strict):
     """Resources of one actor-pool stage. Leave CPUs for Ray Data's own tasks: if the actors take every
-    CPU, the read/map tasks starve and the pipeline stalls (ARCHITECTURE.md §3)."""
+    CPU, the read/map tasks starve and the pipeline stalls (docs/pipeline.md, Throughput)."""
 
     num_cpus: float = Field(1.0, gt=0)
     num_gpus: float = Field(0.0, ge=0)

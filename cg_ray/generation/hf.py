@@ -93,7 +93,7 @@ class HFGenerator:
     def generate(self, ds: ray.data.Dataset) -> ray.data.Dataset:
         import ray.data
 
-        from cg_ray.models.prepare import resolve_model
+        from cg_ray.catalog import resolve_model
 
         res = self.config.resources
         return ds.map_batches(

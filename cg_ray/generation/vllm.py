@@ -101,7 +101,7 @@ class VLLMGenerator:
     def generate(self, ds: ray.data.Dataset) -> ray.data.Dataset:
         from ray.data.llm import build_processor
 
-        from cg_ray.models.prepare import resolve_model
+        from cg_ray.catalog import resolve_model
 
         model_path = str(resolve_model(self.config.model))
         processor = build_processor(

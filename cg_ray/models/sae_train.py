@@ -1,4 +1,4 @@
-"""`cg-ray sae train`: train the default reader's own TopK SAE with sae-lens (ARCHITECTURE.md §3).
+"""`cg-ray sae train`: train the default reader's own TopK SAE with sae-lens (docs/reader.md, "The default SAE and its labels").
 
 What we add around sae-lens' `LanguageModelSAETrainingRunner`, and why:
 - the corpus (model answers only, hashed train/held-out split, see `corpus.py`);
@@ -117,10 +117,9 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
     """Train and write an sae-lens on-disk SAE (cfg.json + sae_weights.safetensors) plus training.json."""
     import datasets
     import torch
-    from sae_lens import LanguageModelSAERunnerConfig, LoggingConfig, TopKTrainingSAEConfig
 
+    from cg_ray.catalog import resolve_model
     from cg_ray.models.corpus import split_corpus
-    from cg_ray.models.prepare import resolve_model
 
     os.environ.setdefault("WANDB_MODE", "disabled")
     torch.manual_seed(config.seed)
@@ -134,7 +133,39 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
     d_in = int(AutoConfig.from_pretrained(model_dir).hidden_size)
     device, bf16 = resolve_training_precision(config)
     log.info("training on %s, bf16 autocast %s", device, bf16)
-    runner_cfg = LanguageModelSAERunnerConfig(
+    runner_cfg = _runner_config(config, model_dir, d_in, device, bf16, work_dir)
+    runner = _runner_class()(runner_cfg, override_dataset=dataset)
+    _init_decoder_bias(runner, config.n_batches_for_norm_estimate)
+    started = time.monotonic()
+    if config.max_minutes is not None:
+        runner.deadline = started + 60 * config.max_minutes
+    runner.run()
+    seconds = time.monotonic() - started
+    tokens = runner.stopped_early_at or config.training_tokens
+    stats = {
+        "config": config.model_dump(),
+        "model_dir": model_dir,
+        "corpus_documents": {"train": len(train_docs), "heldout": len(heldout_docs)},
+        "trained_tokens": tokens,
+        "stopped_early": runner.stopped_early_at is not None,
+        "seconds": round(seconds, 1),
+        "tokens_per_second": round(tokens / seconds, 1),
+        "final_window_l0": runner.sae.cfg.metadata.l0,
+        "final_window_dead_latents": runner.sae.cfg.metadata.num_dead_features,
+    }
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        for name in ("cfg.json", "sae_weights.safetensors"):
+            shutil.copy2(work_dir / "final" / name, tmp / name)
+        (tmp / "training.json").write_text(json.dumps(stats, indent=2) + "\n")
+    log.info("trained %d tokens in %.0f s; SAE at %s", tokens, seconds, out)
+    return out
+
+
+def _runner_config(config: SaeTrainConfig, model_dir: str, d_in: int, device: str, bf16: bool, work_dir: Path) -> Any:
+    """sae-lens's runner settings: a TopK SAE on one layer's residual stream, the corpus given in memory."""
+    from sae_lens import LanguageModelSAERunnerConfig, LoggingConfig, TopKTrainingSAEConfig
+
+    return LanguageModelSAERunnerConfig(
         sae=TopKTrainingSAEConfig(
             d_in=d_in,
             d_sae=config.d_sae,
@@ -170,31 +201,6 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
         output_path=str(work_dir / "final"),
         verbose=True,
     )
-    runner = _runner_class()(runner_cfg, override_dataset=dataset)
-    _init_decoder_bias(runner, config.n_batches_for_norm_estimate)
-    started = time.monotonic()
-    if config.max_minutes is not None:
-        runner.deadline = started + 60 * config.max_minutes
-    runner.run()
-    seconds = time.monotonic() - started
-    tokens = runner.stopped_early_at or config.training_tokens
-    stats = {
-        "config": config.model_dump(),
-        "model_dir": model_dir,
-        "corpus_documents": {"train": len(train_docs), "heldout": len(heldout_docs)},
-        "trained_tokens": tokens,
-        "stopped_early": runner.stopped_early_at is not None,
-        "seconds": round(seconds, 1),
-        "tokens_per_second": round(tokens / seconds, 1),
-        "final_window_l0": runner.sae.cfg.metadata.l0,
-        "final_window_dead_latents": runner.sae.cfg.metadata.num_dead_features,
-    }
-    with atomic_directory(out, overwrite=overwrite) as tmp:
-        for name in ("cfg.json", "sae_weights.safetensors"):
-            shutil.copy2(work_dir / "final" / name, tmp / name)
-        (tmp / "training.json").write_text(json.dumps(stats, indent=2) + "\n")
-    log.info("trained %d tokens in %.0f s; SAE at %s", tokens, seconds, out)
-    return out
 
 
 def _init_decoder_bias(runner: Any, n_batches: int) -> None:

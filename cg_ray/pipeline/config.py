@@ -9,12 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.benchmarks.sources import BenchmarkSource
-from cg_ray.config import MetricsConfig
+from cg_ray.config import MetricsConfig, load_config, parse_config
 from cg_ray.errors import ConfigError
 from cg_ray.generation.config import GenerationConfig, StageResources
 
@@ -59,34 +58,10 @@ class RunConfig(BaseModel):
         return self.judge or self.generation
 
 
-def _format_errors(path: str, exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(part) for part in err["loc"]) or "(top level)"
-        lines.append(f"{path}: {loc}: {err['msg']}")
-    return "\n".join(lines)
-
-
 def parse_run_config(data: Any, *, source: str = "<config>") -> RunConfig:
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
-    try:
-        return RunConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_format_errors(source, exc)) from None
+    return parse_config(RunConfig, data, source=source)
 
 
 def load_run_config(path: str | Path) -> RunConfig:
     """Read and validate a YAML run configuration; every problem names the file and the key path."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: config file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{p}: cannot read: {exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: invalid YAML: {exc}") from None
-    return parse_run_config(data, source=str(p))
+    return load_config(RunConfig, path)

@@ -15,9 +15,9 @@ from typing import Any
 import pyarrow as pa
 
 from cg_ray import schemas as S
+from cg_ray.activations.config import DEFAULT_READER_FACTORY
 from cg_ray.activations.packing import pack_concepts
 
-DEFAULT_READER_FACTORY = "cg_ray.activations.reader:ConceptReader.from_config"
 NODE_COLUMN = "_node"
 D_SAE_COLUMN = "_d_sae"  # carried per row so the driver learns d_sae without loading the SAE
 ACTOR_COLUMN = "_reader_actor"  # JSON: the resolved reader (dtype, device) and the hardware of its actor

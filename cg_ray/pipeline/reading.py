@@ -11,8 +11,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cg_ray.activations.config import DEFAULT_READER_FACTORY
 from cg_ray.generation.config import StageResources
-from cg_ray.pipeline.reader_stage import DEFAULT_READER_FACTORY, ReaderStage
+from cg_ray.pipeline.reader_stage import ReaderStage
 
 ORDER = "_order"
 

@@ -145,8 +145,8 @@ def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool) -
     import ray.data
 
     from cg_ray.generation import generate_responses
+    from cg_ray.pipeline.judge_pass import _no_judge, judge_dataset
     from cg_ray.scoring.apply import score_dataset
-    from cg_ray.scoring.judge_pass import _no_judge, judge_dataset
 
     ds = generate_responses(ds, config.generation)
     if needs_judge:

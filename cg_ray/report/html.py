@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
@@ -115,6 +116,41 @@ def _robustness_html(run_dir: Path) -> str:
     )
 
 
+def _headline(summary: dict[str, Any]) -> tuple[str, str]:
+    """The key numbers (as KPI tiles) and the subtitle line of the report."""
+    suite = summary["suite"]
+    cfg = summary["config"]
+    kpis = [
+        (f"{summary['n_rows']:,}", "rows"),
+        (str(suite["n_benchmarks"]), "benchmarks"),
+        (f"{summary['d_sae']:,}", "concepts (d_sae)"),
+        (f"{suite['missing_pct']:.1f}%", "missing from the suite"),
+        (_fmt(suite["median_X_model"]), "median X_model"),
+        (f"{suite['n_model_gaps']:,}", "model gaps"),
+    ]
+    kpi_html = "".join(f'<div class="kpi"><div class="v">{v}</div><div class="l">{lab}</div></div>' for v, lab in kpis)
+    subtitle = (
+        f"model {_esc(summary.get('evaluated_model') or '(from rows)')} · ε = {cfg['epsilon']:g} · classes at the "
+        f"{cfg['low_percentile']:g}th / {cfg['high_percentile']:g}th percentiles · "
+        f"cg_ray {_esc(summary['cg_ray_version'])}"
+    )
+    return kpi_html, subtitle
+
+
+def _figures(summary: dict[str, Any], concepts: pa.Table, pairs: pa.Table) -> dict[str, Any]:
+    names = summary["jaccard"]["benchmarks"]
+    return {
+        "coverage": figures.coverage_histogram(concepts, summary["config"]["epsilon"]),
+        "performance": figures.performance_histogram(concepts),
+        "per_benchmark": figures.per_benchmark_histograms(pairs, names),
+        "missing": figures.missing_bar(summary),
+        "jaccard": figures.heatmap(summary["jaccard"]["matrix"], names, "Jaccard overlap of active concepts", 0, 1),
+        "correlation": figures.heatmap(
+            summary["correlation"]["matrix"], names, "Correlation of χ_model across benchmarks", -1, 1
+        ),
+    }
+
+
 def build_report(
     run_dir: str | Path, examples_per_concept: int = 3, top: int = 20, validate: str | Path | None = None
 ) -> Path:
@@ -134,35 +170,10 @@ def build_report(
     wanted = sorted({e["concept_id"] for entries in rankings.values() for e in entries} | set(profiles))
     examples = salient_rows(open_rows(run / S.ROWS_FILE), wanted, examples_per_concept, summary.get("model_filter"))
 
-    suite = summary["suite"]
-    names = summary["jaccard"]["benchmarks"]
-    eps = summary["config"]["epsilon"]
-    kpis = [
-        (f"{summary['n_rows']:,}", "rows"),
-        (str(suite["n_benchmarks"]), "benchmarks"),
-        (f"{summary['d_sae']:,}", "concepts (d_sae)"),
-        (f"{suite['missing_pct']:.1f}%", "missing from the suite"),
-        (_fmt(suite["median_X_model"]), "median X_model"),
-        (f"{suite['n_model_gaps']:,}", "model gaps"),
-    ]
-    figs = {
-        "coverage": figures.coverage_histogram(concepts, eps),
-        "performance": figures.performance_histogram(concepts),
-        "per_benchmark": figures.per_benchmark_histograms(pairs, names),
-        "missing": figures.missing_bar(summary),
-        "jaccard": figures.heatmap(summary["jaccard"]["matrix"], names, "Jaccard overlap of active concepts", 0, 1),
-        "correlation": figures.heatmap(
-            summary["correlation"]["matrix"], names, "Correlation of χ_model across benchmarks", -1, 1
-        ),
-    }
     cfg = summary["config"]
     filters = f"active in ≥ {cfg['min_benchmarks']} benchmark(s) and ≥ {cfg['min_rows']} rows"
-    kpi_html = "".join(f'<div class="kpi"><div class="v">{v}</div><div class="l">{lab}</div></div>' for v, lab in kpis)
-    subtitle = (
-        f"model {_esc(summary.get('evaluated_model') or '(from rows)')} · ε = {eps:g} · classes at the "
-        f"{cfg['low_percentile']:g}th / {cfg['high_percentile']:g}th percentiles · "
-        f"cg_ray {_esc(summary['cg_ray_version'])}"
-    )
+    kpi_html, subtitle = _headline(summary)
+    figs = _figures(summary, concepts, pairs)
     tables = [
         ("worst_model", f"Worst concepts by plain X_model (the paper's ranking; {filters})"),
         ("best_model", "Best concepts by plain X_model"),

@@ -15,12 +15,11 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.handle import DeploymentHandle
 
+from cg_ray.activations.config import DEFAULT_READER_FACTORY
 from cg_ray.errors import ConfigError
 from cg_ray.serve.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
-
-DEFAULT_READER_FACTORY = "cg_ray.activations.reader:ConceptReader.from_config"
 
 
 class EncoderOptions(BaseModel):

@@ -6,12 +6,12 @@ Result views that mirror a run directory's tables declare the columns clients re
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cg_ray.config import MetricsConfig
-from cg_ray.serve.db import Analysis, Upload
 from cg_ray.serve.uploads import FieldMapping
 
 TextMode = Literal["prompt", "response", "both"]
@@ -68,16 +68,20 @@ class Readiness(BaseModel):
 
 
 class UploadView(BaseModel):
+    model_config = ConfigDict(from_attributes=True)  # built from the Upload row
+
     id: str
     name: str
     n_rows: int
     benchmarks: list[str] = Field(description="benchmark names (for battles: the models)")
     fields: dict[str, Any] = Field(description="detected fields and the mapping used (or the battles summary)")
     has_scores: bool
-    created_at: str
+    created_at: datetime
 
 
 class AnalysisView(BaseModel):
+    model_config = ConfigDict(from_attributes=True)  # built from the Analysis row
+
     id: str
     upload_ids: list[str]
     mode: str
@@ -86,8 +90,13 @@ class AnalysisView(BaseModel):
     message: str | None
     error: str | None
     job_id: str | None
-    created_at: str
-    updated_at: str
+    created_at: datetime
+    updated_at: datetime
+
+    @field_validator("progress")
+    @classmethod
+    def _rounded(cls, value: float) -> float:
+        return round(value, 4)
 
 
 # ---- results
@@ -217,30 +226,3 @@ class ScoreSummary(BaseModel):
 class ScoreResponse(BaseModel):
     rows: list[ScoredRow]
     summary: ScoreSummary
-
-
-def upload_view(u: Upload) -> UploadView:
-    return UploadView(
-        id=u.id,
-        name=u.name,
-        n_rows=u.n_rows,
-        benchmarks=u.benchmarks,
-        fields=u.fields,
-        has_scores=u.has_scores,
-        created_at=u.created_at.isoformat(),
-    )
-
-
-def analysis_view(a: Analysis) -> AnalysisView:
-    return AnalysisView(
-        id=a.id,
-        upload_ids=a.upload_ids,
-        mode=a.mode,
-        status=a.status,
-        progress=round(a.progress, 4),
-        message=a.message,
-        error=a.error,
-        job_id=a.job_id,
-        created_at=a.created_at.isoformat(),
-        updated_at=a.updated_at.isoformat(),
-    )

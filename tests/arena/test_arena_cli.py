@@ -13,7 +13,7 @@ from cg_ray import cli
 
 from .arena_builders import record, write_jsonl
 
-ARENA = "cg_ray.arena.cli"
+ARENA = "cg_ray.cli.arena"
 
 
 @pytest.fixture(autouse=True)

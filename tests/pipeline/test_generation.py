@@ -13,9 +13,9 @@ from cg_ray.generation import generate_responses
 from cg_ray.generation.base import GENERATED_SCHEMA
 from cg_ray.generation.config import GenerationConfig
 from cg_ray.generation.fake import JUDGE_MARKER, WRONG_ANSWER, fake_answer
+from cg_ray.pipeline.judge_pass import judge_dataset
 from cg_ray.scoring.apply import ScoringError, check_parsed, dataset_stats, score_dataset
 from cg_ray.scoring.judge import judge_prompt
-from cg_ray.scoring.judge_pass import judge_dataset
 
 FAKE = GenerationConfig(backend="fake", sampling={"max_tokens": 32, "seed": 1})  # type: ignore[arg-type]
 

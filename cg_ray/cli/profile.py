@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cg_ray.cli.options import ensure_output_free
 from cg_ray.errors import ConfigError
 
 
@@ -29,15 +30,13 @@ def _fmt(x: float | None, signed: bool = False) -> str:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
-    from cg_ray.errors import CgRayError
-    from cg_ray.metrics.cli import metrics_config_from_args
+    from cg_ray.cli.metrics import metrics_config_from_args
     from cg_ray.profile.validate import ValidateConfig, validate
     from cg_ray.schemas import VALIDATE_FILE
 
     if not 0.0 < args.test_fraction < 1.0:  # also checked by argparse; kept for programmatic callers
         raise ConfigError(f"--test-fraction must be strictly between 0 and 1, got {args.test_fraction}")
-    if args.out.exists() and not args.overwrite:
-        raise CgRayError(f"{args.out} already exists (pass --overwrite to replace it)")
+    ensure_output_free(args.out, args.overwrite)
     cfg = ValidateConfig(
         test_fraction=args.test_fraction,
         seed=args.seed,
@@ -83,7 +82,7 @@ def _print(report: dict[str, Any], path: Path) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from cg_ray.metrics.cli import _add_metrics_options
+    from cg_ray.cli.metrics import add_metrics_options
 
     p = subparsers.add_parser(
         "validate",
@@ -102,5 +101,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--random", type=int, default=200, help="random concept profiles drawn as baseline (200)")
     p.add_argument("--d-sae", type=int, default=None, help="SAE width, if the file's metadata lacks it")
     p.add_argument("--model", default=None, help="evaluated model to keep, when the file holds several")
-    _add_metrics_options(p)
+    add_metrics_options(p)
     p.set_defaults(handler=_cmd_validate)

@@ -9,49 +9,32 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from cg_ray import schemas as S
+from cg_ray.cli.options import add_model_flags, ensure_output_free, from_args
 from cg_ray.config import MetricsConfig, RobustnessConfig
-from cg_ray.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 
-def _validated(model: type[MetricsConfig] | type[RobustnessConfig], values: dict[str, Any]) -> Any:
-    try:
-        return model(**{k: v for k, v in values.items() if v is not None})
-    except ValidationError as exc:
-        problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(problems) from None
-
-
 def metrics_config_from_args(args: argparse.Namespace) -> MetricsConfig:
-    return _validated(
-        MetricsConfig,
-        {name: getattr(args, name) for name in MetricsConfig.model_fields if hasattr(args, name)},
-    )
+    return from_args(MetricsConfig, args)
 
 
-def _add_metrics_options(p: argparse.ArgumentParser) -> None:
+def add_metrics_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("metric options (defaults follow the paper)")
-    fields = MetricsConfig.model_fields
-    for name, kind in (
-        ("epsilon", float),
-        ("low_percentile", float),
-        ("high_percentile", float),
-        ("model_gap_epsilon", float),
-        ("min_benchmarks", int),
-        ("min_rows", int),
-        ("top_k", int),
-    ):
-        g.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=name,
-            type=kind,
-            default=None,
-            help=f"{fields[name].description} (default {fields[name].default})",
-        )
+    add_model_flags(
+        g,
+        MetricsConfig,
+        (
+            ("epsilon", float),
+            ("low_percentile", float),
+            ("high_percentile", float),
+            ("model_gap_epsilon", float),
+            ("min_benchmarks", int),
+            ("min_rows", int),
+            ("top_k", int),
+        ),
+    )
     g.add_argument(
         "--coverage-mean",
         dest="coverage_mean",
@@ -94,10 +77,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     rows = open_rows(args.rows, args.d_sae)
     labels = load_labels(args.labels, args.labels_source, rows.d_sae) if args.labels else None
-    if args.out.exists() and not args.overwrite:
-        from cg_ray.errors import CgRayError
-
-        raise CgRayError(f"{args.out} already exists (pass --overwrite to replace it)")
+    ensure_output_free(args.out, args.overwrite)
     extra = {"rows_file": str(args.rows), "model_filter": args.model, "evaluated_model": args.model}
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
         link_or_copy(args.rows, tmp / S.ROWS_FILE)
@@ -158,16 +138,11 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
 
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
-    from cg_ray.errors import CgRayError
     from cg_ray.metrics.robustness import adversarial_ablation, subsampling
 
     config = metrics_config_from_args(args)
-    robust = _validated(
-        RobustnessConfig,
-        {name: getattr(args, name, None) for name in RobustnessConfig.model_fields},
-    )
-    if args.out.exists() and not args.overwrite:
-        raise CgRayError(f"{args.out} already exists (pass --overwrite to replace it)")
+    robust = from_args(RobustnessConfig, args)
+    ensure_output_free(args.out, args.overwrite)
     rows = open_rows(args.rows, args.d_sae)
     table = load_row_table(rows, model=args.model)
     full = table.accumulate()
@@ -211,7 +186,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_rows_options(p)
     p.add_argument("--labels", type=Path, default=None, help="concept labels (Neuronpedia export, JSONL or CSV)")
     p.add_argument("--labels-source", default=None, help='SAE in a multi-SAE labels file, "MODEL/SAE_ID"')
-    _add_metrics_options(p)
+    add_metrics_options(p)
     p.set_defaults(handler=_cmd_metrics)
 
     r = subparsers.add_parser(
@@ -221,22 +196,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the best/worst concepts (paper §4.2.3).",
     )
     _add_rows_options(r)
-    g = r.add_argument_group("robustness options")
-    rf = RobustnessConfig.model_fields
-    for name, kind in (
-        ("repeats", int),
-        ("drop_fraction", float),
-        ("seed", int),
-        ("ablation_concepts", int),
-        ("ablation_rows", int),
-        ("ablation_control_repeats", int),
-    ):
-        g.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=name,
-            type=kind,
-            default=None,
-            help=f"{rf[name].description or name} (default {rf[name].default})",
-        )
-    _add_metrics_options(r)
+    add_model_flags(
+        r.add_argument_group("robustness options"),
+        RobustnessConfig,
+        (
+            ("repeats", int),
+            ("drop_fraction", float),
+            ("seed", int),
+            ("ablation_concepts", int),
+            ("ablation_rows", int),
+            ("ablation_control_repeats", int),
+        ),
+    )
+    add_metrics_options(r)
     r.set_defaults(handler=_cmd_robustness)
