@@ -66,12 +66,12 @@ def run(args: argparse.Namespace, scratch: Path, env: dict[str, str]) -> None:
 
     from cg_ray.benchmarks import load_benchmarks, to_dataset
     from cg_ray.benchmarks.sources import PROBE_KINDS, ProbesSource
+    from cg_ray.catalog import resolve_model
     from cg_ray.generation import generate_responses
     from cg_ray.generation.config import GenerationConfig
     from cg_ray.generation.hf import HFChatModel
     from cg_ray.generation.vllm import cpu_engine_env, generation_dtype
     from cg_ray.hardware import hardware_info
-    from cg_ray.catalog import resolve_model
 
     print(f"hardware: {hardware_info().line()}")
 

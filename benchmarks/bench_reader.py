@@ -55,8 +55,8 @@ def main() -> None:
     from cg_ray.activations.reader import ConceptReader
     from cg_ray.activations.reference import counted_positions
     from cg_ray.activations.saes import load_sae
-    from cg_ray.hardware import hardware_info
     from cg_ray.catalog import prepare
+    from cg_ray.hardware import hardware_info
 
     print(f"hardware: {hardware_info().line()}")
     model_dir = prepare()

@@ -1,4 +1,5 @@
-"""`cg-ray sae train`: train the default reader's own TopK SAE with sae-lens (docs/reader.md, "The default SAE and its labels").
+"""`cg-ray sae train`: train the default reader's own TopK SAE with sae-lens
+(docs/reader.md, "The default SAE and its labels").
 
 What we add around sae-lens' `LanguageModelSAETrainingRunner`, and why:
 - the corpus (model answers only, hashed train/held-out split, see `corpus.py`);

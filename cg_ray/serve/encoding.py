@@ -1,6 +1,7 @@
 """What the service needs from the reader, as a small interface, and the in-process implementation.
 
-The Ray Serve app wraps a remote encoder deployment behind the same interface (`cg_ray.serve.app.RemoteEncoder`);
+The Ray Serve app wraps a remote encoder deployment behind the same interface
+(`cg_ray.serve.app.RemoteEncoder`);
 tests inject the in-process one with a fast reader.
 """
 

@@ -1,4 +1,5 @@
-"""The metrics engine against a brute-force dense implementation of the README's "The method, exactly", and its invariants."""
+"""The metrics engine against a brute-force dense implementation of the README's "The method, exactly",
+and its invariants."""
 
 from __future__ import annotations
 
