@@ -34,7 +34,8 @@ class TokenDetail:
     def pooled(self) -> npt.NDArray[np.float64]:
         """s̃ of the requested concepts: the mean over counted tokens."""
         n = int(self.counted.sum())
-        return self.acts.sum(axis=0, dtype=np.float64) / max(n, 1)
+        pooled: npt.NDArray[np.float64] = self.acts.sum(axis=0, dtype=np.float64) / max(n, 1)
+        return pooled
 
 
 def _tokenize_with_offsets(

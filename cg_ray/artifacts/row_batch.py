@@ -113,7 +113,7 @@ def _check_unique_ids(
 
 def _checked_scores(score: pa.Array, path: str, first_row: int) -> npt.NDArray[np.float64]:
     """Scores as float64 (null: NaN, an unscored row); a NaN that is not null or a value outside [0, 1] fails."""
-    scores = score.to_numpy(zero_copy_only=False).astype(np.float64)
+    scores: npt.NDArray[np.float64] = score.to_numpy(zero_copy_only=False).astype(np.float64)
     is_null = np.asarray(score.is_null().to_numpy(zero_copy_only=False))
     nan_not_null = np.isnan(scores) & ~is_null
     if nan_not_null.any():

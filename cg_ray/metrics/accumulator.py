@@ -119,7 +119,9 @@ class CGAccumulator:
         flat = ids if n_bench == 1 else elem_code * d + ids
         size = n_bench * d
 
-        def scatter(weights: npt.NDArray[np.floating] | None, where: npt.NDArray[np.bool_] | None = None):
+        def scatter(
+            weights: npt.NDArray[np.floating] | None, where: npt.NDArray[np.bool_] | None = None
+        ) -> npt.NDArray[np.float64]:
             idx = flat if where is None else flat[where]
             if weights is not None and where is not None:
                 weights = weights[where]

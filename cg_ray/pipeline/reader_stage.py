@@ -29,7 +29,8 @@ def resolve(spec: str) -> Callable[..., Any]:
     obj: Any = importlib.import_module(module_name)
     for part in attr_path.split("."):
         obj = getattr(obj, part)
-    return obj
+    factory: Callable[..., Any] = obj
+    return factory
 
 
 def reader_from_config(reader_config: dict[str, Any], factory: str = DEFAULT_READER_FACTORY) -> Any:

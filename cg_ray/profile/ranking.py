@@ -29,11 +29,12 @@ IntArray = npt.NDArray[np.int64]
 
 def eligible(result: CGResult) -> npt.NDArray[np.bool_]:
     cfg = result.config
-    return (
+    mask: npt.NDArray[np.bool_] = (
         (result.n_benchmarks_active >= cfg.min_benchmarks)
         & (result.n_active_rows >= cfg.min_rows)
         & ~np.isnan(result.X_model)
     )
+    return mask
 
 
 def _keys(result: CGResult, rank_by: RankBy, strongest: bool) -> npt.NDArray[np.float64]:
@@ -52,7 +53,8 @@ def _keys(result: CGResult, rank_by: RankBy, strongest: bool) -> npt.NDArray[np.
 def _order(mask: npt.NDArray[np.bool_], key: npt.NDArray[np.float64], support: npt.NDArray[np.float64]) -> IntArray:
     idx = np.flatnonzero(mask & ~np.isnan(key))
     order = np.lexsort((idx, -np.nan_to_num(support[idx], nan=0.0), key[idx]))
-    return idx[order].astype(np.int64)
+    ranked: IntArray = idx[order].astype(np.int64)
+    return ranked
 
 
 def weakness_order(

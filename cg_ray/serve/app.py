@@ -162,4 +162,5 @@ def build_app(args: ServeArgs) -> Application:
     ).bind(parsed.reader.model_dump(mode="json"), enc.reader_factory, enc.max_batch_size, enc.batch_wait_timeout_s)
     settings = parsed.model_dump(exclude={"encoder", "ingress_max_ongoing_requests"}, mode="json")
     ingress = Ingress.options(max_ongoing_requests=parsed.ingress_max_ongoing_requests)  # type: ignore[attr-defined]
-    return ingress.bind(settings, encoder)
+    app: Application = ingress.bind(settings, encoder)
+    return app

@@ -42,7 +42,7 @@ class Service:
 
     def owned(self, model: type[Owned], owner: str, item_id: str) -> Owned:
         """The caller's own row, or 404 — the same answer whether it is someone else's or does not exist."""
-        row = self.store.get_owned(model, owner, item_id)
+        row: Owned | None = self.store.get_owned(model, owner, item_id)
         if row is None:
             raise api_error(404, f"no {model.__tablename__.rstrip('s')} {item_id!r}")
         return row

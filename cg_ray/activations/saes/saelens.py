@@ -41,7 +41,8 @@ class SaeLensSae:
 
     @torch.no_grad()
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        return self.sae.encode(x)
+        encoded: torch.Tensor = self.sae.encode(x)
+        return encoded
 
 
 def load_disk(path: Path) -> SaeLensSae:
