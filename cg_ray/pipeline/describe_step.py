@@ -14,6 +14,14 @@ from cg_ray.describe.config import DescribeStepConfig, ExplainConfig
 log = logging.getLogger(__name__)
 
 
+def check_explainer(explain: ExplainConfig | None) -> None:
+    """An explainer that cannot load fails the run before any row is generated or read."""
+    if explain is not None:
+        from cg_ray.describe.explain import check_model
+
+        check_model(explain)
+
+
 def describe_published_run(
     run_dir: Path, describe: DescribeStepConfig, explain: ExplainConfig | None, seed: int
 ) -> None:

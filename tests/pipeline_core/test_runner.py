@@ -105,6 +105,11 @@ def test_describe_and_explain_settings_are_validated(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"explain\.n_detect"):
         parse_run_config(config_dict(tmp_path) | {"explain": {"n_detect": 0}})
     assert parse_run_config(config_dict(tmp_path) | {"describe": {"enabled": False}}).describe.enabled is False
+    # an explainer that cannot load stops the run before any work (nothing is written)
+    config = parse_run_config(config_dict(tmp_path) | {"explain": {"model": str(tmp_path / "no-such-model")}})
+    with pytest.raises(ConfigError, match="explainer model .* cannot be loaded"):
+        run(config, RunOptions(reader_factory=FAKE_READER))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_config_and_scorer_that_parses_nothing(ray_module, tmp_path: Path) -> None:
