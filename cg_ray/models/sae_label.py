@@ -25,7 +25,7 @@ import torch
 from scipy.stats import binom
 
 from cg_ray.activations.reader import ConceptReader
-from cg_ray.describe.render import render_tokens
+from cg_ray.describe.render import CONTEXT_MARKER, render_tokens
 from cg_ray.models.token_pass import iter_token_batches, make_windows
 
 log = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ def label_phrase(tokens: Sequence[str], bigram: str, bigram_share: float, contex
     if not context:
         return token_list  # parseable by cg_ray.describe.render.label_tokens
     what = f"“{bigram.strip()}”" if bigram_share > 0.5 and bigram.strip() else render_tokens(list(tokens), limit=3)
-    return f"{what} in text about {', '.join(context)}"
+    return f"{what}{CONTEXT_MARKER}{', '.join(context)}"
 
 
 def _distinct_windows(idx: np.ndarray, window: np.ndarray, limit: int) -> np.ndarray:

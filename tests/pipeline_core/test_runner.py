@@ -107,7 +107,7 @@ def test_describe_and_explain_settings_are_validated(tmp_path: Path) -> None:
     assert parse_run_config(config_dict(tmp_path) | {"describe": {"enabled": False}}).describe.enabled is False
     # an explainer that cannot load stops the run before any work (nothing is written)
     config = parse_run_config(config_dict(tmp_path) | {"explain": {"model": str(tmp_path / "no-such-model")}})
-    with pytest.raises(ConfigError, match="explainer model .* cannot be loaded"):
+    with pytest.raises(ConfigError, match=r"explainer model .* cannot be loaded"):
         run(config, RunOptions(reader_factory=FAKE_READER))
     assert list(tmp_path.iterdir()) == []
 
