@@ -13,7 +13,7 @@
   task its own benchmark (`bbh/<task>`); `rescore` attaches the direct-answer scores;
 - mt_bench.jsonl: question turn + the model's answer turn, scored GPT-4 rating / 10, for the five models
   that have both answers and GPT-4 single judgments, pooled (one row per model × question × turn; the
-  benchmark is the MT-Bench category);
+  benchmark is the MT-Bench category; metadata: category, answer_model, turn);
 AlpacaEval battles become rows with `cg-ray arena-rows` (see docs/trust.md).
 """
 
@@ -99,6 +99,8 @@ def prepare(data: Path, work: Path) -> None:
                 "score": j["score"],
                 "prompt": meta["turns"][turn - 1],
                 "response": turns[turn - 1],
+                # for `cg-ray describe`'s metadata enrichment: which model answered, which turn
+                "metadata": {"category": meta["category"], "answer_model": j["model"], "turn": turn},
             }
         )
     _write(work / "mt_bench.jsonl", rows)

@@ -123,5 +123,9 @@ def _label(args: argparse.Namespace) -> int:
         for rec in records:
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
     dead = sum(1 for r in records if r.get("n_active_tokens", 0) == 0)
-    print(f"wrote {args.out}: {len(records)} labels ({dead} inactive)")
+    with_context = sum(1 for r in records if r.get("context_words"))
+    print(
+        f"wrote {args.out}: {len(records)} labels ({dead} inactive, {with_context} named with context words, "
+        f"{len(records) - dead - with_context} token lists)"
+    )
     return 0

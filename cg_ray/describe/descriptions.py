@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cg_ray.describe.enrichment import Enriched
-from cg_ray.describe.render import is_symbolic, label_tokens, render_tokens, symbolic_phrase
+from cg_ray.describe.render import is_symbolic, is_token_label, label_tokens, render_tokens, symbolic_phrase
 
 LLM_MIN_SCORE = 0.6  # balanced accuracy; 0.5 is chance
 
@@ -113,8 +113,8 @@ def describe_concept(
     if best is None:
         return Description(f"Concept {concept_id} (no label, enrichment or in-suite tokens)", "none", None)
     text = best.text.rstrip(".")
-    if best.source == "label" and label_tokens(label) is not None and tokens:
-        # a token-list label comes from the SAE's labelling corpus: say what it fires on in this suite
+    if best.source == "label" and is_token_label(label) and tokens:
+        # a generated label comes from the SAE's labelling corpus: say what it fires on in this suite
         text += f"; here on {render_tokens(list(tokens), limit=3)}"
     if best.source != "enrichment" and enriched:
         e = enriched[0]

@@ -16,15 +16,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field
 
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.describe import outputs as O
+from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.descriptions import enrichment_candidate, label_candidate, ngram_candidate
 from cg_ray.describe.prompts import (
     detect_prompt,
@@ -39,20 +39,6 @@ from cg_ray.describe.spans import marked
 from cg_ray.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-
-class ExplainConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: str = "smollm2-135m-instruct"
-    backend: str = Field("vllm", description="generation backend: vllm | hf | fake")
-    dtype: Literal["float32", "bfloat16", "auto"] = "auto"  # resolved from the hardware (cg_ray.hardware)
-    n_examples: int = Field(5, ge=1)
-    n_detect: int = Field(6, ge=1, description="held-out rows per class (with / without the concept)")
-    seed: int = 0
-    explain_tokens: int = Field(60, ge=8)
-    detect_tokens: int = Field(24, ge=2, description="room for a fenced JSON answer")
-    name_themes: bool = Field(False, description="let the model name the themes (else enrichment / descriptions)")
 
 
 class Completer(Protocol):

@@ -15,6 +15,14 @@ _QUOTED = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*\"""")
 _SEPARATORS = re.compile(r"[\s|()]+")
 
 
+CONTEXT_MARKER = " in text about "  # `cg-ray sae label`: "<tokens> in text about <context words>"
+
+
+def is_token_label(label: str | None) -> bool:
+    """A label written by `cg-ray sae label` (a token list, or tokens with context words), not free text."""
+    return bool(label) and (label_tokens(label) is not None or CONTEXT_MARKER in str(label))
+
+
 def label_tokens(label: str | None) -> list[str] | None:
     """The tokens of a token-list label, or None when the label is free text (e.g. a Neuronpedia sentence)."""
     if not label or label.startswith("("):

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.benchmarks.sources import BenchmarkSource
 from cg_ray.config import MetricsConfig, load_config, parse_config
+from cg_ray.describe.config import DescribeStepConfig, ExplainConfig
 from cg_ray.errors import ConfigError
 from cg_ray.generation.config import GenerationConfig, StageResources
 
@@ -52,6 +53,10 @@ class RunConfig(BaseModel):
     )
     reader: ReaderStageConfig = ReaderStageConfig()
     metrics: MetricsConfig = MetricsConfig()
+    describe: DescribeStepConfig = DescribeStepConfig()
+    explain: ExplainConfig | None = Field(
+        None, description="LLM explanations scored by detection, after describing (`cg-ray explain`); off if unset"
+    )
     ray_address: str | None = Field(None, description="Ray cluster address; None: the job's cluster or a local one")
 
     def judge_config(self) -> GenerationConfig:

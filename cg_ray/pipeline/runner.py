@@ -26,6 +26,7 @@ from cg_ray.generation.config import GenerationConfig
 from cg_ray.generation.vllm import cpu_engine_env, generation_dtype
 from cg_ray.hardware import hardware_info
 from cg_ray.pipeline.config import RunConfig
+from cg_ray.pipeline.describe_step import check_explainer, describe_published_run
 from cg_ray.pipeline.manifest import StageTimer, build_manifest
 from cg_ray.pipeline.reader_stage import (
     ACTOR_COLUMN,
@@ -183,6 +184,7 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
 
     out = Path(config.output_dir) / config.name
     ensure_free(out, options.overwrite)
+    check_explainer(config.explain)
     timer = StageTimer()
 
     timer.start("load")
@@ -262,6 +264,9 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
 
             build_report(tmp)
     store.remove()
+    timer.start("describe")  # after publishing: not in the manifest's stages, printed below
+    describe_published_run(out, config.describe, config.explain, config.seed)
+    timer.stop("describe", assembled.num_rows)
     print(timer.table())
     median = summary["suite"]["median_X_model"]
     print(

@@ -14,6 +14,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.contract import read_summary
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.artifacts.rows import open_rows
+from cg_ray.describe.outputs import read_descriptions
 from cg_ray.errors import InputError
 from cg_ray.report import figures
 from cg_ray.report.examples import ExampleRow, salient_rows
@@ -65,10 +66,21 @@ def _examples_html(examples: list[ExampleRow]) -> str:
     return "<details><summary>examples</summary>" + "".join(items) + "</details>"
 
 
-def _concept_table(entries: list[dict[str, Any]], examples: dict[int, list[ExampleRow]]) -> str:
-    head = "<tr><th>concept</th><th>label</th><th>X_model</th><th>X_bench</th><th>benchmarks</th><th>rows</th></tr>"
+def _concept_name(entry: dict[str, Any], described: dict[int, str]) -> str:
+    """The `cg-ray describe` sentence when there is one (the raw label below it), else the label."""
+    label = _esc(entry["label"] or "(no label)")
+    sentence = described.get(int(entry["concept_id"]))
+    return label if sentence is None else f"{_esc(sentence)}<div class='ex'>label: {label}</div>"
+
+
+def _concept_table(
+    entries: list[dict[str, Any]], examples: dict[int, list[ExampleRow]], described: dict[int, str]
+) -> str:
+    head = (
+        "<tr><th>concept</th><th>description</th><th>X_model</th><th>X_bench</th><th>benchmarks</th><th>rows</th></tr>"
+    )
     body = "".join(
-        f"<tr><td class='num'>{e['concept_id']}</td><td>{_esc(e['label'] or '(no label)')}"
+        f"<tr><td class='num'>{e['concept_id']}</td><td>{_concept_name(e, described)}"
         f"{_examples_html(examples.get(e['concept_id'], []))}</td>"
         f"<td class='num'>{_fmt(e['X_model'])}</td><td class='num'>{_fmt(e['X_bench'])}</td>"
         f"<td class='num'>{e['n_benchmarks_active']}</td><td class='num'>{e['n_active_rows']:,}</td></tr>"
@@ -168,6 +180,7 @@ def build_report(
         e["concept_id"] for name in (S.WEAKNESSES_FILE, S.STRENGTHS_FILE) for e in load_profile(run, name)[:top]
     ]
     wanted = sorted({e["concept_id"] for entries in rankings.values() for e in entries} | set(profiles))
+    described = {int(d["concept_id"]): str(d["description"]) for d in read_descriptions(run) or []}
     examples = salient_rows(open_rows(run / S.ROWS_FILE), wanted, examples_per_concept, summary.get("model_filter"))
 
     cfg = summary["config"]
@@ -197,7 +210,10 @@ def build_report(
         + _figure_html(figs["per_benchmark"])
         + "</section>",
         strengths_section(run, top, examples_of),
-        *(f"<section><h2>{title}</h2>{_concept_table(rankings[key], examples)}</section>" for key, title in tables),
+        *(
+            f"<section><h2>{title}</h2>{_concept_table(rankings[key], examples, described)}</section>"
+            for key, title in tables
+        ),
         "<section><h2>How the benchmarks relate</h2>" + _pair(figs["jaccard"], figs["correlation"]) + "</section>",
         _robustness_html(run),
     ]

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from cg_ray import schemas as S
 from cg_ray.artifacts.contract import ArenaDir, read_summary
 from cg_ray.artifacts.rows import open_rows
+from cg_ray.describe.outputs import read_descriptions
 from cg_ray.report.examples import salient_rows
 
 SortKey = Literal[
@@ -83,7 +84,10 @@ def concept_table(
     offset: int = 0,
 ) -> dict[str, Any]:
     concepts, pairs = _tables(str(run_dir))
-    table = concepts
+    described = {int(d["concept_id"]): str(d["description"]) for d in read_descriptions(Path(run_dir)) or []}
+    table = concepts.append_column(
+        "description", pa.array([described.get(c) for c in concepts["concept_id"].to_pylist()], pa.string())
+    )
     if coverage_class:
         table = table.filter(pc.equal(table["coverage_class"], coverage_class))
     if model_gaps_only:
@@ -94,7 +98,9 @@ def concept_table(
         active = pairs.filter(pc.equal(pairs["benchmark"], benchmark))["concept_id"]
         table = table.filter(pc.is_in(table["concept_id"], value_set=active))
     if q:
-        table = table.filter(pc.fill_null(pc.match_substring(table["label"], q, ignore_case=True), False))
+        in_label = pc.fill_null(pc.match_substring(table["label"], q, ignore_case=True), False)
+        in_description = pc.fill_null(pc.match_substring(table["description"], q, ignore_case=True), False)
+        table = table.filter(pc.or_(in_label, in_description))
     # Nulls (undefined X_model) always sort last, whatever the order.
     table = table.sort_by([(sort, "ascending" if order == "asc" else "descending"), ("concept_id", "ascending")])
     total = table.num_rows

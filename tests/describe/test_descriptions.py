@@ -53,3 +53,17 @@ def test_llm_explanation_wins_only_with_a_detection_score_that_beats_the_others(
     assert run(0.8, 0.7) == "llm"
     assert run(0.8, 0.9) == "label"  # the label detects the concept better
     assert run(0.55, None) == "label"  # near chance: not trusted
+
+
+def test_a_context_label_is_an_informative_label_and_gets_the_in_suite_tokens() -> None:
+    label = "line breaks, “```” in text about python, import"
+    assert label_tokens(label) is None  # not a bare token list …
+    d = describe_concept(1, label=label, enriched=[GEOMETRY], spans=[], tokens=["\n"])
+    # … so it beats the enrichment, and says what it fires on here and where it is over-represented
+    assert d.source == "label"
+    assert d.text == (
+        "Line breaks, “```” in text about python, import; here on line breaks; "
+        "over-represented in type = Geometry (×2.4)."
+    )
+    free = describe_concept(1, label="Mentions of geometry", enriched=[], spans=[], tokens=["\n"])
+    assert free.text == "Mentions of geometry."  # a free-text label is not told which tokens it fired on

@@ -26,3 +26,21 @@ def test_report_shows_descriptions_and_themes(make_run: Callable[..., Path]) -> 
     assert "<h2>Readable gaps</h2>" in page and "Rows with task = algebra" in page
     assert "Rows with task = geometry (100% of its rows, ×" in page and "task=geometry (×" in page
     assert "Metadata fields not analysed: index (more than 50 distinct values)" in page
+
+
+def test_concept_tables_lead_with_the_description_and_keep_the_label(make_run: Callable[..., Path]) -> None:
+    import re
+
+    import pyarrow.parquet as pq
+
+    run = make_run(labels={0: "',' | '.'"})
+    assert cli.main(["report", str(run)]) == 0
+    assert cli.main(["describe", str(run), "--no-tokens", "--concepts", "0,1,2,3,4,5"]) == 0
+    described = {r["concept_id"]: r["description"] for r in pq.read_table(run / "descriptions.parquet").to_pylist()}
+    page = (run / "report.html").read_text()
+    rows = re.findall(r"<tr><td class='num'>(\d+)</td><td>(.*?)</td>", page)
+    shown = [(int(c), cell) for c, cell in rows if int(c) in described]
+    assert shown, "no described concept in the concept tables"
+    for concept, cell in shown:
+        assert cell.startswith(described[concept].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+        assert "label: " in cell

@@ -74,14 +74,42 @@ def test_run_publishes_a_complete_run_directory(ray_module, tmp_path: Path) -> N
     assert not (tmp_path / "t.partial").exists()
     # Row order is input order, whatever order the stream delivered shards in.
     assert rows["row_id"].to_pylist() == sorted(rows["row_id"].to_pylist(), key=rows["row_id"].to_pylist().index)
-    # The loaders' metadata is kept (a JSON object per row), and the run can be described.
+    # The loaders' metadata is kept (a JSON object per row), and the run describes itself (describe: on).
     assert all(isinstance(json.loads(m), dict) for m in rows[S.METADATA].to_pylist())
-    from cg_ray.describe.run import DescribeOptions, describe_run
-
-    described, themes = describe_run(out, DescribeOptions(top=3))
-    assert described.num_rows > 0
+    described = pq.read_table(out / "descriptions.parquet")
+    assert described.num_rows > 0 and all(described["description"].to_pylist())
+    themes = json.loads((out / "themes.json").read_text())
     assert themes["summary"]["token_detail"]["available"] is False  # a stand-in reader: no re-read
     assert "stand-in reader" in themes["summary"]["token_detail"]["reason"]
+    assert not (out / "explanations.parquet").exists()  # explain: is off unless configured
+    assert "Readable gaps" in (out / "report.html").read_text()  # the report was rebuilt with them
+
+
+def test_run_with_explain_configured_scores_explanations(ray_module, tmp_path: Path) -> None:
+    data = config_dict(tmp_path) | {
+        "describe": {"top": 2, "examples": 3},
+        "explain": {"backend": "fake", "n_detect": 2},
+    }
+    out = run(parse_run_config(data), RunOptions(shard_rows=40, reader_factory=FAKE_READER))
+    explained = pq.read_table(out / "explanations.parquet").to_pylist()
+    assert explained and {r["source"] for r in explained} >= {"llm"}
+    assert all(r["model"] == "smollm2-135m-instruct" for r in explained)
+    assert (out / "descriptions.parquet").is_file() and (out / "themes.json").is_file()
+
+
+def test_describe_and_explain_settings_are_validated(tmp_path: Path) -> None:
+    from cg_ray.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"describe\.top"):
+        parse_run_config(config_dict(tmp_path) | {"describe": {"top": 0}})
+    with pytest.raises(ConfigError, match=r"explain\.n_detect"):
+        parse_run_config(config_dict(tmp_path) | {"explain": {"n_detect": 0}})
+    assert parse_run_config(config_dict(tmp_path) | {"describe": {"enabled": False}}).describe.enabled is False
+    # an explainer that cannot load stops the run before any work (nothing is written)
+    config = parse_run_config(config_dict(tmp_path) | {"explain": {"model": str(tmp_path / "no-such-model")}})
+    with pytest.raises(ConfigError, match=r"explainer model .* cannot be loaded"):
+        run(config, RunOptions(reader_factory=FAKE_READER))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_config_and_scorer_that_parses_nothing(ray_module, tmp_path: Path) -> None:

@@ -20,6 +20,13 @@ def test_themes_route_and_described_concept_detail(client, key, other_key) -> No
     readable = detail["readable"]
     assert readable["concept_id"] == worst and readable["description"] and readable["examples"]
     assert "worst_X_model" in readable["reasons"]
+    # the concept table carries the sentence (the explorer shows it before the label) and searches it
+    table = client.get(f"/v1/analyses/{aid}/concepts", headers=key, params={"limit": 1000}).json()["items"]
+    by_id = {c["concept_id"]: c for c in table}
+    assert by_id[worst]["description"] == readable["description"]
+    word = readable["description"].split()[1]
+    found = client.get(f"/v1/analyses/{aid}/concepts", headers=key, params={"q": word, "limit": 1000}).json()
+    assert worst in {c["concept_id"] for c in found["items"]}
     # a concept that was not described has no readable part
     described = {c for t in body["themes"] for c in (m["concept_id"] for m in t["concepts"])} | set(body["unthemed"])
     other = next(c for c in range(64) if c not in described)

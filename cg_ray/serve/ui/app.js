@@ -116,7 +116,7 @@ async function loadConcepts() {
   $("concept-count").textContent = `${page.total.toLocaleString()} concepts`;
   $("page").textContent = `${page.total ? page.offset + 1 : 0}–${Math.min(page.offset + page.limit, page.total)} of ${page.total}`;
   document.querySelector("#concept-table tbody").innerHTML = page.items.map((c) => `
-    <tr data-id="${c.concept_id}"><td class="num">${c.concept_id}</td><td>${esc(c.label || "(no label)")}</td>
+    <tr data-id="${c.concept_id}"><td class="num">${c.concept_id}</td><td>${esc(c.description || c.label || "(no label)")}${c.description && c.label ? `<div class="muted">label: ${esc(c.label)}</div>` : ""}</td>
     <td class="num">${fmt(c.X_model)}</td><td class="num">${fmt(c.X_bench)}</td><td class="num">${c.n_benchmarks_active}</td>
     <td class="num">${c.n_active_rows.toLocaleString()}</td><td class="cls-${c.coverage_class}">${c.coverage_class}</td>
     <td class="num muted">${ci(c.X_model_low, c.X_model_high)}</td><td class="num">${fmt(c.n_eff, 1)}</td>
