@@ -91,7 +91,7 @@ class BackendCompleter:
             }
         )
         if not ray.is_initialized():
-            from cg_ray.pipeline.runner import start_local_ray
+            from cg_ray.generation.local_ray import start_local_ray
 
             start_local_ray(gen, log_to_driver=True)  # as `cg-ray run` does, engine thread binding included
         rows = [

