@@ -12,15 +12,12 @@ Exports that mix several SAEs need a `source` selector "MODEL/SAE_ID" (e.g. "gem
 from __future__ import annotations
 
 import csv
-import gzip
-import io
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
+from cg_ray.benchmarks.files import iter_jsonl, open_text
 from cg_ray.errors import InputError
 
 
@@ -37,31 +34,18 @@ class ConceptLabels:
         return len(self.labels)
 
 
-def _open_text(path: Path) -> IO[str]:
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return path.open(encoding="utf-8")
-
-
 def _records(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
-    """(1-based line, record) pairs of a JSONL or CSV file."""
-    name = path.name.removesuffix(".gz")
+    """(1-based line, record) pairs of a JSONL or CSV file (gzip too)."""
+    if not path.name.removesuffix(".gz").endswith(".csv"):
+        try:
+            yield from iter_jsonl(path)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"cannot read labels ({exc})", path=str(path)) from None
+        return
     try:
-        with _open_text(path) as fh:
-            if name.endswith(".csv"):
-                for line_no, rec in enumerate(csv.DictReader(fh), start=2):
-                    yield line_no, dict(rec)
-                return
-            for line_no, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"line {line_no}: invalid JSON ({exc.msg})", path=str(path)) from None
-                if not isinstance(rec, dict):
-                    raise InputError(f"line {line_no}: expected a JSON object", path=str(path))
-                yield line_no, rec
+        with open_text(path) as fh:
+            for line_no, rec in enumerate(csv.DictReader(fh), start=2):
+                yield line_no, dict(rec)
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text ({exc.reason})", path=str(path)) from None
     except (OSError, EOFError) as exc:

@@ -9,13 +9,13 @@ win). Every problem is reported with its file, 1-based line and field, before an
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from cg_ray.benchmarks.files import iter_jsonl
 from cg_ray.errors import InputError
 
 TextMode = Literal["prompt", "response", "both"]
@@ -37,17 +37,7 @@ class ScoredRow:
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if not path.is_file():
         raise InputError("input file not found", path=str(path))
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"line {line_no}: invalid JSON ({exc.msg})", path=str(path)) from None
-            if not isinstance(record, dict):
-                raise InputError(f"line {line_no}: expected a JSON object", path=str(path))
-            yield line_no, record
+    return iter_jsonl(path)
 
 
 def _turns(value: Any, path: Path, line_no: int, field: str) -> Turns:

@@ -192,27 +192,6 @@ def link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def write_metrics(
-    out: Path,
-    result: CGResult,
-    labels: ConceptLabels | None = None,
-    extra_summary: dict[str, Any] | None = None,
-    model: str | None = None,
-) -> dict[str, Any]:
-    """Write concepts / benchmark_concepts / summary / official CSVs and the weakness profile (weaknesses,
-    strengths, coverage gaps) into the (temporary) directory `out`. The profile reads `out/rows.parquet`
-    (the rows of `model` when it holds several) for near-duplicate groups and example rows."""
-    from cg_ray.profile.weaknesses import write_profiles
-
-    rankings = rank_concepts(result)
-    pq.write_table(concepts_table(result, labels), out / S.CONCEPTS_FILE)
-    pq.write_table(benchmark_concepts_table(result), out / S.BENCHMARK_CONCEPTS_FILE)
-    write_official_csvs(out, result)
-    profile = write_profiles(out, result, labels, model)
-    summary = summary_dict(result, rankings, labels, {**(extra_summary or {}), "profile": profile})
-    return write_document(out / S.SUMMARY_FILE, RunSummary, summary, allow_nan=False)
-
-
 @dataclass(frozen=True)
 class PublishedMetrics:
     result: CGResult
@@ -232,7 +211,11 @@ def publish_metrics(
 ) -> PublishedMetrics:
     """The metrics half of every producer (`cg-ray metrics`, `cg-ray run`, a service analysis, each arena
     model): accumulate `run_dir/rows.parquet` (already in place; `rows` if it is already open), compute
-    the CG metrics once, and write the rest of the run directory next to it."""
+    the CG metrics once, and write the rest of the run directory next to it: concepts, benchmark
+    concepts, the official CSVs, the profiles (weaknesses, strengths, coverage gaps; they read the rows of
+    `model` for near-duplicate groups and example rows) and summary.json."""
+    from cg_ray.profile.weaknesses import write_profiles
+
     started = time.perf_counter()
     acc = accumulate_rows(rows or open_rows(run_dir / S.ROWS_FILE), model=model)
     aggregate_s = time.perf_counter() - started
@@ -240,5 +223,10 @@ def publish_metrics(
     extra = dict(extra_summary or {})
     if record_timing:
         extra["timings_s"] = {"aggregate": round(aggregate_s, 3)}
-    summary = write_metrics(run_dir, result, labels, extra, model=model)
-    return PublishedMetrics(result, summary, aggregate_s)
+    pq.write_table(concepts_table(result, labels), run_dir / S.CONCEPTS_FILE)
+    pq.write_table(benchmark_concepts_table(result), run_dir / S.BENCHMARK_CONCEPTS_FILE)
+    write_official_csvs(run_dir, result)
+    extra["profile"] = write_profiles(run_dir, result, labels, model)
+    summary = summary_dict(result, rank_concepts(result), labels, extra)
+    written = write_document(run_dir / S.SUMMARY_FILE, RunSummary, summary, allow_nan=False)
+    return PublishedMetrics(result, written, aggregate_s)

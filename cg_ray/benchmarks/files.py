@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from cg_ray.errors import InputError
 
@@ -31,6 +32,34 @@ def detect_format(path: Path, fmt: FileFormat = "auto") -> Literal["jsonl", "csv
             f"cannot tell the format from the suffix {path.suffix!r}; set format: jsonl, csv or parquet",
             path=str(path),
         ) from None
+
+
+def open_text(path: Path) -> IO[str]:
+    """A UTF-8 text file, decompressed on the fly when its name ends in `.gz`."""
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return path.open(encoding="utf-8")
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(1-based line, object) for each non-blank line of a JSONL file (gzip too, by its `.gz` suffix).
+
+    The reader shared by extract inputs, labels and the SAE corpus: errors name the file and the line as an
+    editor shows it."""
+    try:
+        with open_text(path) as fh:
+            for line_no, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"line {line_no}: invalid JSON ({exc.msg})", path=str(path)) from None
+                if not isinstance(record, dict):
+                    raise InputError(f"line {line_no}: expected a JSON object", path=str(path))
+                yield line_no, record
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason})", path=str(path)) from None
 
 
 def existing_file(path: str | Path) -> Path:

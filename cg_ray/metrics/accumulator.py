@@ -121,7 +121,7 @@ class CGAccumulator:
 
         def scatter(
             weights: npt.NDArray[np.floating] | None, where: npt.NDArray[np.bool_] | None = None
-        ) -> npt.NDArray[np.float64]:
+        ) -> np.ndarray:  # float64 sums with weights, counts without
             idx = flat if where is None else flat[where]
             if weights is not None and where is not None:
                 weights = weights[where]

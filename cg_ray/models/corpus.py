@@ -8,11 +8,11 @@ hash of each document splits it into train / held-out, so the held-out evaluatio
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from cg_ray.benchmarks.files import iter_jsonl
 from cg_ray.errors import InputError
 
 
@@ -57,20 +57,13 @@ def iter_documents(data_dir: Path, sources: tuple[CorpusSource, ...] = DEFAULT_S
         path = data_dir / source.filename
         if not path.is_file():
             raise InputError("corpus file not found", path=str(path))
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"bad JSON: {exc.msg}", path=str(path), row=lineno) from None
-                for text in _texts_of(record, source.kind):
-                    text = text.strip()
-                    digest = hashlib.sha1(text.encode()).hexdigest()
-                    if len(text) >= MIN_CHARS and digest not in seen:
-                        seen.add(digest)
-                        yield text
+        for _line, record in iter_jsonl(path):
+            for text in _texts_of(record, source.kind):
+                text = text.strip()
+                digest = hashlib.sha1(text.encode()).hexdigest()
+                if len(text) >= MIN_CHARS and digest not in seen:
+                    seen.add(digest)
+                    yield text
 
 
 def is_heldout(text: str, fraction: float) -> bool:

@@ -101,7 +101,8 @@ def corpus_frequencies(windows: Sequence[Sequence[int]], vocab_size: int) -> np.
     """Per token id, its share of the corpus tokens (the BOS each window starts with not counted)."""
     ids = np.concatenate([np.asarray(w[1:], dtype=np.int64) for w in windows if len(w) > 1] or [np.zeros(0, np.int64)])
     counts = np.bincount(ids, minlength=vocab_size).astype(np.float64)
-    return counts / max(counts.sum(), 1.0)
+    shares: np.ndarray = counts / max(counts.sum(), 1.0)
+    return shares
 
 
 def enriched_context_words(

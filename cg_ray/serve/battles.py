@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from cg_ray.artifacts.publish import atomic_file
-from cg_ray.serve.uploads import UploadError
+from cg_ray.serve.uploads import INVALID, MALFORMED, UNSUPPORTED, UploadError
 
 SUFFIXES = (".jsonl", ".parquet")
 
@@ -20,9 +20,9 @@ def validate_battles(data: bytes, filename: str, uploads_dir: Path, upload_id: s
 
     suffix = Path(filename).suffix.lower()
     if suffix not in SUFFIXES:
-        raise UploadError(415, f"unsupported battles file type {suffix or '(none)'!r}: use .jsonl or .parquet")
+        raise UploadError(UNSUPPORTED, f"unsupported battles file type {suffix or '(none)'!r}: use .jsonl or .parquet")
     if not data.strip():
-        raise UploadError(400, "empty upload: no battles")
+        raise UploadError(MALFORMED, "empty upload: no battles")
     uploads_dir.mkdir(parents=True, exist_ok=True)
     path = uploads_dir / f"{upload_id}{suffix}"
     with atomic_file(path) as tmp:
@@ -33,12 +33,12 @@ def validate_battles(data: bytes, filename: str, uploads_dir: Path, upload_id: s
         try:
             battles = load_battles(probe)
         except InputError as exc:
-            raise UploadError(422, exc.reason.replace(str(probe), filename), line=None, field=exc.field) from None
+            raise UploadError(INVALID, exc.reason.replace(str(probe), filename), line=None, field=exc.field) from None
         except UnicodeDecodeError as exc:
-            raise UploadError(400, f"not UTF-8 text (byte {exc.start})") from None
+            raise UploadError(MALFORMED, f"not UTF-8 text (byte {exc.start})") from None
         finally:
             probe.unlink(missing_ok=True)
         if not battles.battles:
-            raise UploadError(400, "no battles in the upload")
+            raise UploadError(MALFORMED, "no battles in the upload")
     models = sorted({m for b in battles.battles for m in (b.model_a, b.model_b)})
     return path, {"n_battles": len(battles.battles), "models": models}

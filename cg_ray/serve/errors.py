@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from cg_ray.serve.uploads import UploadError
+from cg_ray.serve.uploads import INVALID, MALFORMED, TOO_LARGE, UNSUPPORTED, UploadError
 
 
 class ErrorDetail(BaseModel):
@@ -39,8 +39,12 @@ def api_error(
     return HTTPException(status, ErrorDetail(error=message, line=line, field=field).model_dump(), headers=headers)
 
 
+# Ingestion errors get their HTTP status here, at the edge, and nowhere else.
+UPLOAD_STATUS = {MALFORMED: 400, TOO_LARGE: 413, UNSUPPORTED: 415, INVALID: 422}
+
+
 def upload_error(exc: UploadError) -> HTTPException:
-    return api_error(exc.status, str(exc), line=exc.line, field=exc.field)
+    return api_error(UPLOAD_STATUS[exc.kind], str(exc), line=exc.line, field=exc.field)
 
 
 def _body(status: int, detail: ErrorDetail, headers: dict[str, str] | None = None) -> JSONResponse:

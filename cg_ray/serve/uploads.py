@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
+from cg_ray.errors import InputError
 from cg_ray.serve.settings import Limits
 
 CHARS_PER_TOKEN_BOUND = 8  # no tokenizer at upload time: reject text that cannot fit max_tokens_per_row
@@ -48,14 +49,21 @@ CONTENT_TYPES = {
 }
 
 
-class UploadError(Exception):
-    def __init__(self, status: int, message: str, *, line: int | None = None, field: str | None = None) -> None:
-        self.status, self.line, self.field = status, line, field
-        where = ", ".join(p for p in (f"line {line}" if line else "", f"field {field!r}" if field else "") if p)
-        super().__init__(f"{where}: {message}" if where else message)
+# What went wrong with an upload; the API edge (cg_ray.serve.errors) decides the HTTP status of each.
+MALFORMED = "malformed"  # not readable as the format it claims
+TOO_LARGE = "too_large"  # over a size limit
+UNSUPPORTED = "unsupported"  # a file type or content type we do not read
+INVALID = "invalid"  # readable, but a value is wrong
 
-    def detail(self) -> dict[str, Any]:
-        return {"error": str(self), "line": self.line, "field": self.field}
+
+class UploadError(InputError):
+    """A bad upload, located by 1-based line (as an editor shows it) and field."""
+
+    def __init__(self, kind: str, message: str, *, line: int | None = None, field: str | None = None) -> None:
+        self.kind, self.line, self.field = kind, line, field
+        self.path, self.row, self.reason = None, None, message
+        where = ", ".join(p for p in (f"line {line}" if line else "", f"field {field!r}" if field else "") if p)
+        Exception.__init__(self, f"{where}: {message}" if where else message)
 
 
 class FieldMapping(BaseModel):
@@ -83,10 +91,10 @@ def detect_format(filename: str, content_type: str | None) -> str:
     suffix = "." + filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
     fmt = FORMATS.get(suffix)
     if fmt is None:
-        raise UploadError(415, f"unsupported file type {suffix or '(none)'!r}: use .jsonl, .csv or .parquet")
+        raise UploadError(UNSUPPORTED, f"unsupported file type {suffix or '(none)'!r}: use .jsonl, .csv or .parquet")
     base_type = (content_type or "application/octet-stream").split(";")[0].strip().lower()
     if base_type not in CONTENT_TYPES[fmt]:
-        raise UploadError(415, f"content type {base_type!r} does not match a {fmt} file")
+        raise UploadError(UNSUPPORTED, f"content type {base_type!r} does not match a {fmt} file")
     return fmt
 
 
@@ -94,18 +102,18 @@ def _jsonl_records(data: bytes, limits: Limits) -> Iterator[tuple[int, Any]]:
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if len(raw) > limits.max_line_bytes:
             raise UploadError(
-                413, f"line is {len(raw):,} bytes, over the {limits.max_line_bytes:,} limit", line=line_no
+                TOO_LARGE, f"line is {len(raw):,} bytes, over the {limits.max_line_bytes:,} limit", line=line_no
             )
         if not raw.strip():
             continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise UploadError(400, f"not UTF-8 text (byte {exc.start})", line=line_no) from None
+            raise UploadError(MALFORMED, f"not UTF-8 text (byte {exc.start})", line=line_no) from None
         try:
             yield line_no, json.loads(text)
         except json.JSONDecodeError as exc:
-            raise UploadError(400, f"invalid JSON ({exc.msg} at column {exc.colno})", line=line_no) from None
+            raise UploadError(MALFORMED, f"invalid JSON ({exc.msg} at column {exc.colno})", line=line_no) from None
 
 
 def _csv_records(data: bytes, limits: Limits) -> Iterator[tuple[int, Any]]:
@@ -113,14 +121,14 @@ def _csv_records(data: bytes, limits: Limits) -> Iterator[tuple[int, Any]]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise UploadError(400, f"not UTF-8 text (byte {exc.start})", line=line) from None
+        raise UploadError(MALFORMED, f"not UTF-8 text (byte {exc.start})", line=line) from None
     for line_no, raw in enumerate(text.split("\n"), start=1):
         if len(raw.encode()) > limits.max_line_bytes:
-            raise UploadError(413, f"line is over the {limits.max_line_bytes:,}-byte limit", line=line_no)
+            raise UploadError(TOO_LARGE, f"line is over the {limits.max_line_bytes:,}-byte limit", line=line_no)
     reader = csv.DictReader(io.StringIO(text))
     for record in reader:
         if None in record:
-            raise UploadError(400, "more values than header columns", line=reader.line_num)
+            raise UploadError(MALFORMED, "more values than header columns", line=reader.line_num)
         yield reader.line_num, record
 
 
@@ -128,9 +136,9 @@ def _parquet_records(data: bytes, limits: Limits) -> Iterator[tuple[int, Any]]:
     try:
         table = pq.read_table(io.BytesIO(data))
     except (pa.ArrowInvalid, OSError) as exc:
-        raise UploadError(400, f"not a readable Parquet file ({exc})") from None
+        raise UploadError(MALFORMED, f"not a readable Parquet file ({exc})") from None
     if table.num_rows > limits.max_rows:
-        raise UploadError(413, f"{table.num_rows:,} rows, over the {limits.max_rows:,}-row limit")
+        raise UploadError(TOO_LARGE, f"{table.num_rows:,} rows, over the {limits.max_rows:,}-row limit")
     yield from enumerate(table.to_pylist(), start=1)
 
 
@@ -141,7 +149,7 @@ def _text(value: Any, line: int, field: str) -> str | None:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    raise UploadError(422, f"expected text, got {type(value).__name__}", line=line, field=field)
+    raise UploadError(INVALID, f"expected text, got {type(value).__name__}", line=line, field=field)
 
 
 def _score(value: Any, line: int, field: str) -> float | None:
@@ -150,9 +158,9 @@ def _score(value: Any, line: int, field: str) -> float | None:
     try:
         score = float(value)
     except (TypeError, ValueError):
-        raise UploadError(422, f"score {value!r} is not a number", line=line, field=field) from None
+        raise UploadError(INVALID, f"score {value!r} is not a number", line=line, field=field) from None
     if math.isnan(score) or not 0.0 <= score <= 1.0:
-        raise UploadError(422, f"score {value!r} is outside [0, 1]", line=line, field=field)
+        raise UploadError(INVALID, f"score {value!r} is outside [0, 1]", line=line, field=field)
     return score
 
 
@@ -165,9 +173,9 @@ def normalize(
     max_chars = limits.max_tokens_per_row * CHARS_PER_TOKEN_BOUND
     for line, record in records:
         if not isinstance(record, Mapping):
-            raise UploadError(422, "expected an object (one row per line)", line=line)
+            raise UploadError(INVALID, "expected an object (one row per line)", line=line)
         if len(cols["row_id"]) >= limits.max_rows:
-            raise UploadError(413, f"more than {limits.max_rows:,} rows", line=line)
+            raise UploadError(TOO_LARGE, f"more than {limits.max_rows:,} rows", line=line)
         detected.update(record)
 
         def get(part: str, rec: Mapping[str, Any] = record) -> Any:
@@ -179,12 +187,12 @@ def normalize(
         if not (prompt or response):
             names = [n for n in (mapping.prompt, mapping.response) if n]
             raise UploadError(
-                422, "missing text: the row has neither a prompt nor a response", line=line, field=" / ".join(names)
+                INVALID, "missing text: the row has neither a prompt nor a response", line=line, field=" / ".join(names)
             )
         for part, text in (("prompt", prompt), ("response", response)):
             if text and len(text) > max_chars:
                 raise UploadError(
-                    413,
+                    TOO_LARGE,
                     f"text longer than the {limits.max_tokens_per_row:,}-token limit",
                     line=line,
                     field=getattr(mapping, part),
@@ -193,7 +201,7 @@ def normalize(
         benchmark = _text(get("benchmark"), line, mapping.benchmark or "benchmark") or default_benchmark
         if (benchmark, row_id) in seen_ids:
             raise UploadError(
-                422,
+                INVALID,
                 f"duplicate id {row_id!r} in benchmark {benchmark!r} (first on line {seen_ids[(benchmark, row_id)]})",
                 line=line,
                 field=mapping.id,
@@ -206,7 +214,7 @@ def normalize(
         cols["reference"].append(_text(get("reference"), line, mapping.reference or "reference"))
         cols["score"].append(_score(get("score"), line, mapping.score or "score"))
     if not cols["row_id"]:
-        raise UploadError(400, "empty upload: no rows")
+        raise UploadError(MALFORMED, "empty upload: no rows")
     table = pa.table(cols, schema=UPLOAD_SCHEMA)
     return ParsedUpload(
         table=table,
@@ -220,9 +228,9 @@ def parse_file(
     data: bytes, filename: str, content_type: str | None, mapping: FieldMapping, default_benchmark: str, limits: Limits
 ) -> ParsedUpload:
     if len(data) > limits.max_upload_bytes:
-        raise UploadError(413, f"upload is {len(data):,} bytes, over the {limits.max_upload_bytes:,}-byte limit")
+        raise UploadError(TOO_LARGE, f"upload is {len(data):,} bytes, over the {limits.max_upload_bytes:,}-byte limit")
     if not data.strip():
-        raise UploadError(400, "empty upload: no rows")
+        raise UploadError(MALFORMED, "empty upload: no rows")
     fmt = detect_format(filename, content_type)
     records = {"jsonl": _jsonl_records, "csv": _csv_records, "parquet": _parquet_records}[fmt](data, limits)
     return normalize(records, mapping, default_benchmark, limits)
