@@ -1,4 +1,8 @@
-"""Errors users see. Every input error names where the problem is: file, row and field."""
+"""Errors users see. Every input error names where the problem is: file, line or row, and field.
+
+One numbering convention: `line` is the 1-based line of a text file (JSONL, CSV), as an editor shows it;
+`row` is the 0-based index of a row in a table without lines (Parquet, Arrow). The service's API edge
+reports the same `line` (cg_ray.serve.errors)."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ class CgRayError(Exception):
 
 
 class InputError(CgRayError):
-    """Bad user input, located as precisely as we can (file, 0-based row, field)."""
+    """Bad user input, located as precisely as we can (file, 1-based line or 0-based row, field)."""
 
     def __init__(
         self,
@@ -17,15 +21,19 @@ class InputError(CgRayError):
         path: str | None = None,
         row: int | None = None,
         field: str | None = None,
+        line: int | None = None,
     ) -> None:
         self.path = path
         self.row = row
+        self.line = line
         self.field = field
         self.reason = message
         where = []
         if path is not None:
             where.append(str(path))
-        if row is not None:
+        if line is not None:
+            where.append(f"line {line}")
+        elif row is not None:
             where.append(f"row {row}")
         if field is not None:
             where.append(f"field {field!r}")

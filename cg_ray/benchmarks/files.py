@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NamedTuple
 
 from cg_ray.errors import InputError
 
@@ -42,24 +43,26 @@ def open_text(path: Path) -> IO[str]:
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(1-based line, object) for each non-blank line of a JSONL file (gzip too, by its `.gz` suffix).
-
-    The reader shared by extract inputs, labels and the SAE corpus: errors name the file and the line as an
-    editor shows it."""
+    """(1-based line, object) for each non-blank line of a JSONL file (gzip too, by its `.gz` suffix),
+    streamed: the reader of extract inputs, labels and the SAE corpus."""
     try:
         with open_text(path) as fh:
-            for line_no, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"line {line_no}: invalid JSON ({exc.msg})", path=str(path)) from None
-                if not isinstance(record, dict):
-                    raise InputError(f"line {line_no}: expected a JSON object", path=str(path))
-                yield line_no, record
+            yield from _json_lines(fh, path)
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text ({exc.reason})", path=str(path)) from None
+
+
+def _json_lines(lines: Iterable[str], path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for line_no, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON ({exc.msg})", path=str(path), line=line_no) from None
+        if not isinstance(record, dict):
+            raise InputError(f"expected a JSON object, not a {type(record).__name__}", path=str(path), line=line_no)
+        yield line_no, record
 
 
 def existing_file(path: str | Path) -> Path:
@@ -69,8 +72,16 @@ def existing_file(path: str | Path) -> Path:
     return p
 
 
-def iter_records(path: str | Path, fmt: FileFormat = "auto") -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(row index, record)``; the index is 0-based over data rows (JSONL: non-blank lines)."""
+class Record(NamedTuple):
+    """One record of a file: its 0-based index among the data rows (ids default to it), the 1-based line
+    where it starts (None in Parquet, which has no lines), and its fields."""
+
+    index: int
+    line: int | None
+    data: dict[str, Any]
+
+
+def iter_records(path: str | Path, fmt: FileFormat = "auto") -> Iterator[Record]:
     p = existing_file(path)
     kind = detect_format(p, fmt)
     if kind == "parquet":
@@ -80,6 +91,17 @@ def iter_records(path: str | Path, fmt: FileFormat = "auto") -> Iterator[tuple[i
         yield from (_jsonl(p, text) if kind == "jsonl" else _csv(p, text))
 
 
+@contextlib.contextmanager
+def located(record: Record) -> Iterator[None]:
+    """Errors about `record` (raised with its 0-based `row`) name its line instead, as an editor shows it."""
+    try:
+        yield
+    except InputError as exc:
+        if record.line is None or exc.line is not None or exc.row != record.index:
+            raise
+        raise InputError(exc.reason, path=exc.path, field=exc.field, line=record.line) from None
+
+
 def _read_utf8(path: Path) -> str:
     data = path.read_bytes()
     try:
@@ -87,41 +109,27 @@ def _read_utf8(path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(
-            f"not valid UTF-8 on line {line} (byte {exc.start}); re-encode the file as UTF-8",
-            path=str(path),
-            row=line - 1,
+            f"not valid UTF-8 (byte {exc.start}); re-encode the file as UTF-8", path=str(path), line=line
         ) from None
 
 
-def _jsonl(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    index = 0
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON on line {lineno}: {exc.msg}", path=str(path), row=index) from None
-        if not isinstance(record, dict):
-            raise InputError(
-                f"line {lineno} is a JSON {type(record).__name__}, expected an object", path=str(path), row=index
-            )
-        yield index, record
-        index += 1
+def _jsonl(path: Path, text: str) -> Iterator[Record]:
+    for index, (line, record) in enumerate(_json_lines(text.splitlines(), path)):
+        yield Record(index, line, record)
 
 
-def _csv(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _csv(path: Path, text: str) -> Iterator[Record]:
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         for index, record in enumerate(reader):
             if None in record:  # more cells than header columns
-                raise InputError(f"line {reader.line_num} has more cells than the header", path=str(path), row=index)
-            yield index, dict(record)
+                raise InputError("more cells than the header", path=str(path), line=reader.line_num)
+            yield Record(index, reader.line_num, dict(record))
     except csv.Error as exc:
-        raise InputError(f"malformed CSV near line {reader.line_num}: {exc}", path=str(path)) from None
+        raise InputError(f"malformed CSV: {exc}", path=str(path), line=reader.line_num) from None
 
 
-def _parquet(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _parquet(path: Path) -> Iterator[Record]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -129,4 +137,5 @@ def _parquet(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputError(f"cannot read as Parquet: {exc}", path=str(path)) from None
-    yield from enumerate(table.to_pylist())
+    for index, record in enumerate(table.to_pylist()):
+        yield Record(index, None, record)

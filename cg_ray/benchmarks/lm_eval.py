@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from cg_ray.benchmarks.files import iter_records
+from cg_ray.benchmarks.files import iter_records, located
 from cg_ray.benchmarks.mapping import dotted_get, render_prompt, required
 from cg_ray.benchmarks.rows import BenchmarkRow, as_references, as_score, as_text, make_row
 from cg_ray.benchmarks.sources import LmEvalSource
@@ -33,28 +33,31 @@ def task_name(path: str) -> str:
 def load_lm_eval(source: LmEvalSource) -> Iterator[BenchmarkRow]:
     where = source.path
     records = list(iter_records(where, "jsonl"))
-    filters = sorted({str(r.get("filter", "none")) for _, r in records})
+    filters = sorted({str(r.data.get("filter", "none")) for r in records})
     chosen = _choose_filter(source, filters)
     seen: set[str] = set()
     benchmark = source.benchmark or task_name(where)
     kept = 0
-    for row, record in records:
+    for rec in records:
+        record, row = rec.data, rec.index
         if str(record.get("filter", "none")) != chosen:
             continue
-        doc_id = as_text(required(record, "doc_id", where=where, row=row))
-        if doc_id in seen:
-            raise InputError(f"doc_id {doc_id} appears twice under filter {chosen!r}", path=where, row=row)
-        seen.add(doc_id)
-        yield make_row(
-            row_id=f"{benchmark}-{doc_id}",
-            benchmark=benchmark,
-            prompt=render_prompt(source.prompt_template, _prompt(record, source, row), None),
-            reference=as_references(required(record, source.reference_field, where=where, row=row)),
-            scorer=source.scorer,
-            score=_score(record, source, row),
-            response=_response(record),
-            metadata={"doc_id": doc_id, "filter": chosen, "doc_hash": record.get("doc_hash")},
-        )
+        with located(rec):
+            doc_id = as_text(required(record, "doc_id", where=where, row=row))
+            if doc_id in seen:
+                raise InputError(f"doc_id {doc_id} appears twice under filter {chosen!r}", path=where, row=row)
+            seen.add(doc_id)
+            out = make_row(
+                row_id=f"{benchmark}-{doc_id}",
+                benchmark=benchmark,
+                prompt=render_prompt(source.prompt_template, _prompt(record, source, row), None),
+                reference=as_references(required(record, source.reference_field, where=where, row=row)),
+                scorer=source.scorer,
+                score=_score(record, source, row),
+                response=_response(record),
+                metadata={"doc_id": doc_id, "filter": chosen, "doc_hash": record.get("doc_hash")},
+            )
+        yield out
         kept += 1
         if source.limit is not None and kept >= source.limit:
             return

@@ -9,7 +9,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from cg_ray.benchmarks.files import iter_records
+from cg_ray.benchmarks.files import iter_records, located
 from cg_ray.benchmarks.mapping import map_record, required
 from cg_ray.benchmarks.rows import BenchmarkRow, as_score, as_text
 from cg_ray.benchmarks.sources import FieldMapping, LocalSource, ModelOutputsSource, NormalizedSource
@@ -22,32 +22,34 @@ NORMALIZED_FIELDS = FieldMapping(
 
 def load_local(source: LocalSource) -> Iterator[BenchmarkRow]:
     default_name = source.benchmark or Path(source.path).stem
-    records = islice(iter_records(source.path, source.format), source.limit)
-    for row, record in records:
-        yield map_record(
-            record,
-            source.fields,
-            where=source.path,
-            row=row,
-            benchmark=default_name,
-            scorer=source.scorer,
-            prompt_template=source.prompt_template,
-            id_prefix=f"{default_name}-{Path(source.path).stem}",
-        )
+    for record in islice(iter_records(source.path, source.format), source.limit):
+        with located(record):
+            row = map_record(
+                record.data,
+                source.fields,
+                where=source.path,
+                row=record.index,
+                benchmark=default_name,
+                scorer=source.scorer,
+                prompt_template=source.prompt_template,
+                id_prefix=f"{default_name}-{Path(source.path).stem}",
+            )
+        yield row
 
 
 def load_normalized(source: NormalizedSource) -> Iterator[BenchmarkRow]:
-    for row, record in islice(iter_records(source.path, "jsonl"), source.limit):
-        benchmark = source.benchmark or as_text(required(record, "benchmark", where=source.path, row=row))
-        mapped = map_record(
-            record,
-            NORMALIZED_FIELDS,
-            where=source.path,
-            row=row,
-            benchmark=benchmark,
-            scorer=source.scorer,
-            prompt_template=source.prompt_template,
-        )
+    for record in islice(iter_records(source.path, "jsonl"), source.limit):
+        with located(record):
+            name = source.benchmark or as_text(required(record.data, "benchmark", where=source.path, row=record.index))
+            mapped = map_record(
+                record.data,
+                NORMALIZED_FIELDS,
+                where=source.path,
+                row=record.index,
+                benchmark=name,
+                scorer=source.scorer,
+                prompt_template=source.prompt_template,
+            )
         yield _unwrap_metadata(mapped)
 
 
@@ -89,23 +91,34 @@ def load_model_outputs(source: ModelOutputsSource) -> Iterator[BenchmarkRow]:
         raise InputError(f"no output id matches a row of {source.path}", path=source.outputs)
 
 
+def _output(
+    record: dict[str, Any], source: ModelOutputsSource, where: str, row: int
+) -> tuple[str | None, str, tuple[str | None, float | None, str]]:
+    """(model, id, (output, score, model)) of one outputs record; model None: another model's, skipped."""
+    model = as_text(required(record, "model", where=where, row=row))
+    if source.model is not None and model != source.model:
+        return None, "", (None, None, model)
+    row_id = as_text(required(record, "id", where=where, row=row))
+    output: Any = required(record, "output", where=where, row=row)
+    try:
+        score = as_score(required(record, "score", where=where, row=row))
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"bad score: {exc}", path=where, row=row, field="score") from None
+    return model, row_id, (None if output is None else as_text(output), score, model)
+
+
 def _outputs_by_id(source: ModelOutputsSource) -> dict[str, tuple[str | None, float | None, str]]:
     where = source.outputs
     by_model: dict[str, dict[str, tuple[str | None, float | None, str]]] = {}
-    for row, record in iter_records(where, "jsonl"):
-        model = as_text(required(record, "model", where=where, row=row))
-        if source.model is not None and model != source.model:
+    for record in iter_records(where, "jsonl"):
+        with located(record):
+            model, row_id, output = _output(record.data, source, where, record.index)
+        if model is None:
             continue
-        row_id = as_text(required(record, "id", where=where, row=row))
-        output: Any = required(record, "output", where=where, row=row)
-        try:
-            score = as_score(required(record, "score", where=where, row=row))
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"bad score: {exc}", path=where, row=row, field="score") from None
         per_model = by_model.setdefault(model, {})
         if row_id in per_model:
-            raise InputError(f"duplicate output for id {row_id!r} and model {model!r}", path=where, row=row)
-        per_model[row_id] = (None if output is None else as_text(output), score, model)
+            raise InputError(f"duplicate output for id {row_id!r} and model {model!r}", path=where, line=record.line)
+        per_model[row_id] = output
     if not by_model:
         wanted = f" for model {source.model!r}" if source.model else ""
         raise InputError(f"no outputs{wanted}", path=where, field="model" if source.model else None)

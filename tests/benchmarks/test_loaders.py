@@ -85,8 +85,8 @@ def test_invalid_json_line_names_file_and_line(tmp_path: Path) -> None:
     path.write_text(json.dumps(RECORDS[0]) + "\n\n{not json\n")
     with pytest.raises(InputError) as err:
         load_source(source(kind="local", path=str(path), fields=FIELDS))
-    assert err.value.path == str(path) and err.value.row == 1
-    assert "invalid JSON on line 3" in str(err.value)
+    assert err.value.path == str(path) and err.value.line == 3  # the line an editor shows, blank lines counted
+    assert f"{path}, line 3: invalid JSON" in str(err.value)
 
 
 def test_row_missing_a_mapped_field(tmp_path: Path) -> None:
@@ -94,16 +94,16 @@ def test_row_missing_a_mapped_field(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "b.jsonl", [RECORDS[0], broken])
     with pytest.raises(InputError) as err:
         load_source(source(kind="local", path=str(path), fields=FIELDS))
-    assert (err.value.path, err.value.row, err.value.field) == (str(path), 1, "gold")
-    assert f"{path}, row 1, field 'gold': missing field" in str(err.value)
+    assert (err.value.path, err.value.line, err.value.field) == (str(path), 2, "gold")
+    assert f"{path}, line 2, field 'gold': missing field" in str(err.value)
 
 
 def test_wrong_encoding_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "latin1.jsonl"
     path.write_bytes(json.dumps(RECORDS[0]).encode() + b'\n{"qid": "q2", "question": "caf\xe9?", "gold": "x"}\n')
-    with pytest.raises(InputError, match="not valid UTF-8 on line 2") as err:
+    with pytest.raises(InputError, match="line 2: not valid UTF-8") as err:
         load_source(source(kind="local", path=str(path), fields=FIELDS))
-    assert err.value.row == 1
+    assert err.value.line == 2
 
 
 def test_bad_score_and_csv_with_extra_cells(tmp_path: Path) -> None:
@@ -234,7 +234,7 @@ def test_lm_eval_samples_deduplicated_by_filter(tmp_path: Path) -> None:
 
     with pytest.raises(InputError, match="no per-sample metric 'acc'") as err2:
         load_source(source(kind="lm_eval", path=str(path), filter="strict-match", metric="acc"))
-    assert err2.value.row == 0
+    assert err2.value.line == 1
 
 
 def test_lm_eval_loglikelihood_task_has_no_text_response(tmp_path: Path) -> None:
