@@ -73,10 +73,10 @@ def existing_file(path: str | Path) -> Path:
 
 
 class Record(NamedTuple):
-    """One record of a file: its 0-based index among the data rows (ids default to it), the 1-based line
+    """One record of a file: its 0-based row among the data rows (ids default to it), the 1-based line
     where it starts (None in Parquet, which has no lines), and its fields."""
 
-    index: int
+    row: int
     line: int | None
     data: dict[str, Any]
 
@@ -97,7 +97,7 @@ def located(record: Record) -> Iterator[None]:
     try:
         yield
     except InputError as exc:
-        if record.line is None or exc.line is not None or exc.row != record.index:
+        if record.line is None or exc.line is not None or exc.row != record.row:
             raise
         raise InputError(exc.reason, path=exc.path, field=exc.field, line=record.line) from None
 

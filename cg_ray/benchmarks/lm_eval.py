@@ -39,7 +39,7 @@ def load_lm_eval(source: LmEvalSource) -> Iterator[BenchmarkRow]:
     benchmark = source.benchmark or task_name(where)
     kept = 0
     for rec in records:
-        record, row = rec.data, rec.index
+        record, row = rec.data, rec.row
         if str(record.get("filter", "none")) != chosen:
             continue
         with located(rec):

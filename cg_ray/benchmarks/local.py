@@ -28,7 +28,7 @@ def load_local(source: LocalSource) -> Iterator[BenchmarkRow]:
                 record.data,
                 source.fields,
                 where=source.path,
-                row=record.index,
+                row=record.row,
                 benchmark=default_name,
                 scorer=source.scorer,
                 prompt_template=source.prompt_template,
@@ -40,12 +40,12 @@ def load_local(source: LocalSource) -> Iterator[BenchmarkRow]:
 def load_normalized(source: NormalizedSource) -> Iterator[BenchmarkRow]:
     for record in islice(iter_records(source.path, "jsonl"), source.limit):
         with located(record):
-            name = source.benchmark or as_text(required(record.data, "benchmark", where=source.path, row=record.index))
+            name = source.benchmark or as_text(required(record.data, "benchmark", where=source.path, row=record.row))
             mapped = map_record(
                 record.data,
                 NORMALIZED_FIELDS,
                 where=source.path,
-                row=record.index,
+                row=record.row,
                 benchmark=name,
                 scorer=source.scorer,
                 prompt_template=source.prompt_template,
@@ -112,7 +112,7 @@ def _outputs_by_id(source: ModelOutputsSource) -> dict[str, tuple[str | None, fl
     by_model: dict[str, dict[str, tuple[str | None, float | None, str]]] = {}
     for record in iter_records(where, "jsonl"):
         with located(record):
-            model, row_id, output = _output(record.data, source, where, record.index)
+            model, row_id, output = _output(record.data, source, where, record.row)
         if model is None:
             continue
         per_model = by_model.setdefault(model, {})
