@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cg_ray.describe.enrichment import Enriched
-from cg_ray.describe.render import is_symbolic, is_token_label, label_tokens, render_tokens, symbolic_phrase
+from cg_ray.describe.render import (
+    is_symbolic,
+    is_token_label,
+    label_token_names,
+    label_tokens,
+    render_token,
+    render_tokens,
+    symbolic_phrase,
+)
 
 LLM_MIN_SCORE = 0.6  # balanced accuracy; 0.5 is chance
 
@@ -103,9 +111,15 @@ def describe_concept(
             return c
         return Candidate(c.source, c.text, c.informative, scored[c.source].detection_score)
 
+    from_label = label_candidate(label)
+    named = label_token_names(label)
+    if from_label is not None and named is not None and tokens and not named & {render_token(t) for t in tokens}:
+        # the label's tokens come from the SAE's labelling corpus; none of them is what the concept fires
+        # on in this suite, so the label would describe other text: the suite's own evidence goes first
+        from_label = Candidate("label", from_label.text, informative=False)
     candidates = [
         scored.get("llm"),
-        with_score(label_candidate(label)),
+        with_score(from_label),
         with_score(enrichment_candidate(enriched)),
         with_score(ngram_candidate(spans, tokens)),
     ]

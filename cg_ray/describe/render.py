@@ -23,6 +23,16 @@ def is_token_label(label: str | None) -> bool:
     return bool(label) and (label_tokens(label) is not None or CONTEXT_MARKER in str(label))
 
 
+def label_token_names(label: str | None) -> set[str] | None:
+    """The readable names of the tokens a generated label names ("line breaks", "“sqrt”"), else None."""
+    tokens = label_tokens(label)
+    if tokens is not None:
+        return {render_token(t) for t in tokens}
+    if label and CONTEXT_MARKER in label:
+        return {name.strip() for name in label.split(CONTEXT_MARKER, 1)[0].split(",") if name.strip()}
+    return None
+
+
 def label_tokens(label: str | None) -> list[str] | None:
     """The tokens of a token-list label, or None when the label is free text (e.g. a Neuronpedia sentence)."""
     if not label or label.startswith("("):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cg_ray.describe.descriptions import Candidate, describe_concept
 from cg_ray.describe.enrichment import Enriched
-from cg_ray.describe.render import label_tokens, render_token, symbolic_phrase
+from cg_ray.describe.render import label_token_names, label_tokens, render_token, symbolic_phrase
 
 GEOMETRY = Enriched(1, "type", "Geometry", 30, 40, 100, 1000, 2.4, 1e-7, 1e-6)
 
@@ -26,8 +26,14 @@ def test_order_label_then_enrichment_then_ngrams() -> None:
     words = describe_concept(1, label="'books' | 'house'", enriched=[GEOMETRY], spans=["the triangle"], tokens=[])
     assert words.source == "label" and words.text.startswith("Tokens such as “books”, “house”")
     assert "over-represented in type = Geometry (×2.4)" in words.text
-    here = describe_concept(1, label="'books' | 'house'", enriched=[], spans=[], tokens=[" shelf", "\n"])
-    assert here.text == "Tokens such as “books”, “house”; here on “shelf”, line breaks."
+    here = describe_concept(1, label="'books' | 'house'", enriched=[], spans=[], tokens=[" house", "\n"])
+    assert here.text == "Tokens such as “books”, “house”; here on “house”, line breaks."
+    # a label none of whose tokens the concept fires on in this suite describes other text: the suite's
+    # own evidence goes first (the enrichment, else the in-suite tokens)
+    off = describe_concept(1, label="'books' | 'house'", enriched=[GEOMETRY], spans=[], tokens=[" grams"])
+    assert off.source == "enrichment" and off.text.startswith("Rows with type = Geometry")
+    off = describe_concept(1, label="'books' | 'house'", enriched=[], spans=[], tokens=[" grams"])
+    assert off.source == "ngrams" and off.text == "Tokens such as “grams”."
     # a punctuation-only label loses to the enrichment
     punct = describe_concept(1, label="',' | '.' | '\\n'", enriched=[GEOMETRY], spans=["the triangle"], tokens=[])
     assert punct.source == "enrichment" and punct.text == "Rows with type = Geometry (75% of its rows, ×2.4)."
@@ -58,6 +64,7 @@ def test_llm_explanation_wins_only_with_a_detection_score_that_beats_the_others(
 def test_a_context_label_is_an_informative_label_and_gets_the_in_suite_tokens() -> None:
     label = "line breaks, “```” in text about python, import"
     assert label_tokens(label) is None  # not a bare token list …
+    assert label_token_names(label) == {"line breaks", "“```”"}
     d = describe_concept(1, label=label, enriched=[GEOMETRY], spans=[], tokens=["\n"])
     # … so it beats the enrichment, and says what it fires on here and where it is over-represented
     assert d.source == "label"
