@@ -44,6 +44,7 @@ class LabelSettings:
     min_context_share: float = 0.2  # a context word appears around at least this share of the sites
     min_lift: float = 4.0
     max_p_value: float = 1e-4
+    common_words: int = 200  # the corpus's most frequent words are never context words
 
 
 @dataclass(frozen=True)
@@ -138,12 +139,16 @@ def enriched_context_words(
     ]
 
 
-def word_tokens(tokenizer: Any, vocab_size: int) -> np.ndarray:
-    """Which token ids are words worth naming: letters only, at least 3 of them."""
-    words = np.zeros(vocab_size, dtype=bool)
-    for token_id in range(vocab_size):
+def word_tokens(tokenizer: Any, frequency: np.ndarray, common: int) -> np.ndarray:
+    """Which token ids are words worth naming: letters only, at least 3 of them, and not among the
+    `common` most frequent words of the corpus ("this", "you", "from" say nothing about a topic; ranking
+    by the corpus itself stands in for a stop-word list in any language)."""
+    words = np.zeros(len(frequency), dtype=bool)
+    for token_id in range(len(frequency)):
         text = _tok(tokenizer, token_id).strip()
         words[token_id] = len(text) >= 3 and text.isalpha()
+    ranked = np.flatnonzero(words)[np.argsort(-frequency[words], kind="stable")]
+    words[ranked[:common]] = False
     return words
 
 
@@ -255,7 +260,7 @@ def label_latents(
     tokenizer = reader.tokenizer
     vocab_size = max(len(tokenizer), int(max((max(w) for w in f.windows if w), default=0)) + 1)
     frequency = corpus_frequencies(f.windows, vocab_size)
-    words = word_tokens(tokenizer, vocab_size)
+    words = word_tokens(tokenizer, frequency, settings.common_words)
     order = np.lexsort((-f.activation, f.latent))  # by latent, strongest first
     starts = np.searchsorted(f.latent[order], np.arange(reader.d_sae + 1))
     return [

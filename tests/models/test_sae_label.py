@@ -14,6 +14,7 @@ from cg_ray.models.sae_label import (
     label_phrase,
     top_ngram,
     trigrams,
+    word_tokens,
 )
 
 VOCAB = 50
@@ -80,3 +81,21 @@ def test_label_phrase_names_the_context_or_stays_a_parseable_token_list() -> Non
     plain = label_phrase([",", "."], ",", 0.2, [])
     assert plain == "',' | '.'" and label_tokens(plain) == [",", "."]
     assert label_phrase([" house"], " old house", 0.7, ["story"]) == "“old house” in text about story"
+
+
+class _Chars:
+    """A tokenizer stand-in whose token i decodes to VOCAB_WORDS[i]."""
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(VOCAB_WORDS[i] for i in ids)
+
+
+VOCAB_WORDS = [" the", " you", " ,", " python", " it", " import"]
+
+
+def test_word_tokens_skip_punctuation_short_tokens_and_the_most_frequent_words() -> None:
+    frequency = np.array([0.4, 0.3, 0.2, 0.05, 0.03, 0.02])
+    words = word_tokens(_Chars(), frequency, common=1)
+    # " the" is the most frequent word; " ," is not a word; " it" is too short
+    assert words.tolist() == [False, True, False, True, False, True]
+    assert word_tokens(_Chars(), frequency, common=0).tolist() == [True, True, False, True, False, True]
