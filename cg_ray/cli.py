@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cg_ray.profile.cli",
     "cg_ray.report.cli",
     "cg_ray.describe.cli",
+    "cg_ray.skills.cli",
     "cg_ray.serve.cli",
     "cg_ray.synthetic",
 )

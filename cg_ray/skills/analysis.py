@@ -60,7 +60,9 @@ def run_skills(matrix: pd.DataFrame, config: SkillsConfig, source: str = "matrix
     tasks = [str(t) for t in values.columns]
     loadings = loadings_table(tasks, solution)
     names = [f"skill_{k + 1}" for k in range(n_factors)]
-    profiles = pd.DataFrame(solution.scores, index=pd.Index([str(m) for m in values.index], name="model"), columns=names)
+    profiles = pd.DataFrame(
+        solution.scores, index=pd.Index([str(m) for m in values.index], name="model"), columns=names
+    )
     profiles["mean_score"] = values.mean(axis=1).to_numpy()
     redundancy = redundancy_table(z, solution.loadings)
     from_k = profile_from_k(values, n_factors, solution.communalities)

@@ -23,7 +23,7 @@ class EstimateConfig(BaseModel):
 
     budgets: tuple[float, ...] = Field(default=(0.01, 0.02, 0.05, 0.10, 0.25, 0.50))
     batch: int = Field(default=8, ge=1, description="rows chosen per batch")
-    n_components: int = Field(default=8, ge=1, description="latent dimensions of the row prior")
+    n_components: int = Field(default=10, ge=1, description="latent dimensions of the row prior")
     target_se: float | None = Field(default=None, gt=0.0, description="stop early once the overall SE is below")
     random_repeats: int = Field(default=5, ge=1, description="random-sampling draws per held-out model")
     seed: int = 0

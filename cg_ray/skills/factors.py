@@ -27,9 +27,7 @@ def ledermann_bound(n_tasks: int) -> int:
     return max(1, k)
 
 
-def parallel_analysis(
-    n_models: int, n_tasks: int, *, iterations: int, quantile: float, seed: int
-) -> np.ndarray:
+def parallel_analysis(n_models: int, n_tasks: int, *, iterations: int, quantile: float, seed: int) -> np.ndarray:
     """Horn's (1965) thresholds: the `quantile` of each ordered correlation eigenvalue of random normal
     matrices of the same shape. Written here because no maintained library in our dependencies has it;
     it is a dozen lines of numpy."""

@@ -159,7 +159,7 @@ def prepare(matrix: pd.DataFrame, max_missing: float = 0.2, source: str = "matri
     out.dropped_constant = [str(t) for t in frame.columns[~(std > 1e-12)]]
     frame = frame.drop(columns=out.dropped_constant)
     missing = frame.isna()
-    out.imputed_cells = [(str(frame.index[i]), str(frame.columns[j])) for i, j in zip(*np.nonzero(missing.to_numpy()))]
+    out.imputed_cells = [(str(frame.index[i]), str(frame.columns[j])) for i, j in np.argwhere(missing.to_numpy())]
     frame = frame.fillna(frame.mean(axis=0))
     n_models, n_tasks = frame.shape
     if n_tasks < 3:
@@ -177,3 +177,27 @@ def prepare(matrix: pd.DataFrame, max_missing: float = 0.2, source: str = "matri
         log.warning("task %r is constant across models: dropped", task)
     out.values = frame
     return out
+
+
+@dataclass
+class RowScores:
+    """Per-row scores as models × rows (NaN = not scored), with each row's task."""
+
+    scores: np.ndarray
+    models: list[str]
+    row_ids: list[str]
+    tasks: np.ndarray
+
+
+def rows_matrix(long: pd.DataFrame, source: str = "scores") -> RowScores:
+    wide = long.pivot_table(index="model", columns="row_id", values="score", aggfunc="mean", dropna=False)
+    empty = [str(m) for m in wide.index[wide.notna().sum(axis=1) == 0]]
+    if empty:
+        raise InputError(f"model(s) with no scored rows: {', '.join(empty)}", path=source, field="score")
+    task_of = long.drop_duplicates("row_id").set_index("row_id")["task"]
+    return RowScores(
+        scores=wide.to_numpy(dtype=float),
+        models=[str(m) for m in wide.index],
+        row_ids=[str(r) for r in wide.columns],
+        tasks=task_of.reindex(wide.columns).astype(str).to_numpy(),
+    )

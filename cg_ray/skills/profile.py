@@ -20,7 +20,7 @@ def top_communality_tasks(communalities: np.ndarray, k: int) -> np.ndarray:
 def _candidate_ks(n_factors: int, n_tasks: int, most: int = 12) -> list[int]:
     ks = list(range(n_factors, n_tasks))
     if len(ks) > most:
-        ks = sorted({int(round(v)) for v in np.linspace(n_factors, n_tasks - 1, most)})
+        ks = sorted({round(float(v)) for v in np.linspace(n_factors, n_tasks - 1, most)})
     return ks
 
 

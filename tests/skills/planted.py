@@ -23,9 +23,7 @@ def two_factor_matrix(n_models: int = 120, seed: int = 0, noise: float = 0.45) -
     return frame, true
 
 
-def irt_population(
-    n_models: int = 60, n_items: int = 400, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
+def irt_population(n_models: int = 60, n_items: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """A 2PL population with two abilities: binary per-row scores (models × items) and the item tasks."""
     rng = np.random.default_rng(seed)
     theta = rng.standard_normal((n_models, 2)) * [1.2, 0.6]
