@@ -105,7 +105,12 @@ def fit_factors(z: np.ndarray, n_factors: int) -> FactorSolution:
     from factor_analyzer import FactorAnalyzer
 
     rotation = "varimax" if n_factors > 1 else None
-    fa = FactorAnalyzer(n_factors=n_factors, rotation=rotation, method="minres", svd_method="lapack")
+    corr = np.corrcoef(np.asarray(z, dtype=float), rowvar=False)
+    # squared multiple correlations (the usual start) need R⁻¹: with fewer models than tasks R is singular
+    singular = np.linalg.matrix_rank(corr) < corr.shape[0]
+    fa = FactorAnalyzer(
+        n_factors=n_factors, rotation=rotation, method="minres", svd_method="lapack", use_smc=not singular
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # singular-matrix and Heywood chatter: reported via our own checks
         fa.fit(z)
@@ -114,7 +119,7 @@ def fit_factors(z: np.ndarray, n_factors: int) -> FactorSolution:
     loadings = loadings[:, np.argsort(-(loadings**2).sum(axis=0), kind="stable")]
     # factor_analyzer's transform() computes the same regression weights, but before our sign / order
     # normalisation; the pseudo-inverse also covers a singular R (fewer models than tasks).
-    weights = np.linalg.pinv(np.corrcoef(np.asarray(z, dtype=float), rowvar=False)) @ loadings
+    weights = np.linalg.pinv(corr) @ loadings
     return FactorSolution(
         loadings=loadings,
         communalities=np.asarray(fa.get_communalities(), dtype=float),
