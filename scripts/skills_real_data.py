@@ -43,7 +43,8 @@ def alpaca_tables(out: Path) -> dict[str, Path]:
         paths[name] = out / f"{name}_rows.parquet"
         pool.to_parquet(paths[name], index=False)
         print(
-            f"{name}: {pool['model'].nunique()} models × {pool['row_id'].nunique()} rows, {pool['score'].isna().sum()} null scores"
+            f"{name}: {pool['model'].nunique()} models × {pool['row_id'].nunique()} rows, "
+            f"{pool['score'].isna().sum()} null scores"
         )
     return paths
 
@@ -57,7 +58,8 @@ def mt_bench_table(out: Path) -> Path:
     path = out / "mt_bench_rows.parquet"
     long.to_parquet(path, index=False)
     print(
-        f"mt_bench: {long['model'].nunique()} models × {long['row_id'].nunique()} questions, {long['task'].nunique()} categories"
+        f"mt_bench: {long['model'].nunique()} models × {long['row_id'].nunique()} questions, "
+        f"{long['task'].nunique()} categories"
     )
     return path
 
