@@ -1,0 +1,132 @@
+"""Active estimation of a new model's scores from a budget of rows (`cg-ray estimate`).
+
+The prior: the other models' per-row scores define a Gaussian over a model's row-score vector,
+y ~ N(μ, Σ), with Σ = WWᵀ + σ²I from probabilistic PCA over rows (sklearn's PCA.get_covariance(), the
+closed-form Tipping–Bishop estimate: a Gaussian process whose kernel between two rows is learnt from how
+the other models scored them — rows that the same models pass or fail co-vary). A per-row noise (factor
+analysis, Ψ) was tried first and was worse: rows that nearly every model passes get a tiny Ψ and then
+dominate the conditional mean. Given the rows observed so far, the
+unobserved ones have the Gaussian conditional mean; the overall score is the mean over all rows
+(observed values + conditional means) and its variance is wᵀΣ_post w.
+
+Choice of rows (ACE-style variance reduction, aimed at the quantity we report): the next row is the one
+that most reduces the posterior variance of the overall score, (Σ_post w)_i² / Σ_post,ii, followed by the
+rank-one update of Σ_post. Because a Gaussian posterior covariance does not depend on the observed values,
+this order is a fixed design computable before any row is run; batches only set when the stopping rule
+(the overall interval) is checked. The greedy loop and the rank-one update are written here in numpy: it
+is a few lines, and the libraries that offer GP active learning (botorch, gpytorch) would add torch
+optimisation of a kernel we already have in closed form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class RowPrior:
+    mean: np.ndarray  # (n_rows,)
+    cov: np.ndarray  # (n_rows, n_rows)
+    low: float
+    high: float
+
+
+def fit_prior(others: np.ndarray, n_components: int, seed: int = 0, level_var: float = 1.0) -> RowPrior:
+    """Gaussian prior over a model's row scores from the other models (models × rows, NaN = missing).
+    Missing cells are filled with the row's mean over the models that have it."""
+    from sklearn.decomposition import PCA
+
+    data = np.asarray(others, dtype=float)
+    col_mean = np.nanmean(data, axis=0)
+    col_mean = np.where(np.isnan(col_mean), np.nanmean(data), col_mean)
+    filled = np.where(np.isnan(data), col_mean, data)
+    k = int(min(n_components, max(1, filled.shape[0] - 2)))
+    pca = PCA(n_components=k, svd_solver="full", random_state=seed).fit(filled)
+    return RowPrior(
+        mean=np.asarray(pca.mean_, dtype=float),
+        # + τ²·11ᵀ: a diffuse prior on the new model's overall level (kriging with an unknown mean), so the
+        # level comes from its own rows and not from the other models' average
+        cov=np.asarray(pca.get_covariance(), dtype=float) + level_var,
+        low=float(np.nanmin(data)),
+        high=float(np.nanmax(data)),
+    )
+
+
+def active_order(prior: RowPrior, available: np.ndarray, n_pick: int, jitter: float = 1e-9) -> np.ndarray:
+    """Greedy rows (indices into the prior) that most reduce the variance of the mean over `available`.
+
+    Σ_post is never formed: Σ_post[:, i] = Σ[:, i] − Σ_k u_k u_k[i] (incremental Cholesky), so only
+    v = Σ_post w and diag(Σ_post) are kept up to date — O(n·t) per step instead of O(n²)."""
+    idx = np.flatnonzero(available)
+    cov = prior.cov[np.ix_(idx, idx)]
+    n_pick = min(n_pick, idx.size)
+    w = np.full(idx.size, 1.0 / idx.size)
+    v = cov @ w
+    diag = np.diag(cov).copy()
+    factors = np.zeros((n_pick, idx.size))
+    open_ = np.ones(idx.size, dtype=bool)
+    chosen: list[int] = []
+    for t in range(n_pick):
+        gain = np.where(open_, v**2 / np.maximum(diag, jitter), -np.inf)
+        i = int(np.argmax(gain))
+        col = cov[:, i] - factors[:t].T @ factors[:t, i]
+        u = col / np.sqrt(max(col[i], jitter))
+        factors[t] = u
+        v -= u * (u @ w)
+        diag -= u**2
+        open_[i] = False
+        chosen.append(i)
+    return np.asarray(idx[np.asarray(chosen, dtype=int)])
+
+
+@dataclass
+class Estimate:
+    overall: float
+    overall_se: float
+    per_task: dict[str, float] = field(default_factory=dict)
+    per_task_se: dict[str, float] = field(default_factory=dict)
+
+
+def posterior_estimate(
+    prior: RowPrior, available: np.ndarray, observed: np.ndarray, values: np.ndarray, tasks: np.ndarray
+) -> Estimate:
+    """Estimate of the mean over `available` rows given exact scores `values` at row indices `observed`."""
+    idx = np.flatnonzero(available)
+    obs = np.asarray(observed, dtype=int)
+    unobs = np.setdiff1d(idx, obs)
+    fill = np.zeros(prior.mean.size)
+    fill[obs] = values
+    groups = [("", idx)] + [(str(t), idx[tasks[idx] == t]) for t in np.unique(tasks[idx])]
+    weights = np.stack([np.isin(unobs, rows) / rows.size for _, rows in groups], axis=1)  # unobs × groups
+    var = np.einsum("ug,ug->g", weights, prior.cov[np.ix_(unobs, unobs)] @ weights)
+    if obs.size:
+        s_oo = prior.cov[np.ix_(obs, obs)] + 1e-6 * np.eye(obs.size)
+        s_uo = prior.cov[np.ix_(unobs, obs)]
+        fill[unobs] = prior.mean[unobs] + s_uo @ np.linalg.solve(
+            s_oo, np.asarray(values, dtype=float) - prior.mean[obs]
+        )
+        b = s_uo.T @ weights  # obs × groups
+        var -= np.einsum("og,og->g", b, np.linalg.solve(s_oo, b))
+    else:
+        fill[unobs] = prior.mean[unobs]
+    fill[unobs] = np.clip(fill[unobs], prior.low, prior.high)
+    se = np.sqrt(np.maximum(var, 0.0))
+    out = Estimate(overall=float(fill[idx].mean()), overall_se=float(se[0]))
+    for g, (task, rows) in enumerate(groups[1:], start=1):
+        out.per_task[task], out.per_task_se[task] = float(fill[rows].mean()), float(se[g])
+    return out
+
+
+def random_estimate(values: np.ndarray, observed: np.ndarray, available: np.ndarray, tasks: np.ndarray) -> Estimate:
+    """The plain estimate from a random sample: the mean of the sampled rows (per task: of its sampled rows,
+    or the overall sample mean for a task with none sampled)."""
+    sample = values[observed]
+    overall = float(sample.mean())
+    se = float(sample.std(ddof=1) / np.sqrt(sample.size)) if sample.size > 1 else float("nan")
+    out = Estimate(overall=overall, overall_se=se)
+    for task in np.unique(tasks[available]):
+        hit = observed[tasks[observed] == task]
+        out.per_task[str(task)] = float(values[hit].mean()) if hit.size else overall
+    return out

@@ -1,0 +1,156 @@
+"""Leave-one-model-out evaluation of active estimation against random row sampling.
+
+For each model in turn: fit the row prior on the other models, pick rows for it actively (one greedy
+order, read at every budget) and at random (`random_repeats` draws, plain sample mean; and the same random
+rows through the prior's posterior, to separate the choice of rows from the estimator), and compare each
+estimate with the model's exhaustive score (the mean over all its scored rows)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from cg_ray.skills.config import EstimateConfig
+from cg_ray.skills.estimate import active_order, fit_prior, posterior_estimate, random_estimate
+
+log = logging.getLogger(__name__)
+
+METHODS = ("active", "random_prior", "random_mean")
+
+
+def _errors(
+    est_overall: float, est_tasks: dict[str, float], truth: float, truth_tasks: dict[str, float]
+) -> tuple[float, float]:
+    task_err = [est_tasks[t] - truth_tasks[t] for t in truth_tasks]
+    return est_overall - truth, float(np.sqrt(np.mean(np.square(task_err))))
+
+
+def lomo_one(
+    scores: np.ndarray, tasks: np.ndarray, m: int, config: EstimateConfig, rng: np.random.Generator
+) -> list[dict[str, object]]:
+    """Rows of (budget, method, repeat, error of the overall score, RMSE over per-task scores) for model m."""
+    y = scores[m]
+    available = ~np.isnan(y)
+    n_avail = int(available.sum())
+    truth = float(y[available].mean())
+    truth_tasks = {str(t): float(y[available & (tasks == t)].mean()) for t in np.unique(tasks[available])}
+    prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed)
+    sizes = [max(1, round(b * n_avail)) for b in config.budgets]
+    order = active_order(prior, available, max(sizes))
+    out: list[dict[str, object]] = []
+    for budget, n in zip(config.budgets, sizes, strict=True):
+        est = posterior_estimate(prior, available, order[:n], y[order[:n]], tasks)
+        err, task_rmse = _errors(est.overall, est.per_task, truth, truth_tasks)
+        out.append(
+            {
+                "budget": budget,
+                "n_rows": n,
+                "method": "active",
+                "repeat": 0,
+                "error": err,
+                "se": est.overall_se,
+                "task_rmse": task_rmse,
+            }
+        )
+        for r in range(config.random_repeats):
+            pick = rng.choice(np.flatnonzero(available), size=n, replace=False)
+            plain = random_estimate(y, pick, available, tasks)
+            err, task_rmse = _errors(plain.overall, plain.per_task, truth, truth_tasks)
+            out.append(
+                {
+                    "budget": budget,
+                    "n_rows": n,
+                    "method": "random_mean",
+                    "repeat": r,
+                    "error": err,
+                    "se": plain.overall_se,
+                    "task_rmse": task_rmse,
+                }
+            )
+            post = posterior_estimate(prior, available, pick, y[pick], tasks)
+            err, task_rmse = _errors(post.overall, post.per_task, truth, truth_tasks)
+            out.append(
+                {
+                    "budget": budget,
+                    "n_rows": n,
+                    "method": "random_prior",
+                    "repeat": r,
+                    "error": err,
+                    "se": post.overall_se,
+                    "task_rmse": task_rmse,
+                }
+            )
+    return out
+
+
+def lomo(scores: np.ndarray, tasks: np.ndarray, models: list[str], config: EstimateConfig) -> pd.DataFrame:
+    """Every model held out once; one row per (model, budget, method, repeat)."""
+    rng = np.random.default_rng(config.seed)
+    rows: list[dict[str, object]] = []
+    for m, name in enumerate(models):
+        if np.isnan(scores[m]).all():
+            continue
+        for row in lomo_one(scores, tasks, m, config, rng):
+            rows.append({"model": name, **row})
+        log.debug("lomo: %s done", name)
+    return pd.DataFrame(rows)
+
+
+def summarise(detail: pd.DataFrame, seed: int = 0, resamples: int = 1000) -> pd.DataFrame:
+    """RMSE per (budget, method) across models, a 95% bootstrap interval over models, and how often
+    active beats random_mean for the same model (|error| smaller than the mean |error| of its draws)."""
+    rng = np.random.default_rng(seed)
+    per_model = detail.assign(sq=detail["error"] ** 2, tsq=detail["task_rmse"] ** 2)
+    per_model = per_model.groupby(["budget", "method", "model"], as_index=False)[["sq", "tsq"]].mean()
+    rows = []
+    for (budget, method), g in per_model.groupby(["budget", "method"]):
+        sq = g["sq"].to_numpy()
+        boot = np.sqrt(sq[rng.integers(0, sq.size, (resamples, sq.size))].mean(axis=1))
+        rows.append(
+            {
+                "budget": budget,
+                "method": method,
+                "rmse": float(np.sqrt(sq.mean())),
+                "rmse_lo": float(np.quantile(boot, 0.025)),
+                "rmse_hi": float(np.quantile(boot, 0.975)),
+                "task_rmse": float(np.sqrt(g["tsq"].mean())),
+                "n_models": int(sq.size),
+            }
+        )
+    table = pd.DataFrame(rows)
+    abs_err = detail.assign(abs_error=detail["error"].abs()).groupby(["budget", "method", "model"])["abs_error"].mean()
+    wide = abs_err.unstack("method")
+    if {"active", "random_mean"} <= set(wide.columns):
+        wins = (wide["active"] < wide["random_mean"]).groupby(level="budget").mean()
+        table["active_beats_random_share"] = table["budget"].map(wins)
+    return table.sort_values(["budget", "method"]).reset_index(drop=True)
+
+
+def holdout_trace(scores: np.ndarray, tasks: np.ndarray, m: int, config: EstimateConfig) -> pd.DataFrame:
+    """Estimate model m as if new: batches of `config.batch` rows chosen actively, its scores revealed
+    batch by batch, until the largest budget or until the overall SE is below `config.target_se`."""
+    y = scores[m]
+    available = ~np.isnan(y)
+    prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed)
+    limit = max(1, round(max(config.budgets) * int(available.sum())))
+    order = active_order(prior, available, limit)
+    rows: list[dict[str, object]] = []
+    for n in range(config.batch, limit + config.batch, config.batch):
+        n = min(n, limit)
+        est = posterior_estimate(prior, available, order[:n], y[order[:n]], tasks)
+        rows.append(
+            {
+                "n_rows": n,
+                "overall": est.overall,
+                "overall_se": est.overall_se,
+                **{f"task:{t}": v for t, v in est.per_task.items()},
+            }
+        )
+        if n >= limit or (config.target_se is not None and est.overall_se < config.target_se):
+            break
+    trace = pd.DataFrame(rows)
+    trace.attrs["exhaustive"] = float(y[available].mean())
+    trace.attrs["order"] = order[: int(trace["n_rows"].iloc[-1])]
+    return trace

@@ -1,0 +1,47 @@
+"""Write `cg-ray skills` / `cg-ray estimate` outputs into one directory, atomically."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cg_ray.artifacts.publish import atomic_directory
+from cg_ray.skills.analysis import SkillsResult
+from cg_ray.skills.report import estimate_page, skills_page
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, default=lambda v: v.item() if hasattr(v, "item") else str(v)) + "\n"
+
+
+def write_skills(result: SkillsResult, out: Path, *, overwrite: bool) -> Path:
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        result.loadings.to_csv(tmp / "loadings.csv")
+        result.profiles.to_csv(tmp / "profiles.csv")
+        result.redundancy.to_csv(tmp / "redundancy.csv")
+        result.profile_from_k.to_csv(tmp / "profile_from_k.csv", index=False)
+        (tmp / "skills.json").write_text(_json(result.summary))
+        (tmp / "report.html").write_text(
+            skills_page(result.summary, result.loadings, result.profiles, result.redundancy)
+        )
+    return out
+
+
+def write_estimate(
+    out: Path,
+    meta: dict[str, Any],
+    tables: dict[str, pd.DataFrame],
+    *,
+    overwrite: bool,
+    page: pd.DataFrame | None = None,
+) -> Path:
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        for name, table in tables.items():
+            table.to_csv(tmp / f"{name}.csv", index=False)
+        (tmp / "estimate.json").write_text(_json(meta))
+        if page is not None:
+            (tmp / "report.html").write_text(estimate_page(page, meta))
+    return out
