@@ -4,7 +4,7 @@
 
 One row per described concept with that reason, in the run's order (worst X_model first, or lowest
 X_bench first): X_model, X_bench, active rows, the description, the enrichment and the top example with
-its activating span in bold and the row's score.
+its activating span in «» and the row's score.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _example(example: dict, width: int = 60) -> str:
     left = snippet[max(0, start - width // 2) : start] + span[: len(span) - len(span.lstrip())]
     right = snippet[end : end + width // 2]
     left, span, right = (t.replace("*", "\\*").replace("\n", " ") for t in (left, span, right))
-    text = f"{left}**{span.strip()}**{right}"  # bold must hug the text in markdown
+    text = f"{left}«{span.strip() or '␣'}»{right}"  # «» rather than bold: spans are often "*" or "**" themselves
     return f"…{text}… ({example['score']:g})".replace("|", "\\|")
 
 
@@ -45,7 +45,7 @@ def main() -> None:
     rows = [r for r in pq.read_table(args.run_dir / "descriptions.parquet").to_pylist() if args.reason in r["reasons"]]
     key = "X_model" if args.reason == "worst_X_model" else "X_bench"
     rows.sort(key=lambda r: (r[key] is None, r[key] if r[key] is not None else 0.0, r["concept_id"]))
-    print("| concept | X_model | X_bench | rows | description | enrichment | example (span in bold; score) |")
+    print("| concept | X_model | X_bench | rows | description | enrichment | example (span in «»; score) |")
     print("|---|---|---|---|---|---|---|")
     for r in rows[: args.n]:
         examples = json.loads(r["examples"])
