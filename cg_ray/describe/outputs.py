@@ -68,6 +68,11 @@ def read_descriptions(run_dir: Path) -> list[dict[str, Any]] | None:
     return rows
 
 
+def read_sentences(run_dir: Path) -> dict[int, str]:
+    """concept_id → its description sentence, for the tables that show it before the label ({} if none)."""
+    return {int(d["concept_id"]): str(d["description"]) for d in read_descriptions(run_dir) or []}
+
+
 def read_themes(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / THEMES_FILE
     if not path.is_file():

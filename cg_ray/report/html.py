@@ -14,7 +14,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.contract import read_summary
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.artifacts.rows import open_rows
-from cg_ray.describe.outputs import read_descriptions
+from cg_ray.describe.outputs import read_sentences
 from cg_ray.errors import InputError
 from cg_ray.report import figures
 from cg_ray.report.examples import ExampleRow, salient_rows
@@ -180,7 +180,7 @@ def build_report(
         e["concept_id"] for name in (S.WEAKNESSES_FILE, S.STRENGTHS_FILE) for e in load_profile(run, name)[:top]
     ]
     wanted = sorted({e["concept_id"] for entries in rankings.values() for e in entries} | set(profiles))
-    described = {int(d["concept_id"]): str(d["description"]) for d in read_descriptions(run) or []}
+    described = read_sentences(run)
     examples = salient_rows(open_rows(run / S.ROWS_FILE), wanted, examples_per_concept, summary.get("model_filter"))
 
     cfg = summary["config"]

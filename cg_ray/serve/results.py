@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from cg_ray import schemas as S
 from cg_ray.artifacts.contract import ArenaDir, read_summary
 from cg_ray.artifacts.rows import open_rows
-from cg_ray.describe.outputs import read_descriptions
+from cg_ray.describe.outputs import read_sentences
 from cg_ray.report.examples import salient_rows
 
 SortKey = Literal[
@@ -84,7 +84,7 @@ def concept_table(
     offset: int = 0,
 ) -> dict[str, Any]:
     concepts, pairs = _tables(str(run_dir))
-    described = {int(d["concept_id"]): str(d["description"]) for d in read_descriptions(Path(run_dir)) or []}
+    described = read_sentences(Path(run_dir))
     table = concepts.append_column(
         "description", pa.array([described.get(c) for c in concepts["concept_id"].to_pylist()], pa.string())
     )
