@@ -36,6 +36,10 @@ def register(subparsers: Any) -> None:
     train.add_argument("--tokens", type=int, default=2_000_000, help="training tokens")
     train.add_argument("--max-minutes", type=float, default=None, help="end training gracefully after this long")
     train.add_argument("--seed", type=int, default=42)
+    train.add_argument("--dead-window", type=int, default=25, help="steps without firing before AuxK trains a latent")
+    train.add_argument("--init-from", type=Path, default=None, help="warm start from this SAE directory")
+    train.add_argument("--skip-tokens", type=int, default=0, help="skip the documents holding the first N tokens")
+    train.add_argument("--buffer-batches", type=int, default=256, help="sae-lens mixing buffer, in store batches")
     train.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda")
     train.add_argument("--overwrite", action="store_true")
     train.set_defaults(handler=_train)
@@ -80,6 +84,10 @@ def _train(args: argparse.Namespace) -> int:
                 "max_minutes": args.max_minutes,
                 "seed": args.seed,
                 "device": args.device,
+                "dead_feature_window": args.dead_window,
+                "init_from": args.init_from,
+                "skip_tokens": args.skip_tokens,
+                "n_batches_in_buffer": args.buffer_batches,
             }
         )
     except ValidationError as exc:

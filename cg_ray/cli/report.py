@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cg_ray.describe.config import REPORT_TOP
+
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from cg_ray.report.html import build_report
@@ -21,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write a self-contained HTML report (plotly.js inline, no network) of a run directory.",
     )
     p.add_argument("run_dir", type=Path, help="a run directory written by `cg-ray metrics` or `cg-ray run`")
-    p.add_argument("--top", type=int, default=20, help="concepts per best/worst table")
+    p.add_argument("--top", type=int, default=REPORT_TOP, help="concepts per best/worst table")
     p.add_argument("--examples", type=int, default=3, help="example rows per concept")
     p.add_argument(
         "--validate",

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cg_ray.describe.config import REPORT_TOP
+
 
 def _concept_list(value: str) -> tuple[int, ...]:
     try:
@@ -17,7 +19,9 @@ def _concept_list(value: str) -> tuple[int, ...]:
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", type=Path, help="a run directory (rows.parquet, concepts.parquet, summary.json)")
     p.add_argument("--concepts", type=_concept_list, default=None, help="comma-separated concept ids")
-    p.add_argument("--top", type=int, default=10, help="worst-by-X_model and least-covered concepts, each")
+    p.add_argument(
+        "--top", type=int, default=REPORT_TOP, help="worst-by-X_model and least-covered concepts, each (as the report)"
+    )
     p.add_argument("--examples", type=int, default=5, help="top rows per concept")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-tokens", action="store_true", help="do not re-read the top rows token by token")

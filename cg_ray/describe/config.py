@@ -5,9 +5,13 @@ Kept apart from the heavy modules so that the run config validates them without 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# Concepts per ranking table of the report; the run's describe step describes as many, so that every
+# concept the report lists reads as a sentence.
+REPORT_TOP: Final = 20
 
 
 class DescribeStepConfig(BaseModel):
@@ -16,7 +20,7 @@ class DescribeStepConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
-    top: int = Field(10, ge=1, description="worst-by-X_model and least-covered concepts, each")
+    top: int = Field(REPORT_TOP, ge=1, description="worst-by-X_model and least-covered concepts, each")
     examples: int = Field(5, ge=1, description="top rows per concept")
     tokens: bool = Field(True, description="re-read the top rows token by token to mark the activating span")
 

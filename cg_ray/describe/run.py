@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.describe import outputs as O
+from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.descriptions import Candidate, describe_concept
 from cg_ray.describe.enrichment import Enriched, enrich
 from cg_ray.describe.evidence import Evidence, read_rows, scan
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class DescribeOptions:
     concepts: tuple[int, ...] | None = None
-    top: int = 10  # worst-by-X_model and least-covered concepts, each
+    top: int = REPORT_TOP  # worst-by-X_model and least-covered concepts, each
     examples: int = 5  # top rows per concept (re-read token by token)
     sample: int = 20  # held-out active rows per concept (detection scoring)
     background: int = 200  # random rows (detection negatives)

@@ -140,16 +140,27 @@ def enriched_context_words(
 
 
 def word_tokens(tokenizer: Any, frequency: np.ndarray, common: int) -> np.ndarray:
-    """Which token ids are words worth naming: letters only, at least 3 of them, and not among the
-    `common` most frequent words of the corpus ("this", "you", "from" say nothing about a topic; ranking
-    by the corpus itself stands in for a stop-word list in any language)."""
+    """Which token ids are words worth naming: a word's start (a piece such as "heet" of " sheet" names
+    nothing), letters only, at least 3 of them, and not among the `common` most frequent words of the
+    corpus ("this", "you", "from" say nothing about a topic; ranking by the corpus itself stands in for a
+    stop-word list in any language)."""
     words = np.zeros(len(frequency), dtype=bool)
     for token_id in range(len(frequency)):
-        text = _tok(tokenizer, token_id).strip()
-        words[token_id] = len(text) >= 3 and text.isalpha()
+        text = _tok(tokenizer, token_id)
+        words[token_id] = _starts_word(tokenizer, token_id, text) and len(text.strip()) >= 3 and text.strip().isalpha()
     ranked = np.flatnonzero(words)[np.argsort(-frequency[words], kind="stable")]
     words[ranked[:common]] = False
     return words
+
+
+# Byte-level BPE marks a leading space with "Ġ", SentencePiece with "▁"; decoding one id may drop it.
+_WORD_START_MARKS = ("Ġ", "▁", " ")
+
+
+def _starts_word(tokenizer: Any, token_id: int, text: str) -> bool:
+    convert = getattr(tokenizer, "convert_ids_to_tokens", None)
+    raw = convert(int(token_id)) if convert is not None else text
+    return isinstance(raw, str) and raw.startswith(_WORD_START_MARKS)
 
 
 def _snippet(tokenizer: Any, window: Sequence[int], at: int) -> str:

@@ -5,7 +5,12 @@ What we add around sae-lens' `LanguageModelSAETrainingRunner`, and why:
 - the corpus (model answers only, hashed train/held-out split, see `corpus.py`);
 - attention sinks and special tokens are excluded (`seqpos_slice`, `exclude_special_tokens`): their
   residual norms are ~100× a normal token's and would dominate the reconstruction loss;
-- the decoder bias starts at the (normalised) mean activation, which sae-lens does not do;
+- the decoder bias starts at the (normalised) mean activation, which sae-lens does not do; the same
+  norm estimate is handed to the trainer, so the LM is not run twice for it;
+- a short dead-latent window (sae-lens' default is 1,000 steps, longer than our whole run, so its AuxK
+  loss never switched on and a third of the latents ended dead);
+- a warm start from a shipped SAE (`init_from`) on documents the earlier run has not seen
+  (`skip_tokens`), to continue a run that a time limit cut short;
 - an optional wall-clock limit that ends training gracefully (scaling folded in, SAE saved), so a run on
   a shared CPU finishes with a shippable SAE rather than being killed.
 """
@@ -44,6 +49,18 @@ class SaeTrainConfig(BaseModel):
     n_batches_for_norm_estimate: int = Field(default=20, ge=1)
     lr: float = Field(default=1e-3, gt=0)
     lr_warm_up_steps: int = Field(default=50, ge=0)
+    dead_feature_window: int = Field(
+        default=25,
+        ge=1,
+        description="steps without firing after which a latent counts as dead and AuxK trains it "
+        "(25 × 4,096 ≈ 100k tokens, about the held-out split's size)",
+    )
+    init_from: Path | None = Field(
+        default=None, description="warm start: an sae-lens SAE directory of the same shape (folded weights)"
+    )
+    skip_tokens: int = Field(
+        default=0, ge=0, description="skip the shuffled training documents holding the first N tokens"
+    )
     bf16: bool | Literal["auto"] = Field(
         default="auto",
         description="autocast the SAE step and the LM forward to bfloat16; auto: where bf16 is native "
@@ -88,16 +105,31 @@ def _runner_class() -> type:
     from sae_lens import LanguageModelSAETrainingRunner
 
     class DeadlineRunner(LanguageModelSAETrainingRunner):
-        """Ends `fit()` cleanly at a wall-clock deadline by lowering the trainer's sample target."""
+        """Hands the trainer our norm estimate, logs progress with the dead-latent count, and ends
+        `fit()` cleanly at a wall-clock deadline by lowering the trainer's sample target."""
 
         deadline: float | None = None
         stopped_early_at: int | None = None
+        scaling_factor: float | None = None
 
         def run_trainer_with_interruption_handling(self, trainer: Any) -> Any:
+            if self.scaling_factor is not None:
+                trainer.activation_scaler.scaling_factor = self.scaling_factor
             stop = threading.Event()
 
             def watch() -> None:
+                last_log = time.monotonic()
                 while not stop.wait(5.0):
+                    if time.monotonic() - last_log >= 120:
+                        last_log = time.monotonic()
+                        dead = int(trainer.dead_neurons.sum())
+                        log.info(
+                            "%d / %d tokens; %d latents silent for > %d steps",
+                            trainer.n_training_samples,
+                            trainer.cfg.total_training_samples,
+                            dead,
+                            trainer.cfg.dead_feature_window,
+                        )
                     if self.deadline is not None and time.monotonic() > self.deadline:
                         self.stopped_early_at = trainer.n_training_samples
                         trainer.cfg.total_training_samples = trainer.n_training_samples
@@ -128,6 +160,8 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
     train_docs, heldout_docs = split_corpus(data_dir, config.heldout_fraction)
     log.info("corpus: %d train documents, %d held out", len(train_docs), len(heldout_docs))
     dataset = datasets.Dataset.from_dict({"text": train_docs}).shuffle(seed=config.seed)
+    if config.skip_tokens:
+        dataset = _skip_documents(dataset, model_dir, config.skip_tokens)
 
     from transformers import AutoConfig
 
@@ -136,7 +170,13 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
     log.info("training on %s, bf16 autocast %s", device, bf16)
     runner_cfg = _runner_config(config, model_dir, d_in, device, bf16, work_dir)
     runner = _runner_class()(runner_cfg, override_dataset=dataset)
-    _init_decoder_bias(runner, config.n_batches_for_norm_estimate)
+    mean, scale = _activation_statistics(runner, config.n_batches_for_norm_estimate)
+    runner.scaling_factor = scale
+    if config.init_from is not None:
+        _load_unfolded(runner.sae, config.init_from, scale)
+    else:
+        with torch.no_grad():
+            runner.sae.b_dec.data.copy_((mean * scale).to(runner.sae.b_dec.dtype))
     started = time.monotonic()
     if config.max_minutes is not None:
         runner.deadline = started + 60 * config.max_minutes
@@ -148,6 +188,8 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
         "model_dir": model_dir,
         "corpus_documents": {"train": len(train_docs), "heldout": len(heldout_docs)},
         "trained_tokens": tokens,
+        "warm_start_from": str(config.init_from) if config.init_from else None,
+        "norm_scaling_factor": scale,
         "stopped_early": runner.stopped_early_at is not None,
         "seconds": round(seconds, 1),
         "tokens_per_second": round(tokens / seconds, 1),
@@ -192,6 +234,7 @@ def _runner_config(config: SaeTrainConfig, model_dir: str, d_in: int, device: st
         n_batches_for_norm_estimate=config.n_batches_for_norm_estimate,
         lr=config.lr,
         lr_warm_up_steps=config.lr_warm_up_steps,
+        dead_feature_window=config.dead_feature_window,
         autocast=bf16,
         autocast_lm=bf16,
         device=device,
@@ -204,8 +247,8 @@ def _runner_config(config: SaeTrainConfig, model_dir: str, d_in: int, device: st
     )
 
 
-def _init_decoder_bias(runner: Any, n_batches: int) -> None:
-    """b_dec := mean activation, in the units the trainer will use (norm scaled to sqrt(d_in))."""
+def _activation_statistics(runner: Any, n_batches: int) -> tuple[Any, float]:
+    """(mean activation, sae-lens' norm scaling factor sqrt(d_in) / mean ‖x‖) over the first batches."""
     import torch
 
     total = None
@@ -217,7 +260,40 @@ def _init_decoder_bias(runner: Any, n_batches: int) -> None:
             total = batch.sum(0) if total is None else total + batch.sum(0)
             norm_sum += float(batch.norm(dim=-1).sum())
             count += batch.shape[0]
-        assert total is not None
-        scale = runner.sae.cfg.d_in**0.5 / (norm_sum / count)
-        runner.sae.b_dec.data.copy_((total / count * scale).to(runner.sae.b_dec.dtype))
-    log.info("b_dec initialised to the mean of %d activations (scale %.4g)", count, scale)
+    assert total is not None
+    scale = runner.sae.cfg.d_in**0.5 / (norm_sum / count)
+    log.info("activation statistics from %d activations (norm scaling factor %.4g)", count, scale)
+    return total / count, scale
+
+
+def _load_unfolded(sae: Any, directory: Path, scale: float) -> None:
+    """Load a saved (norm-folded) SAE into the training SAE, undoing sae-lens' fold with `scale`:
+    the fold multiplied W_enc by it and divided W_dec and b_dec by it."""
+    import torch
+    from safetensors.torch import load_file
+
+    weights = load_file(str(Path(directory) / "sae_weights.safetensors"))
+    unfold = {"W_enc": 1 / scale, "W_dec": scale, "b_dec": scale, "b_enc": 1.0}
+    with torch.no_grad():
+        for name, factor in unfold.items():
+            param = getattr(sae, name)
+            if name not in weights or weights[name].shape != param.shape:
+                raise ValueError(f"{directory}: {name} missing or not of this SAE's shape {tuple(param.shape)}")
+            param.data.copy_((weights[name].float() * factor).to(param.dtype))
+    log.info("warm start from %s", directory)
+
+
+def _skip_documents(dataset: Any, model_dir: str, skip_tokens: int) -> Any:
+    """Drop the leading documents (in training order) until `skip_tokens` tokens are passed."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    lengths = [len(ids) for ids in tokenizer(list(dataset["text"]), add_special_tokens=False)["input_ids"]]
+    first, seen = 0, 0
+    while seen < skip_tokens:
+        if first == len(lengths):
+            raise ValueError(f"skip_tokens={skip_tokens} passes all {seen} training tokens")
+        seen += lengths[first]
+        first += 1
+    log.info("skipping %d documents (%d tokens); %d tokens left", first, seen, sum(lengths[first:]))
+    return dataset.select(range(first, len(lengths)))

@@ -14,6 +14,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.contract import read_summary
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.artifacts.rows import open_rows
+from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.outputs import read_sentences
 from cg_ray.errors import InputError
 from cg_ray.report import figures
@@ -164,7 +165,7 @@ def _figures(summary: dict[str, Any], concepts: pa.Table, pairs: pa.Table) -> di
 
 
 def build_report(
-    run_dir: str | Path, examples_per_concept: int = 3, top: int = 20, validate: str | Path | None = None
+    run_dir: str | Path, examples_per_concept: int = 3, top: int = REPORT_TOP, validate: str | Path | None = None
 ) -> Path:
     """RUN/report.html; shows RUN/validate.json (or the `validate` file given) when there is one."""
     run = Path(run_dir)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,77 @@ def test_train_eval_label_roundtrip(tmp_path: Path, data_dir: Path, tiny_model_d
     assert live and all(r["label"] != DEAD_LABEL and "«" in r["example"] for r in live)
     for r in live:  # the top token of a latent occurs in its labelled example context
         assert r["top_tokens"][0][1] > 0
+
+    # Continue that run on documents it has not seen (a time limit cut it short): warm start + skip.
+    more = cfg.model_copy(update={"init_from": out, "skip_tokens": 1_000, "training_tokens": 2_048})
+    continued = train(more, data_dir, tmp_path / "sae2", work_dir=tmp_path / "work2")
+    stats2 = json.loads((continued / "training.json").read_text())
+    assert stats2["warm_start_from"] == str(out) and stats2["trained_tokens"] == 2_048
+    reader2 = ConceptReader.from_config(reader_config(model=str(tiny_model_dir), sae=f"saelens-disk:{continued}"))
+    # 2k more tokens from the warm start keep most of what was learnt (a cold start would be near 0)
+    assert evaluate(reader2, heldout, context=32)["explained_variance"] > 0.5 * result["explained_variance"]
+
+
+def test_warm_start_undoes_the_norm_fold_exactly() -> None:
+    """Saving folds the norm scaling factor and (TopK with decoder-norm rescaling) the decoder norms into
+    the weights; the warm start must give back the same function of the scaled activations."""
+    import copy
+
+    import torch
+    from sae_lens import TopKTrainingSAE, TopKTrainingSAEConfig
+
+    from cg_ray.models.sae_train import _load_unfolded
+
+    torch.manual_seed(0)
+    config = TopKTrainingSAEConfig(
+        d_in=16, d_sae=32, k=4, normalize_activations="expected_average_only_in", rescale_acts_by_decoder_norm=True
+    )
+    trained = TopKTrainingSAE(config)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    original = copy.deepcopy(trained)
+    trained.fold_activation_norm_scaling_factor(0.37)  # what sae-lens does before saving
+    with tempfile.TemporaryDirectory() as tmp:
+        trained.save_inference_model(tmp)
+        fresh = TopKTrainingSAE(config)
+        _load_unfolded(fresh, Path(tmp), 0.37)
+    scaled = 0.37 * torch.randn(64, 16) * 10  # activations as the trainer feeds them (scaled)
+    with torch.no_grad():
+        torch.testing.assert_close(fresh.encode(scaled), original.encode(scaled))
+        torch.testing.assert_close(fresh.decode(fresh.encode(scaled)), original.decode(original.encode(scaled)))
+
+
+def test_warm_start_rejects_an_sae_of_another_shape(tmp_path: Path) -> None:
+    import torch
+    from sae_lens import TopKTrainingSAE, TopKTrainingSAEConfig
+
+    from cg_ray.models.sae_train import _load_unfolded
+
+    TopKTrainingSAE(TopKTrainingSAEConfig(d_in=16, d_sae=32, k=4)).save_inference_model(str(tmp_path))
+    other = TopKTrainingSAE(TopKTrainingSAEConfig(d_in=16, d_sae=48, k=4))
+    before = {k: v.clone() for k, v in other.state_dict().items()}
+    with pytest.raises(ValueError, match="W_enc missing or not of this SAE's shape"):
+        _load_unfolded(other, tmp_path, 1.0)
+    for name, value in other.state_dict().items():  # nothing half-loaded
+        assert torch.equal(value, before[name]), name
+
+
+def test_skipping_documents_passes_the_requested_tokens(tiny_model_dir: Path) -> None:
+    import datasets
+    from transformers import AutoTokenizer
+
+    from cg_ray.models.sae_train import _skip_documents
+
+    docs = [_doc(i) for i in range(10)]
+    lengths = [
+        len(AutoTokenizer.from_pretrained(str(tiny_model_dir))(d, add_special_tokens=False).input_ids) for d in docs
+    ]
+    dataset = datasets.Dataset.from_dict({"text": docs})
+    kept = _skip_documents(dataset, str(tiny_model_dir), lengths[0] + 1)  # past the first, into the second
+    assert list(kept["text"]) == docs[2:]
+    with pytest.raises(ValueError, match="passes all"):
+        _skip_documents(dataset, str(tiny_model_dir), sum(lengths) + 1)
 
 
 def test_train_config_validation() -> None:

@@ -90,12 +90,28 @@ class _Chars:
         return "".join(VOCAB_WORDS[i] for i in ids)
 
 
-VOCAB_WORDS = [" the", " you", " ,", " python", " it", " import"]
+VOCAB_WORDS = [" the", " you", " ,", " python", " it", " import", "heet"]
 
 
-def test_word_tokens_skip_punctuation_short_tokens_and_the_most_frequent_words() -> None:
-    frequency = np.array([0.4, 0.3, 0.2, 0.05, 0.03, 0.02])
+def test_word_tokens_skip_punctuation_short_tokens_pieces_and_the_most_frequent_words() -> None:
+    frequency = np.array([0.4, 0.3, 0.2, 0.05, 0.03, 0.02, 0.01])
     words = word_tokens(_Chars(), frequency, common=1)
-    # " the" is the most frequent word; " ," is not a word; " it" is too short
-    assert words.tolist() == [False, True, False, True, False, True]
-    assert word_tokens(_Chars(), frequency, common=0).tolist() == [True, True, False, True, False, True]
+    # " the" is the most frequent word; " ," is not a word; " it" is too short; "heet" is a word's tail
+    assert words.tolist() == [False, True, False, True, False, True, False]
+    assert word_tokens(_Chars(), frequency, common=0).tolist() == [True, True, False, True, False, True, False]
+
+
+def test_word_starts_follow_the_tokenizers_space_marker() -> None:
+    from transformers import AutoTokenizer
+
+    from cg_ray.catalog import resolve_model
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(resolve_model("smollm2-135m-instruct")))
+    except Exception as exc:  # the model is prepared by `make setup`
+        pytest.skip(f"reader model not prepared: {exc}")
+    sheet = tokenizer(" sheet metal", add_special_tokens=False)["input_ids"]
+    pieces = tokenizer(" spreadsheets", add_special_tokens=False)["input_ids"]
+    words = word_tokens(tokenizer, np.ones(len(tokenizer)), common=0)
+    assert words[sheet[0]]  # " sheet" starts a word
+    assert len(pieces) > 1 and not any(words[i] for i in pieces[1:])  # the tail pieces do not
