@@ -110,6 +110,7 @@ def _runner_class() -> type:
 
         deadline: float | None = None
         stopped_early_at: int | None = None
+        trained_samples: int | None = None
         scaling_factor: float | None = None
 
         def run_trainer_with_interruption_handling(self, trainer: Any) -> Any:
@@ -142,6 +143,7 @@ def _runner_class() -> type:
                 return super().run_trainer_with_interruption_handling(trainer)
             finally:
                 stop.set()
+                self.trained_samples = trainer.n_training_samples  # whole batches: may pass the target
 
     return DeadlineRunner
 
@@ -182,9 +184,9 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
         runner.deadline = started + 60 * config.max_minutes
     runner.run()
     seconds = time.monotonic() - started
-    tokens = runner.stopped_early_at or config.training_tokens
+    tokens = runner.trained_samples or runner.stopped_early_at or config.training_tokens
     stats = {
-        "config": config.model_dump(),
+        "config": config.model_dump(mode="json"),
         "model_dir": model_dir,
         "corpus_documents": {"train": len(train_docs), "heldout": len(heldout_docs)},
         "trained_tokens": tokens,
