@@ -39,6 +39,8 @@ def register(subparsers: Any) -> None:
     train.add_argument("--dead-window", type=int, default=25, help="steps without firing before AuxK trains a latent")
     train.add_argument("--init-from", type=Path, default=None, help="warm start from this SAE directory")
     train.add_argument("--skip-tokens", type=int, default=0, help="skip the documents holding the first N tokens")
+    train.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (constant after warm-up)")
+    train.add_argument("--warm-up-steps", type=int, default=50, help="linear learning-rate warm-up")
     train.add_argument("--buffer-batches", type=int, default=256, help="sae-lens mixing buffer, in store batches")
     train.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda")
     train.add_argument("--overwrite", action="store_true")
@@ -88,6 +90,8 @@ def _train(args: argparse.Namespace) -> int:
                 "init_from": args.init_from,
                 "skip_tokens": args.skip_tokens,
                 "n_batches_in_buffer": args.buffer_batches,
+                "lr": args.lr,
+                "lr_warm_up_steps": args.warm_up_steps,
             }
         )
     except ValidationError as exc:
