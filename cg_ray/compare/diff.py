@@ -6,9 +6,13 @@ Ranking rule. A concept is *confident* when it is active (s̃ > 0, in A or in B)
 paired rows and the interval of ΔX_model excludes 0. Regressions are ordered by the interval's upper bound
 (the bound nearest 0; most negative first), improvements by its lower bound (largest first): the change we
 are confident of at least, so a large but noisy change ranks below a smaller, well-supported one — the same
-rule as the weakness profile's default `upper_bound` order. With `rank_by="relative"` the same rule applies
-to the change beyond the benchmarks' mean-score change (`cg_ray.compare.bootstrap`, "Relative change"):
-when B is better everywhere, that is what finds the concepts B improved least.
+rule as the weakness profile's default `upper_bound` order. The intervals are per concept: among N eligible
+concepts with no change at all, about N·(1 − confidence)/2 per direction would still exclude 0, so diff.json
+reports that number beside the counts (concepts also share rows, so their intervals are not independent).
+
+With `rank_by="relative"` the same rule applies to the change beyond the benchmarks' mean-score change
+(`cg_ray.compare.bootstrap`, "Relative change"): when B is better everywhere, that is what finds the
+concepts B improved least.
 """
 
 from __future__ import annotations
@@ -110,12 +114,18 @@ def ranked_values(delta: PairedDelta, rank_by: str) -> tuple[FloatArray, FloatAr
     return delta.x_delta, delta.x_low, delta.x_high
 
 
+def eligible(delta: PairedDelta, n_active: IntArray, min_rows: int, rank_by: str = "delta") -> npt.NDArray[np.bool_]:
+    """Concepts that may be listed: active in ≥ min_rows paired rows, with an interval."""
+    _, low, high = ranked_values(delta, rank_by)
+    return (n_active >= min_rows) & ~np.isnan(low) & ~np.isnan(high)
+
+
 def rank_confident(
     delta: PairedDelta, n_active: IntArray, min_rows: int, rank_by: str = "delta"
 ) -> tuple[list[int], list[int]]:
     """Columns of all confidently regressed / improved concepts, in rank order (module doc: the rule)."""
     value, low, high = ranked_values(delta, rank_by)
-    ok = (n_active >= min_rows) & ~np.isnan(low) & ~np.isnan(high)
+    ok = eligible(delta, n_active, min_rows, rank_by)
     regressed = np.flatnonzero(ok & (high < 0))
     improved = np.flatnonzero(ok & (low > 0))
     regressed = regressed[np.lexsort((value[regressed], high[regressed]))]

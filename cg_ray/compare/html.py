@@ -28,12 +28,20 @@ def _name(entry: dict[str, Any], limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def forest_svg(regressed: list[dict[str, Any]], improved: list[dict[str, Any]]) -> str:
-    """ΔX_model with its interval per listed concept, regressions (red) above improvements (green)."""
+def ranked(entry: dict[str, Any], relative: bool) -> tuple[float | None, float | None, float | None]:
+    """(value, low, high) of the quantity the concepts were ranked by."""
+    if relative:
+        r = entry["relative"]
+        return r["delta"], r["low"], r["high"]
+    return entry["delta_X_model"], entry["low"], entry["high"]
+
+
+def forest_svg(regressed: list[dict[str, Any]], improved: list[dict[str, Any]], relative: bool = False) -> str:
+    """The ranked change with its interval per listed concept, regressions (red) above improvements (green)."""
     rows = [("regressed", e) for e in regressed] + [("improved", e) for e in improved]
     if not rows:
         return "<p>No concept changed confidently (no interval excludes 0).</p>"
-    values = [v for _, e in rows for v in (e["low"], e["high"], e["delta_X_model"]) if v is not None]
+    values = [v for _, e in rows for v in ranked(e, relative) if v is not None]
     span = max(0.05, max(abs(v) for v in values)) * 1.1
     height = PAD * 2 + ROW_H * len(rows) + 24
 
@@ -53,13 +61,14 @@ def forest_svg(regressed: list[dict[str, Any]], improved: list[dict[str, Any]]) 
             f"<title>{_esc(e.get('description') or e.get('label') or '')}</title>"
             f"{e['concept_id']} {_esc(_name(e, 44))}</text>"
         )
-        if e["low"] is not None and e["high"] is not None:
+        value, low, high = ranked(e, relative)
+        if low is not None and high is not None:
             parts.append(
-                f'<line x1="{x(e["low"]):.1f}" y1="{y:.1f}" x2="{x(e["high"]):.1f}" y2="{y:.1f}" '
+                f'<line x1="{x(low):.1f}" y1="{y:.1f}" x2="{x(high):.1f}" y2="{y:.1f}" '
                 f'stroke="{colour}" stroke-width="2"/>'
             )
-        if e["delta_X_model"] is not None:
-            parts.append(f'<circle cx="{x(e["delta_X_model"]):.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>')
+        if value is not None:
+            parts.append(f'<circle cx="{x(value):.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>')
     axis_y = height - 10
     for tick in (-span, -span / 2, 0.0, span / 2, span):
         parts.append(f'<text x="{x(tick):.1f}" y="{axis_y}" text-anchor="middle" fill="#555">{tick:+.2f}</text>')
@@ -107,12 +116,16 @@ def _per_benchmark(entry: dict[str, Any]) -> str:
     )
 
 
+def _interval(value: float | None, low: float | None, high: float | None) -> str:
+    return f"{_fmt(value, signed=True)} <span class='ci'>[{_fmt(low, signed=True)}, {_fmt(high, signed=True)}]</span>"
+
+
 def concept_table(entries: list[dict[str, Any]]) -> str:
     if not entries:
         return "<p>None.</p>"
     head = (
-        "<tr><th>#</th><th>concept</th><th>description</th><th>ΔX_model [CI]</th><th>X_model A → B</th>"
-        "<th>rows</th></tr>"
+        "<tr><th>#</th><th>concept</th><th>description</th><th>ΔX_model [CI]</th><th>beyond Δ mean score [CI]</th>"
+        "<th>X_model A → B</th><th>rows</th></tr>"
     )
     body = []
     for i, e in enumerate(entries, 1):
@@ -125,6 +138,7 @@ def concept_table(entries: list[dict[str, Any]]) -> str:
             f"<tr><td class='num'>{i}</td><td class='num'>{e['concept_id']}</td><td>{name}{_per_benchmark(e)}"
             f"{_examples(e)}</td><td class='num'>{_fmt(e['delta_X_model'], signed=True)} <span class='ci'>"
             f"[{_fmt(e['low'], signed=True)}, {_fmt(e['high'], signed=True)}]</span></td>"
+            f"<td class='num'>{_interval(*ranked(e, True))}</td>"
             f"<td class='num'>{_fmt(e['X_model_a'])} → {_fmt(e['X_model_b'])}</td>"
             f"<td class='num'>{e['n_paired_active']:,}</td></tr>"
         )
@@ -159,18 +173,22 @@ def diff_page(doc: dict[str, Any]) -> str:
             f"{_esc(', '.join(counts['benchmarks_only_b']) or '—')} (ΔX_bench in diff.parquet covers them).</p>"
         )
     level = round(100 * cfg["confidence"])
+    relative = cfg["rank_by"] == "relative"
     method = (
         f"<p class='ex'>Δ = B − A on the {counts['paired']:,} paired rows. Intervals: {level}% paired percentile "
         f"bootstrap, {cfg['resamples']:,} resamples (seed {cfg['seed']}), stratified by benchmark. Listed: active in "
-        f"≥ {cfg['min_rows']} paired rows and the interval excludes 0; ranked by the bound nearest 0. A row is right "
+        f"≥ {cfg['min_rows']} paired rows ({counts['eligible']:,} concepts) and the interval excludes 0; ranked by "
+        f"the bound nearest 0 of {'the change beyond the benchmarks’ mean-score change' if relative else 'ΔX_model'}. "
+        f"Intervals are per concept: with no change at all, about {counts['expected_by_chance_per_direction']} "
+        f"concepts per direction would exclude 0 by chance. A row is right "
         f"when its score ≥ {cfg['right_threshold']}. Reader check: {_esc(', '.join(check['checked_fields']))}"
         f"{' (assumed the same reader)' if check['assumed_same'] else ''}; text read A: {_esc(check['text_a'])}, "
         f"B: {_esc(check['text_b'])}.</p>"
     )
     sections = [
         f"<section><div class='kpis'>{_kpis(doc)}</div>{suites}{method}</section>",
-        f"<section><h2>Top confident changes (ΔX_model, {level}% interval)</h2>"
-        f"{forest_svg(doc['top_regressed'], doc['top_improved'])}</section>",
+        f"<section><h2>Top confident changes ({'beyond Δ mean score' if relative else 'ΔX_model'}, {level}% "
+        f"interval)</h2>{forest_svg(doc['top_regressed'], doc['top_improved'], relative)}</section>",
         f"<section><h2>Regressed most confidently</h2>{concept_table(doc['top_regressed'])}</section>",
         f"<section><h2>Improved most confidently</h2>{concept_table(doc['top_improved'])}</section>",
     ]

@@ -15,7 +15,7 @@ from cg_ray import __version__
 from cg_ray import schemas as S
 from cg_ray.artifacts.contract import DiffSummary, write_document
 from cg_ray.artifacts.publish import atomic_directory
-from cg_ray.compare.diff import DiffResult
+from cg_ray.compare.diff import DiffResult, eligible
 from cg_ray.compare.runs import DiffRun
 
 KIND = "cg_ray.diff"
@@ -161,6 +161,7 @@ def summary_dict(result: DiffResult) -> dict[str, Any]:
     pos_a, pos_b = result.pairing.pos_a, result.pairing.pos_b
     delta = result.delta
     defined = ~np.isnan(delta.x_delta)
+    n_eligible = int(eligible(delta, result.n_active, cfg.min_rows, cfg.rank_by).sum())
     return {
         "kind": KIND,
         "cg_ray_version": __version__,
@@ -181,8 +182,11 @@ def summary_dict(result: DiffResult) -> dict[str, Any]:
             **result.pairing.counts,
             "concepts_compared": int(result.concept_ids.size),
             "concepts_defined": int(defined.sum()),
+            "eligible": n_eligible,
             "confident_regressed": len(result.regressed),
             "confident_improved": len(result.improved),
+            # per-concept intervals: this many per direction would exclude 0 by chance if nothing changed
+            "expected_by_chance_per_direction": round(n_eligible * (1 - cfg.confidence) / 2, 1),
         },
         "paired_benchmarks": [
             {"benchmark": name, "mean_score_delta": _num(delta.mean_delta[b])}
