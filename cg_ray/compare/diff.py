@@ -117,7 +117,8 @@ def ranked_values(delta: PairedDelta, rank_by: str) -> tuple[FloatArray, FloatAr
 def eligible(delta: PairedDelta, n_active: IntArray, min_rows: int, rank_by: str = "delta") -> npt.NDArray[np.bool_]:
     """Concepts that may be listed: active in ≥ min_rows paired rows, with an interval."""
     _, low, high = ranked_values(delta, rank_by)
-    return (n_active >= min_rows) & ~np.isnan(low) & ~np.isnan(high)
+    ok: npt.NDArray[np.bool_] = (n_active >= min_rows) & ~np.isnan(low) & ~np.isnan(high)
+    return ok
 
 
 def rank_confident(
