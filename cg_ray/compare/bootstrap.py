@@ -105,8 +105,10 @@ def resample_weights(n: int, resamples: int, rng: np.random.Generator) -> FloatA
     """(resamples + 1) × n: row 0 is the sample itself (all ones), then multinomial bootstrap counts."""
     weights = np.empty((resamples + 1, n))
     weights[0] = 1.0
-    if resamples:
-        weights[1:] = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples)
+    if resamples and n:
+        # n draws with replacement per resample, counted per row: multinomial(n, 1/n) counts, via one bincount
+        drawn = rng.integers(0, n, size=(resamples, n)) + (np.arange(resamples) * n)[:, None]
+        weights[1:] = np.bincount(drawn.ravel(), minlength=resamples * n).reshape(resamples, n)
     return weights
 
 
@@ -150,7 +152,7 @@ def mean_deltas(sample: PairedSample, weights: _Weights) -> FloatArray:
 def _chunk(sample: PairedSample, cols: slice, weights: _Weights) -> tuple[FloatArray, FloatArray]:
     """Resampled χ_model of both runs for the concept columns `cols`: two B × (R+1) × k arrays."""
     shape = (sample.n_benchmarks, weights.resamples + 1, cols.stop - cols.start)
-    chi_a, chi_b = np.full(shape, np.nan), np.full(shape, np.nan)
+    chi_a, chi_b = np.empty(shape), np.empty(shape)  # every benchmark has rows: all filled below
     for b, rows in enumerate(weights.rows):
         w = weights[b]
         for acts, scores, out in ((sample.acts_a, sample.scores_a, chi_a), (sample.acts_b, sample.scores_b, chi_b)):
@@ -183,11 +185,14 @@ def paired_bootstrap(
         rel = nanmean_rows(chi_b - chi_a - mu)
         out["x_a"][cols], out["x_b"][cols], out["rel"][cols] = x_a[0], x_b[0], rel[0]
         if resamples:
+            out["x_low"][cols], out["x_high"][cols] = column_quantiles(x_b[1:] - x_a[1:], (alpha, 1 - alpha))
             for b in range(n_bench):
+                if n_bench == 1:  # X_model is χ_model of the one benchmark: same interval
+                    out["chi_low"][b, cols], out["chi_high"][b, cols] = out["x_low"][cols], out["x_high"][cols]
+                    continue
                 out["chi_low"][b, cols], out["chi_high"][b, cols] = column_quantiles(
                     chi_b[b, 1:] - chi_a[b, 1:], (alpha, 1 - alpha)
                 )
-            out["x_low"][cols], out["x_high"][cols] = column_quantiles(x_b[1:] - x_a[1:], (alpha, 1 - alpha))
             out["rel_low"][cols], out["rel_high"][cols] = column_quantiles(rel[1:], (alpha, 1 - alpha))
     return PairedDelta(
         chi_a=out["chi_a"],
