@@ -32,7 +32,8 @@ def _print(out: Path, doc: dict[str, Any]) -> None:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from cg_ray.compare.diff import DiffConfig, compute_diff
+    from cg_ray.compare.config import DiffConfig
+    from cg_ray.compare.diff import compute_diff
     from cg_ray.compare.outputs import write_diff
 
     config = from_args(DiffConfig, args)
@@ -43,7 +44,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from cg_ray.compare.diff import DiffConfig
+    from cg_ray.compare.config import DiffConfig
 
     p = subparsers.add_parser(
         "diff",

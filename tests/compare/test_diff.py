@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import schemas as S
-from cg_ray.compare.diff import DiffConfig, compute_diff
+from cg_ray.compare.config import DiffConfig
+from cg_ray.compare.diff import compute_diff
 from cg_ray.compare.identity import ReaderMismatch
 from cg_ray.errors import InputError
 from tests.compare.conftest import READER, planted, write_run

@@ -32,7 +32,8 @@ router = APIRouter(
 def _diff(runs: list[tuple[str, Path]], options: dict[str, Any]) -> dict[str, Any]:
     """diff.json of the two analyses, naming them by id (never by a server path)."""
     from cg_ray.artifacts.contract import versioned
-    from cg_ray.compare.diff import DiffConfig, compute_diff
+    from cg_ray.compare.config import DiffConfig
+    from cg_ray.compare.diff import compute_diff
     from cg_ray.compare.outputs import summary_dict
 
     (id_a, run_a), (id_b, run_b) = runs
