@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cg_ray import schemas as S
-from cg_ray.errors import CgRayError
+from cg_ray.errors import CgRayError, InputError
 
 # Fields compared, in the order an error names them.
 FIELDS = ("d_sae", "reader_model", "layer", "sae", "sae_source", "sae_architecture", "sae_d_in", "factory")
@@ -51,8 +51,18 @@ def _name(path: Any) -> str | None:
     return None if path in (None, "", "auto") else Path(str(path)).name
 
 
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON ({exc.msg})", path=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", path=str(path))
+    return data
+
+
 def _from_run_manifest(path: Path, d_sae: int) -> ReaderIdentity:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = _read(path)
     reader = (data.get("config") or {}).get("reader") or {}
     resolved = data.get("reader") or {}
     values = {
@@ -67,7 +77,7 @@ def _from_run_manifest(path: Path, d_sae: int) -> ReaderIdentity:
 
 
 def _from_extract_manifest(path: Path, d_sae: int) -> ReaderIdentity:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = _read(path)
     reader = data.get("reader") or {}
     sae = reader.get("sae") or {}
     values = {

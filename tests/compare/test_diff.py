@@ -126,3 +126,11 @@ def test_a_missing_file_names_the_run_and_the_file(planted_runs) -> None:
         compute_diff(a, b, FAST)
     with pytest.raises(InputError, match="run A: not a run directory"):
         compute_diff(a.parent / "nope", b, FAST)
+
+
+def test_a_broken_manifest_is_a_clear_error(planted_runs) -> None:
+    a, b = planted_runs()
+    (b / S.MANIFEST_FILE).write_text("{not json", encoding="utf-8")
+    with pytest.raises(InputError, match="invalid JSON") as err:
+        compute_diff(a, b, FAST)
+    assert err.value.path == str(b / S.MANIFEST_FILE)
