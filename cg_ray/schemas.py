@@ -117,6 +117,45 @@ DESCRIPTIONS_SCHEMA: Final = pa.schema(
     ]
 )
 
+# diff.parquet (`cg-ray diff A B`): one row per concept active in either run; Δ = B − A on the paired rows.
+DIFF_SCHEMA: Final = pa.schema(
+    [
+        pa.field("concept_id", pa.int32(), nullable=False),
+        pa.field("label", pa.string(), nullable=True),
+        pa.field("description", pa.string(), nullable=True),
+        pa.field("n_paired_active", pa.int64(), nullable=False),  # paired rows active in A or B
+        pa.field("n_active_a", pa.int64(), nullable=False),
+        pa.field("n_active_b", pa.int64(), nullable=False),
+        pa.field("X_model_a", pa.float64(), nullable=True),  # on the paired rows
+        pa.field("X_model_b", pa.float64(), nullable=True),
+        pa.field("delta_X_model", pa.float64(), nullable=True),
+        pa.field("delta_X_model_low", pa.float64(), nullable=True),
+        pa.field("delta_X_model_high", pa.float64(), nullable=True),
+        # ΔX_model beyond the benchmarks' mean-score change (cg_ray.compare.bootstrap, "Relative change")
+        pa.field("relative_delta", pa.float64(), nullable=True),
+        pa.field("relative_low", pa.float64(), nullable=True),
+        pa.field("relative_high", pa.float64(), nullable=True),
+        pa.field("direction", pa.string(), nullable=True),  # regressed | improved (confident, rank_by), else null
+        pa.field("rank", pa.int32(), nullable=True),  # among the confident ones of its direction, 1 = first
+        pa.field("X_bench_a", pa.float64(), nullable=True),  # each run's own suite (concepts.parquet)
+        pa.field("X_bench_b", pa.float64(), nullable=True),
+        pa.field("delta_X_bench", pa.float64(), nullable=True),
+    ]
+)
+# diff_benchmarks.parquet: Δχ_model per (benchmark, concept) over the paired rows where the concept is active.
+DIFF_BENCHMARKS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("benchmark", pa.string(), nullable=False),
+        pa.field("concept_id", pa.int32(), nullable=False),
+        pa.field("n_paired_active", pa.int64(), nullable=False),
+        pa.field("chi_model_a", pa.float64(), nullable=True),
+        pa.field("chi_model_b", pa.float64(), nullable=True),
+        pa.field("delta_chi_model", pa.float64(), nullable=True),
+        pa.field("delta_chi_model_low", pa.float64(), nullable=True),
+        pa.field("delta_chi_model_high", pa.float64(), nullable=True),
+    ]
+)
+
 # Run-directory file names.
 ROWS_FILE: Final = "rows.parquet"
 CONCEPTS_FILE: Final = "concepts.parquet"
@@ -143,6 +182,11 @@ HEAD_TO_HEAD_JSON: Final = "head_to_head.json"
 MODEL_CONCEPTS_FILE: Final = "model_concepts.parquet"
 ARENA_MODELS_DIR: Final = "models"
 VALIDATE_FILE: Final = "validate.json"
+# The output directory of `cg-ray diff`.
+DIFF_FILE: Final = "diff.parquet"
+DIFF_BENCHMARKS_FILE: Final = "diff_benchmarks.parquet"
+DIFF_JSON: Final = "diff.json"
+DIFF_HTML: Final = "diff.html"
 # Drop-in names of the official CG code's outputs.
 OFFICIAL_COVERAGE_CSV: Final = "concept_cg_coverage_summary.csv"
 OFFICIAL_SALIENCY_CSV: Final = "concept_saliency_details.csv"

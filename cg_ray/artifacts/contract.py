@@ -1,6 +1,7 @@
 """The run-directory contract: where each artifact lives (`RunDir`, `ArenaDir`) and the typed, versioned
 JSON documents in it (`RunSummary` = summary.json, `RunManifest` = manifest.json, `ArenaSummary` =
-arena.json). File names come from `cg_ray.schemas` (the one list of them).
+arena.json, `DiffSummary` = diff.json of `cg-ray diff`). File names come from `cg_ray.schemas` (the one list
+of them).
 
 Every JSON document carries `format_version`. Readers accept documents without one (made before it
 existed, same layout as version 1) and refuse a newer version with a clear error instead of misreading it.
@@ -87,6 +88,17 @@ class ArenaSummary(_Versioned):
     models: dict[str, str]
     row_counts: dict[str, Any]
     seconds: float
+
+
+class DiffSummary(_Versioned):
+    """diff.json of `cg-ray diff`: the two runs, how their rows paired, and the confident changes."""
+
+    kind: str
+    runs: dict[str, Any]
+    config: dict[str, Any]
+    counts: dict[str, Any]
+    top_regressed: list[dict[str, Any]]
+    top_improved: list[dict[str, Any]]
 
 
 Doc = TypeVar("Doc", bound=_Versioned)

@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cg_ray.cli.arena",
     "cg_ray.cli.arena_job",
     "cg_ray.cli.profile",
+    "cg_ray.cli.diff",
     "cg_ray.cli.report",
     "cg_ray.describe.cli",
     "cg_ray.skills.cli",

@@ -21,7 +21,7 @@ from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Store
 from cg_ray.serve.deps import Service
 from cg_ray.serve.encoding import Encoder
 from cg_ray.serve.errors import install_error_handlers
-from cg_ray.serve.routes import analyses, ops, results, score, uploads
+from cg_ray.serve.routes import analyses, diff, ops, results, score, uploads
 from cg_ray.serve.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
     )
     app.state.service = service
     install_error_handlers(app)
-    for module in (ops, uploads, analyses, results, score):
+    for module in (ops, uploads, analyses, results, diff, score):
         app.include_router(module.router)
     mount_ui(app)
     return app

@@ -226,3 +226,49 @@ class ScoreSummary(BaseModel):
 class ScoreResponse(BaseModel):
     rows: list[ScoredRow]
     summary: ScoreSummary
+
+
+# ---- diff of two analyses (GET /v1/diff)
+
+
+class DiffInterval(BaseModel):
+    delta: float | None
+    low: float | None
+    high: float | None
+
+
+class DiffBenchmark(BaseModel):
+    benchmark: str
+    n_paired_active: int
+    delta_chi_model: float | None
+    low: float | None
+    high: float | None
+
+
+class DiffConcept(BaseModel):
+    concept_id: int
+    label: str | None
+    description: str | None
+    X_model_a: float | None
+    X_model_b: float | None
+    delta_X_model: float | None
+    low: float | None
+    high: float | None
+    relative: DiffInterval
+    n_paired_active: int
+    per_benchmark: list[DiffBenchmark]
+    examples: dict[str, list[dict[str, Any]]] = Field(
+        description="right_in_a_wrong_in_b / wrong_in_a_right_in_b: the rows that flipped, most salient first"
+    )
+
+
+class DiffView(_Open):
+    """diff.json of `cg-ray diff`, for two analyses of the caller (a = baseline, b = compared)."""
+
+    format_version: int
+    kind: str
+    runs: dict[str, Any]
+    counts: dict[str, Any]
+    config: dict[str, Any]
+    top_regressed: list[DiffConcept]
+    top_improved: list[DiffConcept]

@@ -138,3 +138,54 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         assert labels and all("group 1" in label for label in labels)
         browser.close()
     assert (ARTIFACTS / "explorer.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_compare_two_analyses_in_the_explorer(server) -> None:
+    import httpx
+    from playwright.sync_api import expect, sync_playwright
+
+    base, key = server
+    headers = {"X-API-Key": key}
+
+    def analyse(rows: list[dict]) -> str:
+        data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+        up = httpx.post(f"{base}/v1/uploads", headers=headers, files={"file": ("bench.jsonl", data)}).json()
+        a = httpx.post(f"{base}/v1/analyses", headers=headers, json={"upload_ids": [up["id"]]}).json()
+        deadline = time.monotonic() + 30
+        while a["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, a
+            time.sleep(0.1)
+            a = httpx.get(f"{base}/v1/analyses/{a['id']}", headers=headers).json()
+        assert a["status"] == "succeeded", a
+        return str(a["id"])
+
+    rows = [
+        {"id": i, "prompt": f"{'please ' if i % 2 else ''}add {i} and {i + 1}", "response": str(i), "score": 1.0}
+        for i in range(60)
+    ]
+    first = analyse(rows)
+    # B: every "please" row is now wrong — the concepts of "please" regress, nothing else changes
+    second = analyse([{**r, "score": 0.0 if "please" in r["prompt"] else 1.0} for r in rows])
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1800})
+        page.goto(f"{base}/ui/")
+        page.fill("#apikey", key)
+        page.click("#save-key")
+        expect(page.locator("#auth-status")).to_have_text("key OK")
+        page.select_option("#analysis", first)
+        expect(page.locator("#compare")).to_be_visible()
+        page.select_option("#compare-with", second)
+        page.click("#compare-go")
+        expect(page.locator("#compare-note")).to_contain_text("60 paired rows")
+        expect(page.locator("#diff-table")).to_have_attribute("aria-busy", "false")
+        regressed = page.locator("#diff-table tbody tr.regressed")
+        expect(regressed.first).to_be_visible()
+        expect(regressed.first.locator("td").nth(2)).to_contain_text("-")
+        regressed.first.click()
+        expect(page.locator("#diff-detail")).to_contain_text("Right in A, wrong in B")
+        expect(page.locator("#diff-detail .example").first).to_contain_text("please")
+        page.locator("#compare").screenshot(path=str(ARTIFACTS / "explorer-compare.png"))
+        browser.close()

@@ -29,6 +29,7 @@ async function loadAnalyses(select) {
     $("analysis").innerHTML = list
       .map((a) => `<option value="${esc(a.id)}" ${a.status !== "succeeded" ? "disabled" : ""}>${esc(a.id)} — ${esc(a.status)}</option>`)
       .join("");
+    state.finished = list.filter((a) => a.status === "succeeded").map((a) => a.id);
     const pick = select || list.find((a) => a.status === "succeeded")?.id;
     if (pick) { $("analysis").value = pick; await showAnalysis(pick); }
     else $("analysis-status").textContent = list.length ? "no finished analysis yet" : "no analyses yet: upload a benchmark below";
@@ -41,7 +42,10 @@ async function showAnalysis(id) {
   state.analysis = id;
   state.offset = 0;
   // Unhide first: plotly sizes a plot from its container, and a hidden one has no width.
-  for (const section of ["overview", "profile", "concepts", "relations"]) $(section).hidden = false;
+  for (const section of ["overview", "profile", "concepts", "compare", "relations"]) $(section).hidden = false;
+  $("compare-with").innerHTML = (state.finished || []).map((a) => `<option value="${esc(a)}">${esc(a)}</option>`).join("");
+  $("diff-detail").innerHTML = "";
+  document.querySelector("#diff-table tbody").innerHTML = "";
   const summary = (state.summary = await api(`/v1/analyses/${id}/summary`));
   const dist = (state.dist = await api(`/v1/analyses/${id}/distributions`));
   const s = summary.suite;
@@ -219,6 +223,11 @@ window.addEventListener("DOMContentLoaded", () => {
     if (tr) showConcept(tr.dataset.id);
   };
   $("subset-go").onclick = compareSubset;
+  $("compare-go").onclick = compareAnalyses;
+  document.querySelector("#diff-table tbody").onclick = (e) => {
+    const tr = e.target.closest("tr");
+    if (tr) showDiffConcept(Number(tr.dataset.id));
+  };
   $("profile-kind").onchange = loadProfile;
   document.querySelector("#profile-table tbody").onclick = (e) => {
     const tr = e.target.closest("tr");
@@ -258,4 +267,45 @@ async function loadThemes() {
   } catch (e) {
     body.textContent = e.message;
   }
+}
+
+// Compare (`cg-ray diff` over two analyses, GET /v1/diff): the confident changes from this analysis (A) to
+// another (B) with their intervals; a row opens the concept's per-benchmark changes and the rows that flipped.
+async function compareAnalyses() {
+  const table = $("diff-table");
+  table.setAttribute("aria-busy", "true");
+  const params = new URLSearchParams({ a: state.analysis, b: $("compare-with").value, rank_by: $("compare-rank").value });
+  try {
+    const d = (state.diff = await api(`/v1/diff?${params}`));
+    const c = d.counts;
+    $("compare-note").textContent = `${c.paired.toLocaleString()} paired rows (${c.only_a} only in A, ${c.only_b} only in B, ` +
+      `${c.shared_unscored} unscored in one: skipped) · mean score ${fmt(d.runs.a.mean_score_paired)} → ${fmt(d.runs.b.mean_score_paired)} · ` +
+      `${c.confident_regressed} regressed, ${c.confident_improved} improved confidently (≈${c.expected_by_chance_per_direction} per direction by chance)`;
+    const rows = d.top_regressed.map((e) => ["regressed", e]).concat(d.top_improved.map((e) => ["improved", e]));
+    document.querySelector("#diff-table tbody").innerHTML = rows.map(([kind, e]) => `
+      <tr class="${kind}" data-id="${e.concept_id}"><td class="num">${e.concept_id}</td><td>${esc(e.description || e.label || "(no label)")}</td>
+      <td class="num">${signed(e.delta_X_model)} <span class="muted">[${signed(e.low)}, ${signed(e.high)}]</span></td>
+      <td class="num">${signed(e.relative.delta)} <span class="muted">[${signed(e.relative.low)}, ${signed(e.relative.high)}]</span></td>
+      <td class="num">${fmt(e.X_model_a)} → ${fmt(e.X_model_b)}</td><td class="num">${e.n_paired_active}</td></tr>`).join("")
+      || `<tr><td colspan="6" class="muted">no concept changed confidently</td></tr>`;
+  } catch (e) {
+    $("compare-note").innerHTML = `<span class="err">${esc(e.message)}</span>`;
+    document.querySelector("#diff-table tbody").innerHTML = "";
+  }
+  table.setAttribute("aria-busy", "false");
+}
+
+function flippedHtml(list) {
+  if (!list.length) return `<div class="muted">none</div>`;
+  return list.map((r) => `<div class="example"><div class="meta">${esc(r.benchmark)}/${esc(r.row_id)} · score ${fmt(r.score_a, 2)} → ${fmt(r.score_b, 2)} · s̃ ${Number(r.s_tilde_a).toPrecision(3)} / ${Number(r.s_tilde_b).toPrecision(3)}</div>` +
+    [["", r.prompt], ["A: ", r.response_a], ["B: ", r.response_b]].filter(([, t]) => t).map(([who, t]) => `<div>${who}${esc(t.slice(0, 400))}</div>`).join("") + `</div>`).join("");
+}
+
+function showDiffConcept(id) {
+  const e = [...state.diff.top_regressed, ...state.diff.top_improved].find((x) => x.concept_id === id);
+  if (!e) return;
+  const bench = e.per_benchmark.map((b) => `${esc(b.benchmark)}: Δχ ${signed(b.delta_chi_model)} [${signed(b.low)}, ${signed(b.high)}], ${b.n_paired_active} rows`).join(" · ");
+  $("diff-detail").innerHTML = `<h3>Concept ${e.concept_id}: ${esc(e.description || e.label || "(no label)")}</h3><p class="muted">${bench}</p>
+    <div class="grid"><div><h3>Right in A, wrong in B</h3>${flippedHtml(e.examples.right_in_a_wrong_in_b || [])}</div>
+    <div><h3>Wrong in A, right in B</h3>${flippedHtml(e.examples.wrong_in_a_right_in_b || [])}</div></div>`;
 }

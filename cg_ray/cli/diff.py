@@ -1,0 +1,89 @@
+"""`cg-ray diff RUN_A RUN_B --out DIR`: what changed, concept by concept, between two runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from cg_ray.cli.options import add_model_flags, ensure_output_free, from_args
+
+
+def _print(out: Path, doc: dict[str, Any]) -> None:
+    c, runs = doc["counts"], doc["runs"]
+    print(
+        f"{c['paired']:,} paired rows ({c['only_a']:,} only in A, {c['only_b']:,} only in B, "
+        f"{c['shared_unscored']:,} shared but unscored in one run: skipped); mean score "
+        f"{runs['a']['mean_score_paired']:.3f} -> {runs['b']['mean_score_paired']:.3f}; "
+        f"{c['confident_regressed']} concepts confidently regressed, {c['confident_improved']} improved -> {out}"
+    )
+    relative = doc["config"]["rank_by"] == "relative"
+    what = "change beyond the benchmarks' mean-score change" if relative else "ΔX_model"
+    for key, title in (("top_regressed", "regressed"), ("top_improved", "improved")):
+        if doc[key]:
+            print(f"{title} ({what} [interval], X_model A -> B, paired rows active):")
+        for e in doc[key][:5]:
+            name = e["description"] or e["label"] or "(no label)"
+            v = e["relative"] if relative else {"delta": e["delta_X_model"], "low": e["low"], "high": e["high"]}
+            print(
+                f"  {e['concept_id']:>6}  {v['delta']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]  "
+                f"{e['X_model_a']:.3f} -> {e['X_model_b']:.3f}  {e['n_paired_active']:>5} rows  {name[:60]}"
+            )
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from cg_ray.compare.config import DiffConfig
+    from cg_ray.compare.diff import compute_diff
+    from cg_ray.compare.outputs import write_diff
+
+    config = from_args(DiffConfig, args)
+    ensure_output_free(args.out, args.overwrite)
+    result = compute_diff(args.run_a, args.run_b, config)
+    _print(args.out, write_diff(result, args.out, overwrite=args.overwrite))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from cg_ray.compare.config import DiffConfig
+
+    p = subparsers.add_parser(
+        "diff",
+        help="concept-level diff of two runs (paired by row_id, bootstrap intervals)",
+        description="Per concept, ΔX_model and Δχ_model (B − A) on the rows both runs share, with paired "
+        "bootstrap intervals, ΔX_bench between the suites, and the concepts that regressed and improved most "
+        "confidently with the rows that flipped. Both runs must be read with the same reader and SAE.",
+    )
+    p.add_argument("run_a", type=Path, help="run directory A (the baseline)")
+    p.add_argument("run_b", type=Path, help="run directory B (compared with A)")
+    p.add_argument("--out", required=True, type=Path, help="output directory (published atomically)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    g = p.add_argument_group("diff options")
+    add_model_flags(
+        g,
+        DiffConfig,
+        (
+            ("resamples", int),
+            ("seed", int),
+            ("confidence", float),
+            ("top", int),
+            ("examples", int),
+            ("min_rows", int),
+            ("right_threshold", float),
+        ),
+    )
+    g.add_argument(
+        "--rank-by",
+        dest="rank_by",
+        choices=["delta", "relative"],
+        default=None,
+        help="list concepts by ΔX_model (default) or by its change beyond the benchmarks' mean-score change",
+    )
+    g.add_argument(
+        "--assume-same-reader",
+        dest="assume_same_reader",
+        action="store_const",
+        const=True,
+        default=None,
+        help="accept a run whose reader is not recorded (d_sae is still compared)",
+    )
+    p.set_defaults(handler=_cmd_diff)

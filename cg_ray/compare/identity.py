@@ -1,0 +1,147 @@
+"""Which reader and SAE read a run's rows: concept ids of two runs correspond only when both are the same.
+
+A run records its reader in one of two places: `manifest.json` (`cg-ray run`: the reader config and the
+reader factory) or the extract manifest beside the rows file named in summary.json (`cg-ray extract` +
+`cg-ray metrics`: the resolved reader, with the SAE's source and architecture). `d_sae` is always known
+(summary.json). Two identities are compared on every field both know; a field only one of them knows is
+not evidence either way. No weights fingerprint is recorded by the reader, so an SAE retrained in place
+(same spec, same source path) cannot be told apart — the comparison says which fields it checked.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cg_ray import schemas as S
+from cg_ray.errors import CgRayError, InputError
+
+# Fields compared, in the order an error names them.
+FIELDS = ("d_sae", "reader_model", "layer", "sae", "sae_source", "sae_architecture", "sae_d_in", "factory")
+
+
+class ReaderMismatch(CgRayError):
+    """Two runs read with different readers / SAEs (or one whose reader is unknown)."""
+
+    def __init__(self, message: str, field: str | None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class ReaderIdentity:
+    """What a run says about its reader; None = not recorded. `source` names the document it came from."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None
+    text: str | None = None  # which text was read (prompt | response | both), reported, not compared
+
+    @property
+    def known(self) -> bool:
+        return self.source is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "text": self.text, **{k: self.values.get(k) for k in FIELDS}}
+
+
+def _name(path: Any) -> str | None:
+    """A model / SAE named by a catalog name or by a local path compares by its last component."""
+    return None if path in (None, "", "auto") else Path(str(path)).name
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON ({exc.msg})", path=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", path=str(path))
+    return data
+
+
+def _from_run_manifest(path: Path, d_sae: int) -> ReaderIdentity:
+    data = _read(path)
+    reader = (data.get("config") or {}).get("reader") or {}
+    resolved = data.get("reader") or {}
+    values = {
+        "d_sae": resolved.get("d_sae", d_sae),
+        "reader_model": _name(reader.get("model")),
+        "layer": reader.get("layer"),
+        "sae": reader.get("sae"),
+        "factory": resolved.get("factory"),
+    }
+    text = {"prompt_response": "both"}.get(reader.get("text", ""), reader.get("text"))
+    return ReaderIdentity(values, str(path), text)
+
+
+def _from_extract_manifest(path: Path, d_sae: int) -> ReaderIdentity:
+    data = _read(path)
+    reader = data.get("reader") or {}
+    sae = reader.get("sae") or {}
+    values = {
+        "d_sae": sae.get("d_sae", d_sae),
+        "reader_model": _name(reader.get("model")),
+        "layer": reader.get("layer"),
+        "sae": sae.get("spec"),
+        "sae_source": _name(sae.get("source")),
+        "sae_architecture": sae.get("architecture"),
+        "sae_d_in": sae.get("d_in"),
+        # extract always uses the real reader (cg_ray.activations.reader)
+        "factory": "cg_ray.activations.reader:ConceptReader.from_config",
+    }
+    return ReaderIdentity(values, str(path), data.get("text"))
+
+
+def extract_manifest_candidates(run_dir: Path, rows_file: str) -> list[Path]:
+    """Where the extract manifest of `summary.rows_file` may be: as written, or relative to the run."""
+    given = Path(rows_file)
+    stem = given.name.removesuffix(".parquet") + ".manifest.json"
+    places = [given.with_name(stem), run_dir / given.parent / stem, run_dir.parent / stem, run_dir / stem]
+    return list(dict.fromkeys(places))
+
+
+def reader_identity(run_dir: Path, summary: dict[str, Any]) -> ReaderIdentity:
+    """The run's reader as recorded (an identity with only d_sae and no source when nothing says more)."""
+    d_sae = int(summary["d_sae"])
+    manifest = run_dir / S.MANIFEST_FILE
+    if manifest.is_file():
+        return _from_run_manifest(manifest, d_sae)
+    rows_file = summary.get("rows_file")
+    if rows_file:
+        for candidate in extract_manifest_candidates(run_dir, str(rows_file)):
+            if candidate.is_file():
+                return _from_extract_manifest(candidate, d_sae)
+    return ReaderIdentity({"d_sae": d_sae}, None, None)
+
+
+def check_same_reader(
+    a: ReaderIdentity, b: ReaderIdentity, names: tuple[str, str], *, assume_same: bool = False
+) -> list[str]:
+    """The fields compared; raises `ReaderMismatch` naming both runs and the first field that differs.
+
+    A run whose reader is not recorded is refused unless `assume_same` (the caller vouches for it, e.g. two
+    analyses of one service, which has one reader); d_sae is compared in every case.
+    """
+    checked = []
+    for key in FIELDS:
+        va, vb = a.values.get(key), b.values.get(key)
+        if va is None or vb is None:
+            continue
+        checked.append(key)
+        if va != vb:
+            raise ReaderMismatch(
+                f"runs read with different readers/SAEs, so their concept ids do not correspond: "
+                f"{key} is {va!r} in run A ({names[0]}) but {vb!r} in run B ({names[1]})",
+                key,
+            )
+    unknown = [n for n, ident in zip(names, (a, b), strict=True) if not ident.known]
+    if unknown and not assume_same:
+        raise ReaderMismatch(
+            f"cannot tell which reader/SAE read {' and '.join(unknown)} (no manifest.json, no extract manifest "
+            f"beside its rows file); only d_sae was compared. Pass --assume-same-reader if you know both runs "
+            f"({names[0]}, {names[1]}) were read by the same reader and SAE",
+            "reader",
+        )
+    return checked

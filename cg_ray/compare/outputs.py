@@ -1,0 +1,211 @@
+"""What `cg-ray diff` writes: diff.parquet (per concept), diff_benchmarks.parquet (per benchmark and
+concept), diff.json (a versioned summary) and diff.html, published atomically into one directory."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cg_ray import __version__
+from cg_ray import schemas as S
+from cg_ray.artifacts.contract import DiffSummary, write_document
+from cg_ray.artifacts.publish import atomic_directory
+from cg_ray.compare.diff import DiffResult, eligible
+from cg_ray.compare.runs import DiffRun
+
+KIND = "cg_ray.diff"
+
+
+def _num(x: float | np.floating | None) -> float | None:
+    if x is None:
+        return None
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
+def _nullable(values: np.ndarray) -> pa.Array:
+    return pa.array(values, type=pa.float64(), from_pandas=True)  # NaN -> null
+
+
+def _x_bench(run: DiffRun, d_sae: int) -> np.ndarray:
+    out = np.zeros(d_sae)
+    ids = run.concepts.column("concept_id").to_numpy()
+    out[ids] = run.concepts.column("X_bench").to_numpy()
+    return out
+
+
+def diff_table(result: DiffResult) -> pa.Table:
+    """One row per concept active in either run (its suite) or in the paired rows."""
+    d = result.a.d_sae
+    x_bench_a, x_bench_b = _x_bench(result.a, d), _x_bench(result.b, d)
+    cols = result.concept_ids
+    full: dict[str, np.ndarray] = {}
+    delta = result.delta
+    for name, values in (
+        ("X_model_a", delta.x_a),
+        ("X_model_b", delta.x_b),
+        ("delta_X_model", delta.x_delta),
+        ("delta_X_model_low", delta.x_low),
+        ("delta_X_model_high", delta.x_high),
+        ("relative_delta", delta.rel_delta),
+        ("relative_low", delta.rel_low),
+        ("relative_high", delta.rel_high),
+    ):
+        full[name] = np.full(d, np.nan)
+        full[name][cols] = values
+    counts: dict[str, np.ndarray] = {}
+    for name, counted in (
+        ("n_paired_active", result.n_active),
+        ("n_active_a", result.n_active_a),
+        ("n_active_b", result.n_active_b),
+    ):
+        counts[name] = np.zeros(d, dtype=np.int64)
+        counts[name][cols] = counted
+    direction = np.full(d, None, dtype=object)
+    rank = np.full(d, np.nan)
+    for key, order in (("regressed", result.regressed), ("improved", result.improved)):
+        direction[cols[order]] = key
+        rank[cols[order]] = np.arange(1, len(order) + 1)
+    keep = np.zeros(d, dtype=bool)
+    keep[cols] = True
+    keep |= (x_bench_a > 0) | (x_bench_b > 0)
+    ids = np.flatnonzero(keep)
+    return pa.Table.from_arrays(
+        [
+            pa.array(ids.astype(np.int32)),
+            pa.array([result.labels.get(int(c)) for c in ids], pa.string()),
+            pa.array([result.descriptions.get(int(c)) for c in ids], pa.string()),
+            *(pa.array(counts[n][ids]) for n in ("n_paired_active", "n_active_a", "n_active_b")),
+            *(_nullable(full[n][ids]) for n in full),
+            pa.array(direction[ids].tolist(), pa.string()),
+            pa.array([None if np.isnan(r) else int(r) for r in rank[ids]], pa.int32()),
+            pa.array(x_bench_a[ids]),
+            pa.array(x_bench_b[ids]),
+            pa.array(x_bench_b[ids] - x_bench_a[ids]),
+        ],
+        schema=S.DIFF_SCHEMA,
+    )
+
+
+def diff_benchmarks_table(result: DiffResult) -> pa.Table:
+    b_idx, c_idx = np.nonzero(result.n_active_bench > 0)
+    names = np.asarray(result.pairing.benchmarks, dtype=object)
+    delta = result.delta
+    return pa.Table.from_arrays(
+        [
+            pa.array(names[b_idx].tolist(), pa.string()),
+            pa.array(result.concept_ids[c_idx].astype(np.int32)),
+            pa.array(result.n_active_bench[b_idx, c_idx]),
+            *(
+                _nullable(values[b_idx, c_idx])
+                for values in (delta.chi_a, delta.chi_b, delta.chi_delta, delta.chi_low, delta.chi_high)
+            ),
+        ],
+        schema=S.DIFF_BENCHMARKS_SCHEMA,
+    )
+
+
+def concept_entry(result: DiffResult, column: int) -> dict[str, Any]:
+    """One listed concept: its change with the interval, per benchmark, and the rows that flipped."""
+    c = int(result.concept_ids[column])
+    delta = result.delta
+    per_bench = [
+        {
+            "benchmark": name,
+            "n_paired_active": int(result.n_active_bench[b, column]),
+            "delta_chi_model": _num(delta.chi_delta[b, column]),
+            "low": _num(delta.chi_low[b, column]),
+            "high": _num(delta.chi_high[b, column]),
+        }
+        for b, name in enumerate(result.pairing.benchmarks)
+        if result.n_active_bench[b, column] > 0
+    ]
+    return {
+        "concept_id": c,
+        "label": result.labels.get(c),
+        "description": result.descriptions.get(c),
+        "X_model_a": _num(delta.x_a[column]),
+        "X_model_b": _num(delta.x_b[column]),
+        "delta_X_model": _num(delta.x_delta[column]),
+        "low": _num(delta.x_low[column]),
+        "high": _num(delta.x_high[column]),
+        "relative": {
+            "delta": _num(delta.rel_delta[column]),
+            "low": _num(delta.rel_low[column]),
+            "high": _num(delta.rel_high[column]),
+        },
+        "n_paired_active": int(result.n_active[column]),
+        "per_benchmark": per_bench,
+        "examples": result.examples.get(c, {}),
+    }
+
+
+def _run_entry(run: DiffRun, mean_paired: float | None) -> dict[str, Any]:
+    return {
+        "path": str(run.path),
+        "n_rows": run.keys.num_rows,
+        "benchmarks": run.benchmarks,
+        "evaluated_model": run.summary.get("evaluated_model") or run.summary.get("model_filter"),
+        "mean_score_paired": mean_paired,
+        "reader": run.identity.as_dict(),
+    }
+
+
+def summary_dict(result: DiffResult) -> dict[str, Any]:
+    cfg = result.config
+    pos_a, pos_b = result.pairing.pos_a, result.pairing.pos_b
+    delta = result.delta
+    defined = ~np.isnan(delta.x_delta)
+    n_eligible = int(eligible(delta, result.n_active, cfg.min_rows, cfg.rank_by).sum())
+    return {
+        "kind": KIND,
+        "cg_ray_version": __version__,
+        "runs": {
+            "a": _run_entry(result.a, _num(result.a.scores[pos_a].mean())),
+            "b": _run_entry(result.b, _num(result.b.scores[pos_b].mean())),
+        },
+        "reader_check": {
+            "checked_fields": result.checked_fields,
+            "assumed_same": cfg.assume_same_reader,
+            "text_a": result.a.identity.text,
+            "text_b": result.b.identity.text,
+        },
+        "config": cfg.model_dump(),
+        "method": "paired percentile bootstrap over the shared, scored rows, stratified by benchmark "
+        "(cg_ray.compare.bootstrap); delta = B - A",
+        "counts": {
+            **result.pairing.counts,
+            "concepts_compared": int(result.concept_ids.size),
+            "concepts_defined": int(defined.sum()),
+            "eligible": n_eligible,
+            "confident_regressed": len(result.regressed),
+            "confident_improved": len(result.improved),
+            # per-concept intervals: this many per direction would exclude 0 by chance if nothing changed
+            "expected_by_chance_per_direction": round(n_eligible * (1 - cfg.confidence) / 2, 1),
+        },
+        "paired_benchmarks": [
+            {"benchmark": name, "mean_score_delta": _num(delta.mean_delta[b])}
+            for b, name in enumerate(result.pairing.benchmarks)
+        ],
+        "top_regressed": [concept_entry(result, c) for c in result.regressed[: cfg.top]],
+        "top_improved": [concept_entry(result, c) for c in result.improved[: cfg.top]],
+        "seconds": result.seconds,
+        "files": [S.DIFF_FILE, S.DIFF_BENCHMARKS_FILE, S.DIFF_JSON, S.DIFF_HTML],
+    }
+
+
+def write_diff(result: DiffResult, out: Path, *, overwrite: bool = False) -> dict[str, Any]:
+    """Publish the diff into `out` (complete or absent); returns what diff.json holds."""
+    from cg_ray.compare.html import diff_page
+
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        pq.write_table(diff_table(result), tmp / S.DIFF_FILE)
+        pq.write_table(diff_benchmarks_table(result), tmp / S.DIFF_BENCHMARKS_FILE)
+        written = write_document(tmp / S.DIFF_JSON, DiffSummary, summary_dict(result), allow_nan=False)
+        (tmp / S.DIFF_HTML).write_text(diff_page(written), encoding="utf-8")
+    return written
