@@ -153,6 +153,7 @@ class ConceptReader:
                 "architecture": info.architecture,
                 "d_in": info.d_in,
                 "d_sae": info.d_sae,
+                "weights_sha256": info.fingerprint,
             },
             "tokens": self.policy.describe(),
             "token_budget": self.token_budget,

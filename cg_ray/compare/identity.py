@@ -19,7 +19,17 @@ from cg_ray import schemas as S
 from cg_ray.errors import CgRayError, InputError
 
 # Fields compared, in the order an error names them.
-FIELDS = ("d_sae", "reader_model", "layer", "sae", "sae_source", "sae_architecture", "sae_d_in", "factory")
+FIELDS = (
+    "d_sae",
+    "reader_model",
+    "layer",
+    "sae",
+    "sae_source",
+    "sae_architecture",
+    "sae_d_in",
+    "sae_weights",  # the weights' sha256: an SAE retrained in place keeps its spec and path
+    "factory",
+)
 
 
 class ReaderMismatch(CgRayError):
@@ -71,6 +81,7 @@ def _from_run_manifest(path: Path, d_sae: int) -> ReaderIdentity:
         "layer": reader.get("layer"),
         "sae": reader.get("sae"),
         "factory": resolved.get("factory"),
+        "sae_weights": next((a.get("sae_weights") for a in resolved.get("actors") or [] if a.get("sae_weights")), None),
     }
     text = {"prompt_response": "both"}.get(reader.get("text", ""), reader.get("text"))
     return ReaderIdentity(values, str(path), text)
@@ -88,6 +99,7 @@ def _from_extract_manifest(path: Path, d_sae: int) -> ReaderIdentity:
         "sae_source": _name(sae.get("source")),
         "sae_architecture": sae.get("architecture"),
         "sae_d_in": sae.get("d_in"),
+        "sae_weights": sae.get("weights_sha256"),
         # extract always uses the real reader (cg_ray.activations.reader)
         "factory": "cg_ray.activations.reader:ConceptReader.from_config",
     }

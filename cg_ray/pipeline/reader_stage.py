@@ -63,6 +63,7 @@ class ReaderStage:
                 "dtype": described.get("dtype"),
                 "device": described.get("device"),
                 "hardware": hardware_info().as_dict(),
+                "sae_weights": (described.get("sae") or {}).get("weights_sha256"),
             },
             sort_keys=True,
         )

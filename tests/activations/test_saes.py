@@ -52,6 +52,19 @@ def test_saelens_disk_encode_is_saelens(tiny_sae_dir: Callable[..., Path]) -> No
     assert load_sae(str(path)).info.backend == "saelens-disk"  # a bare directory works too
 
 
+def test_the_weights_fingerprint_follows_the_weights_not_the_path(tiny_sae_dir: Callable[..., Path]) -> None:
+    from safetensors.torch import load_file
+
+    path = tiny_sae_dir("topk")
+    before = load_sae(f"saelens-disk:{path}").info.fingerprint
+    assert before is not None and len(before) == 16
+    assert load_sae(f"saelens-disk:{path}").info.fingerprint == before  # stable across loads
+    weights = load_file(str(path / "sae_weights.safetensors"))
+    weights["b_enc"] = weights["b_enc"] + 1.0  # retrained in place: same spec, same path
+    save_file(weights, str(path / "sae_weights.safetensors"))
+    assert load_sae(f"saelens-disk:{path}").info.fingerprint != before
+
+
 def test_npz_jumprelu_equals_saelens(tmp_path: Path) -> None:
     sae = tiny_saelens_sae("jumprelu")
     path = tmp_path / "params.npz"

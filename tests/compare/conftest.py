@@ -29,6 +29,7 @@ def write_run(
     *,
     d_sae: int = D_SAE,
     reader: dict[str, Any] | None = READER,
+    sae_weights: str | None = None,
 ) -> Path:
     """A published run directory; `reader` (None: none recorded) goes into manifest.json as `cg-ray run` does."""
     path.mkdir(parents=True)
@@ -47,7 +48,8 @@ def write_run(
     pq.write_table(table, path / S.ROWS_FILE)
     publish_metrics(path, MetricsConfig(min_rows=1))
     if reader is not None:
-        manifest = {"cg_ray_version": "test", "config": {"reader": reader}, "reader": {"d_sae": d_sae}}
+        resolved: dict[str, Any] = {"d_sae": d_sae, "actors": [{"device": "cpu", "sae_weights": sae_weights}]}
+        manifest = {"cg_ray_version": "test", "config": {"reader": reader}, "reader": resolved}
         manifest |= {"counts": {}, "stages": {}}
         (path / S.MANIFEST_FILE).write_text(json.dumps(manifest), encoding="utf-8")
     return path

@@ -71,6 +71,17 @@ def test_runs_read_with_different_saes_are_refused_naming_both_runs_and_the_fiel
     assert "'default'" in message and "'npz:other.npz'" in message
 
 
+def test_an_sae_retrained_in_place_is_refused_by_its_weights_fingerprint(tmp_path: Path) -> None:
+    p = planted(n=40)
+    args = (p["row_ids"], p["benchmarks"])
+    a = write_run(tmp_path / "A", *args, p["a"], p["concepts"], sae_weights="0123456789abcdef")
+    b = write_run(tmp_path / "B", *args, p["b"], p["concepts"], sae_weights="fedcba9876543210")
+    with pytest.raises(ReaderMismatch, match="sae_weights is '0123456789abcdef' in run A"):
+        compute_diff(a, b, FAST)
+    same = write_run(tmp_path / "C", *args, p["b"], p["concepts"], sae_weights="0123456789abcdef")
+    assert "sae_weights" in compute_diff(a, same, FAST).checked_fields
+
+
 def test_different_sae_widths_are_refused(tmp_path: Path) -> None:
     p = planted(n=40)
     a = write_run(tmp_path / "A", p["row_ids"], p["benchmarks"], p["a"], p["concepts"], d_sae=12)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: importing the SAE types must not load torch
@@ -22,6 +23,9 @@ class SaeInfo:
     sink_positions: int | None = None  # sae-lens seqpos_slice start used in training
     exclude_special_tokens: bool | None = None
     prepend_bos: bool | None = None
+    # sha256 (16 hex) of the weights file: an SAE retrained in place keeps its spec and path, and its
+    # concept ids no longer correspond (`cg-ray diff` compares this). None where there is no local file.
+    fingerprint: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -35,6 +39,16 @@ class SaeEncoder(Protocol):
     def encode(self, x: torch.Tensor) -> torch.Tensor: ...
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> SaeEncoder: ...
+
+
+def file_fingerprint(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def hook_layer_from_name(hook_name: str | None) -> int | None:

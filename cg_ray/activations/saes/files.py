@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cg_ray.activations.saes.base import SaeInfo
+from cg_ray.activations.saes.base import SaeInfo, file_fingerprint
 from cg_ray.activations.saes.dense import Architecture, DenseSae
 from cg_ray.errors import InputError
 
@@ -37,7 +37,14 @@ def load_npz(path: Path) -> DenseSae:
         raise InputError(f"cannot read npz: {exc}", path=str(path)) from exc
     _require(tensors, ("W_enc", "b_enc", "threshold", "b_dec"), path)
     d_in, d_sae = tensors["W_enc"].shape
-    info = SaeInfo(backend="npz", source=str(path), architecture="jumprelu", d_in=d_in, d_sae=d_sae)
+    info = SaeInfo(
+        backend="npz",
+        source=str(path),
+        fingerprint=file_fingerprint(path),
+        architecture="jumprelu",
+        d_in=d_in,
+        d_sae=d_sae,
+    )
     return DenseSae(
         W_enc=tensors["W_enc"],
         b_enc=tensors["b_enc"],
@@ -63,7 +70,9 @@ def load_goodfire_pth(path: Path) -> DenseSae:
     _require(tensors, ("encoder_linear.weight", "encoder_linear.bias", "decoder_linear.bias"), path)
     W_enc = tensors["encoder_linear.weight"].T.contiguous()
     d_in, d_sae = W_enc.shape
-    info = SaeInfo(backend="pth", source=str(path), architecture="relu", d_in=d_in, d_sae=d_sae)
+    info = SaeInfo(
+        backend="pth", source=str(path), fingerprint=file_fingerprint(path), architecture="relu", d_in=d_in, d_sae=d_sae
+    )
     return DenseSae(
         W_enc=W_enc,
         b_enc=tensors["encoder_linear.bias"],
@@ -99,7 +108,14 @@ def load_safetensors(
     if arch == "topk" and k is None:
         raise InputError("a TopK SAE needs k (add ',k=N' to the spec)", path=str(path), field="k")
     d_in, d_sae = tensors["W_enc"].shape
-    info = SaeInfo(backend="safetensors", source=str(path), architecture=arch, d_in=d_in, d_sae=d_sae)
+    info = SaeInfo(
+        backend="safetensors",
+        source=str(path),
+        fingerprint=file_fingerprint(path),
+        architecture=arch,
+        d_in=d_in,
+        d_sae=d_sae,
+    )
     typed_arch: Architecture = arch  # type: ignore[assignment]
     return DenseSae(
         W_enc=tensors["W_enc"],

@@ -7,12 +7,12 @@ from typing import Any
 
 import torch
 
-from cg_ray.activations.saes.base import SaeInfo, hook_layer_from_name
+from cg_ray.activations.saes.base import SaeInfo, file_fingerprint, hook_layer_from_name
 from cg_ray.errors import InputError
 
 
 class SaeLensSae:
-    def __init__(self, sae: Any, *, backend: str, source: str) -> None:
+    def __init__(self, sae: Any, *, backend: str, source: str, fingerprint: str | None = None) -> None:
         self.sae = sae.eval()
         meta = getattr(sae.cfg, "metadata", None)
         seqpos = getattr(meta, "seqpos_slice", None)
@@ -28,6 +28,7 @@ class SaeLensSae:
             sink_positions=int(seqpos[0]) if seqpos and seqpos[0] is not None else None,
             exclude_special_tokens=None if excl is None else bool(excl),
             prepend_bos=getattr(meta, "prepend_bos", None),
+            fingerprint=fingerprint,
             extra={"hook_name": hook_name},
         )
 
@@ -56,7 +57,9 @@ def load_disk(path: Path) -> SaeLensSae:
         sae = SAE.load_from_disk(str(path), device="cpu")
     except (ValueError, KeyError) as exc:  # unknown architecture, missing tensors
         raise InputError(f"cannot load this SAE: {exc}", path=str(path)) from exc
-    return SaeLensSae(sae, backend="saelens-disk", source=str(path))
+    weights = path / "sae_weights.safetensors"
+    fingerprint = file_fingerprint(weights) if weights.is_file() else None
+    return SaeLensSae(sae, backend="saelens-disk", source=str(path), fingerprint=fingerprint)
 
 
 def load_pretrained(release: str, sae_id: str) -> SaeLensSae:  # pragma: no cover - needs the hub
