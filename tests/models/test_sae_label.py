@@ -111,7 +111,7 @@ def test_word_starts_follow_the_tokenizers_space_marker() -> None:
     except Exception as exc:  # the model is prepared by `make setup`
         pytest.skip(f"reader model not prepared: {exc}")
     sheet = tokenizer(" sheet metal", add_special_tokens=False)["input_ids"]
-    pieces = tokenizer(" spreadsheets", add_special_tokens=False)["input_ids"]
+    pieces = tokenizer(" antidisestablishment", add_special_tokens=False)["input_ids"]  # Ġant idis establish ment
     words = word_tokens(tokenizer, np.ones(len(tokenizer)), common=0)
     assert words[sheet[0]]  # " sheet" starts a word
     assert len(pieces) > 1 and not any(words[i] for i in pieces[1:])  # the tail pieces do not
