@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cg_ray.config import TEXT_MODES, canonical_text_mode
+
 
 def add_reader_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("reader")
@@ -76,7 +78,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--input", required=True, type=Path, help="JSONL rows with id, benchmark, score, texts")
     p.add_argument("--out", required=True, type=Path, help="rows.parquet to write")
-    p.add_argument("--text", choices=("prompt", "response", "both"), default="prompt", help="which text is read")
+    p.add_argument(
+        "--text",
+        type=canonical_text_mode,
+        choices=TEXT_MODES,
+        default="prompt",
+        help="which text is read (`both`: deprecated name of prompt_response)",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--chat-template", action="store_true", help="read through the model's chat template")
     mode.add_argument("--raw", action="store_true", help="read the raw text (default)")

@@ -72,7 +72,7 @@ def test_upload_analysis_results_end_to_end(client, key, settings) -> None:
     assert client.get(f"/v1/uploads/{up['id']}", headers=key).json()["id"] == up["id"]
     assert [u["id"] for u in client.get("/v1/uploads", headers=key).json()] == [up["id"]]
 
-    r = client.post("/v1/analyses", headers=key, json={"upload_ids": [up["id"]], "text": "both"})
+    r = client.post("/v1/analyses", headers=key, json={"upload_ids": [up["id"]], "text": "prompt_response"})
     assert r.status_code == 202, r.text
     status = wait_for(client, key, r.json()["id"])
     assert status["status"] == "succeeded", status
