@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.config import MetricsConfig, TextMode
-from cg_ray.serve.uploads import FieldMapping
 
 
 class _Open(BaseModel):
@@ -26,7 +26,11 @@ class JsonUpload(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field("rows", max_length=200)
     rows: list[dict[str, Any]]
-    mapping: FieldMapping = FieldMapping()
+    mapping: FieldMapping | None = Field(
+        None,
+        description="which field holds each part of a row; unset parts are looked for under their own names "
+        "(id, benchmark, prompt, response, reference, score)",
+    )
 
 
 class AnalysisRequest(BaseModel):

@@ -168,6 +168,28 @@ def test_json_rows_upload_with_mapping(client, key) -> None:
     assert r.json()["n_rows"] == 2 and r.json()["benchmarks"] == ["mini"]
 
 
+def test_upload_mapping_is_the_benchmark_field_mapping(client, key) -> None:
+    """One FieldMapping: parts the client leaves unset keep the upload defaults; dotted paths and prompt
+    lists work as for benchmark sources; parts only sources use are refused."""
+    rows = [{"q": {"text": "2+2"}, "ctx": "sums", "score": 1, "benchmark": "arith"}, {"q": {"text": "3+3"}, "score": 0}]
+    body = {"name": "mini", "rows": rows, "mapping": {"prompt": ["ctx", "q.text"]}}
+    r = client.post("/v1/uploads/json", headers=key, json=body)
+    assert r.status_code == 201, r.text
+    up = r.json()
+    assert up["has_scores"] and up["benchmarks"] == ["arith", "mini"]
+    assert up["fields"]["mapping"] == {
+        "id": "id",
+        "benchmark": "benchmark",
+        "prompt": ["ctx", "q.text"],
+        "response": "response",
+        "reference": "reference",
+        "score": "score",
+    }
+    body = {"name": "mini", "rows": rows, "mapping": {"prompt": "q.text", "choices": "opts"}}
+    r = client.post("/v1/uploads/json", headers=key, json=body)
+    assert r.status_code == 422 and r.json()["detail"]["field"] == "mapping.choices"
+
+
 def test_other_upload_formats(client, key) -> None:
     csv = b"id,prompt,score\n1,hello world,1\n2,good bye,0\n"
     assert upload(client, key, csv, "b.csv", "text/csv").status_code == 201
