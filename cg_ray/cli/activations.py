@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cg_ray.cli.options import add_command
 from cg_ray.config import TEXT_MODES, canonical_text_mode
 
 
@@ -70,12 +71,7 @@ def reader_config(args: argparse.Namespace) -> Any:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "extract",
-        help="SAE concept activations of scored rows → rows.parquet",
-        description="Read scored JSONL rows, compute s̃ per row with the reader, write rows.parquet "
-        "and a manifest beside it.",
-    )
+    p = add_command(subparsers, "extract", _extract)
     p.add_argument("--input", required=True, type=Path, help="JSONL rows with id, benchmark, score, texts")
     p.add_argument("--out", required=True, type=Path, help="rows.parquet to write")
     p.add_argument(
@@ -100,10 +96,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--limit", type=int, default=None, help="keep the first N rows")
     p.add_argument("--allow-missing-scores", action="store_true", help="accept rows whose score is null")
     add_reader_arguments(p)
-    p.set_defaults(handler=_extract)
 
 
 def _extract(args: argparse.Namespace) -> int:
+    """SAE concept activations of scored rows → rows.parquet
+
+    Read scored JSONL rows, compute s̃ per row with the reader, write rows.parquet and a manifest beside it."""
     from cg_ray.activations.extract import ExtractJob, run_extract
 
     manifest = run_extract(
