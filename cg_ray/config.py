@@ -2,14 +2,37 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from cg_ray.errors import ConfigError
 
+log = logging.getLogger(__name__)
+
 Settings = TypeVar("Settings", bound=BaseModel)
+
+# Which text of a row the reader reads. `both` is the old name of `prompt_response`, still accepted.
+TEXT_MODES: tuple[str, ...] = ("prompt", "prompt_response", "response")
+_TEXT_MODE_ALIASES = {"both": "prompt_response"}
+_warned_aliases: set[str] = set()
+
+
+def canonical_text_mode(value: Any, *, warn: bool = True) -> Any:
+    """`value` with a deprecated alias replaced by its canonical name (logged once per alias and process);
+    anything else is returned as is, for the validator to judge."""
+    if isinstance(value, str) and value in _TEXT_MODE_ALIASES:
+        canonical = _TEXT_MODE_ALIASES[value]
+        if warn and value not in _warned_aliases:
+            _warned_aliases.add(value)
+            log.warning("text mode %r is deprecated: use %r", value, canonical)
+        return canonical
+    return value
+
+
+TextMode = Annotated[Literal["prompt", "prompt_response", "response"], BeforeValidator(canonical_text_mode)]
 
 
 class _Frozen(BaseModel):

@@ -48,6 +48,11 @@ def rows_schema_with_d_sae(d_sae: int) -> pa.Schema:
 CoverageClass = Literal["missing", "under", "normal", "over"]
 COVERAGE_CLASSES: Final[tuple[CoverageClass, ...]] = ("missing", "under", "normal", "over")
 
+# The 95% intervals of X_model and of the difficulty-adjusted gap (cg_ray.metrics.uncertainty, whose
+# `Uncertainty` has an array of each name), beside the paper's columns in concepts.parquet and the profiles.
+INTERVAL_COLUMNS: Final = ("X_model_low", "X_model_high", "adjusted_gap", "adjusted_gap_low", "adjusted_gap_high")
+INTERVAL_FIELDS: Final = [pa.field(name, pa.float64(), nullable=True) for name in INTERVAL_COLUMNS]
+
 # concepts.parquet
 CONCEPTS_SCHEMA: Final = pa.schema(
     [
@@ -61,11 +66,7 @@ CONCEPTS_SCHEMA: Final = pa.schema(
         pa.field("is_model_gap", pa.bool_(), nullable=False),
         # Added beside the paper's columns (cg_ray.metrics.uncertainty): support and 95% intervals.
         pa.field("n_eff", pa.float64(), nullable=True),
-        pa.field("X_model_low", pa.float64(), nullable=True),
-        pa.field("X_model_high", pa.float64(), nullable=True),
-        pa.field("adjusted_gap", pa.float64(), nullable=True),
-        pa.field("adjusted_gap_low", pa.float64(), nullable=True),
-        pa.field("adjusted_gap_high", pa.float64(), nullable=True),
+        *INTERVAL_FIELDS,
     ]
 )
 
@@ -94,11 +95,7 @@ PROFILE_SCHEMA: Final = pa.schema(
         pa.field("label", pa.string(), nullable=True),
         pa.field("description", pa.string(), nullable=True),
         pa.field("X_model", pa.float64(), nullable=True),
-        pa.field("X_model_low", pa.float64(), nullable=True),
-        pa.field("X_model_high", pa.float64(), nullable=True),
-        pa.field("adjusted_gap", pa.float64(), nullable=True),
-        pa.field("adjusted_gap_low", pa.float64(), nullable=True),
-        pa.field("adjusted_gap_high", pa.float64(), nullable=True),
+        *INTERVAL_FIELDS,
         pa.field("n_rows", pa.int64(), nullable=False),
         pa.field("n_eff", pa.float64(), nullable=True),
         pa.field("n_benchmarks", pa.int32(), nullable=False),

@@ -79,7 +79,7 @@ def test_missing_and_binary_files(tmp_path: Path) -> None:
         load_labels(tmp_path / "none.jsonl")
     binary = tmp_path / "bin.jsonl"
     binary.write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(InputError, match="not UTF-8"):
+    with pytest.raises(InputError, match="not valid UTF-8"):
         load_labels(binary)
 
 

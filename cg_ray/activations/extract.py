@@ -15,10 +15,11 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.activations.config import ReaderConfig
-from cg_ray.activations.inputs import TextMode, load_benchmark_records, load_rows, row_text
+from cg_ray.activations.inputs import load_benchmark_records, load_rows, row_text
 from cg_ray.activations.packing import pack_concepts
 from cg_ray.activations.pooling import RowActs
 from cg_ray.artifacts.publish import atomic_file
+from cg_ray.config import TextMode, canonical_text_mode
 from cg_ray.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,9 @@ class ExtractJob:
     model: str | None = None
     limit: int | None = None
     reader: ReaderConfig = field(default_factory=lambda: ReaderConfig.model_validate({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", canonical_text_mode(self.text))  # `both`: the deprecated alias
 
 
 def manifest_path(out: Path) -> Path:

@@ -13,12 +13,12 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from cg_ray.benchmarks.files import iter_jsonl
+from cg_ray.config import TextMode
 from cg_ray.errors import InputError
 
-TextMode = Literal["prompt", "response", "both"]
 Turns = tuple[str, ...]
 
 
@@ -179,8 +179,8 @@ def row_text(row: ScoredRow, mode: TextMode, tokenizer: Any | None) -> tuple[str
 
     Raw: turns joined by blank lines (tokenizer adds its usual specials). Chat template: prompt turns as
     user messages, response turns as assistant messages, alternating; the template supplies specials."""
-    prompt = row.prompt if mode in ("prompt", "both") else ()
-    response = row.response if mode in ("response", "both") else ()
+    prompt = row.prompt if mode in ("prompt", "prompt_response") else ()
+    response = row.response if mode in ("response", "prompt_response") else ()
     if tokenizer is None:
         return "\n\n".join((*prompt, *response)), True
     messages: list[dict[str, str]] = []

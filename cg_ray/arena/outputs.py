@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.arena.ratings import Ratings
+from cg_ray.arena.ratings import RATING_COLUMNS, Ratings
 
 RATINGS_FILE = S.RATINGS_PARQUET
 PAIRWISE_FILE = S.PAIRWISE_FILE
@@ -44,7 +44,7 @@ def write_ratings(out_dir: str | os.PathLike[str], ratings: Ratings, extra: dict
     pairs = pairwise_rows(ratings)
     model_schema = pa.schema(
         [("model", pa.string())]
-        + [(k, pa.float64()) for k in ("bt", "bt_lower", "bt_upper", "elo", "elo_lower", "elo_upper")]
+        + [(k, pa.float64()) for k in RATING_COLUMNS]
         + [(k, pa.int64()) for k in ("battles", "wins", "losses", "ties", "bothbad")]
     )
     pq.write_table(pa.Table.from_pylist(result["models"], schema=model_schema), out / RATINGS_FILE)

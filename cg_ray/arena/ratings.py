@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -163,6 +163,10 @@ def elo_ratings(
     return ratings
 
 
+# The per-model rating arrays of `Ratings`, in the order ratings.json and ratings.parquet list them.
+RATING_COLUMNS: Final = ("bt", "bt_lower", "bt_upper", "elo", "elo_lower", "elo_upper")
+
+
 @dataclass(frozen=True)
 class Ratings:
     """BT and Elo ratings (NaN: a model with no counted battle) with their bootstrap CIs."""
@@ -205,12 +209,7 @@ class Ratings:
             "models": [
                 {
                     "model": self.models[i],
-                    "bt": num(self.bt[i]),
-                    "bt_lower": num(self.bt_lower[i]),
-                    "bt_upper": num(self.bt_upper[i]),
-                    "elo": num(self.elo[i]),
-                    "elo_lower": num(self.elo_lower[i]),
-                    "elo_upper": num(self.elo_upper[i]),
+                    **{name: num(getattr(self, name)[i]) for name in RATING_COLUMNS},
                     **self.counts[self.models[i]],
                 }
                 for i in order

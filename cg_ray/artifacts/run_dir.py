@@ -53,11 +53,7 @@ def concepts_table(result: CGResult, labels: ConceptLabels | None) -> pa.Table:
             pa.array(result.class_names(result.coverage_class)),
             pa.array(result.is_model_gap),
             _nullable(u.concept_n_eff),
-            _nullable(u.X_model_low),
-            _nullable(u.X_model_high),
-            _nullable(u.adjusted_gap),
-            _nullable(u.adjusted_gap_low),
-            _nullable(u.adjusted_gap_high),
+            *(_nullable(getattr(u, name)) for name in S.INTERVAL_COLUMNS),
         ],
         schema=S.CONCEPTS_SCHEMA,
     )

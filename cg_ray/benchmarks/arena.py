@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from cg_ray.benchmarks.files import iter_json_lines, iter_records
 from cg_ray.errors import InputError
 
 WINNERS: Final = ("model_a", "model_b", "tie", "tie (bothbad)")
@@ -42,8 +43,10 @@ DUPLICATE_BATTLE: Final = "duplicate_battle"
 class BattleError(InputError):
     """An invalid battle record; `code` is its reason code."""
 
-    def __init__(self, message: str, *, code: str, path: str, row: int, field: str | None) -> None:
-        super().__init__(message, path=path, row=row, field=field)
+    def __init__(
+        self, message: str, *, code: str, path: str, row: int, field: str | None, line: int | None = None
+    ) -> None:
+        super().__init__(message, path=path, row=row, field=field, line=line)
         self.code = code
 
 
@@ -201,9 +204,7 @@ def _parse_battle(rec: object, index: int) -> Battle:
 
 
 def _where(raw: RawRecord) -> str:
-    parts = [f"record {raw.index}"]
-    if raw.line is not None:
-        parts.append(f"line {raw.line}")
+    parts = [f"record {raw.index}"]  # the line, where there is one, is the error's own (InputError.line)
     qid = raw.value.get("question_id") if isinstance(raw.value, dict) else None
     if qid is not None:
         parts.append(f"question_id {str(qid)!r:.60}")
@@ -234,6 +235,7 @@ def parse_battles(records: Iterable[RawRecord], source: str, *, skip_invalid: bo
                     path=source,
                     row=raw.index,
                     field=bad.field,
+                    line=raw.line,
                 ) from None
             skipped[bad.code] += 1
             continue
@@ -246,21 +248,10 @@ def parse_battles(records: Iterable[RawRecord], source: str, *, skip_invalid: bo
 # --- sources -------------------------------------------------------------------------------------------------
 
 
-def _jsonl(path: Path) -> Iterator[RawRecord]:
-    index = 0
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for line_no, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    value: object = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    value = _Invalid(MALFORMED_JSON, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
-                yield RawRecord(index, line_no, value)
-                index += 1
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason})", path=str(path)) from None
+def _jsonl(source: Path | bytes, name: str) -> Iterator[RawRecord]:
+    for index, rec in enumerate(iter_json_lines(source, name=name)):
+        value = rec.value if rec.error is None else _Invalid(MALFORMED_JSON, None, rec.error)
+        yield RawRecord(index, rec.line, value)
 
 
 def _json_list(path: Path) -> Iterator[RawRecord]:
@@ -289,15 +280,9 @@ def _column_batches(batches: Iterable[dict[str, list[Any]]]) -> Iterator[RawReco
             index += 1
 
 
-def _parquet(path: Path) -> Iterator[RawRecord]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        pf = pq.ParquetFile(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"not a Parquet file ({exc})", path=str(path)) from None
-    yield from _column_batches(b.to_pydict() for b in pf.iter_batches(batch_size=4096))
+def _parquet(source: Path | bytes, name: str) -> Iterator[RawRecord]:
+    for record in iter_records(source, "parquet", name=name):
+        yield RawRecord(record.row, None, record.data)
 
 
 def _hf_dataset(dataset: Any, split: str, source: str) -> Iterator[RawRecord]:
@@ -328,15 +313,21 @@ def iter_battle_records(source: str | os.PathLike[str], *, split: str = "train")
     elif not path.exists():
         raise InputError("no such file", path=text)
     elif path.name.endswith(".jsonl"):
-        yield from _jsonl(path)
+        yield from _jsonl(path, text)
     elif path.name.endswith(".json"):
         yield from _json_list(path)
     elif path.name.endswith(".parquet"):
-        yield from _parquet(path)
+        yield from _parquet(path, text)
     else:
         raise InputError(
             "unknown battle file type (expected .jsonl, .json, .parquet or a dataset directory)", path=text
         )
+
+
+def parse_uploaded_battles(data: bytes, filename: str) -> BattleSet:
+    """Validate the battles of an uploaded JSONL or Parquet file (by its name) before anything is stored."""
+    reader = _parquet if filename.lower().endswith(".parquet") else _jsonl
+    return parse_battles(reader(data, filename), filename)
 
 
 def load_battles(source: str | os.PathLike[str], *, skip_invalid: bool = False, split: str = "train") -> BattleSet:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import csv
 import gzip
@@ -42,27 +43,66 @@ def open_text(path: Path) -> IO[str]:
     return path.open(encoding="utf-8")
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(1-based line, object) for each non-blank line of a JSONL file (gzip too, by its `.gz` suffix),
-    streamed: the reader of extract inputs, labels and the SAE corpus."""
-    try:
-        with open_text(path) as fh:
-            yield from _json_lines(fh, path)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason})", path=str(path)) from None
+class JsonLine(NamedTuple):
+    """One non-blank line of JSONL: its 1-based line, the decoded value (any JSON type), or why it is not
+    JSON (`value` is None then)."""
+
+    line: int
+    value: Any
+    error: str | None
 
 
-def _json_lines(lines: Iterable[str], path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    for line_no, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc.msg})", path=str(path), line=line_no) from None
-        if not isinstance(record, dict):
-            raise InputError(f"expected a JSON object, not a {type(record).__name__}", path=str(path), line=line_no)
-        yield line_no, record
+def iter_json_lines(source: Path | bytes, *, name: str | None = None) -> Iterator[JsonLine]:
+    """Every non-blank line of a JSONL file (gzip too, by its `.gz` suffix) or of uploaded bytes, decoded
+    but not judged, streamed. Text that is not UTF-8 raises InputError naming the line; a line that is not
+    JSON comes back with its error, for readers that skip or report bad records in their own terms
+    (battles, uploads). Everyone else reads through the strict `iter_jsonl`."""
+    where = _name(source, name)
+    with _binary(source) as lines:
+        for line_no, raw in enumerate(lines, start=1):
+            try:
+                text = (raw.removeprefix(codecs.BOM_UTF8) if line_no == 1 else raw).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(
+                    f"not valid UTF-8 text (byte {exc.start}); re-encode the file as UTF-8", path=where, line=line_no
+                ) from None
+            if not text.strip():
+                continue
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield JsonLine(line_no, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
+                continue
+            yield JsonLine(line_no, value, None)
+
+
+def iter_jsonl(source: Path | bytes, *, name: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(1-based line, object) for each non-blank line (see `iter_json_lines`); anything but a JSON object
+    raises InputError naming the file and line. The reader of extract inputs, labels, the SAE corpus and
+    every JSONL source."""
+    where = _name(source, name)
+    for record in iter_json_lines(source, name=where):
+        if record.error is not None:
+            raise InputError(record.error, path=where, line=record.line)
+        if not isinstance(record.value, dict):
+            raise InputError(
+                f"expected a JSON object, not a {type(record.value).__name__}", path=where, line=record.line
+            )
+        yield record.line, record.value
+
+
+def _name(source: Path | bytes, name: str | None) -> str | None:
+    return name if name is not None else str(source) if isinstance(source, Path) else None
+
+
+@contextlib.contextmanager
+def _binary(source: Path | bytes) -> Iterator[Iterable[bytes]]:
+    """Lines split on `\\n` only (as editors and `wc -l` count them)."""
+    if isinstance(source, bytes):
+        yield io.BytesIO(source)
+        return
+    with gzip.open(source, "rb") if source.suffix == ".gz" else source.open("rb") as fh:
+        yield fh
 
 
 def existing_file(path: str | Path) -> Path:
@@ -81,14 +121,22 @@ class Record(NamedTuple):
     data: dict[str, Any]
 
 
-def iter_records(path: str | Path, fmt: FileFormat = "auto") -> Iterator[Record]:
-    p = existing_file(path)
-    kind = detect_format(p, fmt)
-    if kind == "parquet":
-        yield from _parquet(p)
+def iter_records(source: str | Path | bytes, fmt: FileFormat = "auto", *, name: str | None = None) -> Iterator[Record]:
+    """The records of a local file, or of uploaded bytes (`name`: the file name, for the format and errors)."""
+    data: Path | bytes
+    if isinstance(source, bytes):
+        where, data = name or "<upload>", source
+        kind = detect_format(Path(where), fmt)
     else:
-        text = _read_utf8(p)
-        yield from (_jsonl(p, text) if kind == "jsonl" else _csv(p, text))
+        path = existing_file(source)
+        where, data, kind = str(path), path, detect_format(path, fmt)
+    if kind == "parquet":
+        yield from _parquet(data, where)
+    elif kind == "jsonl":
+        for index, (line, record) in enumerate(iter_jsonl(data, name=where)):
+            yield Record(index, line, record)
+    else:
+        yield from _csv(where, _read_utf8(data if isinstance(data, bytes) else data.read_bytes(), where))
 
 
 @contextlib.contextmanager
@@ -102,40 +150,39 @@ def located(record: Record) -> Iterator[None]:
         raise InputError(exc.reason, path=exc.path, field=exc.field, line=record.line) from None
 
 
-def _read_utf8(path: Path) -> str:
-    data = path.read_bytes()
+def _read_utf8(data: bytes, where: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(
-            f"not valid UTF-8 (byte {exc.start}); re-encode the file as UTF-8", path=str(path), line=line
+            f"not valid UTF-8 text (byte {exc.start}); re-encode the file as UTF-8", path=where, line=line
         ) from None
 
 
-def _jsonl(path: Path, text: str) -> Iterator[Record]:
-    for index, (line, record) in enumerate(_json_lines(text.splitlines(), path)):
-        yield Record(index, line, record)
-
-
-def _csv(path: Path, text: str) -> Iterator[Record]:
+def _csv(where: str, text: str) -> Iterator[Record]:
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         for index, record in enumerate(reader):
             if None in record:  # more cells than header columns
-                raise InputError("more cells than the header", path=str(path), line=reader.line_num)
+                raise InputError("more cells than the header", path=where, line=reader.line_num)
             yield Record(index, reader.line_num, dict(record))
     except csv.Error as exc:
-        raise InputError(f"malformed CSV: {exc}", path=str(path), line=reader.line_num) from None
+        raise InputError(f"malformed CSV: {exc}", path=where, line=reader.line_num) from None
 
 
-def _parquet(path: Path) -> Iterator[Record]:
+def _parquet(source: Path | bytes, where: str) -> Iterator[Record]:
+    """Streamed in batches: a large file is never held as Python objects all at once."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        parquet = pq.ParquetFile(io.BytesIO(source) if isinstance(source, bytes) else source)
+        batches = parquet.iter_batches(batch_size=4096)
+        index = 0
+        for batch in batches:
+            for record in batch.to_pylist():
+                yield Record(index, None, record)
+                index += 1
     except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"cannot read as Parquet: {exc}", path=str(path)) from None
-    for index, record in enumerate(table.to_pylist()):
-        yield Record(index, None, record)
+        raise InputError(f"cannot read as Parquet: {exc}", path=where) from None

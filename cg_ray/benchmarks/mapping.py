@@ -10,11 +10,11 @@ from cg_ray.benchmarks.rows import BenchmarkRow, as_references, as_score, as_tex
 from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.errors import InputError
 
-_MISSING = object()
+MISSING = object()
 
 
 def dotted_get(record: Mapping[str, Any], path: str) -> Any:
-    """``record["doc"]["question"]`` for ``"doc.question"``; a missing key gives the sentinel ``_MISSING``."""
+    """``record["doc"]["question"]`` for ``"doc.question"``; a missing key gives the sentinel ``MISSING``."""
     value: Any = record
     for part in path.split("."):
         if isinstance(value, Mapping) and part in value:
@@ -22,13 +22,13 @@ def dotted_get(record: Mapping[str, Any], path: str) -> Any:
         elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
             value = value[int(part)]
         else:
-            return _MISSING
+            return MISSING
     return value
 
 
 def required(record: Mapping[str, Any], path: str, *, where: str, row: int) -> Any:
     value = dotted_get(record, path)
-    if value is _MISSING:
+    if value is MISSING:
         raise InputError(
             f"missing field (present: {', '.join(sorted(record)) or 'none'})", path=where, row=row, field=path
         )
@@ -84,9 +84,13 @@ def map_record(
     prompt_template: str | None,
     id_prefix: str = "row",
 ) -> BenchmarkRow:
-    """Apply ``fields`` to ``record``; every mapped field must be present (null values are allowed).
-    Without an id field, the id is ``<id_prefix>-<row index>``."""
+    """Apply ``fields`` to ``record``; every mapped field must be present (null values are allowed), but
+    the benchmark field, whose absence means ``benchmark``. Without an id field, the id is
+    ``<id_prefix>-<row index>``."""
     row_id = as_text(required(record, fields.id, where=where, row=row)) if fields.id else f"{id_prefix}-{row}"
+    named_benchmark = dotted_get(record, fields.benchmark) if fields.benchmark else None
+    if named_benchmark is not MISSING and named_benchmark not in (None, ""):
+        benchmark = as_text(named_benchmark)
     prompt_fields = [fields.prompt] if isinstance(fields.prompt, str) else fields.prompt
     parts = [required(record, f, where=where, row=row) for f in prompt_fields]
     for f, part in zip(prompt_fields, parts, strict=True):
@@ -108,13 +112,13 @@ def map_record(
         raw_response = required(record, fields.response, where=where, row=row)
         response = None if raw_response is None else as_text(raw_response)
     model = as_text(required(record, fields.model, where=where, row=row)) if fields.model else None
-    named = [fields.id, *prompt_fields, fields.reference, fields.score, fields.response, fields.model]
+    named = [fields.id, fields.benchmark, *prompt_fields, fields.reference, fields.score, fields.response, fields.model]
     named += [fields.choices] if isinstance(fields.choices, str) else list(fields.choices or [])
     mapped = {p.split(".")[0] for p in named if p}
     if fields.metadata is None:
         metadata = {k: v for k, v in record.items() if k not in mapped}
     else:
-        metadata = {k: dotted_get(record, k) for k in fields.metadata if dotted_get(record, k) is not _MISSING}
+        metadata = {k: dotted_get(record, k) for k in fields.metadata if dotted_get(record, k) is not MISSING}
     return make_row(
         row_id=row_id,
         benchmark=benchmark,

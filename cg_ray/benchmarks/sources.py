@@ -18,9 +18,13 @@ class _Strict(BaseModel):
 
 
 class FieldMapping(_Strict):
-    """Which field of a source record holds each part of a normalized row (dotted paths: ``doc.question``)."""
+    """Which field of a record holds each part of a normalized row (dotted paths: ``doc.question``): the one
+    mapping of benchmark sources and of the service's uploads (``cg_ray.serve.uploads.upload_mapping``)."""
 
     id: str | None = Field("id", description="row id; null: the 0-based row index")
+    benchmark: str | None = Field(
+        None, description="per-row benchmark name; a row without one (or null here) gets the source's"
+    )
     prompt: str | list[str] = Field(
         "prompt", description="a field, or several joined by blank lines (context, question)"
     )

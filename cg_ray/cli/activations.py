@@ -6,6 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cg_ray.cli.options import add_command
+from cg_ray.config import TEXT_MODES, canonical_text_mode
+
 
 def add_reader_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("reader")
@@ -68,15 +71,16 @@ def reader_config(args: argparse.Namespace) -> Any:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "extract",
-        help="SAE concept activations of scored rows → rows.parquet",
-        description="Read scored JSONL rows, compute s̃ per row with the reader, write rows.parquet "
-        "and a manifest beside it.",
-    )
+    p = add_command(subparsers, "extract", _extract)
     p.add_argument("--input", required=True, type=Path, help="JSONL rows with id, benchmark, score, texts")
     p.add_argument("--out", required=True, type=Path, help="rows.parquet to write")
-    p.add_argument("--text", choices=("prompt", "response", "both"), default="prompt", help="which text is read")
+    p.add_argument(
+        "--text",
+        type=canonical_text_mode,
+        choices=TEXT_MODES,
+        default="prompt",
+        help="which text is read (`both`: deprecated name of prompt_response)",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--chat-template", action="store_true", help="read through the model's chat template")
     mode.add_argument("--raw", action="store_true", help="read the raw text (default)")
@@ -92,10 +96,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--limit", type=int, default=None, help="keep the first N rows")
     p.add_argument("--allow-missing-scores", action="store_true", help="accept rows whose score is null")
     add_reader_arguments(p)
-    p.set_defaults(handler=_extract)
 
 
 def _extract(args: argparse.Namespace) -> int:
+    """SAE concept activations of scored rows → rows.parquet
+
+    Read scored JSONL rows, compute s̃ per row with the reader, write rows.parquet and a manifest beside it."""
     from cg_ray.activations.extract import ExtractJob, run_extract
 
     manifest = run_extract(

@@ -8,7 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cg_ray.cli.options import add_model_flags, ensure_output_free, from_args, validated
+from cg_ray.cli.options import (
+    add_command,
+    add_labels_options,
+    add_model_flags,
+    ensure_output_free,
+    from_args,
+    validated,
+)
 from cg_ray.errors import ConfigError
 
 BATTLES_HELP = (
@@ -37,6 +44,10 @@ def _fmt(x: float | None) -> str:
 
 
 def _cmd_ratings(args: argparse.Namespace) -> int:
+    """Bradley–Terry and Elo ratings of pairwise battles, with bootstrap CIs
+
+    Rate every model of a battles file (Bradley–Terry MLE and Elo, 400·log10 scale) with seeded percentile
+    bootstrap CIs and per-model battle counts, into a directory published atomically."""
     from cg_ray.arena.config import RatingsConfig
     from cg_ray.arena.outcomes import BattleArrays
     from cg_ray.arena.outputs import write_ratings
@@ -66,6 +77,10 @@ def _cmd_ratings(args: argparse.Namespace) -> int:
 
 
 def _cmd_rows(args: argparse.Namespace) -> int:
+    """per-model scored rows (prompt + that model's response) of the battles, for the reader
+
+    Turn the battles of the models of interest into rows scored 1 (win) / 0 (loss) / ties per policy, with the
+    text the reader reads: all user prompts and that model's responses."""
     from cg_ray.arena.config import SelectionConfig
     from cg_ray.arena.rows import RowCounts, iter_model_rows, select_models, write_rows_jsonl
 
@@ -85,6 +100,10 @@ def _cmd_rows(args: argparse.Namespace) -> int:
 
 
 def _cmd_head_to_head(args: argparse.Namespace) -> int:
+    """per-concept head-to-head win rates from per-model rows.parquet files
+
+    Where model A beats model B: s̃-weighted win rates per concept over their battles, and each model's top
+    won / lost concepts by X_model."""
     from cg_ray.arena.concepts import (
         head_to_head,
         load_model_activations,
@@ -138,12 +157,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def register(subparsers: argparse._SubParsersAction) -> None:
     from cg_ray.arena.config import RatingsConfig
 
-    r = subparsers.add_parser(
-        "arena-ratings",
-        help="Bradley–Terry and Elo ratings of pairwise battles, with bootstrap CIs",
-        description="Rate every model of a battles file (Bradley–Terry MLE and Elo, 400·log10 scale) with "
-        "seeded percentile bootstrap CIs and per-model battle counts, into a directory published atomically.",
-    )
+    r = add_command(subparsers, "arena-ratings", _cmd_ratings)
     _add_common(r)
     r.add_argument("--out", required=True, type=Path, help="output directory")
     add_model_flags(
@@ -162,35 +176,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             ("anchor_model", str),
         ),
     )
-    r.set_defaults(handler=_cmd_ratings)
 
-    w = subparsers.add_parser(
-        "arena-rows",
-        help="per-model scored rows (prompt + that model's response) of the battles, for the reader",
-        description="Turn the battles of the models of interest into rows scored 1 (win) / 0 (loss) / ties per "
-        "policy, with the text the reader reads: all user prompts and that model's responses.",
-    )
+    w = add_command(subparsers, "arena-rows", _cmd_rows)
     _add_common(w)
     who = w.add_mutually_exclusive_group(required=True)
     who.add_argument("--model", action="append", help="a model of interest (repeatable)")
     who.add_argument("--all-min-battles", type=int, default=None, help="every model with at least N battles")
     w.add_argument("--benchmark", default="arena", help="benchmark name of the rows (default arena)")
     w.add_argument("--out", required=True, type=Path, help="rows.jsonl to write (atomically)")
-    w.set_defaults(handler=_cmd_rows)
 
-    h = subparsers.add_parser(
-        "arena-head-to-head",
-        help="per-concept head-to-head win rates from per-model rows.parquet files",
-        description="Where model A beats model B: s̃-weighted win rates per concept over their battles, and "
-        "each model's top won / lost concepts by X_model.",
-    )
+    h = add_command(subparsers, "arena-head-to-head", _cmd_head_to_head)
     _add_common(h)
     h.add_argument("--rows", action="append", required=True, help="MODEL=rows.parquet (one per model)")
     h.add_argument("--out", required=True, type=Path, help="output directory")
     h.add_argument("--weighting", choices=["mean", "own"], default="mean", help="s̃ of both rows (mean) or A's own")
-    h.add_argument("--labels", type=Path, default=None, help="concept labels (as for cg-ray metrics)")
-    h.add_argument("--labels-source", default=None, help='SAE in a multi-SAE labels file, "MODEL/SAE_ID"')
+    add_labels_options(h, "concept labels (as for cg-ray metrics)")
     h.add_argument("--top-k", type=int, default=None, help="concepts listed per model / pair (default 50)")
     h.add_argument("--min-rows", type=int, default=None, help="ranking filter: concept active in ≥ n rows")
     h.add_argument("--min-active", type=int, default=5, help="JSON top lists: concept active in ≥ n battles")
-    h.set_defaults(handler=_cmd_head_to_head)

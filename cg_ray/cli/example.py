@@ -6,12 +6,16 @@ import argparse
 import logging
 from pathlib import Path
 
+from cg_ray.cli.options import add_command
 from cg_ray.synthetic import SyntheticSpec, write_synthetic_labels, write_synthetic_rows
 
 log = logging.getLogger(__name__)
 
 
 def _cmd_example(args: argparse.Namespace) -> int:
+    """write a seeded synthetic rows.parquet (demo input for `cg-ray metrics`)
+
+    Write a seeded synthetic rows.parquet with known concept structure."""
     spec = SyntheticSpec(rows_per_benchmark=args.rows_per_benchmark, d_sae=args.d_sae, nnz=args.nnz, seed=args.seed)
     path = write_synthetic_rows(args.out, spec)
     if args.labels_out:
@@ -35,15 +39,10 @@ def _positive(text: str) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "example",
-        help="write a seeded synthetic rows.parquet (demo input for `cg-ray metrics`)",
-        description="Write a seeded synthetic rows.parquet with known concept structure.",
-    )
+    p = add_command(subparsers, "example", _cmd_example)
     p.add_argument("--out", required=True, type=Path, help="rows.parquet to write")
     p.add_argument("--labels-out", type=Path, default=None, help="also write labels stating the planted truth")
     p.add_argument("--rows-per-benchmark", type=_positive, default=1500)
     p.add_argument("--d-sae", type=_positive, default=4608)
     p.add_argument("--nnz", type=_positive, default=32, help="concepts drawn per row")
     p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(handler=_cmd_example)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cg_ray import schemas as S
-from cg_ray.cli.options import add_model_flags, ensure_output_free, from_args
+from cg_ray.cli.options import add_command, add_labels_options, add_model_flags, ensure_output_free, from_args
 from cg_ray.config import MetricsConfig, RobustnessConfig
 
 log = logging.getLogger(__name__)
@@ -59,15 +59,24 @@ def add_metrics_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_rows_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rows", required=True, type=Path, help="rows.parquet (see README: run directory)")
-    p.add_argument("--out", required=True, type=Path, help="output directory (published atomically)")
+def add_rows_options(
+    p: argparse.ArgumentParser,
+    rows: str = "rows.parquet (see README: run directory)",
+    out: str = "output directory (published atomically)",
+) -> None:
+    """The input rows.parquet (one evaluated model of it) and the output directory."""
+    p.add_argument("--rows", required=True, type=Path, help=rows)
+    p.add_argument("--out", required=True, type=Path, help=out)
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     p.add_argument("--d-sae", type=int, default=None, help="SAE width, if the file's metadata lacks it")
     p.add_argument("--model", default=None, help="evaluated model to keep, when the file holds several")
 
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
+    """compute all CG metrics and artifacts from rows.parquet
+
+    Compute χ/X coverage and performance, classes, rankings, overlap and the official CSVs from rows.parquet,
+    into a run directory published atomically."""
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import open_rows
     from cg_ray.artifacts.run_dir import link_or_copy, publish_metrics
@@ -132,6 +141,10 @@ def _print_summary(out: Path, summary: dict[str, Any], seconds: float) -> None:
 
 
 def _cmd_robustness(args: argparse.Namespace) -> int:
+    """subsampling and adversarial-ablation robustness of the CG scores
+
+    Re-run the metrics on random 80% subsets and after removing the most salient rows of the best/worst
+    concepts (paper §4.2.3)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -177,25 +190,13 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "metrics",
-        help="compute all CG metrics and artifacts from rows.parquet",
-        description="Compute χ/X coverage and performance, classes, rankings, overlap and the official CSVs "
-        "from rows.parquet, into a run directory published atomically.",
-    )
-    _add_rows_options(p)
-    p.add_argument("--labels", type=Path, default=None, help="concept labels (Neuronpedia export, JSONL or CSV)")
-    p.add_argument("--labels-source", default=None, help='SAE in a multi-SAE labels file, "MODEL/SAE_ID"')
+    p = add_command(subparsers, "metrics", _cmd_metrics)
+    add_rows_options(p)
+    add_labels_options(p, "concept labels (Neuronpedia export, JSONL or CSV)")
     add_metrics_options(p)
-    p.set_defaults(handler=_cmd_metrics)
 
-    r = subparsers.add_parser(
-        "robustness",
-        help="subsampling and adversarial-ablation robustness of the CG scores",
-        description="Re-run the metrics on random 80%% subsets and after removing the most salient rows of "
-        "the best/worst concepts (paper §4.2.3).",
-    )
-    _add_rows_options(r)
+    r = add_command(subparsers, "robustness", _cmd_robustness)
+    add_rows_options(r)
     add_model_flags(
         r.add_argument_group("robustness options"),
         RobustnessConfig,
@@ -209,4 +210,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     add_metrics_options(r)
-    r.set_defaults(handler=_cmd_robustness)

@@ -1,10 +1,12 @@
-"""What every subcommand shares: flags generated from a settings model, those flags validated back into
-the model (errors name the flag), and the refusal to overwrite an output without --overwrite."""
+"""What every subcommand shares: its wiring (a handler whose docstring is the help), flags generated from a
+settings model, those flags validated back into the model (errors name the flag), the flags several commands
+take alike, and the refusal to overwrite an output without --overwrite."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+import inspect
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,6 +15,51 @@ from pydantic import BaseModel, ValidationError
 from cg_ray.errors import CgRayError, ConfigError
 
 Settings = TypeVar("Settings", bound=BaseModel)
+Handler = Callable[[argparse.Namespace], int]
+T = TypeVar("T")
+
+
+def add_command(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, handler: Handler
+) -> argparse.ArgumentParser:
+    """`cg-ray NAME`, run by `handler`. The handler's docstring is the command's help: its first paragraph
+    the line in `cg-ray --help`, the rest the description in `cg-ray NAME --help`."""
+    summary, _, rest = (inspect.getdoc(handler) or name).partition("\n\n")
+    summary = " ".join(summary.split())
+    p = subparsers.add_parser(name, help=summary.replace("%", "%%"), description=" ".join(rest.split()) or summary)
+    p.set_defaults(handler=handler)
+    return p
+
+
+def comma_list(kind: Callable[[str], T], what: str) -> Callable[[str], tuple[T, ...]]:
+    """An argparse `type` for "a,b,c": each item read by `kind` (empty items skipped)."""
+
+    def parse(value: str) -> tuple[T, ...]:
+        try:
+            return tuple(kind(v) for v in value.split(",") if v.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {value!r}") from None
+
+    return parse
+
+
+def add_labels_options(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("--labels", type=Path, default=None, help=help)
+    p.add_argument("--labels-source", default=None, help='SAE in a multi-SAE labels file, "MODEL/SAE_ID"')
+
+
+def add_job_options(p: argparse.ArgumentParser, what: str, example: str) -> None:
+    """A job's CONFIG file and the flags that override where its run directory goes."""
+    p.add_argument("config", type=Path, help=f"{what} (YAML), e.g. {example}")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    p.add_argument("--output-dir", type=Path, default=None, help="override the config's output_dir")
+
+
+def job_config(config: Settings, args: argparse.Namespace) -> Settings:
+    """A job's loaded config with --output-dir applied."""
+    if args.output_dir is None:
+        return config
+    return config.model_copy(update={"output_dir": str(args.output_dir)})
 
 
 def flag(name: str) -> str:
@@ -35,12 +82,15 @@ def add_model_flags(
         )
 
 
-def validated(model: type[Settings], values: dict[str, Any]) -> Settings:
-    """`model` from flag values (None: not given); a problem is reported against its flag."""
+def validated(model: type[Settings], values: dict[str, Any], flags: dict[str, str] | None = None) -> Settings:
+    """`model` from flag values (None: not given); a problem is reported against its flag (`flags`: the
+    flags not named after their field, e.g. {"n_components": "--components"})."""
     try:
         return model(**{k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:
-        problems = "; ".join(f"{flag('-'.join(map(str, e['loc'])))}: {e['msg']}" for e in exc.errors())
+        names = flags or {}
+        where = ["-".join(map(str, e["loc"])) for e in exc.errors()]
+        problems = "; ".join(f"{names.get(w, flag(w))}: {e['msg']}" for w, e in zip(where, exc.errors(), strict=True))
         raise ConfigError(problems) from None
 
 

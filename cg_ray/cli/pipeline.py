@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from cg_ray.cli.options import add_command, add_job_options, job_config
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    """run a whole CG suite (generate, score, read, aggregate, report) as a Ray Data job
+
+    Run the suite described by CONFIG (see jobs/). Finished shards are kept in OUTPUT.partial/; after an
+    interruption, --resume continues from them."""
     from cg_ray.pipeline.config import load_run_config
     from cg_ray.pipeline.runner import RunOptions, run
 
-    config = load_run_config(args.config)
-    if args.output_dir is not None:
-        config = config.model_copy(update={"output_dir": str(args.output_dir)})
+    config = job_config(load_run_config(args.config), args)
     options = RunOptions(
         resume=args.resume, overwrite=args.overwrite, shard_rows=args.shard_rows, report=not args.no_report
     )
@@ -21,16 +24,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "run",
-        help="run a whole CG suite (generate, score, read, aggregate, report) as a Ray Data job",
-        description="Run the suite described by CONFIG (see jobs/). Finished shards are kept in "
-        "OUTPUT.partial/; after an interruption, --resume continues from them.",
-    )
-    p.add_argument("config", type=Path, help="run configuration (YAML), e.g. jobs/default.yaml")
+    p = add_command(subparsers, "run", _cmd_run)
+    add_job_options(p, "run configuration", "jobs/default.yaml")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run from its finished shards")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
-    p.add_argument("--output-dir", type=Path, default=None, help="override the config's output_dir")
     p.add_argument("--shard-rows", type=int, default=64, help="rows per resumable shard")
     p.add_argument("--no-report", action="store_true", help="skip report.html")
-    p.set_defaults(handler=_cmd_run)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cg_ray.cli.options import ensure_output_free
+from cg_ray.cli.options import add_command, ensure_output_free
 from cg_ray.errors import ConfigError
 
 
@@ -28,6 +28,11 @@ def _fmt(x: float | None, signed: bool = False) -> str:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    """held-out validation of the weakness profile (lift and low-performance curves vs baselines)
+
+    Split rows into fit / test parts (stratified by benchmark, seeded), build the weakness profile on the fit
+    part, and measure on the test part how low the profiled concepts' rows score: the new ranking, the paper's
+    plain X_model ranking and random concepts side by side."""
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
     from cg_ray.cli.metrics import metrics_config_from_args
@@ -82,24 +87,13 @@ def _print(report: dict[str, Any], path: Path) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from cg_ray.cli.metrics import add_metrics_options
+    from cg_ray.cli.metrics import add_metrics_options, add_rows_options
 
-    p = subparsers.add_parser(
-        "validate",
-        help="held-out validation of the weakness profile (lift and low-performance curves vs baselines)",
-        description="Split rows into fit / test parts (stratified by benchmark, seeded), build the weakness "
-        "profile on the fit part, and measure on the test part how low the profiled concepts' rows score: "
-        "the new ranking, the paper's plain X_model ranking and random concepts side by side.",
-    )
-    p.add_argument("--rows", required=True, type=Path, help="rows.parquet with a score on every row")
-    p.add_argument("--out", required=True, type=Path, help="output directory for validate.json (atomic)")
-    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    p = add_command(subparsers, "validate", _cmd_validate)
+    add_rows_options(p, "rows.parquet with a score on every row", "output directory for validate.json (atomic)")
     p.add_argument("--test-fraction", type=_fraction, default=0.2, help="held-out fraction per benchmark (0.2)")
     p.add_argument("--seed", type=int, default=0, help="split, bootstrap and random-baseline seed (0)")
     p.add_argument("--max-k", type=int, default=20, help="lift for the top 1..K weaknesses (20)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for intervals (1000)")
     p.add_argument("--random", type=int, default=200, help="random concept profiles drawn as baseline (200)")
-    p.add_argument("--d-sae", type=int, default=None, help="SAE width, if the file's metadata lacks it")
-    p.add_argument("--model", default=None, help="evaluated model to keep, when the file holds several")
     add_metrics_options(p)
-    p.set_defaults(handler=_cmd_validate)

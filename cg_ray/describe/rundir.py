@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from cg_ray import schemas as S
 from cg_ray.activations.config import DEFAULT_READER_FACTORY
 from cg_ray.artifacts.rows import RowsFile, open_rows
+from cg_ray.config import canonical_text_mode
 from cg_ray.errors import InputError
 
 
@@ -85,7 +86,7 @@ class ReadSettings:
     """How the run's rows were read: the reader config and how a row's text was composed."""
 
     reader: dict[str, Any]  # ReaderConfig fields
-    text: str  # prompt | response | both
+    text: str  # prompt | response | prompt_response
     chat_template: bool
     source: str  # which manifest said so
 
@@ -101,7 +102,7 @@ def read_settings(run: Run) -> ReadSettings | str:
         factory = (data.get("reader") or {}).get("factory", DEFAULT_READER_FACTORY)
         if factory != DEFAULT_READER_FACTORY:
             return f"the run was read by a stand-in reader ({factory})"
-        text = {"prompt": "prompt", "response": "response", "prompt_response": "both"}[reader.pop("text", "prompt")]
+        text = canonical_text_mode(reader.pop("text", "prompt"), warn=False)
         reader.pop("resources", None)
         return ReadSettings(reader, text, False, str(manifest))
     rows_file = run.summary.get("rows_file")
@@ -128,7 +129,8 @@ def read_settings(run: Run) -> ReadSettings | str:
                 }
             except (KeyError, TypeError) as exc:
                 return f"{path} lacks reader setting {exc}"
-            return ReadSettings(reader, str(data.get("text", "prompt")), bool(data.get("chat_template")), str(path))
+            text = canonical_text_mode(str(data.get("text", "prompt")), warn=False)  # `both` in older manifests
+            return ReadSettings(reader, text, bool(data.get("chat_template")), str(path))
         return f"no extract manifest beside {rows_file}"
     return "the run has no manifest saying how its rows were read"
 
@@ -136,14 +138,14 @@ def read_settings(run: Run) -> ReadSettings | str:
 def row_text(record: dict[str, Any], settings: ReadSettings, tokenizer: Any) -> tuple[str, bool] | None:
     """The text the reader read for a row (and whether the tokenizer adds its special tokens)."""
     prompt, response = record.get("prompt"), record.get("response")
-    parts = {"prompt": [prompt], "response": [response], "both": [prompt, response]}[settings.text]
-    if any(p is None for p in parts if settings.text != "both") or all(p is None for p in parts):
+    parts = {"prompt": [prompt], "response": [response], "prompt_response": [prompt, response]}[settings.text]
+    if any(p is None for p in parts if settings.text != "prompt_response") or all(p is None for p in parts):
         return None
     if settings.chat_template:
         messages = []
-        if settings.text in ("prompt", "both") and prompt is not None:
+        if settings.text in ("prompt", "prompt_response") and prompt is not None:
             messages.append({"role": "user", "content": prompt})
-        if settings.text in ("response", "both") and response is not None:
+        if settings.text in ("response", "prompt_response") and response is not None:
             messages.append({"role": "assistant", "content": response})
         return str(tokenizer.apply_chat_template(messages, tokenize=False)), False
     return "\n\n".join(p for p in parts if p), True

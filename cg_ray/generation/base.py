@@ -28,6 +28,13 @@ class Generator(Protocol):
     def generate(self, ds: ray.data.Dataset) -> ray.data.Dataset: ...
 
 
+class ConfiguredGenerator:
+    """The state every backend keeps: the generation config it was built with (see `Generator`)."""
+
+    def __init__(self, config: GenerationConfig) -> None:
+        self.config = config
+
+
 def split_pending(*, pending: bool) -> Callable[[pa.Table], pa.Table]:
     """A batch filter: the rows that need generation (``pending``: no score and no response), or the others."""
 

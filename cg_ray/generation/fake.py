@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cg_ray.generation.base import GENERATED_SCHEMA, output_row
+from cg_ray.generation.base import GENERATED_SCHEMA, ConfiguredGenerator, output_row
 
 if TYPE_CHECKING:
     import ray.data
 
-    from cg_ray.generation.config import GenerationConfig
 
 WRONG_ANSWER = "I am not sure. The answer is 0."
 JUDGE_MARKER = "[Instruction]\nPlease act as an impartial judge"
@@ -48,10 +47,7 @@ class _FakeBatch:
         return pa.Table.from_pylist(out, schema=GENERATED_SCHEMA)
 
 
-class FakeGenerator:
-    def __init__(self, config: GenerationConfig) -> None:
-        self.config = config
-
+class FakeGenerator(ConfiguredGenerator):
     def generate(self, ds: ray.data.Dataset) -> ray.data.Dataset:
         sampling = self.config.sampling
         return ds.map_batches(

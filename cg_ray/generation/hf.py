@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cg_ray.generation.base import GENERATED_SCHEMA, messages, output_row
+from cg_ray.generation.base import GENERATED_SCHEMA, ConfiguredGenerator, messages, output_row
 
 if TYPE_CHECKING:
     import ray.data
@@ -86,10 +86,7 @@ class _HFBatch:
         )
 
 
-class HFGenerator:
-    def __init__(self, config: GenerationConfig) -> None:
-        self.config = config
-
+class HFGenerator(ConfiguredGenerator):
     def generate(self, ds: ray.data.Dataset) -> ray.data.Dataset:
         import ray.data
 

@@ -11,7 +11,7 @@ import math
 import os
 from typing import TYPE_CHECKING, Any
 
-from cg_ray.generation.base import messages, output_row
+from cg_ray.generation.base import ConfiguredGenerator, messages, output_row
 
 if TYPE_CHECKING:
     import ray.data
@@ -94,10 +94,7 @@ def _postprocess(model_name: str) -> Any:
     return post
 
 
-class VLLMGenerator:
-    def __init__(self, config: GenerationConfig) -> None:
-        self.config = config
-
+class VLLMGenerator(ConfiguredGenerator):
     def generate(self, ds: ray.data.Dataset) -> ray.data.Dataset:
         from ray.data.llm import build_processor
 

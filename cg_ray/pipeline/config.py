@@ -7,13 +7,13 @@ Relative paths inside it are relative to the working directory of the run (the p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.benchmarks.sources import BenchmarkSource
-from cg_ray.config import MetricsConfig, load_config, parse_config
+from cg_ray.config import MetricsConfig, TextMode, load_config, parse_config
 from cg_ray.describe.config import DescribeStepConfig, ExplainConfig
 from cg_ray.errors import ConfigError
 from cg_ray.generation.config import GenerationConfig, StageResources
@@ -23,8 +23,10 @@ class ReaderStageConfig(ReaderConfig):
     """The reader's own settings (``cg_ray.activations.config.ReaderConfig``) plus what the pipeline
     needs to feed it: which text of a row it reads, and the resources of its actor pool."""
 
-    text: Literal["prompt", "prompt_response", "response"] = Field(
-        "prompt", description="what the reader reads: the benchmark prompt (paper), or with the answer (arena)"
+    text: TextMode = Field(
+        "prompt",
+        description="what the reader reads: the benchmark prompt (paper), the answer, or both (prompt_response, "
+        "arena); `both` is a deprecated alias of prompt_response",
     )
     resources: StageResources = StageResources(batch_size=32)
 

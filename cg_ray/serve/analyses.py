@@ -18,6 +18,7 @@ from cg_ray import schemas as S
 from cg_ray.activations.packing import pack_concepts
 from cg_ray.artifacts.contract import RunDir
 from cg_ray.artifacts.publish import atomic_directory
+from cg_ray.config import canonical_text_mode
 from cg_ray.labels import ConceptLabels
 from cg_ray.serve.db import Analysis, Store, Upload
 from cg_ray.serve.encoding import Encoded, Encoder
@@ -86,7 +87,7 @@ async def run_analysis(
             upload = store.get_owned(Upload, analysis.owner, upload_id)
             uploads.append(pq.read_table(upload.path))
         table = pa.concat_tables(uploads)
-        texts = reader_texts(table, analysis.options.get("text", "both"))
+        texts = reader_texts(table, canonical_text_mode(analysis.options.get("text", "prompt_response"), warn=False))
         encoded: list[Encoded] = []
         for start in range(0, len(texts), ENCODE_CHUNK):
             encoded.extend(await encoder.encode(texts[start : start + ENCODE_CHUNK]))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +12,9 @@ SUFFIXES = (".jsonl", ".parquet")
 
 
 def validate_battles(data: bytes, filename: str, uploads_dir: Path, upload_id: str) -> tuple[Path, dict[str, Any]]:
-    """Parse every battle (the loader names the record and field of a bad one); store the file only if all
-    are valid. Returns the stored path and a summary (battles, models)."""
-    from cg_ray.benchmarks.arena import load_battles
+    """Parse every battle from the uploaded bytes (the loader names the line or record, and the field, of a
+    bad one); store the file only if all are valid. Returns the stored path and a summary (battles, models)."""
+    from cg_ray.benchmarks.arena import parse_uploaded_battles
     from cg_ray.errors import InputError
 
     suffix = Path(filename).suffix.lower()
@@ -23,22 +22,15 @@ def validate_battles(data: bytes, filename: str, uploads_dir: Path, upload_id: s
         raise UploadError(UNSUPPORTED, f"unsupported battles file type {suffix or '(none)'!r}: use .jsonl or .parquet")
     if not data.strip():
         raise UploadError(MALFORMED, "empty upload: no battles")
+    try:
+        battles = parse_uploaded_battles(data, filename)
+    except InputError as exc:
+        raise UploadError(INVALID, exc.reason, line=exc.line, field=exc.field) from None
+    if not battles.battles:
+        raise UploadError(MALFORMED, "no battles in the upload")
     uploads_dir.mkdir(parents=True, exist_ok=True)
     path = uploads_dir / f"{upload_id}{suffix}"
     with atomic_file(path) as tmp:
         tmp.write_bytes(data)
-        # The loader picks the format from the name: validate a copy under the final suffix.
-        probe = tmp.with_name(tmp.name + suffix)
-        os.link(tmp, probe)
-        try:
-            battles = load_battles(probe)
-        except InputError as exc:
-            raise UploadError(INVALID, exc.reason.replace(str(probe), filename), line=None, field=exc.field) from None
-        except UnicodeDecodeError as exc:
-            raise UploadError(MALFORMED, f"not UTF-8 text (byte {exc.start})") from None
-        finally:
-            probe.unlink(missing_ok=True)
-        if not battles.battles:
-            raise UploadError(MALFORMED, "no battles in the upload")
     models = sorted({m for b in battles.battles for m in (b.model_a, b.model_b)})
     return path, {"n_battles": len(battles.battles), "models": models}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,14 +20,12 @@ import yaml
 from cg_ray.arena.config import ArenaConfig, SelectionConfig
 from cg_ray.arena.job import ArenaJobConfig
 from cg_ray.benchmarks.sources import FieldMapping, LocalSource
-from cg_ray.config import MetricsConfig
+from cg_ray.config import MetricsConfig, canonical_text_mode
 from cg_ray.pipeline.config import ReaderStageConfig, RunConfig
 from cg_ray.serve.db import Analysis, Store, Upload
 from cg_ray.serve.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
-
-ReaderText = Literal["prompt", "prompt_response", "response"]
 
 RUN_NAME = "run"
 JOB_STATUS = {
@@ -37,11 +35,6 @@ JOB_STATUS = {
     "FAILED": "failed",
     "STOPPED": "failed",
 }
-
-
-def reader_text(mode: str) -> ReaderText:
-    """The pipeline reader's name for an analysis' text mode (the API says `both`, the reader `prompt_response`)."""
-    return "prompt_response" if mode == "both" else cast(ReaderText, mode)
 
 
 def job_config(settings: ServiceSettings, analysis: Analysis, uploads: list[Upload], work: Path) -> RunConfig:
@@ -71,7 +64,7 @@ def job_config(settings: ServiceSettings, analysis: Analysis, uploads: list[Uplo
         generation=settings.generation,
         reader=ReaderStageConfig(
             **settings.reader.model_dump(exclude_unset=True),
-            text=reader_text(analysis.options.get("text", "prompt")),
+            text=canonical_text_mode(analysis.options.get("text", "prompt"), warn=False),  # stored before the rename
         ),
         metrics=MetricsConfig.model_validate(analysis.options.get("metrics", {})),
     )

@@ -11,10 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cg_ray.config import MetricsConfig
-from cg_ray.serve.uploads import FieldMapping
-
-TextMode = Literal["prompt", "response", "both"]
+from cg_ray.benchmarks.sources import FieldMapping
+from cg_ray.config import MetricsConfig, TextMode
 
 
 class _Open(BaseModel):
@@ -28,14 +26,20 @@ class JsonUpload(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field("rows", max_length=200)
     rows: list[dict[str, Any]]
-    mapping: FieldMapping = FieldMapping()
+    mapping: FieldMapping | None = Field(
+        None,
+        description="which field holds each part of a row; unset parts are looked for under their own names "
+        "(id, benchmark, prompt, response, reference, score)",
+    )
 
 
 class AnalysisRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     upload_ids: list[str] = Field(min_length=1)
     mode: Literal["precomputed", "generate", "arena"] = "precomputed"
-    text: TextMode = "both"
+    text: TextMode = Field(
+        "prompt_response", description="what the reader reads; `both` is a deprecated alias of prompt_response"
+    )
     scorer: str | None = Field(None, description="generate mode: how answers are scored (default exact)")
     model: str | None = Field(None, description="name of the evaluated model, for the record")
     metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="options of the CG metrics")

@@ -1,24 +1,24 @@
 """Parse and validate an uploaded benchmark (JSONL / CSV / Parquet bytes, or JSON rows) into a table.
 
-Nothing is stored unless the whole upload is valid. Errors carry the HTTP status, the line (1-based, as
-editors count) and the field. Parquet is read with pyarrow (no pickle anywhere); paths are never taken
-from the client.
+Nothing is stored unless the whole upload is valid. Files are read by the one record reader
+(`cg_ray.benchmarks.files`) and mapped with the one `FieldMapping` (`cg_ray.benchmarks.sources`). Errors
+carry their kind (the API edge turns it into an HTTP status), the line (1-based, as editors count; a
+Parquet row's 1-based position) and the field. Parquet is read with pyarrow (no pickle anywhere); paths
+are never taken from the client.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict
 
+from cg_ray.benchmarks.files import iter_json_lines, iter_records
+from cg_ray.benchmarks.mapping import MISSING, dotted_get
+from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.errors import InputError
 from cg_ray.serve.settings import Limits
 
@@ -66,17 +66,24 @@ class UploadError(InputError):
         Exception.__init__(self, f"{where}: {message}" if where else message)
 
 
-class FieldMapping(BaseModel):
-    """Which source field holds each part of a row; None: not present."""
+# An upload's fields unless the client's mapping names others: besides the mapping's own defaults, an upload
+# looks for a per-row benchmark, a response and a score. The parts below are for benchmark sources only.
+UPLOAD_DEFAULTS: dict[str, str] = {"benchmark": "benchmark", "response": "response", "score": "score"}
+SOURCE_ONLY = ("reference_index_base", "choices", "model", "metadata")
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str | None = "id"
-    benchmark: str | None = "benchmark"
-    prompt: str | None = "prompt"
-    response: str | None = "response"
-    reference: str | None = "reference"
-    score: str | None = "score"
+def upload_mapping(given: FieldMapping | None = None) -> FieldMapping:
+    """The client's mapping with the upload defaults for every part it leaves unset."""
+    values = given.model_dump(exclude_unset=True) if given is not None else {}
+    for part in SOURCE_ONLY:
+        if values.get(part) is not None:
+            raise UploadError(INVALID, "not used by uploads (benchmark sources only)", field=f"mapping.{part}")
+    return FieldMapping.model_validate({**UPLOAD_DEFAULTS, **values})
+
+
+def mapping_record(mapping: FieldMapping) -> dict[str, Any]:
+    """What an upload's metadata keeps of its mapping: the parts an upload reads."""
+    return {k: v for k, v in mapping.model_dump().items() if k not in SOURCE_ONLY}
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,7 @@ class ParsedUpload:
     benchmarks: list[str]
     detected_fields: list[str]
     has_scores: bool
+    mapping: FieldMapping  # as applied: the client's, completed with UPLOAD_DEFAULTS
 
 
 def detect_format(filename: str, content_type: str | None) -> str:
@@ -98,48 +106,32 @@ def detect_format(filename: str, content_type: str | None) -> str:
     return fmt
 
 
-def _jsonl_records(data: bytes, limits: Limits) -> Iterator[tuple[int, Any]]:
+def _check_line_lengths(data: bytes, limits: Limits) -> None:
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if len(raw) > limits.max_line_bytes:
             raise UploadError(
                 TOO_LARGE, f"line is {len(raw):,} bytes, over the {limits.max_line_bytes:,} limit", line=line_no
             )
-        if not raw.strip():
-            continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UploadError(MALFORMED, f"not UTF-8 text (byte {exc.start})", line=line_no) from None
-        try:
-            yield line_no, json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UploadError(MALFORMED, f"invalid JSON ({exc.msg} at column {exc.colno})", line=line_no) from None
 
 
-def _csv_records(data: bytes, limits: Limits) -> Iterator[tuple[int, Any]]:
+def _records(data: bytes, filename: str, fmt: str, limits: Limits) -> Iterator[tuple[int, Any]]:
+    """(1-based line, record) through the one reader; its errors become MALFORMED uploads. A JSONL line
+    may hold any JSON value here (`normalize` says INVALID when it is not an object)."""
+    if fmt != "parquet":
+        _check_line_lengths(data, limits)
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise UploadError(MALFORMED, f"not UTF-8 text (byte {exc.start})", line=line) from None
-    for line_no, raw in enumerate(text.split("\n"), start=1):
-        if len(raw.encode()) > limits.max_line_bytes:
-            raise UploadError(TOO_LARGE, f"line is over the {limits.max_line_bytes:,}-byte limit", line=line_no)
-    reader = csv.DictReader(io.StringIO(text))
-    for record in reader:
-        if None in record:
-            raise UploadError(MALFORMED, "more values than header columns", line=reader.line_num)
-        yield reader.line_num, record
-
-
-def _parquet_records(data: bytes, limits: Limits) -> Iterator[tuple[int, Any]]:
-    try:
-        table = pq.read_table(io.BytesIO(data))
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise UploadError(MALFORMED, f"not a readable Parquet file ({exc})") from None
-    if table.num_rows > limits.max_rows:
-        raise UploadError(TOO_LARGE, f"{table.num_rows:,} rows, over the {limits.max_rows:,}-row limit")
-    yield from enumerate(table.to_pylist(), start=1)
+        if fmt == "jsonl":
+            for rec in iter_json_lines(data, name=filename):
+                if rec.error is not None:
+                    raise UploadError(MALFORMED, rec.error, line=rec.line)
+                yield rec.line, rec.value
+        else:
+            for record in iter_records(data, "csv" if fmt == "csv" else "parquet", name=filename):
+                yield (record.line if record.line is not None else record.row + 1), record.data
+    except UploadError:
+        raise
+    except InputError as exc:
+        raise UploadError(MALFORMED, exc.reason, line=exc.line) from None
 
 
 def _text(value: Any, line: int, field: str) -> str | None:
@@ -167,6 +159,8 @@ def _score(value: Any, line: int, field: str) -> float | None:
 def normalize(
     records: Iterable[tuple[int, Any]], mapping: FieldMapping, default_benchmark: str, limits: Limits
 ) -> ParsedUpload:
+    """Rows of the upload table; `mapping` as applied (see `upload_mapping`). A mapped field that is
+    absent counts as null; a list of prompt fields is joined by blank lines."""
     cols: dict[str, list[Any]] = {name: [] for name in UPLOAD_SCHEMA.names}
     seen_ids: dict[tuple[str, str], int] = {}
     detected: set[str] = set()
@@ -180,12 +174,13 @@ def normalize(
 
         def get(part: str, rec: Mapping[str, Any] = record) -> Any:
             name = getattr(mapping, part)
-            return rec.get(name) if name else None
+            value = dotted_get(rec, name) if name else None
+            return None if value is MISSING else value
 
-        prompt = _text(get("prompt"), line, mapping.prompt or "prompt")
+        prompt = _prompt(record, mapping, line)
         response = _text(get("response"), line, mapping.response or "response")
         if not (prompt or response):
-            names = [n for n in (mapping.prompt, mapping.response) if n]
+            names = [n for n in (*_prompt_fields(mapping), mapping.response) if n]
             raise UploadError(
                 INVALID, "missing text: the row has neither a prompt nor a response", line=line, field=" / ".join(names)
             )
@@ -195,7 +190,7 @@ def normalize(
                     TOO_LARGE,
                     f"text longer than the {limits.max_tokens_per_row:,}-token limit",
                     line=line,
-                    field=getattr(mapping, part),
+                    field=" / ".join(_prompt_fields(mapping)) if part == "prompt" else mapping.response,
                 )
         row_id = _text(get("id"), line, mapping.id or "id") or str(line)
         benchmark = _text(get("benchmark"), line, mapping.benchmark or "benchmark") or default_benchmark
@@ -221,20 +216,40 @@ def normalize(
         benchmarks=sorted(set(cols["benchmark"])),
         detected_fields=sorted(detected),
         has_scores=any(s is not None for s in cols["score"]),
+        mapping=mapping,
     )
 
 
+def _prompt_fields(mapping: FieldMapping) -> list[str]:
+    return [mapping.prompt] if isinstance(mapping.prompt, str) else list(mapping.prompt)
+
+
+def _prompt(record: Mapping[str, Any], mapping: FieldMapping, line: int) -> str | None:
+    parts = []
+    for name in _prompt_fields(mapping):
+        value = dotted_get(record, name)
+        parts.append(_text(None if value is MISSING else value, line, name))
+    if len(parts) == 1:
+        return parts[0]
+    return "\n\n".join(p for p in parts if p) or None
+
+
 def parse_file(
-    data: bytes, filename: str, content_type: str | None, mapping: FieldMapping, default_benchmark: str, limits: Limits
+    data: bytes,
+    filename: str,
+    content_type: str | None,
+    mapping: FieldMapping | None,
+    default_benchmark: str,
+    limits: Limits,
 ) -> ParsedUpload:
+    applied = upload_mapping(mapping)
     if len(data) > limits.max_upload_bytes:
         raise UploadError(TOO_LARGE, f"upload is {len(data):,} bytes, over the {limits.max_upload_bytes:,}-byte limit")
     if not data.strip():
         raise UploadError(MALFORMED, "empty upload: no rows")
     fmt = detect_format(filename, content_type)
-    records = {"jsonl": _jsonl_records, "csv": _csv_records, "parquet": _parquet_records}[fmt](data, limits)
-    return normalize(records, mapping, default_benchmark, limits)
+    return normalize(_records(data, filename, fmt, limits), applied, default_benchmark, limits)
 
 
-def parse_rows(rows: list[Any], mapping: FieldMapping, default_benchmark: str, limits: Limits) -> ParsedUpload:
-    return normalize(enumerate(rows, start=1), mapping, default_benchmark, limits)
+def parse_rows(rows: list[Any], mapping: FieldMapping | None, default_benchmark: str, limits: Limits) -> ParsedUpload:
+    return normalize(enumerate(rows, start=1), upload_mapping(mapping), default_benchmark, limits)

@@ -117,7 +117,7 @@ def test_extract_writes_contract_and_matches_float32_recomputation(
     assert table.column(S.ROW_ID).to_pylist() == ["q1", "q2", "q3"]
     assert table.column(S.SCORE).to_pylist() == [1.0, 0.0, 0.5]
     manifest = json.loads((tmp_path / "out" / "rows.manifest.json").read_text())
-    assert manifest["text"] == "both" and manifest["chat_template"] is False
+    assert manifest["text"] == "prompt_response" and manifest["chat_template"] is False  # `both`: the alias
     assert manifest["reader"]["layer"] == 2 and manifest["reader"]["tokens"]["exclude_bos"] is True
     assert manifest["counts"]["rows"] == 3 and manifest["d_sae"] == 96
 

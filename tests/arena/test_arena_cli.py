@@ -59,7 +59,8 @@ def test_ratings_errors(battles_file: Path, tmp_path: Path, capsys: pytest.Captu
     )
     assert run("arena-ratings", "--battles", bad, "--out", tmp_path / "r") == 2
     err = capsys.readouterr().err
-    assert "bad.jsonl, row 1, field 'winner'" in err and "'draw'" in err and "line 2" in err
+    # A JSONL record is located by its 1-based line; its 0-based record index stays in the message.
+    assert "bad.jsonl, line 2, field 'winner'" in err and "'draw'" in err and "record 1" in err
     assert not (tmp_path / "r").exists()
     assert run("arena-ratings", "--battles", bad, "--out", tmp_path / "r", "--skip-invalid", "--bootstrap", 0) == 0
     assert "skipped {'unknown_winner': 1}" in capsys.readouterr().out

@@ -75,7 +75,8 @@ def test_malformed_json_names_the_line(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "b.jsonl", [record("q1"), '{"question_id": "q2", "model_a": ', record("q3")])
     with pytest.raises(BattleError) as info:
         load_battles(path)
-    assert info.value.code == A.MALFORMED_JSON and info.value.row == 1 and "line 2" in str(info.value)
+    assert info.value.code == A.MALFORMED_JSON and info.value.row == 1 and info.value.line == 2
+    assert "line 2" in str(info.value)
     path = write_jsonl(tmp_path / "c.jsonl", ["[1, 2]"])
     with pytest.raises(BattleError, match="expected a JSON object"):
         load_battles(path)

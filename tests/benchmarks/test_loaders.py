@@ -279,3 +279,12 @@ def test_load_suite_returns_scorer_options_per_benchmark(tmp_path: Path) -> None
             ]
         )
     assert err.value.field == "scorer_options"
+
+
+def test_benchmark_field_names_each_rows_benchmark(tmp_path: Path) -> None:
+    records = [{**RECORDS[0], "suite": "arith"}, {**RECORDS[1], "suite": None}]
+    path = write_jsonl(tmp_path / "b.jsonl", records)
+    fields = {**FIELDS, "benchmark": "suite"}
+    rows = list(load_source(source(kind="local", path=str(path), benchmark="misc", fields=fields)))
+    assert [r["benchmark"] for r in rows] == ["arith", "misc"]  # null: the source's name
+    assert "suite" not in json.loads(rows[0]["metadata"])  # a mapped field is not metadata

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,18 @@ def test_metrics_section_is_the_shared_metrics_config() -> None:
     assert cfg.metrics == MetricsConfig(epsilon=1e-4)
     with pytest.raises(ConfigError, match="metrics: Value error, low_percentile"):
         parse_run_config({"benchmarks": [{"kind": "probes"}], "metrics": {"low_percentile": 95}})
+
+
+def test_text_mode_both_is_a_deprecated_alias_warned_once(caplog: pytest.LogCaptureFixture) -> None:
+    import cg_ray.config as C
+    from cg_ray.pipeline.config import ReaderStageConfig
+    from cg_ray.serve.models import AnalysisRequest
+
+    C._warned_aliases.discard("both")
+    with caplog.at_level(logging.WARNING, logger="cg_ray.config"):
+        assert ReaderStageConfig.model_validate({"text": "both"}).text == "prompt_response"
+        assert AnalysisRequest(upload_ids=["u"], text="both").text == "prompt_response"
+    assert [r.getMessage() for r in caplog.records] == ["text mode 'both' is deprecated: use 'prompt_response'"]
+    assert AnalysisRequest(upload_ids=["u"]).text == "prompt_response"
+    with pytest.raises(ValueError, match="prompt_response"):
+        ReaderStageConfig.model_validate({"text": "all"})

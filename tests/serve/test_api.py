@@ -72,7 +72,7 @@ def test_upload_analysis_results_end_to_end(client, key, settings) -> None:
     assert client.get(f"/v1/uploads/{up['id']}", headers=key).json()["id"] == up["id"]
     assert [u["id"] for u in client.get("/v1/uploads", headers=key).json()] == [up["id"]]
 
-    r = client.post("/v1/analyses", headers=key, json={"upload_ids": [up["id"]], "text": "both"})
+    r = client.post("/v1/analyses", headers=key, json={"upload_ids": [up["id"]], "text": "prompt_response"})
     assert r.status_code == 202, r.text
     status = wait_for(client, key, r.json()["id"])
     assert status["status"] == "succeeded", status
@@ -166,6 +166,28 @@ def test_json_rows_upload_with_mapping(client, key) -> None:
     r = client.post("/v1/uploads/json", headers=key, json=body)
     assert r.status_code == 201, r.text
     assert r.json()["n_rows"] == 2 and r.json()["benchmarks"] == ["mini"]
+
+
+def test_upload_mapping_is_the_benchmark_field_mapping(client, key) -> None:
+    """One FieldMapping: parts the client leaves unset keep the upload defaults; dotted paths and prompt
+    lists work as for benchmark sources; parts only sources use are refused."""
+    rows = [{"q": {"text": "2+2"}, "ctx": "sums", "score": 1, "benchmark": "arith"}, {"q": {"text": "3+3"}, "score": 0}]
+    body = {"name": "mini", "rows": rows, "mapping": {"prompt": ["ctx", "q.text"]}}
+    r = client.post("/v1/uploads/json", headers=key, json=body)
+    assert r.status_code == 201, r.text
+    up = r.json()
+    assert up["has_scores"] and up["benchmarks"] == ["arith", "mini"]
+    assert up["fields"]["mapping"] == {
+        "id": "id",
+        "benchmark": "benchmark",
+        "prompt": ["ctx", "q.text"],
+        "response": "response",
+        "reference": "reference",
+        "score": "score",
+    }
+    body = {"name": "mini", "rows": rows, "mapping": {"prompt": "q.text", "choices": "opts"}}
+    r = client.post("/v1/uploads/json", headers=key, json=body)
+    assert r.status_code == 422 and r.json()["detail"]["field"] == "mapping.choices"
 
 
 def test_other_upload_formats(client, key) -> None:

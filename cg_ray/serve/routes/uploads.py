@@ -11,11 +11,12 @@ from fastapi import APIRouter, File, Form, UploadFile
 from pydantic import ValidationError
 
 from cg_ray.artifacts.publish import atomic_file
+from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.serve.db import Upload, new_id
 from cg_ray.serve.deps import Owner, Service, ServiceDep
 from cg_ray.serve.errors import ErrorBody, api_error, upload_error
 from cg_ray.serve.models import JsonUpload, UploadView
-from cg_ray.serve.uploads import FieldMapping, ParsedUpload, UploadError, parse_file, parse_rows
+from cg_ray.serve.uploads import ParsedUpload, UploadError, mapping_record, parse_file, parse_rows
 
 router = APIRouter(prefix="/v1", tags=["uploads"], responses={422: {"model": ErrorBody}})
 
@@ -52,7 +53,7 @@ def record_upload(
     return UploadView.model_validate(row)
 
 
-def store_rows(service: Service, owner: str, name: str, parsed: ParsedUpload, mapping: FieldMapping) -> UploadView:
+def store_rows(service: Service, owner: str, name: str, parsed: ParsedUpload) -> UploadView:
     upload_id = new_id("upl")
     path = service.settings.uploads_dir / f"{upload_id}.parquet"
     with atomic_file(path) as tmp:
@@ -65,7 +66,7 @@ def store_rows(service: Service, owner: str, name: str, parsed: ParsedUpload, ma
         name=name,
         n_rows=parsed.table.num_rows,
         benchmarks=parsed.benchmarks,
-        fields={"detected": parsed.detected_fields, "mapping": mapping.model_dump()},
+        fields={"detected": parsed.detected_fields, "mapping": mapping_record(parsed.mapping)},
         has_scores=parsed.has_scores,
     )
 
@@ -86,11 +87,14 @@ async def upload_file(
     file: Annotated[UploadFile, File(description="JSONL, CSV or Parquet")],
     benchmark: Annotated[str | None, Form()] = None,
     mapping: Annotated[
-        str | None, Form(description="JSON object: {id, benchmark, prompt, response, reference, score}")
+        str | None,
+        Form(
+            description="JSON object {id, benchmark, prompt, response, reference, score}: which field holds each part"
+        ),
     ] = None,
 ) -> UploadView:
     try:
-        field_mapping = FieldMapping.model_validate_json(mapping) if mapping else FieldMapping()
+        field_mapping = FieldMapping.model_validate_json(mapping) if mapping else None
     except ValidationError as exc:
         raise api_error(422, f"invalid mapping: {exc.errors()[0]['msg']}", field="mapping") from None
     data = await read_limited(service, file)
@@ -101,7 +105,7 @@ async def upload_file(
         )
     except UploadError as exc:
         raise upload_error(exc) from None
-    return store_rows(service, owner, name, parsed, field_mapping)
+    return store_rows(service, owner, name, parsed)
 
 
 @router.post("/uploads/json", status_code=201, response_model=UploadView)
@@ -110,7 +114,7 @@ def upload_json(service: ServiceDep, owner: Owner, body: JsonUpload) -> UploadVi
         parsed = parse_rows(body.rows, body.mapping, body.name, service.settings.limits)
     except UploadError as exc:
         raise upload_error(exc) from None
-    return store_rows(service, owner, body.name, parsed, body.mapping)
+    return store_rows(service, owner, body.name, parsed)
 
 
 @router.post("/battles", status_code=201, response_model=UploadView)

@@ -1,4 +1,4 @@
-"""`cg-ray skills` and `cg-ray estimate`: registered by cg_ray.cli; heavy imports happen in the handlers."""
+"""`cg-ray skills` and `cg-ray estimate` (cg_ray.skills); heavy imports happen in the handlers."""
 
 from __future__ import annotations
 
@@ -6,22 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-
-def _fractions(value: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated fractions, got {value!r}") from None
+from cg_ray.cli.options import add_command, comma_list, validated
 
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "skills",
-        help="latent skills behind a models × tasks score matrix (PAF + varimax), redundancy, model profiles",
-        description="Standardise a models × tasks matrix, choose the number of factors (parallel analysis; scree, "
-        "Kaiser and the IQ-test paper's rule reported), fit principal axis factoring + varimax, and write "
-        "loadings.csv, profiles.csv, redundancy.csv, profile_from_k.csv, skills.json and report.html to --out.",
-    )
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = add_command(subparsers, "skills", _skills)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--matrix", type=Path, help="wide CSV/parquet: a `model` column, one column per task")
     src.add_argument("--runs", type=Path, nargs="+", help="run directories: per-benchmark mean scores")
@@ -33,52 +22,35 @@ def register(subparsers: Any) -> None:
     p.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples over models for stability")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--overwrite", action="store_true")
-    p.set_defaults(handler=_skills)
 
-    e = subparsers.add_parser(
-        "estimate",
-        help="estimate a model's scores from a budget of actively chosen rows (vs random sampling)",
-        description="With other models' per-row scores as a Gaussian prior over rows, pick rows batch by batch "
-        "to estimate a held-out model's overall and per-task scores (--holdout MODEL), or evaluate that against "
-        "random sampling for every model in turn (--lomo).",
-    )
+    e = add_command(subparsers, "estimate", _estimate)
     e.add_argument("--scores", type=Path, required=True, help="per-row scores: model,row_id,score[,task]")
     e.add_argument("--task-field", default=None, help="the column or JSONL metadata key naming the task")
     mode = e.add_mutually_exclusive_group(required=True)
     mode.add_argument("--holdout", metavar="MODEL", help="treat MODEL as new: reveal its rows only as chosen")
     mode.add_argument("--lomo", action="store_true", help="leave-one-model-out, active vs random, at --budgets")
     e.add_argument("--out", type=Path, required=True)
-    e.add_argument("--budgets", type=_fractions, default=(0.01, 0.02, 0.05, 0.10, 0.25, 0.50))
+    e.add_argument("--budgets", type=comma_list(float, "fractions"), default=(0.01, 0.02, 0.05, 0.10, 0.25, 0.50))
     e.add_argument("--batch", type=int, default=8, help="rows per batch (--holdout)")
     e.add_argument("--components", type=int, default=10, help="latent dimensions of the row prior")
     e.add_argument("--target-se", type=float, default=None, help="--holdout: stop once the overall SE is below")
     e.add_argument("--random-repeats", type=int, default=5)
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--overwrite", action="store_true")
-    e.set_defaults(handler=_estimate)
-
-
-def _config(cls: Any, **values: Any) -> Any:
-    from pydantic import ValidationError
-
-    from cg_ray.errors import ConfigError
-
-    try:
-        return cls(**values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
 
 
 def _skills(args: argparse.Namespace) -> int:
+    """latent skills behind a models × tasks score matrix (PAF + varimax), redundancy, model profiles
+
+    Standardise a models × tasks matrix, choose the number of factors (parallel analysis; scree, Kaiser and the
+    IQ-test paper's rule reported), fit principal axis factoring + varimax, and write loadings.csv,
+    profiles.csv, redundancy.csv, profile_from_k.csv, skills.json and report.html to --out."""
     from cg_ray.skills.analysis import run_skills
     from cg_ray.skills.config import SkillsConfig
     from cg_ray.skills.matrix import matrix_from_long, matrix_from_runs, read_long, read_matrix
     from cg_ray.skills.outputs import write_skills
 
-    config = _config(
-        SkillsConfig, n_factors=args.n_factors, max_missing=args.max_missing, bootstrap=args.bootstrap, seed=args.seed
-    )
+    config = validated(SkillsConfig, {k: getattr(args, k) for k in ("n_factors", "max_missing", "bootstrap", "seed")})
     if args.matrix is not None:
         matrix, source = read_matrix(args.matrix), str(args.matrix)
     elif args.scores is not None:
@@ -106,21 +78,20 @@ def _skills(args: argparse.Namespace) -> int:
 
 
 def _estimate(args: argparse.Namespace) -> int:
+    """estimate a model's scores from a budget of actively chosen rows (vs random sampling)
+
+    With other models' per-row scores as a Gaussian prior over rows, pick rows batch by batch to estimate a
+    held-out model's overall and per-task scores (--holdout MODEL), or evaluate that against random sampling
+    for every model in turn (--lomo)."""
     from cg_ray.errors import InputError
     from cg_ray.skills.config import EstimateConfig
     from cg_ray.skills.evaluate import holdout_trace, lomo, summarise
     from cg_ray.skills.matrix import read_long, rows_matrix
     from cg_ray.skills.outputs import write_estimate
 
-    config = _config(
-        EstimateConfig,
-        budgets=args.budgets,
-        batch=args.batch,
-        n_components=args.components,
-        target_se=args.target_se,
-        random_repeats=args.random_repeats,
-        seed=args.seed,
-    )
+    same = ("budgets", "batch", "target_se", "random_repeats", "seed")  # fields named like their flags
+    values = {k: getattr(args, k) for k in same} | {"n_components": args.components}
+    config = validated(EstimateConfig, values, flags={"n_components": "--components"})
     data = rows_matrix(read_long(args.scores, args.task_field), str(args.scores))
     meta: dict[str, Any] = {"format_version": 1, "scores": str(args.scores), "config": config.model_dump()}
     if args.lomo:
