@@ -26,7 +26,7 @@ from cg_ray.metrics.overlap import correlation_matrix, jaccard_matrix
 from cg_ray.metrics.rankings import Rankings, rank_concepts
 
 
-def _num(x: float | np.floating | None) -> float | None:
+def json_number(x: float | np.floating | None) -> float | None:
     """JSON-safe float: NaN/inf (undefined) become null."""
     if x is None:
         return None
@@ -34,7 +34,7 @@ def _num(x: float | np.floating | None) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _nullable(values: np.ndarray) -> pa.Array:
+def nullable_floats(values: np.ndarray) -> pa.Array:
     return pa.array(values, type=pa.float64(), from_pandas=True)  # NaN -> null
 
 
@@ -47,13 +47,13 @@ def concepts_table(result: CGResult, labels: ConceptLabels | None) -> pa.Table:
             pa.array(ids),
             label_col,
             pa.array(result.X_bench, pa.float64()),
-            _nullable(result.X_model),
+            nullable_floats(result.X_model),
             pa.array(result.n_benchmarks_active.astype(np.int32)),
             pa.array(result.n_active_rows),
             pa.array(result.class_names(result.coverage_class)),
             pa.array(result.is_model_gap),
-            _nullable(u.concept_n_eff),
-            *(_nullable(getattr(u, name)) for name in S.INTERVAL_COLUMNS),
+            nullable_floats(u.concept_n_eff),
+            *(nullable_floats(getattr(u, name)) for name in S.INTERVAL_COLUMNS),
         ],
         schema=S.CONCEPTS_SCHEMA,
     )
@@ -67,12 +67,12 @@ def benchmark_concepts_table(result: CGResult) -> pa.Table:
             pa.array(names[b_idx], pa.string()),
             pa.array(c_idx.astype(np.int32)),
             pa.array(result.chi_bench[b_idx, c_idx], pa.float64()),
-            _nullable(result.chi_model[b_idx, c_idx]),
+            nullable_floats(result.chi_model[b_idx, c_idx]),
             pa.array(result.active_rows[b_idx, c_idx].astype(np.int64)),
             pa.array(result.class_names(result.benchmark_class[b_idx, c_idx])),
-            _nullable(result.uncertainty.n_eff[b_idx, c_idx]),
-            _nullable(result.uncertainty.chi_model_low[b_idx, c_idx]),
-            _nullable(result.uncertainty.chi_model_high[b_idx, c_idx]),
+            nullable_floats(result.uncertainty.n_eff[b_idx, c_idx]),
+            nullable_floats(result.uncertainty.chi_model_low[b_idx, c_idx]),
+            nullable_floats(result.uncertainty.chi_model_high[b_idx, c_idx]),
         ],
         schema=S.BENCHMARK_CONCEPTS_SCHEMA,
     )
@@ -82,8 +82,8 @@ def _concept_entry(result: CGResult, labels: ConceptLabels | None, c: int) -> di
     return {
         "concept_id": c,
         "label": labels.get(c) if labels else None,
-        "X_model": _num(result.X_model[c]),
-        "X_bench": _num(result.X_bench[c]),
+        "X_model": json_number(result.X_model[c]),
+        "X_bench": json_number(result.X_bench[c]),
         "n_benchmarks_active": int(result.n_benchmarks_active[c]),
         "n_active_rows": int(result.n_active_rows[c]),
     }
@@ -109,11 +109,11 @@ def summary_dict(
                 "benchmark": name,
                 "n_rows": int(result.n_rows[b]),
                 "n_scored_rows": int(result.n_scored_rows[b]),
-                "mean_score": _num(result.mean_score[b]),
+                "mean_score": json_number(result.mean_score[b]),
                 "n_active_concepts": int((result.act_sum[b] > 0).sum()),
                 "missing_pct": 100.0 * float((result.chi_bench[b] < cfg.epsilon).mean()),
                 "class_counts": dict(zip(S.COVERAGE_CLASSES, map(int, counts), strict=True)),
-                "median_chi_model": _num(np.median(defined)) if defined.size else None,
+                "median_chi_model": json_number(np.median(defined)) if defined.size else None,
                 "thresholds": result.benchmark_thresholds[b].as_dict(),
             }
         )
@@ -124,7 +124,7 @@ def summary_dict(
     }
 
     def matrix(m: np.ndarray) -> list[list[float | None]]:
-        return [[_num(v) for v in row] for row in m]
+        return [[json_number(v) for v in row] for row in m]
 
     return {
         "cg_ray_version": __version__,
@@ -138,8 +138,8 @@ def summary_dict(
             "class_counts": dict(zip(S.COVERAGE_CLASSES, map(int, suite_counts), strict=True)),
             "missing_pct": 100.0 * float((~present).mean()),
             "thresholds": result.coverage_thresholds.as_dict(),
-            "median_X_bench": _num(np.median(result.X_bench[present])) if present.any() else None,
-            "median_X_model": _num(np.median(defined_x_model)) if defined_x_model.size else None,
+            "median_X_bench": json_number(np.median(result.X_bench[present])) if present.any() else None,
+            "median_X_model": json_number(np.median(defined_x_model)) if defined_x_model.size else None,
             "n_concepts_scored": int(defined_x_model.size),
             "n_model_gaps": int(result.is_model_gap.sum()),
         },
@@ -175,9 +175,9 @@ def write_official_csvs(out: Path, result: CGResult) -> None:
         ),
         out / S.OFFICIAL_SALIENCY_CSV,
     )
-    scores = {"concept_id": ids, "overall_score": _nullable(result.X_model)}
+    scores = {"concept_id": ids, "overall_score": nullable_floats(result.X_model)}
     for b, name in enumerate(result.benchmarks):
-        scores[f"{name}_score"] = _nullable(result.chi_model[b])
+        scores[f"{name}_score"] = nullable_floats(result.chi_model[b])
     pacsv.write_csv(pa.table(scores), out / S.OFFICIAL_SCORES_CSV)
 
 

@@ -23,7 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cg_ray.cli.profile",
     "cg_ray.cli.diff",
     "cg_ray.cli.report",
-    "cg_ray.describe.cli",
+    "cg_ray.cli.describe",
     "cg_ray.cli.skills",
     "cg_ray.cli.serve",
     "cg_ray.cli.example",

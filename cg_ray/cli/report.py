@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cg_ray.cli.options import add_command
 from cg_ray.describe.config import REPORT_TOP
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    """Write RUN_DIR/report.html with the paper's figures, tables and example rows.
+
+    Write a self-contained HTML report (plotly.js inline, no network) of a run directory."""
     from cg_ray.report.html import build_report
 
     out = build_report(args.run_dir, examples_per_concept=args.examples, top=args.top, validate=args.validate)
@@ -17,11 +21,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "report",
-        help="write RUN_DIR/report.html with the paper's figures, tables and example rows",
-        description="Write a self-contained HTML report (plotly.js inline, no network) of a run directory.",
-    )
+    p = add_command(subparsers, "report", _cmd_report)
     p.add_argument("run_dir", type=Path, help="a run directory written by `cg-ray metrics` or `cg-ray run`")
     p.add_argument("--top", type=int, default=REPORT_TOP, help="concepts per best/worst table")
     p.add_argument("--examples", type=int, default=3, help="example rows per concept")
@@ -31,4 +31,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="validate.json of `cg-ray validate` to show (default: RUN_DIR/validate.json when present)",
     )
-    p.set_defaults(handler=_cmd_report)

@@ -71,6 +71,10 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+def _text_mode(text: Any) -> Any:
+    return "prompt_response" if text == "both" else text  # older extract manifests spell it `both`
+
+
 def _from_run_manifest(path: Path, d_sae: int) -> ReaderIdentity:
     data = _read(path)
     reader = (data.get("config") or {}).get("reader") or {}
@@ -83,8 +87,7 @@ def _from_run_manifest(path: Path, d_sae: int) -> ReaderIdentity:
         "factory": resolved.get("factory"),
         "sae_weights": next((a.get("sae_weights") for a in resolved.get("actors") or [] if a.get("sae_weights")), None),
     }
-    text = {"prompt_response": "both"}.get(reader.get("text", ""), reader.get("text"))
-    return ReaderIdentity(values, str(path), text)
+    return ReaderIdentity(values, str(path), _text_mode(reader.get("text")))
 
 
 def _from_extract_manifest(path: Path, d_sae: int) -> ReaderIdentity:
@@ -103,7 +106,7 @@ def _from_extract_manifest(path: Path, d_sae: int) -> ReaderIdentity:
         # extract always uses the real reader (cg_ray.activations.reader)
         "factory": "cg_ray.activations.reader:ConceptReader.from_config",
     }
-    return ReaderIdentity(values, str(path), data.get("text"))
+    return ReaderIdentity(values, str(path), _text_mode(data.get("text")))
 
 
 def extract_manifest_candidates(run_dir: Path, rows_file: str) -> list[Path]:

@@ -3,7 +3,6 @@ concept), diff.json (a versioned summary) and diff.html, published atomically in
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +14,11 @@ from cg_ray import __version__
 from cg_ray import schemas as S
 from cg_ray.artifacts.contract import DiffSummary, write_document
 from cg_ray.artifacts.publish import atomic_directory
+from cg_ray.artifacts.run_dir import json_number, nullable_floats
 from cg_ray.compare.diff import DiffResult, eligible
 from cg_ray.compare.runs import DiffRun
 
 KIND = "cg_ray.diff"
-
-
-def _num(x: float | np.floating | None) -> float | None:
-    if x is None:
-        return None
-    f = float(x)
-    return f if math.isfinite(f) else None
-
-
-def _nullable(values: np.ndarray) -> pa.Array:
-    return pa.array(values, type=pa.float64(), from_pandas=True)  # NaN -> null
 
 
 def _x_bench(run: DiffRun, d_sae: int) -> np.ndarray:
@@ -81,7 +70,7 @@ def diff_table(result: DiffResult) -> pa.Table:
             pa.array([result.labels.get(int(c)) for c in ids], pa.string()),
             pa.array([result.descriptions.get(int(c)) for c in ids], pa.string()),
             *(pa.array(counts[n][ids]) for n in ("n_paired_active", "n_active_a", "n_active_b")),
-            *(_nullable(full[n][ids]) for n in full),
+            *(nullable_floats(full[n][ids]) for n in full),
             pa.array(direction[ids].tolist(), pa.string()),
             pa.array([None if np.isnan(r) else int(r) for r in rank[ids]], pa.int32()),
             pa.array(x_bench_a[ids]),
@@ -102,7 +91,7 @@ def diff_benchmarks_table(result: DiffResult) -> pa.Table:
             pa.array(result.concept_ids[c_idx].astype(np.int32)),
             pa.array(result.n_active_bench[b_idx, c_idx]),
             *(
-                _nullable(values[b_idx, c_idx])
+                nullable_floats(values[b_idx, c_idx])
                 for values in (delta.chi_a, delta.chi_b, delta.chi_delta, delta.chi_low, delta.chi_high)
             ),
         ],
@@ -118,9 +107,9 @@ def concept_entry(result: DiffResult, column: int) -> dict[str, Any]:
         {
             "benchmark": name,
             "n_paired_active": int(result.n_active_bench[b, column]),
-            "delta_chi_model": _num(delta.chi_delta[b, column]),
-            "low": _num(delta.chi_low[b, column]),
-            "high": _num(delta.chi_high[b, column]),
+            "delta_chi_model": json_number(delta.chi_delta[b, column]),
+            "low": json_number(delta.chi_low[b, column]),
+            "high": json_number(delta.chi_high[b, column]),
         }
         for b, name in enumerate(result.pairing.benchmarks)
         if result.n_active_bench[b, column] > 0
@@ -129,15 +118,15 @@ def concept_entry(result: DiffResult, column: int) -> dict[str, Any]:
         "concept_id": c,
         "label": result.labels.get(c),
         "description": result.descriptions.get(c),
-        "X_model_a": _num(delta.x_a[column]),
-        "X_model_b": _num(delta.x_b[column]),
-        "delta_X_model": _num(delta.x_delta[column]),
-        "low": _num(delta.x_low[column]),
-        "high": _num(delta.x_high[column]),
+        "X_model_a": json_number(delta.x_a[column]),
+        "X_model_b": json_number(delta.x_b[column]),
+        "delta_X_model": json_number(delta.x_delta[column]),
+        "low": json_number(delta.x_low[column]),
+        "high": json_number(delta.x_high[column]),
         "relative": {
-            "delta": _num(delta.rel_delta[column]),
-            "low": _num(delta.rel_low[column]),
-            "high": _num(delta.rel_high[column]),
+            "delta": json_number(delta.rel_delta[column]),
+            "low": json_number(delta.rel_low[column]),
+            "high": json_number(delta.rel_high[column]),
         },
         "n_paired_active": int(result.n_active[column]),
         "per_benchmark": per_bench,
@@ -166,8 +155,8 @@ def summary_dict(result: DiffResult) -> dict[str, Any]:
         "kind": KIND,
         "cg_ray_version": __version__,
         "runs": {
-            "a": _run_entry(result.a, _num(result.a.scores[pos_a].mean())),
-            "b": _run_entry(result.b, _num(result.b.scores[pos_b].mean())),
+            "a": _run_entry(result.a, json_number(result.a.scores[pos_a].mean())),
+            "b": _run_entry(result.b, json_number(result.b.scores[pos_b].mean())),
         },
         "reader_check": {
             "checked_fields": result.checked_fields,
@@ -189,7 +178,7 @@ def summary_dict(result: DiffResult) -> dict[str, Any]:
             "expected_by_chance_per_direction": round(n_eligible * (1 - cfg.confidence) / 2, 1),
         },
         "paired_benchmarks": [
-            {"benchmark": name, "mean_score_delta": _num(delta.mean_delta[b])}
+            {"benchmark": name, "mean_score_delta": json_number(delta.mean_delta[b])}
             for b, name in enumerate(result.pairing.benchmarks)
         ],
         "top_regressed": [concept_entry(result, c) for c in result.regressed[: cfg.top]],

@@ -59,7 +59,7 @@ class Analysis:
     per_concept: dict[int, ConceptEvidence]
     records: dict[int, dict[str, Any]]  # file row → id, benchmark, score, texts, metadata
     token_detail: dict[str, Any]
-    text_mode: str = "both"  # which text of a row the reader read (prompt | response | both)
+    text_mode: str = "prompt_response"  # which text of a row the reader read (prompt | response | prompt_response)
 
     def text_of(self, row: int) -> str:
         """The row's text as the reader read it (raw form), for snippets and detection."""
@@ -79,7 +79,7 @@ def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
     records = read_rows(run.rows, wanted)
     enriched = enrich(ev, alpha=options.alpha)
     settings = read_settings(run)
-    text_mode = settings.text if not isinstance(settings, str) else "both"
+    text_mode = settings.text if not isinstance(settings, str) else "prompt_response"
     details, token_info = _token_details(run, ev, records, options)
     per_concept: dict[int, ConceptEvidence] = {}
     for j, c in enumerate(ev.concept_ids):
@@ -109,7 +109,7 @@ def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
     return Analysis(run, ev, selection.reasons, per_concept, records, token_info, text_mode)
 
 
-def plain_text(rec: dict[str, Any], mode: str = "both") -> str:
+def plain_text(rec: dict[str, Any], mode: str = "prompt_response") -> str:
     keys = {"prompt": ("prompt",), "response": ("response",)}.get(mode, ("prompt", "response"))
     return "\n\n".join(str(rec[k]) for k in keys if rec.get(k)) or "\n\n".join(
         str(rec[k]) for k in ("prompt", "response") if rec.get(k)

@@ -1,4 +1,4 @@
-"""`cg-ray describe` and `cg-ray explain`: registered by cg_ray.cli; heavy imports happen in the handlers."""
+"""`cg-ray describe` and `cg-ray explain`; heavy imports happen in the handlers."""
 
 from __future__ import annotations
 
@@ -6,19 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cg_ray.cli.options import add_command, comma_list
 from cg_ray.describe.config import REPORT_TOP
-
-
-def _concept_list(value: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated concept ids, got {value!r}") from None
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", type=Path, help="a run directory (rows.parquet, concepts.parquet, summary.json)")
-    p.add_argument("--concepts", type=_concept_list, default=None, help="comma-separated concept ids")
+    p.add_argument("--concepts", type=comma_list(int, "concept ids"), default=None, help="comma-separated concept ids")
     p.add_argument(
         "--top", type=int, default=REPORT_TOP, help="worst-by-X_model and least-covered concepts, each (as the report)"
     )
@@ -31,28 +25,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "describe",
-        help="readable descriptions and themes of a run's weak / under-covered concepts",
-        description="Describe concepts from the run's own rows (top rows with the activating span, metadata "
-        "enrichment, in-suite tokens, labels, LLM explanations when `cg-ray explain` ran) and group them "
-        "into themes; writes RUN_DIR/descriptions.parquet and RUN_DIR/themes.json.",
-    )
-    _add_common(p)
-    p.set_defaults(handler=_describe)
-    e = subparsers.add_parser(
-        "explain",
-        help="LLM explanations of concepts, scored by detection (balanced accuracy)",
-        description="An instruct model explains each concept from its top rows (activating spans marked), "
-        "then judges held-out rows with and without the concept given each candidate description; writes "
-        "RUN_DIR/explanations.parquet and refreshes descriptions.parquet / themes.json.",
-    )
+    _add_common(add_command(subparsers, "describe", _describe))
+    e = add_command(subparsers, "explain", _explain)
     _add_common(e)
     e.add_argument("--model", default="smollm2-135m-instruct", help="explainer: known name, HF dir or hub id")
     e.add_argument("--backend", default="vllm", help="generation backend: vllm | hf | fake")
     e.add_argument("--detect", type=int, default=6, help="held-out rows per class for detection")
     e.add_argument("--name-themes", action="store_true", help="let the model name the themes too")
-    e.set_defaults(handler=_explain)
 
 
 def _options(args: argparse.Namespace) -> Any:
@@ -69,6 +48,11 @@ def _options(args: argparse.Namespace) -> Any:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    """Readable descriptions and themes of a run's weak / under-covered concepts.
+
+    Describe concepts from the run's own rows (top rows with the activating span, metadata enrichment,
+    in-suite tokens, labels, LLM explanations when `cg-ray explain` ran) and group them into themes; writes
+    RUN_DIR/descriptions.parquet and RUN_DIR/themes.json."""
     from cg_ray.describe.run import describe_run
 
     table, themes = describe_run(args.run_dir, _options(args))
@@ -77,6 +61,11 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    """LLM explanations of concepts, scored by detection (balanced accuracy).
+
+    An instruct model explains each concept from its top rows (activating spans marked), then judges
+    held-out rows with and without the concept given each candidate description; writes
+    RUN_DIR/explanations.parquet and refreshes descriptions.parquet / themes.json."""
     from cg_ray.describe.explain import ExplainConfig, explain_run
 
     config = ExplainConfig(
