@@ -1,5 +1,6 @@
 """Reading a response with its prompt as context: only the response's tokens count (mean and max),
-checked against brute force on the tiny model, and a concept planted on a prompt token gives 0."""
+checked against brute force on the tiny model, and a concept planted on a prompt token gives 0.
+(tiny_model_dir / tiny_sae_dir: the reader tests' fixtures, shared through tests/compare/conftest.py.)"""
 
 from __future__ import annotations
 
@@ -14,13 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from cg_ray.activations.reader import ConceptReader
-from tests.activations.conftest import (  # noqa: F401  (fixtures)
-    LAYER,
-    _offline_env,
-    reader_config,
-    tiny_model_dir,
-    tiny_sae_dir,
-)
+from tests.activations.conftest import LAYER, reader_config
 
 PROMPTS = ["the cat eats eggs every morning", "how many ducks", "what is the total cost of five muffins"]
 RESPONSES = ["the dog sells fish at the market", "two big trees", "red"]
