@@ -153,7 +153,7 @@ def _cmd(args: argparse.Namespace) -> int:
     from cg_ray.compare.models_config import DiffModelsConfig, load_diff_models_config
 
     flags = {name: getattr(args, name, None) for name, _ in FLAGS}
-    flags |= {"pool": args.pool, "out": None if args.out is None else str(args.out)}
+    flags |= {"pool": args.pool, "match_length": args.match_length, "out": None if args.out is None else str(args.out)}
     if args.config is not None:
         config = load_diff_models_config(args.config, flags)
     else:

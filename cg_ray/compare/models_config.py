@@ -34,6 +34,9 @@ class DiffModelsConfig(BaseModel):
     pool: Literal["mean", "max"] = Field("mean", description="pooling over the response tokens")
     threshold: float = Field(0.0, ge=0.0, description="a concept is active in an answer when its pooled s̃ > this")
     max_response_tokens: int | None = Field(None, ge=1, description="read at most this many response tokens")
+    match_length: bool = Field(
+        False, description="cut both answers of a prompt to the shorter one's length (characters) before reading"
+    )
     confidence: float = Field(0.95, gt=0.0, lt=1.0, description="interval confidence level")
     seed: int = Field(0, description="seed of the half split")
     min_rows: int = Field(5, ge=1, description="answers (of A or B, in the discovery half) a concept needs")

@@ -23,7 +23,15 @@ from cg_ray.compare.model_diff import (
     replicate,
 )
 from cg_ray.compare.models_config import DiffModelsConfig
-from cg_ray.compare.pairs import Pair, PairedAnswers, load_answers, load_prompts, pair_answers, reader_texts
+from cg_ray.compare.pairs import (
+    Pair,
+    PairedAnswers,
+    load_answers,
+    load_prompts,
+    match_length,
+    pair_answers,
+    reader_texts,
+)
 from cg_ray.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -78,6 +86,8 @@ def load_pairs(config: DiffModelsConfig) -> PairedAnswers:
         paired.counts["beyond_limit"] = len(paired.pairs) - config.limit
         paired.pairs = paired.pairs[: config.limit]
         paired.counts["paired"] = len(paired.pairs)
+    if config.match_length:
+        paired.pairs = [match_length(p) for p in paired.pairs]
     return paired
 
 

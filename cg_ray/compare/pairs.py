@@ -168,6 +168,21 @@ def pair_answers(a: dict[str, Answer], b: dict[str, Answer], prompts: dict[str, 
     return out
 
 
+def match_length(pair: Pair) -> Pair:
+    """Both responses cut to the shorter one's length in characters (at a space where there is one), so
+    that a longer model does not contain more concepts merely by saying more."""
+    limit = min(len(pair.response_a), len(pair.response_b))
+
+    def cut(text: str) -> str:
+        if len(text) <= limit:
+            return text
+        head = text[:limit]
+        space = head.rfind(" ")
+        return head[:space] if space > limit // 2 else head
+
+    return Pair(pair.id, pair.prompt, cut(pair.response_a), cut(pair.response_b))
+
+
 def reader_texts(pairs: list[Pair]) -> tuple[list[str], list[int], list[str]]:
     """The texts the reader reads (prompt, separator, response: A's answers then B's), the character offset
     where each response starts (the prompt is context only), and the side of each text."""

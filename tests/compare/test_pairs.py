@@ -107,3 +107,11 @@ def test_nothing_to_pair_is_an_error(tmp_path: Path) -> None:
     b = write_jsonl(tmp_path / "b.jsonl", [{"id": "y", "prompt": "p", "response": "r"}])
     with pytest.raises(InputError, match="no prompt answered by both models"):
         pair_answers(load_answers(a), load_answers(b))
+
+
+def test_match_length_cuts_both_answers_to_the_shorter_one() -> None:
+    from cg_ray.compare.pairs import Pair, match_length
+
+    pair = match_length(Pair("q", "p", "one two three four five six seven", "short answer"))
+    assert pair.response_b == "short answer" and pair.response_a == "one two"
+    assert len(pair.response_a) <= len("short answer")
