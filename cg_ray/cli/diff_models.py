@@ -186,6 +186,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("diff-models options")
     add_model_flags(g, DiffModelsConfig, FLAGS)
     g.add_argument(
+        "--match-length",
+        dest="match_length",
+        action="store_const",
+        const=True,
+        default=None,
+        help="cut both answers of a prompt to the shorter one's length before reading (a length control)",
+    )
+    g.add_argument(
         "--pool", choices=["mean", "max"], default=None, help="pooling over the response tokens (default mean)"
     )
     r = p.add_argument_group("reader")
