@@ -34,18 +34,29 @@ class HashingReader:
         del config
         return cls()
 
-    def read(self, texts: list[str], **_: Any) -> list[FakeRowActs]:
+    def read(
+        self,
+        texts: list[str],
+        *,
+        count_from: list[int] | None = None,
+        pool: str = "mean",
+        span_tokens: int | None = None,
+        **_: Any,
+    ) -> list[FakeRowActs]:
+        """As the real reader: with `count_from`, only the words of text[offset:] (at most `span_tokens`)
+        count; `pool="max"` gives each present word's concept 1.0."""
         out = []
-        for text in texts:
-            words = text.lower().split()
+        for i, text in enumerate(texts):
+            words = (text if count_from is None else text[count_from[i] :]).lower().split()
+            if count_from is not None and span_tokens is not None:
+                words = words[:span_tokens]
             counts: dict[int, int] = {}
             for w in words:
                 c = word_concept(w, self.d_sae)
                 counts[c] = counts.get(c, 0) + 1
             ids = np.array(sorted(counts), dtype=np.int32)
-            acts = (
-                np.array([counts[c] / len(words) for c in ids], dtype=np.float32) if words else np.zeros(0, np.float32)
-            )
+            values = [1.0 if pool == "max" else counts[c] / len(words) for c in ids]
+            acts = np.array(values, dtype=np.float32) if words else np.zeros(0, np.float32)
             out.append(FakeRowActs(ids, acts, len(words)))
         return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.activations.model import (
@@ -19,7 +19,15 @@ from cg_ray.activations.model import (
 )
 from cg_ray.activations.pooling import RowActs, pool_batch
 from cg_ray.activations.saes import SaeEncoder, load_sae
-from cg_ray.activations.tokens import TokenPolicy, counted_mask, pad, plan_batches, resolve_policy, tokenize
+from cg_ray.activations.tokens import (
+    TokenPolicy,
+    counted_mask,
+    pad,
+    plan_batches,
+    resolve_policy,
+    tokenize,
+    tokenize_from,
+)
 from cg_ray.errors import ConfigError, InputError
 from cg_ray.hardware import hardware_info
 
@@ -110,12 +118,44 @@ class ConceptReader:
         return ids
 
     def read(
-        self, texts: Sequence[str], *, add_special_tokens: bool = True, progress: Progress | None = None
+        self,
+        texts: Sequence[str],
+        *,
+        add_special_tokens: bool = True,
+        progress: Progress | None = None,
+        count_from: Sequence[int] | None = None,
+        pool: Literal["mean", "max"] = "mean",
+        span_tokens: int | None = None,
     ) -> list[RowActs]:
-        return self.read_ids(self.tokenize(texts, add_special_tokens=add_special_tokens), progress=progress)
+        """s̃ per text. With `count_from` (a character offset per text), text[:offset] is read as context
+        only: the model sees it, but only the tokens of text[offset:] (at most `span_tokens`) count."""
+        if count_from is None:
+            seqs = self.tokenize(texts, add_special_tokens=add_special_tokens)
+            return self.read_ids(seqs, progress=progress, pool=pool)
+        seqs, firsts, truncated = tokenize_from(
+            self.tokenizer,
+            texts,
+            count_from,
+            self.policy,
+            self.config.max_tokens,
+            add_special_tokens=add_special_tokens,
+            span_tokens=span_tokens,
+        )
+        self.stats["truncated_rows"] += truncated
+        return self.read_ids(seqs, progress=progress, count_from=firsts, pool=pool)
 
-    def read_ids(self, seqs: Sequence[Sequence[int]], *, progress: Progress | None = None) -> list[RowActs]:
-        """s̃ per row, in input order. Rows are batched longest-first under the token budget."""
+    def read_ids(
+        self,
+        seqs: Sequence[Sequence[int]],
+        *,
+        progress: Progress | None = None,
+        count_from: Sequence[int] | None = None,
+        pool: Literal["mean", "max"] = "mean",
+    ) -> list[RowActs]:
+        """s̃ per row, in input order. Rows are batched longest-first under the token budget.
+        `count_from`: per row, the first token position that counts (the tokens before are context)."""
+        import torch
+
         started = time.perf_counter()
         results: list[RowActs | None] = [None] * len(seqs)
         done = 0
@@ -123,8 +163,10 @@ class ConceptReader:
             ids, mask = pad([seqs[i] for i in batch], self.policy.pad_id, self.config.padding_side, self.pad_multiple)
             ids, mask = ids.to(self.device), mask.to(self.device)
             hidden = forward_to_layer(self.model.base, self.capture, ids, mask)
-            counted = counted_mask(ids, mask, self.policy)
-            for i, row in zip(batch, pool_batch(hidden, counted, self.sae, self.config.sae_chunk_tokens), strict=True):
+            first = None if count_from is None else torch.as_tensor([count_from[i] for i in batch], dtype=torch.long)
+            counted = counted_mask(ids, mask, self.policy, first)
+            pooled = pool_batch(hidden, counted, self.sae, self.config.sae_chunk_tokens, pool)
+            for i, row in zip(batch, pooled, strict=True):
                 results[i] = row
             self.stats["tokens_forward"] += int(mask.sum())
             self.stats["tokens_counted"] += int(counted.sum())

@@ -68,6 +68,46 @@ def tokenize(
     return out, truncated
 
 
+def tokenize_from(
+    tokenizer: Any,
+    texts: Sequence[str],
+    starts: Sequence[int],
+    policy: TokenPolicy,
+    max_tokens: int,
+    *,
+    add_special_tokens: bool,
+    span_tokens: int | None = None,
+) -> tuple[list[list[int]], list[int], int]:
+    """Token ids per text and the index of the first token that counts: text[:start] (the context, with
+    the tokenizer's specials as `tokenize`) and text[start:] (without specials; at most `span_tokens`
+    tokens) are tokenized separately and joined, so no token straddles the boundary."""
+    if len(starts) != len(texts):
+        raise ValueError(f"{len(starts)} start offsets for {len(texts)} texts")
+    heads, _ = tokenize(
+        tokenizer,
+        [t[:s] for t, s in zip(texts, starts, strict=True)],
+        policy,
+        max_tokens,
+        add_special_tokens=add_special_tokens,
+    )
+    tails = tokenizer([t[s:] for t, s in zip(texts, starts, strict=True)], add_special_tokens=False)["input_ids"]
+    out: list[list[int]] = []
+    firsts: list[int] = []
+    truncated = 0
+    for head, tail in zip(heads, tails, strict=True):
+        tail = list(tail)
+        if span_tokens is not None and len(tail) > span_tokens:
+            tail = tail[:span_tokens]
+            truncated += 1
+        ids = head + tail
+        if len(ids) > max_tokens:
+            ids = ids[:max_tokens]
+            truncated += 1
+        out.append(ids)
+        firsts.append(len(head))
+    return out, firsts, truncated
+
+
 def plan_batches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:
     """Row indices grouped into batches, longest first, each with (rows × longest) ≤ budget
     (a single row longer than the budget gets a batch of its own)."""
@@ -101,12 +141,20 @@ def pad(
     return ids, mask
 
 
-def counted_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor, policy: TokenPolicy) -> torch.Tensor:
+def counted_mask(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    policy: TokenPolicy,
+    count_from: torch.Tensor | None = None,
+) -> torch.Tensor:
     """True where a token counts towards s and |x|: real (not padding), past the sink positions,
-    not the leading BOS, not a special token (each as the policy says)."""
+    not the leading BOS, not a special token (each as the policy says), and — when `count_from` gives
+    each row's first counted position — not before it (the context of a response)."""
     real = attention_mask.bool()
     position = attention_mask.long().cumsum(-1) - 1  # position within the row, padding-independent
     keep = real & (position >= policy.sink_positions)
+    if count_from is not None:
+        keep &= position >= count_from.to(position.device).unsqueeze(1)
     if policy.exclude_bos and policy.bos_id is not None:
         keep &= ~((position == 0) & (input_ids == policy.bos_id))
     if policy.exclude_special_tokens and policy.special_ids:

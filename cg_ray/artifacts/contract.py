@@ -101,6 +101,18 @@ class DiffSummary(_Versioned):
     top_improved: list[dict[str, Any]]
 
 
+class DiffModelsSummary(_Versioned):
+    """hypotheses.json of `cg-ray diff-models`: the two models, how their answers paired, the hypotheses
+    formed on half of the prompts and whether each replicated on the other half."""
+
+    kind: str
+    models: dict[str, str]
+    config: dict[str, Any]
+    counts: dict[str, Any]
+    replication: dict[str, Any]
+    hypotheses: list[dict[str, Any]]
+
+
 Doc = TypeVar("Doc", bound=_Versioned)
 
 

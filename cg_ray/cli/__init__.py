@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cg_ray.cli.arena_job",
     "cg_ray.cli.profile",
     "cg_ray.cli.diff",
+    "cg_ray.cli.diff_models",
     "cg_ray.cli.report",
     "cg_ray.cli.describe",
     "cg_ray.cli.skills",

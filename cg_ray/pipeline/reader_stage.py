@@ -47,11 +47,17 @@ class ReaderStage:
         reader_config: dict[str, Any],
         text_column: str,
         factory: str = DEFAULT_READER_FACTORY,
+        count_from_column: str | None = None,
+        read_options: dict[str, Any] | None = None,
     ) -> None:
         import ray
 
         self.reader = reader_from_config(reader_config, factory)
         self.text_column = text_column
+        # Optional: a column of character offsets (text before it is context only: `read(count_from=)`)
+        # and keyword options of `read` (pool, span_tokens). Unset, the stage reads exactly as before.
+        self.count_from_column = count_from_column
+        self.read_options = dict(read_options or {})
         from cg_ray.hardware import hardware_info
 
         self.node = ray.get_runtime_context().get_node_id()  # where the work ran, for the manifest
@@ -70,7 +76,10 @@ class ReaderStage:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         texts = batch.column(self.text_column).to_pylist()
-        acts = self.reader.read(texts)
+        kwargs = dict(self.read_options)
+        if self.count_from_column is not None:
+            kwargs["count_from"] = batch.column(self.count_from_column).to_pylist()
+        acts = self.reader.read(texts, **kwargs)
         packed = pack_concepts(acts)
         out = (
             batch.append_column(S.N_TOKENS, packed.n_tokens)

@@ -24,8 +24,11 @@ def read_texts(
     reader_config: dict[str, Any],
     resources: StageResources,
     factory: str = DEFAULT_READER_FACTORY,
+    count_from_column: str | None = None,
+    read_options: dict[str, Any] | None = None,
 ) -> pa.Table:
-    """`table` plus n_tokens / concept_ids / concept_acts (and the reader's bookkeeping columns)."""
+    """`table` plus n_tokens / concept_ids / concept_acts (and the reader's bookkeeping columns).
+    `count_from_column` and `read_options` are passed to `ReaderStage` (response-span reading)."""
     import ray.data
 
     indexed = table.append_column(ORDER, pa.array(range(table.num_rows), pa.int64()))
@@ -33,7 +36,13 @@ def read_texts(
     ds = ray.data.from_arrow(indexed).repartition(blocks)
     out = ds.map_batches(
         ReaderStage,
-        fn_constructor_kwargs={"reader_config": reader_config, "text_column": text_column, "factory": factory},
+        fn_constructor_kwargs={
+            "reader_config": reader_config,
+            "text_column": text_column,
+            "factory": factory,
+            "count_from_column": count_from_column,
+            "read_options": read_options,
+        },
         compute=ray.data.ActorPoolStrategy(min_size=resources.min_actors, max_size=resources.max_actors),
         num_cpus=resources.num_cpus,
         num_gpus=resources.num_gpus,

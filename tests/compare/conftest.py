@@ -15,6 +15,7 @@ import pytest
 from cg_ray import schemas as S
 from cg_ray.artifacts.run_dir import publish_metrics
 from cg_ray.config import MetricsConfig
+from tests.activations.conftest import _offline_env, tiny_model_dir, tiny_sae_dir  # noqa: F401 (reader fixtures)
 
 D_SAE = 12
 READER = {"model": "smollm2-135m-instruct", "sae": "default", "layer": None, "text": "prompt"}

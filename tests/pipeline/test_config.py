@@ -24,6 +24,11 @@ def test_every_job_file_validates(path: Path) -> None:
 
         assert load_arena_config(path).arena.battles
         return
+    if path.name.startswith("diff_models"):  # `cg-ray diff-models` jobs too
+        from cg_ray.compare.models_config import load_diff_models_config
+
+        assert load_diff_models_config(path).answers
+        return
     cfg = load_run_config(path)
     assert isinstance(cfg, RunConfig)
     assert isinstance(cfg.metrics, MetricsConfig)

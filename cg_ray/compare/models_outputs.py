@@ -1,0 +1,186 @@
+"""What `cg-ray diff-models` writes, published atomically into one directory: diff_models.parquet (one row
+per concept active in either model's answers), hypotheses.json (versioned: inputs, skips, settings, the
+replication count and the hypotheses with examples) and diff_models.html."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cg_ray import __version__
+from cg_ray.artifacts.contract import DiffModelsSummary, write_document
+from cg_ray.artifacts.publish import atomic_directory
+from cg_ray.compare.model_diff import DIRECTIONS, ConceptStats
+from cg_ray.compare.models_job import ModelDiffResult
+
+KIND = "cg_ray.diff_models"
+TABLE_FILE = "diff_models.parquet"
+JSON_FILE = "hypotheses.json"
+HTML_FILE = "diff_models.html"
+SNIPPET_CHARS = 400
+METHOD = (
+    "per concept: fraction of each model's answers where it is active (pooled s̃ over the response tokens > "
+    "threshold); delta = B - A with Newcombe's hybrid score interval for paired proportions (method 10, "
+    "Wilson score intervals, continuity-corrected phi); hypotheses formed on a seeded half of the prompts, "
+    "replicated when the held-out half gives the same sign with an interval excluding 0"
+)
+
+
+def _num(x: Any) -> float | None:
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
+def _side(stats: ConceptStats, c: int) -> dict[str, Any]:
+    return {
+        "n": stats.n,
+        "active_a": int(stats.active_a[c]),
+        "active_b": int(stats.active_b[c]),
+        "frac_a": _num(stats.frac_a[c]),
+        "frac_b": _num(stats.frac_b[c]),
+        "delta": _num(stats.delta[c]),
+        "low": _num(stats.low[c]),
+        "high": _num(stats.high[c]),
+    }
+
+
+def _snippet(text: str) -> str:
+    return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
+
+
+def examples(result: ModelDiffResult, c: int, direction: str) -> list[dict[str, Any]]:
+    """Prompts where the concept is in the favoured model's answer and not in the other's, by s̃ (then
+    any prompt where it is in the favoured answer), with both answers."""
+    fav, other = (result.acts_a, result.acts_b) if direction == "a_more" else (result.acts_b, result.acts_a)
+    s_fav = np.asarray(fav[:, c].todense()).ravel()
+    s_other = np.asarray(other[:, c].todense()).ravel()
+    present = np.flatnonzero(s_fav > 0)
+    order = present[np.lexsort((present, -s_fav[present], s_other[present] > 0))]
+    out = []
+    for i in order[: result.config.examples]:
+        pair = result.pairs[i]
+        s_a, s_b = (s_fav[i], s_other[i]) if direction == "a_more" else (s_other[i], s_fav[i])
+        out.append(
+            {
+                "id": pair.id,
+                "s_tilde_a": float(s_a),
+                "s_tilde_b": float(s_b),
+                "prompt": _snippet(pair.prompt),
+                "response_a": _snippet(pair.response_a),
+                "response_b": _snippet(pair.response_b),
+            }
+        )
+    return out
+
+
+def statement(direction: str, names: tuple[str, str], text: str) -> str:
+    more, less = names if direction == "a_more" else names[::-1]
+    return f"{more}'s answers more often contain {text} (than {less}'s)"
+
+
+def hypotheses(result: ModelDiffResult) -> list[dict[str, Any]]:
+    rep = result.replication
+    out = []
+    for direction in DIRECTIONS:
+        for rank, c in enumerate(rep.hypotheses[direction].tolist(), 1):
+            label, description = result.concept_names(c)
+            text = description or label or f"concept {c}"
+            out.append(
+                {
+                    "direction": direction,
+                    "rank": rank,
+                    "concept_id": c,
+                    "label": label,
+                    "description": description,
+                    "statement": statement(direction, result.names, text),
+                    "discovery": _side(rep.found, c),
+                    "held_out": _side(rep.check, c),
+                    "all": _side(result.stats, c),
+                    "replicated": bool(rep.replicated[direction][rank - 1]),
+                    "examples": examples(result, c, direction),
+                }
+            )
+    return out
+
+
+def concept_table(result: ModelDiffResult) -> pa.Table:
+    s, rep = result.stats, result.replication
+    ids = np.flatnonzero(s.either() > 0)
+    n = max(s.n, 1)
+    mean_a = np.asarray(result.acts_a.sum(axis=0)).ravel() / n
+    mean_b = np.asarray(result.acts_b.sum(axis=0)).ravel() / n
+    direction = np.full(len(s.delta), None, dtype=object)
+    replicated = np.full(len(s.delta), None, dtype=object)
+    for key in DIRECTIONS:
+        direction[rep.hypotheses[key]] = key
+        replicated[rep.hypotheses[key]] = rep.replicated[key]
+    labels = [result.concept_names(int(c)) for c in ids]
+    columns: dict[str, pa.Array] = {
+        "concept_id": pa.array(ids.astype(np.int32)),
+        "label": pa.array([lab for lab, _ in labels], pa.string()),
+        "description": pa.array([d for _, d in labels], pa.string()),
+        "n_active_a": pa.array(s.active_a[ids], pa.int64()),
+        "n_active_b": pa.array(s.active_b[ids], pa.int64()),
+        "n_active_both": pa.array(s.both[ids], pa.int64()),
+        "frac_a": pa.array(s.frac_a[ids]),
+        "frac_b": pa.array(s.frac_b[ids]),
+        "delta": pa.array(s.delta[ids]),
+        "delta_low": pa.array(s.low[ids]),
+        "delta_high": pa.array(s.high[ids]),
+        "mean_s_tilde_a": pa.array(mean_a[ids]),
+        "mean_s_tilde_b": pa.array(mean_b[ids]),
+    }
+    for prefix, half in (("discovery", rep.found), ("held_out", rep.check)):
+        columns[f"{prefix}_delta"] = pa.array(half.delta[ids])
+        columns[f"{prefix}_low"] = pa.array(half.low[ids])
+        columns[f"{prefix}_high"] = pa.array(half.high[ids])
+    columns["hypothesis"] = pa.array(direction[ids].tolist(), pa.string())
+    columns["replicated"] = pa.array(replicated[ids].tolist(), pa.bool_())
+    return pa.table(columns)
+
+
+def summary_dict(result: ModelDiffResult) -> dict[str, Any]:
+    cfg, s = result.config, result.stats
+    eligible = int((np.maximum(s.active_a, s.active_b) >= cfg.min_rows).sum())
+    confident = {"a_more": int(((s.high < 0) & (np.maximum(s.active_a, s.active_b) >= cfg.min_rows)).sum())}
+    confident["b_more"] = int(((s.low > 0) & (np.maximum(s.active_a, s.active_b) >= cfg.min_rows)).sum())
+    return {
+        "kind": KIND,
+        "cg_ray_version": __version__,
+        "models": {"a": result.names[0], "b": result.names[1]},
+        "inputs": {k: getattr(cfg, k) for k in ("answers", "a", "b", "prompts", "turn", "limit")},
+        "reader": result.reader,
+        "config": cfg.model_dump(mode="json"),
+        "method": METHOD,
+        "counts": {
+            **result.paired.counts,
+            "compared": s.n,
+            "skipped_ids": result.paired.skipped,
+            "response_tokens_a": int(result.n_tokens_a.sum()),
+            "response_tokens_b": int(result.n_tokens_b.sum()),
+            "concepts_active": int((s.either() > 0).sum()),
+            "eligible_all_prompts": eligible,
+            "confident_all_prompts": confident,
+            "expected_by_chance_per_direction": round(eligible * (1 - cfg.confidence) / 2, 1),
+        },
+        "replication": result.replication.counts(cfg.confidence),
+        "hypotheses": hypotheses(result),
+        "seconds": result.seconds,
+        "files": [TABLE_FILE, JSON_FILE, HTML_FILE],
+    }
+
+
+def write_diff_models(result: ModelDiffResult, out: Path, *, overwrite: bool = False) -> dict[str, Any]:
+    """Publish into `out` (complete or absent); returns what hypotheses.json holds."""
+    from cg_ray.compare.models_html import diff_models_page
+
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        pq.write_table(concept_table(result), tmp / TABLE_FILE)
+        written = write_document(tmp / JSON_FILE, DiffModelsSummary, summary_dict(result), allow_nan=False)
+        (tmp / HTML_FILE).write_text(diff_models_page(written), encoding="utf-8")
+    return written
