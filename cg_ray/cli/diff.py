@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from cg_ray.cli.options import add_model_flags, ensure_output_free, from_args
+from cg_ray.cli.options import add_command, add_model_flags, ensure_output_free, from_args
 
 
 def _print(out: Path, doc: dict[str, Any]) -> None:
@@ -32,6 +32,11 @@ def _print(out: Path, doc: dict[str, Any]) -> None:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
+    """Concept-level diff of two runs (paired by row_id, bootstrap intervals).
+
+    Per concept, ΔX_model and Δχ_model (B − A) on the rows both runs share, with paired
+    bootstrap intervals, ΔX_bench between the suites, and the concepts that regressed and improved most
+    confidently with the rows that flipped. Both runs must be read with the same reader and SAE."""
     from cg_ray.compare.config import DiffConfig
     from cg_ray.compare.diff import compute_diff
     from cg_ray.compare.outputs import write_diff
@@ -46,13 +51,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     from cg_ray.compare.config import DiffConfig
 
-    p = subparsers.add_parser(
-        "diff",
-        help="concept-level diff of two runs (paired by row_id, bootstrap intervals)",
-        description="Per concept, ΔX_model and Δχ_model (B − A) on the rows both runs share, with paired "
-        "bootstrap intervals, ΔX_bench between the suites, and the concepts that regressed and improved most "
-        "confidently with the rows that flipped. Both runs must be read with the same reader and SAE.",
-    )
+    p = add_command(subparsers, "diff", _cmd_diff)
     p.add_argument("run_a", type=Path, help="run directory A (the baseline)")
     p.add_argument("run_b", type=Path, help="run directory B (compared with A)")
     p.add_argument("--out", required=True, type=Path, help="output directory (published atomically)")
@@ -86,4 +85,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="accept a run whose reader is not recorded (d_sae is still compared)",
     )
-    p.set_defaults(handler=_cmd_diff)

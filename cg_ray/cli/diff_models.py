@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cg_ray.activations.config import DEFAULT_READER_FACTORY
-from cg_ray.cli.options import add_model_flags, ensure_output_free, validated
+from cg_ray.cli.options import add_command, add_model_flags, ensure_output_free, validated
 
 FLAGS: tuple[tuple[str, type], ...] = (
     ("answers", str),
@@ -150,6 +150,12 @@ def _print(doc: dict[str, Any]) -> None:
 
 
 def _cmd(args: argparse.Namespace) -> int:
+    """SAE model diffing: concepts one model's answers contain more often than another's.
+
+    Pairs two models' answers by prompt id, reads each response with its prompt as context
+    (only response tokens count), and per concept compares the fraction of answers where it is active
+    (B − A, Newcombe paired intervals). Hypotheses are formed on half of the prompts and checked on the
+    other half. Input: --answers FILE --model-a X --model-b Y, or --a FILE --b FILE; or --config YAML."""
     from cg_ray.compare.models_config import DiffModelsConfig, load_diff_models_config
 
     flags = {name: getattr(args, name, None) for name, _ in FLAGS}
@@ -172,14 +178,7 @@ def _cmd(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     from cg_ray.compare.models_config import DiffModelsConfig
 
-    p = subparsers.add_parser(
-        "diff-models",
-        help="SAE model diffing: concepts one model's answers contain more often than another's",
-        description="Pairs two models' answers by prompt id, reads each response with its prompt as context "
-        "(only response tokens count), and per concept compares the fraction of answers where it is active "
-        "(B − A, Newcombe paired intervals). Hypotheses are formed on half of the prompts and checked on the "
-        "other half. Input: --answers FILE --model-a X --model-b Y, or --a FILE --b FILE; or --config YAML.",
-    )
+    p = add_command(subparsers, "diff-models", _cmd)
     p.add_argument("--config", type=Path, default=None, help="job configuration (YAML), e.g. jobs/diff_models.yaml")
     p.add_argument("--out", type=Path, default=None, help="output directory (published atomically)")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
@@ -200,7 +199,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--reader-model", default=None, help="reader model (default: the config's, smollm2-135m-instruct)")
     r.add_argument("--sae", default=None, help="SAE spec (default: the config's, the shipped SAE)")
     r.add_argument("--device", default=None, help="reader device (auto, cpu, cuda)")
-    p.set_defaults(handler=_cmd)
 
 
 if __name__ == "__main__":  # the Ray job entry point
