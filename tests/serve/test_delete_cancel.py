@@ -102,14 +102,13 @@ def test_cancel_stops_a_ray_job(client, key, monkeypatch) -> None:
 
 
 def test_storage_quota(tmp_path) -> None:
-    from cg_ray.fakes import HashingReader
-    from cg_ray.serve.api import create_api
-    from cg_ray.serve.encoding import LocalEncoder
-
     import io
 
     import pyarrow.parquet as pq
 
+    from cg_ray.fakes import HashingReader
+    from cg_ray.serve.api import create_api
+    from cg_ray.serve.encoding import LocalEncoder
     from cg_ray.serve.uploads import parse_file
     from tests.serve.test_api import ROWS, jsonl
 
