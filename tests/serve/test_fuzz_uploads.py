@@ -10,7 +10,7 @@ import string
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, example, given
 from hypothesis import settings as fuzz_settings
 from hypothesis import strategies as st
 
@@ -142,10 +142,13 @@ def test_through_the_api_nothing_partial(client, key, settings) -> None:
         ),
         body=rows,
     )
+    @example(case=("f.jsonl", b'{"prompt": "a", "score": 1}\n'), body=[{"prompt": "b", "score": 0.5}])
+    @example(case=("f.csv", b"id,prompt,score\n1,hi,0\n"), body=[{"prompt": "=cmd", "id": "x"}])
     def check(case: tuple[str, bytes], body: list) -> None:
         name, data = case
         r = client.post("/v1/uploads", headers=key, files={"file": (name, data, "application/octet-stream")})
-        j = client.post("/v1/uploads/json", headers=key, json={"name": "j", "rows": body})
+        payload = json.dumps({"name": "j", "rows": body}).encode()  # NaN / Infinity too, as Python writes them
+        j = client.post("/v1/uploads/json", headers={**key, "Content-Type": "application/json"}, content=payload)
         for resp in (r, j):
             assert resp.status_code == 201 or (400 <= resp.status_code < 500 and resp.json()["detail"]["error"])
             seen.add(resp.status_code)
