@@ -42,3 +42,7 @@ class InputError(CgRayError):
 
 class ConfigError(CgRayError):
     """An invalid configuration value (validated once, at the edge)."""
+
+
+class LimitExceeded(InputError):
+    """Input over a configured size limit (bytes, rows, characters): the service answers 413."""

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from cg_ray.benchmarks.files import iter_json_lines, iter_records
-from cg_ray.errors import InputError
+from cg_ray.benchmarks.files import NO_LIMITS, ReadLimits, iter_json_lines, iter_records
+from cg_ray.errors import InputError, LimitExceeded
 
 WINNERS: Final = ("model_a", "model_b", "tie", "tie (bothbad)")
 Side = Literal["a", "b"]
@@ -324,10 +324,20 @@ def iter_battle_records(source: str | os.PathLike[str], *, split: str = "train")
         )
 
 
-def parse_uploaded_battles(data: bytes, filename: str) -> BattleSet:
-    """Validate the battles of an uploaded JSONL or Parquet file (by its name) before anything is stored."""
-    reader = _parquet if filename.lower().endswith(".parquet") else _jsonl
-    return parse_battles(reader(data, filename), filename)
+def parse_uploaded_battles(data: bytes, filename: str, limits: ReadLimits = NO_LIMITS) -> BattleSet:
+    """Validate the battles of an uploaded JSONL or Parquet file (by its name) before anything is stored;
+    more records than `limits.max_rows` is an InputError (Parquet: from its metadata, before decoding)."""
+    if filename.lower().endswith(".parquet"):
+        records = iter_records(data, "parquet", name=filename, limits=limits)
+        return parse_battles((RawRecord(r.row, None, r.data) for r in records), filename)
+    return parse_battles(_at_most(_jsonl(data, filename), limits.max_rows, filename), filename)
+
+
+def _at_most(records: Iterator[RawRecord], limit: int | None, name: str) -> Iterator[RawRecord]:
+    for n, record in enumerate(records, start=1):
+        if limit is not None and n > limit:
+            raise LimitExceeded(f"more than {limit:,} records, over the limit", path=name, line=record.line)
+        yield record
 
 
 def load_battles(source: str | os.PathLike[str], *, skip_invalid: bool = False, split: str = "train") -> BattleSet:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple
 
-from cg_ray.errors import InputError
+from cg_ray.errors import InputError, LimitExceeded
 
 FileFormat = Literal["auto", "jsonl", "csv", "parquet"]
 _SUFFIXES: dict[str, Literal["jsonl", "csv", "parquet"]] = {
@@ -68,12 +68,22 @@ def iter_json_lines(source: Path | bytes, *, name: str | None = None) -> Iterato
                 ) from None
             if not text.strip():
                 continue
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield JsonLine(line_no, None, f"invalid JSON ({exc.msg} at column {exc.colno})")
-                continue
-            yield JsonLine(line_no, value, None)
+            value, error = decode_json(text)
+            yield JsonLine(line_no, value, error)
+
+
+def decode_json(text: str) -> tuple[Any, str | None]:
+    """(value, None), or (None, why) for text that is not JSON. Never raises: besides malformed JSON this
+    catches integers longer than Python converts (ValueError), nesting deeper than the parser recurses
+    (RecursionError) and anything else the decoder may throw on hostile input."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON ({exc.msg} at column {exc.colno})"
+    except RecursionError:
+        return None, "invalid JSON: nested too deeply"
+    except ValueError as exc:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        return None, f"invalid JSON: {exc}"
 
 
 def iter_jsonl(source: Path | bytes, *, name: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -121,8 +131,26 @@ class Record(NamedTuple):
     data: dict[str, Any]
 
 
-def iter_records(source: str | Path | bytes, fmt: FileFormat = "auto", *, name: str | None = None) -> Iterator[Record]:
-    """The records of a local file, or of uploaded bytes (`name`: the file name, for the format and errors)."""
+class ReadLimits(NamedTuple):
+    """Bounds checked before the work they bound (None: unbounded). `columns`: the only top-level columns a
+    Parquet reader decodes (the others are never converted); `max_rows`: Parquet's metadata row count;
+    `max_decoded_bytes`: the uncompressed size of the decoded Parquet columns (a compression bomb stops
+    here); `max_field_chars`: the longest CSV cell."""
+
+    columns: frozenset[str] | None = None
+    max_rows: int | None = None
+    max_decoded_bytes: int | None = None
+    max_field_chars: int | None = None
+
+
+NO_LIMITS = ReadLimits()
+
+
+def iter_records(
+    source: str | Path | bytes, fmt: FileFormat = "auto", *, name: str | None = None, limits: ReadLimits = NO_LIMITS
+) -> Iterator[Record]:
+    """The records of a local file, or of uploaded bytes (`name`: the file name, for the format and errors).
+    Whatever the bytes, the only error raised is InputError (with the line, row or field where known)."""
     data: Path | bytes
     if isinstance(source, bytes):
         where, data = name or "<upload>", source
@@ -131,12 +159,13 @@ def iter_records(source: str | Path | bytes, fmt: FileFormat = "auto", *, name: 
         path = existing_file(source)
         where, data, kind = str(path), path, detect_format(path, fmt)
     if kind == "parquet":
-        yield from _parquet(data, where)
+        yield from _parquet(data, where, limits)
     elif kind == "jsonl":
         for index, (line, record) in enumerate(iter_jsonl(data, name=where)):
             yield Record(index, line, record)
     else:
-        yield from _csv(where, _read_utf8(data if isinstance(data, bytes) else data.read_bytes(), where))
+        text = _read_utf8(data if isinstance(data, bytes) else data.read_bytes(), where)
+        yield from _csv(where, text, limits.max_field_chars)
 
 
 @contextlib.contextmanager
@@ -160,29 +189,77 @@ def _read_utf8(data: bytes, where: str) -> str:
         ) from None
 
 
-def _csv(where: str, text: str) -> Iterator[Record]:
+def _csv(where: str, text: str, max_field_chars: int | None) -> Iterator[Record]:
+    # The csv module's own cap (131,072 by default) is process-wide; it is raised to ours only, never lowered,
+    # and ours is checked here cell by cell, naming the line and column.
+    limit = max_field_chars or _CSV_DEFAULT_FIELD_LIMIT
+    if csv.field_size_limit() < limit + 1:
+        csv.field_size_limit(limit + 1)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         for index, record in enumerate(reader):
             if None in record:  # more cells than header columns
                 raise InputError("more cells than the header", path=where, line=reader.line_num)
+            for column, cell in record.items():
+                if cell is not None and len(cell) > limit:
+                    raise LimitExceeded(
+                        f"cell is {len(cell):,} characters, over the {limit:,} limit",
+                        path=where,
+                        line=reader.line_num,
+                        field=column,
+                    )
             yield Record(index, reader.line_num, dict(record))
     except csv.Error as exc:
         raise InputError(f"malformed CSV: {exc}", path=where, line=reader.line_num) from None
 
 
-def _parquet(source: Path | bytes, where: str) -> Iterator[Record]:
-    """Streamed in batches: a large file is never held as Python objects all at once."""
+_CSV_DEFAULT_FIELD_LIMIT = 131_072
+
+
+def _parquet(source: Path | bytes, where: str, limits: ReadLimits) -> Iterator[Record]:
+    """Streamed in batches: a large file is never held as Python objects all at once. The metadata row count
+    and the decoded size of the columns read are checked before anything is decoded; only `limits.columns`
+    are converted to Python objects (an unreadable unmapped column does not matter)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         parquet = pq.ParquetFile(io.BytesIO(source) if isinstance(source, bytes) else source)
-        batches = parquet.iter_batches(batch_size=4096)
-        index = 0
+        columns = _parquet_columns(parquet, where, limits)
+        batches = parquet.iter_batches(batch_size=4096, columns=columns)
+        index, decoded = 0, 0
         for batch in batches:
+            decoded += batch.nbytes  # the metadata may lie: the decoded size is counted as well
+            if limits.max_decoded_bytes is not None and decoded > limits.max_decoded_bytes:
+                raise LimitExceeded(f"decodes to over {limits.max_decoded_bytes:,} bytes", path=where)
             for record in batch.to_pylist():
                 yield Record(index, None, record)
                 index += 1
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"cannot read as Parquet: {exc}", path=where) from None
+    except InputError:
+        raise
+    except (pa.ArrowException, OSError, ValueError, OverflowError, TypeError, KeyError, MemoryError) as exc:
+        # Arrow's own errors, and Python's when a value has no Python equivalent (a timestamp out of range)
+        raise InputError(f"cannot read as Parquet: {type(exc).__name__}: {exc}", path=where) from None
+
+
+def _parquet_columns(parquet: Any, where: str, limits: ReadLimits) -> list[str] | None:
+    """The top-level columns to decode, once the file's metadata says it is within the limits."""
+    meta = parquet.metadata
+    if limits.max_rows is not None and meta.num_rows > limits.max_rows:
+        raise LimitExceeded(f"{meta.num_rows:,} rows, over the {limits.max_rows:,}-row limit", path=where)
+    names = parquet.schema_arrow.names
+    wanted = None if limits.columns is None else [n for n in names if n in limits.columns]
+    if limits.max_decoded_bytes is not None:
+        keep = set(names if wanted is None else wanted)
+        size = 0
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            for c in range(group.num_columns):
+                column = group.column(c)
+                if column.path_in_schema.split(".", 1)[0] in keep:
+                    size += max(column.total_uncompressed_size, 0)
+        if size > limits.max_decoded_bytes:
+            raise LimitExceeded(
+                f"decodes to {size:,} bytes, over the {limits.max_decoded_bytes:,}-byte limit", path=where
+            )
+    return wanted

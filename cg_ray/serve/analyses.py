@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from cg_ray.config import canonical_text_mode
 from cg_ray.labels import ConceptLabels
 from cg_ray.serve.db import Analysis, Store, Upload
 from cg_ray.serve.encoding import Encoded, Encoder
+from cg_ray.serve.redact import public_error
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,13 @@ def rows_table(uploads: pa.Table, encoded: list[Encoded], model: str | None, d_s
     )
 
 
-def _compute_and_publish(rows: pa.Table, out: Path, labels: ConceptLabels | None, options: dict[str, Any]) -> None:
+class Withdrawn(Exception):
+    """The analysis was cancelled or deleted while its metrics were computed: nothing is published."""
+
+
+def _compute_and_publish(
+    rows: pa.Table, out: Path, labels: ConceptLabels | None, options: dict[str, Any], wanted: Callable[[], bool]
+) -> None:
     from cg_ray.artifacts.run_dir import publish_metrics
     from cg_ray.config import MetricsConfig
 
@@ -72,6 +80,8 @@ def _compute_and_publish(rows: pa.Table, out: Path, labels: ConceptLabels | None
         from cg_ray.describe.run import DescribeOptions, try_describe
 
         try_describe(tmp, DescribeOptions(tokens=False))  # descriptions and themes; never fails the analysis
+        if not wanted():  # a thread is not cancelled with its task: it checks before publishing
+            raise Withdrawn()
 
 
 async def run_analysis(
@@ -80,6 +90,11 @@ async def run_analysis(
     analysis = store.get_owned_any(Analysis, analysis_id)
     if analysis is None:
         return
+
+    def wanted() -> bool:
+        row = store.get_owned_any(Analysis, analysis_id)
+        return row is not None and row.status == "running"
+
     try:
         store.update_analysis(analysis_id, status="running", progress=0.0, message="reading uploads", error=None)
         uploads = []
@@ -98,8 +113,10 @@ async def run_analysis(
         rows = rows_table(table, encoded, analysis.options.get("model"), encoder.d_sae)
         store.update_analysis(analysis_id, progress=0.9, message="computing metrics")
         out = analyses_dir / analysis_id
-        await asyncio.to_thread(_compute_and_publish, rows, out, labels, analysis.options)
+        await asyncio.to_thread(_compute_and_publish, rows, out, labels, analysis.options, wanted)
         store.update_analysis(analysis_id, status="succeeded", progress=1.0, message="done", run_dir=str(out))
-    except Exception as exc:  # the analysis fails, the service does not
+    except Withdrawn:
+        log.info("analysis %s was withdrawn before it was published", analysis_id)
+    except Exception as exc:  # the analysis fails, the service does not; the client sees no path or traceback
         log.exception("analysis %s failed", analysis_id)
-        store.update_analysis(analysis_id, status="failed", message="failed", error=f"{type(exc).__name__}: {exc}")
+        store.update_analysis(analysis_id, status="failed", message="failed", error=public_error(exc, analysis_id))

@@ -19,10 +19,11 @@ from sqlalchemy import select
 from cg_ray.labels import ConceptLabels
 from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Store
 from cg_ray.serve.deps import Service
+from cg_ray.serve.edge import EdgeMiddleware
 from cg_ray.serve.encoding import Encoder
 from cg_ray.serve.errors import install_error_handlers
 from cg_ray.serve.routes import analyses, diff, ops, results, score, uploads
-from cg_ray.serve.settings import ServiceSettings
+from cg_ray.serve.settings import Limits, ServiceSettings
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
             log.info("resuming analysis %s after a restart", analysis_id)
             service.start_analysis(analysis_id)
         yield
-        for task in list(service.tasks):
+        for task in list(service.tasks.values()):
             task.cancel()
 
     app = FastAPI(
@@ -55,10 +56,16 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
     )
     app.state.service = service
     install_error_handlers(app)
+    app.add_middleware(EdgeMiddleware, body_limit=lambda ctype: body_limit(settings.limits, ctype))
     for module in (ops, uploads, analyses, results, diff, score):
         app.include_router(module.router)
     mount_ui(app)
     return app
+
+
+def body_limit(limits: Limits, content_type: str) -> int:
+    """Multipart uploads get room for their envelope and form fields; any other body (JSON rows) the upload limit."""
+    return limits.max_request_bytes if content_type.startswith("multipart/") else limits.max_upload_bytes
 
 
 def mount_ui(app: FastAPI) -> None:

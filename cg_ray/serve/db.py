@@ -63,7 +63,9 @@ class Analysis(Base):
     upload_ids: Mapped[list[str]] = mapped_column(JSON)
     mode: Mapped[str] = mapped_column(String(20))
     options: Mapped[dict[str, Any]] = mapped_column(JSON)
-    status: Mapped[str] = mapped_column(String(20), default="queued")  # queued|running|succeeded|failed
+    status: Mapped[str] = mapped_column(
+        String(20), default="queued"
+    )  # queued|running|succeeded|failed|cancelled|deleted
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     message: Mapped[str] = mapped_column(Text, default="")
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -74,6 +76,7 @@ class Analysis(Base):
 
 
 ACTIVE_STATUSES = ("queued", "running")
+DELETED = "deleted"  # a deleted analysis keeps its row (marked), answers 404 and is never listed
 
 
 class Store:
@@ -102,8 +105,11 @@ class Store:
 
     def get_owned(self, model: type[Upload] | type[Analysis], owner: str, item_id: str) -> Any:
         """The row if it exists AND belongs to `owner`; None otherwise (callers answer 404 either way)."""
+        query = select(model).where(model.id == item_id, model.owner == owner)
+        if model is Analysis:
+            query = query.where(Analysis.status != DELETED)
         with self.session() as s:
-            return s.scalar(select(model).where(model.id == item_id, model.owner == owner))
+            return s.scalar(query)
 
     def get_owned_any(self, model: type[Upload] | type[Analysis], item_id: str) -> Any:
         """Internal lookups by id only (background work); never used to answer a request."""
@@ -111,8 +117,11 @@ class Store:
             return s.get(model, item_id)
 
     def list_owned(self, model: type[Upload] | type[Analysis], owner: str) -> list[Any]:
+        query = select(model).where(model.owner == owner)
+        if model is Analysis:
+            query = query.where(Analysis.status != DELETED)
         with self.session() as s:
-            return list(s.scalars(select(model).where(model.owner == owner).order_by(model.created_at.desc())))
+            return list(s.scalars(query.order_by(model.created_at.desc())))
 
     def update_analysis(self, analysis_id: str, **values: Any) -> None:
         with self.session() as s:

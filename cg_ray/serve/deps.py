@@ -30,15 +30,15 @@ class Service:
     store: Store
     encoder: Encoder
     labels: ConceptLabels | None
-    tasks: set[asyncio.Task[None]] = dataclasses.field(default_factory=set)
+    tasks: dict[str, asyncio.Task[None]] = dataclasses.field(default_factory=dict)  # by analysis id
 
     def start_analysis(self, analysis_id: str) -> None:
-        """Run an in-service analysis in the background; the task is kept so shutdown can cancel it."""
+        """Run an in-service analysis in the background; the task is kept so cancel and shutdown can stop it."""
         task = asyncio.get_running_loop().create_task(
             run_analysis(self.store, self.encoder, analysis_id, self.settings.analyses_dir, self.labels)
         )
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self.tasks[analysis_id] = task
+        task.add_done_callback(lambda _: self.tasks.pop(analysis_id, None))
 
     def owned(self, model: type[Owned], owner: str, item_id: str) -> Owned:
         """The caller's own row, or 404 — the same answer whether it is someone else's or does not exist."""

@@ -128,6 +128,14 @@ def submit(settings: ServiceSettings, store: Store, analysis_id: str) -> str:
     return str(job_id)
 
 
+def stop(settings: ServiceSettings, job_id: str) -> None:
+    """Stop a Ray job (cancel / delete of its analysis); a job already gone is not an error."""
+    try:
+        _client(settings, attempts=2).stop_job(job_id)
+    except Exception:  # the cluster may be gone: the analysis is marked either way
+        log.warning("could not stop Ray job %s", job_id, exc_info=True)
+
+
 def refresh(settings: ServiceSettings, store: Store, analysis: Analysis) -> None:
     """Bring a job-backed analysis' status up to date (called when a client asks for it)."""
     if not analysis.job_id or analysis.status in ("succeeded", "failed"):

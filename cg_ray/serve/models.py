@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.config import MetricsConfig, TextMode
+from cg_ray.serve.redact import MAX_CHARS, scrub_paths
 
 
 class _Open(BaseModel):
@@ -101,6 +102,16 @@ class AnalysisView(BaseModel):
     @classmethod
     def _rounded(cls, value: float) -> float:
         return round(value, 4)
+
+    @field_validator("message", "error")
+    @classmethod
+    def _no_server_paths(cls, value: str | None) -> str | None:
+        return None if value is None else scrub_paths(value)[:MAX_CHARS]
+
+
+class Deleted(BaseModel):
+    id: str
+    deleted: bool = True
 
 
 # ---- results

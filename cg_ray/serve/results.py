@@ -189,16 +189,6 @@ def subset_coverage(run_dir: str | Path, benchmarks: list[str]) -> dict[str, Any
     }
 
 
-def parquet_as_csv(path: Path) -> bytes:
-    import io
-
-    import pyarrow.csv as pacsv
-
-    buf = io.BytesIO()
-    pacsv.write_csv(pq.read_table(path), buf)
-    return buf.getvalue()
-
-
 def arena_view(run_dir: Path, model_analyses: dict[str, str]) -> dict[str, Any]:
     """An arena analysis' ratings and head-to-head concepts, with each model's own analysis id."""
     arena = ArenaDir(run_dir)

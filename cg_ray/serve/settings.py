@@ -17,8 +17,23 @@ class Limits(BaseModel):
     max_line_bytes: int = Field(1 << 20, ge=1, description="longest JSONL/CSV line accepted")
     max_rows: int = Field(200_000, ge=1, description="rows per upload")
     max_tokens_per_row: int = Field(4096, ge=1, description="reader tokens per row (longer: rejected)")
+    max_field_chars: int = Field(
+        1 << 20, ge=1, description="longest single value (id, reference, CSV cell); CSV cells also <= max_line_bytes"
+    )
+    max_name_chars: int = Field(200, ge=1, description="longest benchmark, upload or analysis `model` name")
+    max_benchmarks: int = Field(100, ge=1, description="distinct benchmarks per upload and per analysis")
+    max_uploads_per_analysis: int = Field(20, ge=1, description="upload ids per analysis (each at most once)")
+    max_decoded_bytes: int = Field(
+        256 << 20, ge=1, description="uncompressed size of the Parquet columns an upload decodes (zstd bombs)"
+    )
+    max_storage_bytes: int = Field(4 << 30, ge=1, description="stored upload bytes per API key (quota)")
     max_concurrent_analyses: int = Field(2, ge=1, description="running analyses per API key")
     max_score_rows: int = Field(64, ge=1, description="rows per synchronous /v1/score call")
+
+    @property
+    def max_request_bytes(self) -> int:
+        """Any request body: an upload plus room for the multipart envelope and form fields."""
+        return self.max_upload_bytes + (64 << 10)
 
 
 class ServiceSettings(BaseModel):

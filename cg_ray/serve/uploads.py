@@ -16,10 +16,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from cg_ray.benchmarks.files import iter_json_lines, iter_records
+from cg_ray.benchmarks.files import ReadLimits, iter_json_lines, iter_records
 from cg_ray.benchmarks.mapping import MISSING, dotted_get
 from cg_ray.benchmarks.sources import FieldMapping
-from cg_ray.errors import InputError
+from cg_ray.errors import InputError, LimitExceeded
 from cg_ray.serve.settings import Limits
 
 CHARS_PER_TOKEN_BOUND = 8  # no tokenizer at upload time: reject text that cannot fit max_tokens_per_row
@@ -106,7 +106,7 @@ def detect_format(filename: str, content_type: str | None) -> str:
     return fmt
 
 
-def _check_line_lengths(data: bytes, limits: Limits) -> None:
+def check_line_lengths(data: bytes, limits: Limits) -> None:
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if len(raw) > limits.max_line_bytes:
             raise UploadError(
@@ -114,11 +114,23 @@ def _check_line_lengths(data: bytes, limits: Limits) -> None:
             )
 
 
-def _records(data: bytes, filename: str, fmt: str, limits: Limits) -> Iterator[tuple[int, Any]]:
-    """(1-based line, record) through the one reader; its errors become MALFORMED uploads. A JSONL line
-    may hold any JSON value here (`normalize` says INVALID when it is not an object)."""
+def mapped_columns(mapping: FieldMapping) -> frozenset[str]:
+    """The top-level fields a mapping reads (`doc.question` reads `doc`): the only Parquet columns decoded."""
+    names = [*_prompt_fields(mapping), mapping.id, mapping.benchmark, mapping.response, mapping.reference]
+    return frozenset(n.split(".", 1)[0] for n in (*names, mapping.score) if n)
+
+
+def _records(data: bytes, filename: str, fmt: str, limits: Limits, mapping: FieldMapping) -> Iterator[tuple[int, Any]]:
+    """(1-based line, record) through the one reader; its errors become MALFORMED uploads (TOO_LARGE for a
+    limit). A JSONL line may hold any JSON value here (`normalize` says INVALID when it is not an object)."""
     if fmt != "parquet":
-        _check_line_lengths(data, limits)
+        check_line_lengths(data, limits)
+    bounds = ReadLimits(
+        columns=mapped_columns(mapping),
+        max_rows=limits.max_rows,
+        max_decoded_bytes=limits.max_decoded_bytes,
+        max_field_chars=min(limits.max_line_bytes, limits.max_field_chars),
+    )
     try:
         if fmt == "jsonl":
             for rec in iter_json_lines(data, name=filename):
@@ -126,98 +138,174 @@ def _records(data: bytes, filename: str, fmt: str, limits: Limits) -> Iterator[t
                     raise UploadError(MALFORMED, rec.error, line=rec.line)
                 yield rec.line, rec.value
         else:
-            for record in iter_records(data, "csv" if fmt == "csv" else "parquet", name=filename):
+            for record in iter_records(data, "csv" if fmt == "csv" else "parquet", name=filename, limits=bounds):
                 yield (record.line if record.line is not None else record.row + 1), record.data
     except UploadError:
         raise
     except InputError as exc:
-        raise UploadError(MALFORMED, exc.reason, line=exc.line) from None
+        kind = TOO_LARGE if isinstance(exc, LimitExceeded) else MALFORMED
+        raise UploadError(kind, exc.reason, line=exc.line, field=exc.field) from None
 
 
-def _text(value: Any, line: int, field: str) -> str | None:
+def _text(value: Any, line: int, field: str, max_chars: int | None = None) -> str | None:
     if value is None:
         return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    raise UploadError(INVALID, f"expected text, got {type(value).__name__}", line=line, field=field)
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise UploadError(INVALID, f"expected text, got {type(value).__name__}", line=line, field=field)
+    try:
+        text = value if isinstance(value, str) else str(value)
+    except ValueError:  # an integer of thousands of digits
+        raise UploadError(INVALID, "number too long to use as text", line=line, field=field) from None
+    if max_chars is not None and len(text) > max_chars:
+        raise UploadError(TOO_LARGE, f"{len(text):,} characters, over the {max_chars:,} limit", line=line, field=field)
+    return text
 
 
 def _score(value: Any, line: int, field: str) -> float | None:
     if value is None or value == "":
         return None
+    if isinstance(value, bool):  # JSON true / false: as the CSV path refuses "True"
+        raise UploadError(INVALID, f"score {value!r} is a boolean, not a number", line=line, field=field)
     try:
         score = float(value)
-    except (TypeError, ValueError):
-        raise UploadError(INVALID, f"score {value!r} is not a number", line=line, field=field) from None
+    except (TypeError, ValueError, OverflowError):
+        raise UploadError(INVALID, f"score {_short(value)} is not a number in [0, 1]", line=line, field=field) from None
     if math.isnan(score) or not 0.0 <= score <= 1.0:
-        raise UploadError(INVALID, f"score {value!r} is outside [0, 1]", line=line, field=field)
+        raise UploadError(INVALID, f"score {_short(value)} is outside [0, 1]", line=line, field=field)
     return score
 
 
+def _short(value: Any) -> str:
+    """A value for a message, cut to 40 characters (a client's 10,000-digit number is not echoed back)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return "(a number too long to show)"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def normalize(
-    records: Iterable[tuple[int, Any]], mapping: FieldMapping, default_benchmark: str, limits: Limits
+    records: Iterable[tuple[int, Any]],
+    mapping: FieldMapping,
+    default_benchmark: str,
+    limits: Limits,
+    explicit: Mapping[str, list[str]] | None = None,
 ) -> ParsedUpload:
     """Rows of the upload table; `mapping` as applied (see `upload_mapping`). A mapped field that is
-    absent counts as null; a list of prompt fields is joined by blank lines."""
+    absent counts as null; a list of prompt fields is joined by blank lines. `explicit`: the fields the
+    client named (`explicit_fields`), each of which some row must have."""
     cols: dict[str, list[Any]] = {name: [] for name in UPLOAD_SCHEMA.names}
     seen_ids: dict[tuple[str, str], int] = {}
     detected: set[str] = set()
-    max_chars = limits.max_tokens_per_row * CHARS_PER_TOKEN_BOUND
+    benchmarks: set[str] = set()
+    check_name(default_benchmark, limits, "benchmark")
     for line, record in records:
         if not isinstance(record, Mapping):
             raise UploadError(INVALID, "expected an object (one row per line)", line=line)
         if len(cols["row_id"]) >= limits.max_rows:
             raise UploadError(TOO_LARGE, f"more than {limits.max_rows:,} rows", line=line)
         detected.update(record)
-
-        def get(part: str, rec: Mapping[str, Any] = record) -> Any:
-            name = getattr(mapping, part)
-            value = dotted_get(rec, name) if name else None
-            return None if value is MISSING else value
-
-        prompt = _prompt(record, mapping, line)
-        response = _text(get("response"), line, mapping.response or "response")
-        if not (prompt or response):
-            names = [n for n in (*_prompt_fields(mapping), mapping.response) if n]
-            raise UploadError(
-                INVALID, "missing text: the row has neither a prompt nor a response", line=line, field=" / ".join(names)
-            )
-        for part, text in (("prompt", prompt), ("response", response)):
-            if text and len(text) > max_chars:
-                raise UploadError(
-                    TOO_LARGE,
-                    f"text longer than the {limits.max_tokens_per_row:,}-token limit",
-                    line=line,
-                    field=" / ".join(_prompt_fields(mapping)) if part == "prompt" else mapping.response,
-                )
-        row_id = _text(get("id"), line, mapping.id or "id") or str(line)
-        benchmark = _text(get("benchmark"), line, mapping.benchmark or "benchmark") or default_benchmark
-        if (benchmark, row_id) in seen_ids:
+        row = _row(record, line, mapping, default_benchmark, limits)
+        key = (row["benchmark"], row["row_id"])
+        if key in seen_ids:
             raise UploadError(
                 INVALID,
-                f"duplicate id {row_id!r} in benchmark {benchmark!r} (first on line {seen_ids[(benchmark, row_id)]})",
+                f"duplicate id {_short(key[1])} in benchmark {_short(key[0])} (first on line {seen_ids[key]})",
                 line=line,
                 field=mapping.id,
             )
-        seen_ids[(benchmark, row_id)] = line
-        cols["row_id"].append(row_id)
-        cols["benchmark"].append(benchmark)
-        cols["prompt"].append(prompt)
-        cols["response"].append(response)
-        cols["reference"].append(_text(get("reference"), line, mapping.reference or "reference"))
-        cols["score"].append(_score(get("score"), line, mapping.score or "score"))
+        if row["benchmark"] not in benchmarks and len(benchmarks) >= limits.max_benchmarks:
+            raise UploadError(
+                TOO_LARGE,
+                f"more than {limits.max_benchmarks:,} distinct benchmarks",
+                line=line,
+                field=mapping.benchmark,
+            )
+        seen_ids[key] = line
+        benchmarks.add(row["benchmark"])
+        for name, value in row.items():
+            cols[name].append(value)
     if not cols["row_id"]:
         raise UploadError(MALFORMED, "empty upload: no rows")
-    table = pa.table(cols, schema=UPLOAD_SCHEMA)
+    _check_explicit(explicit or {}, detected)
     return ParsedUpload(
-        table=table,
-        benchmarks=sorted(set(cols["benchmark"])),
+        table=pa.table(cols, schema=UPLOAD_SCHEMA),
+        benchmarks=sorted(benchmarks),
         detected_fields=sorted(detected),
         has_scores=any(s is not None for s in cols["score"]),
         mapping=mapping,
     )
+
+
+def _row(
+    record: Mapping[str, Any], line: int, mapping: FieldMapping, default_benchmark: str, limits: Limits
+) -> dict[str, Any]:
+    """One row of the upload table, every value checked against the limits."""
+
+    def get(part: str) -> Any:
+        name = getattr(mapping, part)
+        value = dotted_get(record, name) if name else None
+        return None if value is MISSING else value
+
+    max_chars = limits.max_tokens_per_row * CHARS_PER_TOKEN_BOUND
+    prompt = _prompt(record, mapping, line)
+    response = _text(get("response"), line, mapping.response or "response")
+    if not (prompt or response):
+        names = [n for n in (*_prompt_fields(mapping), mapping.response) if n]
+        raise UploadError(
+            INVALID, "missing text: the row has neither a prompt nor a response", line=line, field=" / ".join(names)
+        )
+    for part, text in (("prompt", prompt), ("response", response)):
+        if text and len(text) > max_chars:
+            raise UploadError(
+                TOO_LARGE,
+                f"text longer than the {limits.max_tokens_per_row:,}-token limit",
+                line=line,
+                field=" / ".join(_prompt_fields(mapping)) if part == "prompt" else mapping.response,
+            )
+    benchmark = _text(get("benchmark"), line, mapping.benchmark or "benchmark") or default_benchmark
+    check_name(benchmark, limits, mapping.benchmark or "benchmark", line=line)
+    return {
+        "row_id": _text(get("id"), line, mapping.id or "id", limits.max_field_chars) or str(line),
+        "benchmark": benchmark,
+        "prompt": prompt,
+        "response": response,
+        "reference": _text(get("reference"), line, mapping.reference or "reference", limits.max_field_chars),
+        "score": _score(get("score"), line, mapping.score or "score"),
+    }
+
+
+def check_name(name: str, limits: Limits, field: str, *, line: int | None = None) -> None:
+    """A benchmark (or upload, or model) name within `max_name_chars`."""
+    if len(name) > limits.max_name_chars:
+        raise UploadError(
+            TOO_LARGE,
+            f"name is {len(name):,} characters, over the {limits.max_name_chars:,} limit",
+            line=line,
+            field=field,
+        )
+
+
+def explicit_fields(given: FieldMapping | None) -> dict[str, list[str]]:
+    """The fields a client's mapping names itself (not the defaults): each must exist in the upload."""
+    if given is None:
+        return {}
+    out: dict[str, list[str]] = {}
+    for part in given.model_fields_set:
+        value = getattr(given, part)
+        if value:
+            out[part] = [value] if isinstance(value, str) else list(value)
+    return out
+
+
+def _check_explicit(explicit: Mapping[str, list[str]], detected: set[str]) -> None:
+    for part, names in sorted(explicit.items()):
+        for name in names:
+            if name.split(".", 1)[0] not in detected:
+                shown = ", ".join(sorted(detected)[:20]) + (", ..." if len(detected) > 20 else "")
+                raise UploadError(
+                    INVALID, f"no row has the field {_short(name)} (fields: {shown})", field=f"mapping.{part}"
+                )
 
 
 def _prompt_fields(mapping: FieldMapping) -> list[str]:
@@ -248,8 +336,12 @@ def parse_file(
     if not data.strip():
         raise UploadError(MALFORMED, "empty upload: no rows")
     fmt = detect_format(filename, content_type)
-    return normalize(_records(data, filename, fmt, limits), applied, default_benchmark, limits)
+    records = _records(data, filename, fmt, limits, applied)
+    return normalize(records, applied, default_benchmark, limits, explicit_fields(mapping))
 
 
 def parse_rows(rows: list[Any], mapping: FieldMapping | None, default_benchmark: str, limits: Limits) -> ParsedUpload:
-    return normalize(enumerate(rows, start=1), upload_mapping(mapping), default_benchmark, limits)
+    if len(rows) > limits.max_rows:
+        raise UploadError(TOO_LARGE, f"{len(rows):,} rows, over the {limits.max_rows:,}-row limit")
+    applied = upload_mapping(mapping)
+    return normalize(enumerate(rows, start=1), applied, default_benchmark, limits, explicit_fields(mapping))

@@ -23,6 +23,9 @@ def test_errors_share_one_shape(client, key) -> None:
     ]
     for r in shapes:
         assert r.status_code >= 400
-        assert set(r.json()) == {"detail"} and set(r.json()["detail"]) == {"error", "line", "field"}, r.json()
+        assert set(r.json()) == {"detail"} and set(r.json()["detail"]) == {"error", "line", "field", "request_id"}, (
+            r.json()
+        )
+        assert r.json()["detail"]["request_id"] == r.headers["X-Request-ID"]
     assert shapes[2].json()["detail"]["field"] == "upload_ids"
     assert shapes[3].json()["detail"]["field"] == "texts.1"

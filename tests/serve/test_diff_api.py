@@ -39,7 +39,7 @@ def test_diff_of_two_analyses_pairs_rows_and_keeps_tenants_apart(client, key, ot
     # another key sees neither analysis; an unknown id is 404 with the one error shape
     assert client.get("/v1/diff", headers=other_key, params={"a": a, "b": b}).status_code == 404
     missing = client.get("/v1/diff", headers=key, params={"a": a, "b": "ana_nope"})
-    assert missing.status_code == 404 and set(missing.json()["detail"]) == {"error", "line", "field"}
+    assert missing.status_code == 404 and set(missing.json()["detail"]) == {"error", "line", "field", "request_id"}
     assert client.get("/v1/diff", headers=key, params={"a": a}).json()["detail"]["field"] == "b"
 
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, Response
 
 from cg_ray.serve import readable, results
+from cg_ray.serve.csv_safe import parquet_as_safe_csv, safe_csv_file
 from cg_ray.serve.db import Analysis
 from cg_ray.serve.deps import FinishedRun, Owner, ServiceDep
 from cg_ray.serve.errors import ErrorBody, api_error
@@ -112,12 +113,10 @@ def get_artifact(run_dir: FinishedRun, name: str) -> Response:
     source = results.DOWNLOADS.get(name)
     if source is None:
         raise api_error(404, f"no artifact {name!r}; available: {sorted(results.DOWNLOADS)}")
-    if name.endswith(".csv") and source.endswith(".parquet"):
-        return Response(
-            results.parquet_as_csv(run_dir / source),
-            media_type="text/csv",
-            headers={"Content-Disposition": f'attachment; filename="{name}"'},
-        )
+    if name.endswith(".csv"):  # every CSV download is neutralised against formula injection
+        path = run_dir / source
+        body = parquet_as_safe_csv(path) if source.endswith(".parquet") else safe_csv_file(path)
+        return Response(body, media_type="text/csv", headers={"Content-Disposition": f'attachment; filename="{name}"'})
     return FileResponse(run_dir / source, filename=name)
 
 

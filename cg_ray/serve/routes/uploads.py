@@ -15,8 +15,9 @@ from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.serve.db import Upload, new_id
 from cg_ray.serve.deps import Owner, Service, ServiceDep
 from cg_ray.serve.errors import ErrorBody, api_error, upload_error
-from cg_ray.serve.models import JsonUpload, UploadView
-from cg_ray.serve.uploads import ParsedUpload, UploadError, mapping_record, parse_file, parse_rows
+from cg_ray.serve.lifecycle import check_quota, delete_upload
+from cg_ray.serve.models import Deleted, JsonUpload, UploadView
+from cg_ray.serve.uploads import ParsedUpload, UploadError, check_name, mapping_record, parse_file, parse_rows
 
 router = APIRouter(prefix="/v1", tags=["uploads"], responses={422: {"model": ErrorBody}})
 
@@ -58,6 +59,7 @@ def store_rows(service: Service, owner: str, name: str, parsed: ParsedUpload) ->
     path = service.settings.uploads_dir / f"{upload_id}.parquet"
     with atomic_file(path) as tmp:
         pq.write_table(parsed.table, tmp)
+        check_quota(service, owner, tmp.stat().st_size)  # over the quota: the temporary file goes, nothing stored
     return record_upload(
         service,
         path,
@@ -97,8 +99,16 @@ async def upload_file(
         field_mapping = FieldMapping.model_validate_json(mapping) if mapping else None
     except ValidationError as exc:
         raise api_error(422, f"invalid mapping: {exc.errors()[0]['msg']}", field="mapping") from None
-    data = await read_limited(service, file)
     name = file.filename or "upload"
+    limits = service.settings.limits
+    try:
+        check_name(name, limits, "file")
+        if benchmark is not None:
+            check_name(benchmark, limits, "benchmark")
+    except UploadError as exc:
+        raise upload_error(exc) from None
+    check_quota(service, owner, 0)
+    data = await read_limited(service, file)
     try:
         parsed = parse_file(
             data, name, file.content_type, field_mapping, benchmark or Path(name).stem, service.settings.limits
@@ -110,7 +120,9 @@ async def upload_file(
 
 @router.post("/uploads/json", status_code=201, response_model=UploadView)
 def upload_json(service: ServiceDep, owner: Owner, body: JsonUpload) -> UploadView:
+    check_quota(service, owner, 0)
     try:
+        check_name(body.name, service.settings.limits, "name")
         parsed = parse_rows(body.rows, body.mapping, body.name, service.settings.limits)
     except UploadError as exc:
         raise upload_error(exc) from None
@@ -125,11 +137,18 @@ async def upload_battles(
 ) -> UploadView:
     from cg_ray.serve.battles import validate_battles
 
+    check_quota(service, owner, 0)
     data = await read_limited(service, file)
+    check_quota(service, owner, len(data))
     upload_id = new_id("upl")
     try:
         path, summary = await asyncio.to_thread(
-            validate_battles, data, file.filename or "battles.jsonl", service.settings.uploads_dir, upload_id
+            validate_battles,
+            data,
+            file.filename or "battles.jsonl",
+            service.settings.uploads_dir,
+            upload_id,
+            service.settings.limits,
         )
     except UploadError as exc:
         raise upload_error(exc) from None
@@ -154,3 +173,10 @@ def list_uploads(service: ServiceDep, owner: Owner) -> list[UploadView]:
 @router.get("/uploads/{upload_id}", response_model=UploadView)
 def get_upload(service: ServiceDep, owner: Owner, upload_id: str) -> UploadView:
     return UploadView.model_validate(service.owned(Upload, owner, upload_id))
+
+
+@router.delete("/uploads/{upload_id}", response_model=Deleted, responses={409: {"model": ErrorBody}})
+def remove_upload(service: ServiceDep, owner: Owner, upload_id: str) -> Deleted:
+    """Delete the upload's file and record (refused while a running analysis reads it)."""
+    delete_upload(service, owner, upload_id)
+    return Deleted(id=upload_id)
