@@ -28,11 +28,19 @@ class Rankings:
         }
 
 
-def _ordered(values: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_], k: int, descending: bool) -> list[int]:
+def _ordered(
+    values: npt.NDArray[np.float64],
+    support: npt.NDArray[np.int64],
+    mask: npt.NDArray[np.bool_],
+    k: int,
+    descending: bool,
+) -> list[int]:
     idx = np.flatnonzero(mask)
-    # Ties broken by concept id so rankings are reproducible.
+    # Ties (many concepts sit at X_model 0 on small suites) go to the concept active in more rows: the same
+    # value on more rows is more evidence, and an id order would tell the reader nothing. Then by id, so
+    # rankings are reproducible.
     key = -values[idx] if descending else values[idx]
-    order = np.lexsort((idx, key))
+    order = np.lexsort((idx, -support[idx], key))
     return [int(i) for i in idx[order[:k]]]
 
 
@@ -42,10 +50,11 @@ def rank_concepts(result: CGResult, top_k: int | None = None) -> Rankings:
     eligible = (result.n_benchmarks_active >= cfg.min_benchmarks) & (result.n_active_rows >= cfg.min_rows)
     scored = eligible & ~np.isnan(result.X_model)
     present = eligible & (result.X_bench >= cfg.epsilon)
+    support = result.n_active_rows
     return Rankings(
         eligible=eligible,
-        best_model=_ordered(result.X_model, scored, k, descending=True),
-        worst_model=_ordered(result.X_model, scored, k, descending=False),
-        most_covered=_ordered(result.X_bench, present, k, descending=True),
-        least_covered=_ordered(result.X_bench, present, k, descending=False),
+        best_model=_ordered(result.X_model, support, scored, k, descending=True),
+        worst_model=_ordered(result.X_model, support, scored, k, descending=False),
+        most_covered=_ordered(result.X_bench, support, present, k, descending=True),
+        least_covered=_ordered(result.X_bench, support, present, k, descending=False),
     )
