@@ -11,13 +11,12 @@ Exports that mix several SAEs need a `source` selector "MODEL/SAE_ID" (e.g. "gem
 
 from __future__ import annotations
 
-import csv
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cg_ray.benchmarks.files import iter_jsonl, open_text
+from cg_ray.benchmarks.files import iter_jsonl, iter_records
 from cg_ray.errors import InputError
 
 
@@ -42,14 +41,9 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
         except (OSError, EOFError) as exc:
             raise InputError(f"cannot read labels ({exc})", path=str(path)) from None
         return
-    try:
-        with open_text(path) as fh:
-            for line_no, rec in enumerate(csv.DictReader(fh), start=2):
-                yield line_no, dict(rec)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason})", path=str(path)) from None
-    except (OSError, EOFError) as exc:
-        raise InputError(f"cannot read labels ({exc})", path=str(path)) from None
+    for record in iter_records(path, "csv"):  # the one CSV reader (gzip too); lines as an editor shows them
+        assert record.line is not None  # CSV records always have a line
+        yield record.line, record.data
 
 
 def _as_index(value: object, path: Path, line: int, field: str) -> int:

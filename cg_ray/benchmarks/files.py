@@ -15,7 +15,7 @@ from typing import IO, Any, Literal, NamedTuple
 from cg_ray.errors import InputError, LimitExceeded
 
 FileFormat = Literal["auto", "jsonl", "csv", "parquet"]
-_SUFFIXES: dict[str, Literal["jsonl", "csv", "parquet"]] = {
+FORMAT_BY_SUFFIX: dict[str, Literal["jsonl", "csv", "parquet"]] = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
     ".csv": "csv",
@@ -28,7 +28,7 @@ def detect_format(path: Path, fmt: FileFormat = "auto") -> Literal["jsonl", "csv
     if fmt != "auto":
         return fmt
     try:
-        return _SUFFIXES[path.suffix.lower()]
+        return FORMAT_BY_SUFFIX[path.suffix.lower()]
     except KeyError:
         raise InputError(
             f"cannot tell the format from the suffix {path.suffix!r}; set format: jsonl, csv or parquet",
@@ -164,8 +164,7 @@ def iter_records(
         for index, (line, record) in enumerate(iter_jsonl(data, name=where)):
             yield Record(index, line, record)
     else:
-        text = _read_utf8(data if isinstance(data, bytes) else data.read_bytes(), where)
-        yield from _csv(where, text, limits.max_field_chars)
+        yield from _csv(where, _read_utf8(_csv_bytes(data, where), where), limits.max_field_chars)
 
 
 @contextlib.contextmanager
@@ -177,6 +176,17 @@ def located(record: Record) -> Iterator[None]:
         if record.line is None or exc.line is not None or exc.row != record.row:
             raise
         raise InputError(exc.reason, path=exc.path, field=exc.field, line=record.line) from None
+
+
+def _csv_bytes(data: Path | bytes, where: str) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    if data.suffix != ".gz":
+        return data.read_bytes()
+    try:
+        return gzip.decompress(data.read_bytes())
+    except (OSError, EOFError) as exc:  # not gzip, or truncated
+        raise InputError(f"cannot decompress ({exc})", path=where) from None
 
 
 def _read_utf8(data: bytes, where: str) -> str:

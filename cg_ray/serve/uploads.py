@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from cg_ray.benchmarks.files import ReadLimits, iter_json_lines, iter_records
+from cg_ray.benchmarks.files import FORMAT_BY_SUFFIX, ReadLimits, iter_json_lines, iter_records
 from cg_ray.benchmarks.mapping import MISSING, dotted_get
 from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.errors import InputError, LimitExceeded
@@ -35,7 +35,8 @@ UPLOAD_SCHEMA = pa.schema(
     ]
 )
 
-FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+# The benchmark files' suffixes; an upload named .json is read as JSONL too (browsers label .jsonl so).
+FORMATS = {**FORMAT_BY_SUFFIX, ".json": "jsonl"}
 CONTENT_TYPES = {
     "jsonl": {
         "application/jsonl",
@@ -95,7 +96,7 @@ class ParsedUpload:
     mapping: FieldMapping  # as applied: the client's, completed with UPLOAD_DEFAULTS
 
 
-def detect_format(filename: str, content_type: str | None) -> str:
+def upload_format(filename: str, content_type: str | None) -> str:
     suffix = "." + filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
     fmt = FORMATS.get(suffix)
     if fmt is None:
@@ -335,7 +336,7 @@ def parse_file(
         raise UploadError(TOO_LARGE, f"upload is {len(data):,} bytes, over the {limits.max_upload_bytes:,}-byte limit")
     if not data.strip():
         raise UploadError(MALFORMED, "empty upload: no rows")
-    fmt = detect_format(filename, content_type)
+    fmt = upload_format(filename, content_type)
     records = _records(data, filename, fmt, limits, applied)
     return normalize(records, applied, default_benchmark, limits, explicit_fields(mapping))
 
