@@ -68,20 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             ("examples", int),
             ("min_rows", int),
             ("right_threshold", float),
+            ("rank_by", str),
+            ("assume_same_reader", bool),
         ),
-    )
-    g.add_argument(
-        "--rank-by",
-        dest="rank_by",
-        choices=["delta", "relative"],
-        default=None,
-        help="list concepts by ΔX_model (default) or by its change beyond the benchmarks' mean-score change",
-    )
-    g.add_argument(
-        "--assume-same-reader",
-        dest="assume_same_reader",
-        action="store_const",
-        const=True,
-        default=None,
-        help="accept a run whose reader is not recorded (d_sae is still compared)",
     )

@@ -33,29 +33,10 @@ def add_metrics_options(p: argparse.ArgumentParser) -> None:
             ("min_benchmarks", int),
             ("min_rows", int),
             ("top_k", int),
+            ("coverage_mean", str),
+            ("rank_by", str),
+            ("duplicate_jaccard", float),
         ),
-    )
-    g.add_argument(
-        "--coverage-mean",
-        dest="coverage_mean",
-        choices=["all", "active"],
-        default=None,
-        help="X_bench over all benchmarks (paper eq. 3, default) or active ones only",
-    )
-    g.add_argument(
-        "--rank-by",
-        dest="rank_by",
-        choices=["x_model", "upper_bound", "adjusted_gap"],
-        default=None,
-        help="weakness profile order: X_model (the paper's), the upper end of its 95%% interval (default), or "
-        "the upper end of the difficulty-adjusted gap's interval",
-    )
-    g.add_argument(
-        "--duplicate-jaccard",
-        dest="duplicate_jaccard",
-        type=float,
-        default=None,
-        help="weakness profile: merge concepts whose active-row sets have Jaccard ≥ this (default 0.8)",
     )
 
 

@@ -8,7 +8,7 @@ import argparse
 import inspect
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -69,17 +69,17 @@ def flag(name: str) -> str:
 def add_model_flags(
     group: argparse._ActionsContainer, model: type[BaseModel], fields: Iterable[tuple[str, type]]
 ) -> None:
-    """One optional flag per (field, type); unset flags stay None so the model's default applies."""
+    """One optional flag per (field, type); unset flags stay None so the model's default applies. A `str`
+    field typed `Literal[...]` gets those choices; a `bool` field is a switch that sets it true."""
     described = model.model_fields
     for name, kind in fields:
         info = described[name]
-        group.add_argument(
-            flag(name),
-            dest=name,
-            type=kind,
-            default=None,
-            help=f"{info.description or name} (default {info.default})",
-        )
+        help_ = f"{info.description or name} (default {info.default})".replace("%", "%%")
+        if kind is bool:
+            group.add_argument(flag(name), dest=name, action="store_const", const=True, default=None, help=help_)
+            continue
+        choices = get_args(info.annotation) if get_origin(info.annotation) is Literal else None
+        group.add_argument(flag(name), dest=name, type=kind, choices=choices, default=None, help=help_)
 
 
 def validated(model: type[Settings], values: dict[str, Any], flags: dict[str, str] | None = None) -> Settings:

@@ -4,6 +4,7 @@ confident changes with their intervals (inline SVG, no script), and tables with 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 from cg_ray.report.html import CSS
@@ -36,6 +37,29 @@ def ranked(entry: dict[str, Any], relative: bool) -> tuple[float | None, float |
     return entry["delta_X_model"], entry["low"], entry["high"]
 
 
+def forest_frame(
+    span: float, n_rows: int, aria: str, sizes: tuple[int, int, int, int]
+) -> tuple[Callable[[float], float], list[str], int]:
+    """The x scale (−span…span onto the plot area), the opening SVG of a forest plot of n_rows rows with
+    the dashed zero line, and its height; `sizes` = (row height, label width, plot width, padding)."""
+    row_h, label_w, plot_w, pad = sizes
+    height = pad * 2 + row_h * n_rows + 24
+
+    def x(v: float) -> float:
+        return float(label_w + plot_w * (v + span) / (2 * span))
+
+    return (
+        x,
+        [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + plot_w + pad}" height="{height}" '
+            f'font-size="12" role="img" aria-label="{aria}">',
+            f'<line x1="{x(0):.1f}" y1="{pad}" x2="{x(0):.1f}" y2="{height - 24}" '
+            'stroke="#888" stroke-dasharray="4 3"/>',
+        ],
+        height,
+    )
+
+
 def forest_svg(regressed: list[dict[str, Any]], improved: list[dict[str, Any]], relative: bool = False) -> str:
     """The ranked change with its interval per listed concept, regressions (red) above improvements (green)."""
     rows = [("regressed", e) for e in regressed] + [("improved", e) for e in improved]
@@ -43,16 +67,7 @@ def forest_svg(regressed: list[dict[str, Any]], improved: list[dict[str, Any]], 
         return "<p>No concept changed confidently (no interval excludes 0).</p>"
     values = [v for _, e in rows for v in ranked(e, relative) if v is not None]
     span = max(0.05, max(abs(v) for v in values)) * 1.1
-    height = PAD * 2 + ROW_H * len(rows) + 24
-
-    def x(v: float) -> float:
-        return float(LABEL_W + PLOT_W * (v + span) / (2 * span))
-
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_W + PLOT_W + PAD}" height="{height}" '
-        f'font-size="12" role="img" aria-label="forest plot of the top changes">',
-        f'<line x1="{x(0):.1f}" y1="{PAD}" x2="{x(0):.1f}" y2="{height - 24}" stroke="#888" stroke-dasharray="4 3"/>',
-    ]
+    x, parts, height = forest_frame(span, len(rows), "forest plot of the top changes", (ROW_H, LABEL_W, PLOT_W, PAD))
     for i, (kind, e) in enumerate(rows):
         y = PAD + ROW_H * i + ROW_H / 2
         colour = COLOURS[kind]

@@ -79,14 +79,10 @@ def _from_run_manifest(path: Path, d_sae: int) -> ReaderIdentity:
     data = _read(path)
     reader = (data.get("config") or {}).get("reader") or {}
     resolved = data.get("reader") or {}
-    values = {
-        "d_sae": resolved.get("d_sae", d_sae),
-        "reader_model": _name(reader.get("model")),
-        "layer": reader.get("layer"),
-        "sae": reader.get("sae"),
-        "factory": resolved.get("factory"),
-        "sae_weights": next((a.get("sae_weights") for a in resolved.get("actors") or [] if a.get("sae_weights")), None),
-    }
+    actors = resolved.get("actors") or []
+    values = _common(reader, resolved.get("d_sae", d_sae), reader.get("sae"))
+    values["factory"] = resolved.get("factory")
+    values["sae_weights"] = next((a["sae_weights"] for a in actors if a.get("sae_weights")), None)
     return ReaderIdentity(values, str(path), _text_mode(reader.get("text")))
 
 
@@ -94,19 +90,17 @@ def _from_extract_manifest(path: Path, d_sae: int) -> ReaderIdentity:
     data = _read(path)
     reader = data.get("reader") or {}
     sae = reader.get("sae") or {}
-    values = {
-        "d_sae": sae.get("d_sae", d_sae),
-        "reader_model": _name(reader.get("model")),
-        "layer": reader.get("layer"),
-        "sae": sae.get("spec"),
-        "sae_source": _name(sae.get("source")),
-        "sae_architecture": sae.get("architecture"),
-        "sae_d_in": sae.get("d_in"),
-        "sae_weights": sae.get("weights_sha256"),
-        # extract always uses the real reader (cg_ray.activations.reader)
-        "factory": "cg_ray.activations.reader:ConceptReader.from_config",
-    }
+    values = _common(reader, sae.get("d_sae", d_sae), sae.get("spec"))
+    for name, key in (("sae_architecture", "architecture"), ("sae_d_in", "d_in"), ("sae_weights", "weights_sha256")):
+        values[name] = sae.get(key)
+    values["sae_source"] = _name(sae.get("source"))
+    values["factory"] = "cg_ray.activations.reader:ConceptReader.from_config"  # extract always uses the real reader
     return ReaderIdentity(values, str(path), _text_mode(data.get("text")))
+
+
+def _common(reader: dict[str, Any], d_sae: Any, sae: Any) -> dict[str, Any]:
+    """The fields both manifests record: width, reader model (by name), layer, SAE spec."""
+    return {"d_sae": d_sae, "reader_model": _name(reader.get("model")), "layer": reader.get("layer"), "sae": sae}
 
 
 def extract_manifest_candidates(run_dir: Path, rows_file: str) -> list[Path]:

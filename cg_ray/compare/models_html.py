@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from cg_ray.compare.html import forest_frame
 from cg_ray.report.html import CSS
 
 ROW_H, LABEL_W, PLOT_W, PAD = 24, 360, 480, 12
@@ -32,16 +33,8 @@ def plot(hyps: list[dict[str, Any]]) -> str:
         return "<p>No hypothesis: no concept's interval excluded 0 on the discovery half.</p>"
     bounds = [abs(v) for h in hyps for k in ("all", "held_out") for v in (h[k]["low"], h[k]["high"]) if v is not None]
     span = max(0.05, *bounds) * 1.1
-    height = PAD * 2 + ROW_H * len(hyps) + 24
-
-    def x(v: float) -> float:
-        return float(LABEL_W + PLOT_W * (v + span) / (2 * span))
-
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_W + PLOT_W + PAD}" height="{height}" '
-        f'font-size="12" role="img" aria-label="difference in the fraction of answers, with intervals">',
-        f'<line x1="{x(0):.1f}" y1="{PAD}" x2="{x(0):.1f}" y2="{height - 24}" stroke="#888" stroke-dasharray="4 3"/>',
-    ]
+    aria = "difference in the fraction of answers, with intervals"
+    x, parts, height = forest_frame(span, len(hyps), aria, (ROW_H, LABEL_W, PLOT_W, PAD))
     for i, h in enumerate(hyps):
         y = PAD + ROW_H * i + ROW_H / 2 - 3
         colour = COLOURS[h["direction"]]
