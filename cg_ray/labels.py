@@ -15,8 +15,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from cg_ray.benchmarks.files import iter_jsonl, iter_records
+from cg_ray.benchmarks.files import iter_records
 from cg_ray.errors import InputError
 
 
@@ -34,16 +35,14 @@ class ConceptLabels:
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
-    """(1-based line, record) pairs of a JSONL or CSV file (gzip too)."""
-    if not path.name.removesuffix(".gz").endswith(".csv"):
-        try:
-            yield from iter_jsonl(path)
-        except (OSError, EOFError) as exc:
-            raise InputError(f"cannot read labels ({exc})", path=str(path)) from None
-        return
-    for record in iter_records(path, "csv"):  # the one CSV reader (gzip too); lines as an editor shows them
-        assert record.line is not None  # CSV records always have a line
-        yield record.line, record.data
+    """(1-based line, record) pairs of a JSONL or CSV file (gzip too), through the one record reader."""
+    fmt: Literal["csv", "jsonl"] = "csv" if path.name.removesuffix(".gz").endswith(".csv") else "jsonl"
+    try:
+        for record in iter_records(path, fmt):
+            assert record.line is not None  # JSONL and CSV records always have a line
+            yield record.line, record.data
+    except (OSError, EOFError) as exc:  # e.g. a truncated .gz
+        raise InputError(f"cannot read labels ({exc})", path=str(path)) from None
 
 
 def _as_index(value: object, path: Path, line: int, field: str) -> int:

@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,19 @@ def server(tmp_path: Path):
 
 
 @pytest.mark.slow
+def _signed_in(p: Any, base: str, key: str) -> tuple[Any, Any]:
+    """A headless Chromium on the explorer, with the API key saved and accepted."""
+    from playwright.sync_api import expect
+
+    browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+    page = browser.new_page(viewport={"width": 1280, "height": 1800})
+    page.goto(f"{base}/ui/")
+    page.fill("#apikey", key)
+    page.click("#save-key")
+    expect(page.locator("#auth-status")).to_have_text("key OK")
+    return browser, page
+
+
 def test_upload_analyse_browse(server, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
@@ -86,12 +100,7 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
     )
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1800})
-        page.goto(f"{base}/ui/")
-        page.fill("#apikey", key)
-        page.click("#save-key")
-        expect(page.locator("#auth-status")).to_have_text("key OK")
+        browser, page = _signed_in(p, base, key)
         page.click("#new-analysis summary")
         page.set_input_files("#upload-file", str(bench))
         page.click("#upload-submit")
@@ -169,12 +178,7 @@ def test_compare_two_analyses_in_the_explorer(server) -> None:
     second = analyse([{**r, "score": 0.0 if "please" in r["prompt"] else 1.0} for r in rows])
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1800})
-        page.goto(f"{base}/ui/")
-        page.fill("#apikey", key)
-        page.click("#save-key")
-        expect(page.locator("#auth-status")).to_have_text("key OK")
+        browser, page = _signed_in(p, base, key)
         page.select_option("#analysis", first)
         expect(page.locator("#compare")).to_be_visible()
         page.select_option("#compare-with", second)
