@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cg_ray.artifacts.publish import atomic_directory
 
@@ -74,6 +74,14 @@ class SaeTrainConfig(BaseModel):
     heldout_fraction: float = Field(default=0.03, gt=0, lt=1)
     max_minutes: float | None = Field(default=None, gt=0, description="end training gracefully after this long")
     seed: int = 42
+
+    @field_validator("init_from")
+    @classmethod
+    def _saved_sae(cls, path: Path | None) -> Path | None:
+        # checked here, before the LM loads and the norm is estimated (minutes on a CPU)
+        if path is not None and not (Path(path) / "sae_weights.safetensors").is_file():
+            raise ValueError(f"{path}: not a saved SAE directory (no sae_weights.safetensors)")
+        return path
 
     @model_validator(mode="after")
     def _buffer_fits(self) -> SaeTrainConfig:
@@ -184,7 +192,7 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
         runner.deadline = started + 60 * config.max_minutes
     runner.run()
     seconds = time.monotonic() - started
-    tokens = runner.trained_samples or runner.stopped_early_at or config.training_tokens
+    tokens = runner.trained_samples or config.training_tokens  # set when fit() returns, deadline or not
     stats = {
         "config": config.model_dump(mode="json"),
         "model_dir": model_dir,

@@ -167,7 +167,9 @@ def test_skipping_documents_passes_the_requested_tokens(tiny_model_dir: Path) ->
         _skip_documents(dataset, str(tiny_model_dir), sum(lengths) + 1)
 
 
-def test_train_config_validation() -> None:
+def test_train_config_validation(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a saved SAE directory"):
+        SaeTrainConfig.model_validate({"init_from": tmp_path})  # refused before any model loads
     with pytest.raises(ValueError, match="n_batches_in_buffer"):
         SaeTrainConfig.model_validate({"n_batches_in_buffer": 2})
     with pytest.raises(ValueError):
