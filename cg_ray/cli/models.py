@@ -39,8 +39,9 @@ def register(subparsers: Any) -> None:
     train.add_argument("--dead-window", type=int, default=25, help="steps without firing before AuxK trains a latent")
     train.add_argument("--init-from", type=Path, default=None, help="warm start from this SAE directory")
     train.add_argument("--skip-tokens", type=int, default=0, help="skip the documents holding the first N tokens")
-    train.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (constant after warm-up)")
+    train.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (after warm-up, before decay)")
     train.add_argument("--warm-up-steps", type=int, default=50, help="linear learning-rate warm-up")
+    train.add_argument("--decay-steps", type=int, default=0, help="linear learning-rate decay to 0 at the end")
     train.add_argument("--buffer-batches", type=int, default=256, help="sae-lens mixing buffer, in store batches")
     train.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda")
     train.add_argument("--overwrite", action="store_true")
@@ -92,6 +93,7 @@ def _train(args: argparse.Namespace) -> int:
                 "n_batches_in_buffer": args.buffer_batches,
                 "lr": args.lr,
                 "lr_warm_up_steps": args.warm_up_steps,
+                "lr_decay_steps": args.decay_steps,
             }
         )
     except ValidationError as exc:

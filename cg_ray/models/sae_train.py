@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cg_ray.artifacts.publish import atomic_directory
+from cg_ray.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ class SaeTrainConfig(BaseModel):
     n_batches_for_norm_estimate: int = Field(default=20, ge=1)
     lr: float = Field(default=1e-3, gt=0)
     lr_warm_up_steps: int = Field(default=50, ge=0)
+    lr_decay_steps: int = Field(
+        default=0, ge=0, description="linear decay of the learning rate to 0 over the last N steps"
+    )
     dead_feature_window: int = Field(
         default=25,
         ge=1,
@@ -92,6 +96,12 @@ class SaeTrainConfig(BaseModel):
                 "n_batches_in_buffer × (context_size − sink_positions) = "
                 f"{self.n_batches_in_buffer * usable} "
                 f"must be ≥ train_batch_size_tokens = {self.train_batch_size_tokens}"
+            )
+        steps = self.training_tokens // self.train_batch_size_tokens
+        if self.lr_warm_up_steps + self.lr_decay_steps > steps:
+            raise ValueError(
+                f"lr_warm_up_steps + lr_decay_steps = {self.lr_warm_up_steps + self.lr_decay_steps} "
+                f"exceeds the run's {steps} steps"
             )
         return self
 
@@ -244,6 +254,7 @@ def _runner_config(config: SaeTrainConfig, model_dir: str, d_in: int, device: st
         n_batches_for_norm_estimate=config.n_batches_for_norm_estimate,
         lr=config.lr,
         lr_warm_up_steps=config.lr_warm_up_steps,
+        lr_decay_steps=config.lr_decay_steps,
         dead_feature_window=config.dead_feature_window,
         autocast=bf16,
         autocast_lm=bf16,
@@ -288,7 +299,7 @@ def _load_unfolded(sae: Any, directory: Path, scale: float) -> None:
         for name, factor in unfold.items():
             param = getattr(sae, name)
             if name not in weights or weights[name].shape != param.shape:
-                raise ValueError(f"{directory}: {name} missing or not of this SAE's shape {tuple(param.shape)}")
+                raise ConfigError(f"{directory}: {name} missing or not of this SAE's shape {tuple(param.shape)}")
             param.data.copy_((weights[name].float() * factor).to(param.dtype))
     log.info("warm start from %s", directory)
 
@@ -302,7 +313,7 @@ def _skip_documents(dataset: Any, model_dir: str, skip_tokens: int) -> Any:
     first, seen = 0, 0
     while seen < skip_tokens:
         if first == len(lengths):
-            raise ValueError(f"skip_tokens={skip_tokens} passes all {seen} training tokens")
+            raise ConfigError(f"skip_tokens={skip_tokens} passes all {seen} training tokens")
         seen += lengths[first]
         first += 1
     log.info("skipping %d documents (%d tokens); %d tokens left", first, seen, sum(lengths[first:]))

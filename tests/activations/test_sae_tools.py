@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cg_ray.activations.reader import ConceptReader
+from cg_ray.errors import ConfigError
 from cg_ray.models.corpus import iter_documents, split_corpus
 from cg_ray.models.sae_eval import evaluate
 from cg_ray.models.sae_label import DEAD_LABEL, label_latents
@@ -69,6 +70,7 @@ def test_train_eval_label_roundtrip(tmp_path: Path, data_dir: Path, tiny_model_d
             "n_batches_in_buffer": 16,
             "n_batches_for_norm_estimate": 2,
             "lr_warm_up_steps": 2,
+            "lr_decay_steps": 5,  # sae-lens' linear decay to 0 over the last steps
             "heldout_fraction": 0.2,
         }
     )
@@ -144,7 +146,7 @@ def test_warm_start_rejects_an_sae_of_another_shape(tmp_path: Path) -> None:
     TopKTrainingSAE(TopKTrainingSAEConfig(d_in=16, d_sae=32, k=4)).save_inference_model(str(tmp_path))
     other = TopKTrainingSAE(TopKTrainingSAEConfig(d_in=16, d_sae=48, k=4))
     before = {k: v.clone() for k, v in other.state_dict().items()}
-    with pytest.raises(ValueError, match="W_enc missing or not of this SAE's shape"):
+    with pytest.raises(ConfigError, match="W_enc missing or not of this SAE's shape"):
         _load_unfolded(other, tmp_path, 1.0)
     for name, value in other.state_dict().items():  # nothing half-loaded
         assert torch.equal(value, before[name]), name
@@ -163,7 +165,7 @@ def test_skipping_documents_passes_the_requested_tokens(tiny_model_dir: Path) ->
     dataset = datasets.Dataset.from_dict({"text": docs})
     kept = _skip_documents(dataset, str(tiny_model_dir), lengths[0] + 1)  # past the first, into the second
     assert list(kept["text"]) == docs[2:]
-    with pytest.raises(ValueError, match="passes all"):
+    with pytest.raises(ConfigError, match="passes all"):
         _skip_documents(dataset, str(tiny_model_dir), sum(lengths) + 1)
 
 
@@ -172,5 +174,7 @@ def test_train_config_validation(tmp_path: Path) -> None:
         SaeTrainConfig.model_validate({"init_from": tmp_path})  # refused before any model loads
     with pytest.raises(ValueError, match="n_batches_in_buffer"):
         SaeTrainConfig.model_validate({"n_batches_in_buffer": 2})
+    with pytest.raises(ValueError, match="exceeds the run's 24 steps"):
+        SaeTrainConfig.model_validate({"training_tokens": 100_000, "lr_warm_up_steps": 20, "lr_decay_steps": 5})
     with pytest.raises(ValueError):
         SaeTrainConfig.model_validate({"unknown": 1})
