@@ -49,6 +49,9 @@ def test_every_v1_route_needs_a_valid_key(client, headers) -> None:
         ("get", "/v1/analyses/ana_x/weaknesses"),
         ("post", "/v1/analyses"),
         ("post", "/v1/score"),
+        ("post", "/v1/diff-models"),
+        ("get", "/v1/diff-models/ana_x"),
+        ("get", "/v1/diff-models/ana_x/concepts/1"),
     ]:
         assert getattr(client, method)(path, headers=headers).status_code == 401, path
 
