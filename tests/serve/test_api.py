@@ -266,12 +266,19 @@ class GatedEncoder:
         self.d_sae = self.inner.d_sae
         self.gate = gate
 
-    async def encode(self, texts):
+    async def _wait(self) -> None:
         import asyncio
 
         while not self.gate.is_set():
             await asyncio.sleep(0.01)
+
+    async def encode(self, texts):
+        await self._wait()
         return await self.inner.encode(texts)
+
+    async def encode_spans(self, texts, count_from, options):
+        await self._wait()
+        return await self.inner.encode_spans(texts, count_from, options)
 
     def describe(self):
         return self.inner.describe()

@@ -4,6 +4,8 @@ and bad input answered 4xx naming the field (never a 500, never a server path)."
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from cg_ray.fakes import word_concept
@@ -72,6 +74,10 @@ def test_a_planted_difference_is_found_with_its_sign(client, key, other_key, set
         200,
         404,
     )
+    # a CG analysis is not one of diff-models
+    cg = client.post("/v1/analyses", headers=key, json={"upload_ids": [a]}).json()["id"]
+    assert wait_for(client, key, cg)["status"] == "succeeded"
+    assert client.get(f"/v1/diff-models/{cg}", headers=key).status_code == 404
     # deleted like any analysis: its folder goes and it answers 404
     assert client.delete(f"/v1/analyses/{ana}", headers=key).status_code == 200
     assert client.get(f"/v1/diff-models/{ana}", headers=key).status_code == 404
@@ -170,3 +176,27 @@ def test_over_the_service_size_is_413(settings, tmp_path) -> None:
         a, b = uploaded(client, key, answers(n=6)), uploaded(client, key, answers("indeed", n=6))
         r = client.post("/v1/diff-models", headers=key, json={"upload_a": a, "upload_b": b})
         assert r.status_code == 413 and "cg-ray diff-models" in r.json()["detail"]["error"]
+
+
+def test_cancelled_while_reading_it_publishes_nothing(settings) -> None:
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    from cg_ray.serve.db import Store
+    from cg_ray.serve.keys import create_key
+    from tests.serve.test_api import GatedEncoder, _app
+
+    gate, store = threading.Event(), Store(settings.db_url)
+    key = {"X-API-Key": create_key(store, "alice")[1]}
+    with TestClient(_app(settings, store, GatedEncoder(gate))) as client:
+        a, b = uploaded(client, key, answers()), uploaded(client, key, answers("indeed"))
+        ana = client.post("/v1/diff-models", headers=key, json={"upload_a": a, "upload_b": b}).json()["id"]
+        assert client.get(f"/v1/diff-models/{ana}", headers=key).status_code == 409  # no result yet
+        assert client.delete(f"/v1/uploads/{b}", headers=key).status_code == 409  # read by a running analysis
+        r = client.post(f"/v1/analyses/{ana}/cancel", headers=key)
+        assert r.status_code == 200 and r.json()["status"] == "cancelled", r.text
+        gate.set()
+        time.sleep(0.5)
+        assert client.get(f"/v1/analyses/{ana}", headers=key).json()["status"] == "cancelled"
+        assert not (settings.analyses_dir / ana).exists()
