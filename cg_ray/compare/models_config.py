@@ -18,19 +18,11 @@ class DiffModelsReader(ReaderConfig):
     resources: StageResources = StageResources(batch_size=16)
 
 
-class DiffModelsConfig(BaseModel):
+class DiffModelsMethod(BaseModel):
+    """How two models' answers are read and compared: the settings the CLI and the service share."""
+
     model_config = ConfigDict(extra="forbid")
 
-    answers: str | None = Field(None, description="one JSONL of answers with a `model` field per row")
-    model_a: str | None = Field(None, description="model A's name in --answers (the baseline)")
-    model_b: str | None = Field(None, description="model B's name in --answers")
-    a: str | None = Field(None, description="model A's answers (JSONL: id, prompt, response)")
-    b: str | None = Field(None, description="model B's answers (JSONL: id, prompt, response)")
-    prompts: str | None = Field(None, description="prompts by id for answers without one (a benchmark JSONL)")
-    turn: int = Field(1, ge=1, description="which turn of multi-turn answers to read")
-    limit: int | None = Field(None, ge=2, description="read only the first N paired prompts (A's file order)")
-    out: str | None = Field(None, description="output directory (published atomically)")
-    reader: DiffModelsReader = DiffModelsReader()
     pool: Literal["mean", "max"] = Field("mean", description="pooling over the response tokens")
     threshold: float = Field(0.0, ge=0.0, description="a concept is active in an answer when its pooled s̃ > this")
     max_response_tokens: int | None = Field(None, ge=1, description="read at most this many response tokens")
@@ -42,6 +34,21 @@ class DiffModelsConfig(BaseModel):
     min_rows: int = Field(5, ge=1, description="answers (of A or B, in the discovery half) a concept needs")
     top: int = Field(10, ge=0, description="hypotheses formed per direction")
     examples: int = Field(3, ge=0, description="example prompts per hypothesis")
+
+
+class DiffModelsConfig(DiffModelsMethod):
+    """The method plus the inputs, output and reader of `cg-ray diff-models`."""
+
+    answers: str | None = Field(None, description="one JSONL of answers with a `model` field per row")
+    model_a: str | None = Field(None, description="model A's name in --answers (the baseline)")
+    model_b: str | None = Field(None, description="model B's name in --answers")
+    a: str | None = Field(None, description="model A's answers (JSONL: id, prompt, response)")
+    b: str | None = Field(None, description="model B's answers (JSONL: id, prompt, response)")
+    prompts: str | None = Field(None, description="prompts by id for answers without one (a benchmark JSONL)")
+    turn: int = Field(1, ge=1, description="which turn of multi-turn answers to read")
+    limit: int | None = Field(None, ge=2, description="read only the first N paired prompts (A's file order)")
+    out: str | None = Field(None, description="output directory (published atomically)")
+    reader: DiffModelsReader = DiffModelsReader()
     labels: str | None = Field(None, description="concept labels file; default: the ones shipped with the SAE")
     descriptions_from: str | None = Field(
         None, description="a run directory described by `cg-ray describe` (same reader): its sentences"

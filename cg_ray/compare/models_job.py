@@ -81,12 +81,16 @@ def load_pairs(config: DiffModelsConfig) -> PairedAnswers:
         a = load_answers(str(config.a), turn=config.turn)
         b = load_answers(str(config.b), turn=config.turn)
     prompts = load_prompts(config.prompts, turn=config.turn) if config.prompts else None
-    paired = pair_answers(a, b, prompts)
-    if config.limit is not None and len(paired.pairs) > config.limit:
-        paired.counts["beyond_limit"] = len(paired.pairs) - config.limit
-        paired.pairs = paired.pairs[: config.limit]
+    return trim_pairs(pair_answers(a, b, prompts), config.limit, config.match_length)
+
+
+def trim_pairs(paired: PairedAnswers, limit: int | None, cut_to_shorter: bool) -> PairedAnswers:
+    """The first `limit` pairs (the rest counted as beyond_limit), each cut to its shorter answer if asked."""
+    if limit is not None and len(paired.pairs) > limit:
+        paired.counts["beyond_limit"] = len(paired.pairs) - limit
+        paired.pairs = paired.pairs[:limit]
         paired.counts["paired"] = len(paired.pairs)
-    if config.match_length:
+    if cut_to_shorter:
         paired.pairs = [match_length(p) for p in paired.pairs]
     return paired
 
@@ -102,7 +106,20 @@ def _drop_unread(paired: PairedAnswers, n_a: np.ndarray, n_b: np.ndarray) -> np.
 
 def diff_models(config: DiffModelsConfig, read: ReadFn, names_for: NamesFor) -> ModelDiffResult:
     started = time.perf_counter()
-    paired = load_pairs(config)
+    return compare_pairs(config, load_pairs(config), read, names_for, started=started)
+
+
+def compare_pairs(
+    config: DiffModelsConfig,
+    paired: PairedAnswers,
+    read: ReadFn,
+    names_for: NamesFor,
+    *,
+    names: tuple[str, str] | None = None,
+    started: float | None = None,
+) -> ModelDiffResult:
+    """Read the paired answers and compare them (`names`: the models' names; default the config's)."""
+    started = time.perf_counter() if started is None else started
     texts, offsets, _ = reader_texts(paired.pairs)
     log.info("%d paired prompts (skips: %s): reading %d responses", len(paired.pairs), paired.counts, len(texts))
     loaded = time.perf_counter()
@@ -126,7 +143,7 @@ def diff_models(config: DiffModelsConfig, read: ReadFn, names_for: NamesFor) -> 
     )
     return ModelDiffResult(
         config=config,
-        names=config.names(),
+        names=names or config.names(),
         paired=paired,
         pairs=[paired.pairs[i] for i in rows],
         acts_a=acts_a,

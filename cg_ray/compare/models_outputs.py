@@ -11,12 +11,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from scipy import sparse
 
 from cg_ray import __version__
 from cg_ray.artifacts.contract import DiffModelsSummary, write_document
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.compare.model_diff import DIRECTIONS, ConceptStats
 from cg_ray.compare.models_job import ModelDiffResult
+from cg_ray.compare.pairs import Pair
 
 KIND = "cg_ray.diff_models"
 TABLE_FILE = "diff_models.parquet"
@@ -54,16 +56,22 @@ def _snippet(text: str) -> str:
 
 
 def examples(result: ModelDiffResult, c: int, direction: str) -> list[dict[str, Any]]:
-    """Prompts where the concept is in the favoured model's answer and not in the other's, by s̃ (then
-    any prompt where it is in the favoured answer), with both answers."""
-    fav, other = (result.acts_a, result.acts_b) if direction == "a_more" else (result.acts_b, result.acts_a)
+    return paired_examples(result.acts_a, result.acts_b, result.pairs, c, direction, result.config.examples)
+
+
+def paired_examples(
+    acts_a: sparse.csr_matrix, acts_b: sparse.csr_matrix, pairs: list[Pair], c: int, direction: str, k: int
+) -> list[dict[str, Any]]:
+    """Up to k prompts where the concept is in the favoured model's answer and not in the other's, by s̃
+    (then any prompt where it is in the favoured answer), with both answers."""
+    fav, other = (acts_a, acts_b) if direction == "a_more" else (acts_b, acts_a)
     s_fav = np.asarray(fav[:, c].todense()).ravel()
     s_other = np.asarray(other[:, c].todense()).ravel()
     present = np.flatnonzero(s_fav > 0)
     order = present[np.lexsort((present, -s_fav[present], s_other[present] > 0))]
     out = []
-    for i in order[: result.config.examples]:
-        pair = result.pairs[i]
+    for i in order[:k]:
+        pair = pairs[i]
         s_a, s_b = (s_fav[i], s_other[i]) if direction == "a_more" else (s_other[i], s_fav[i])
         out.append(
             {
@@ -177,10 +185,16 @@ def summary_dict(result: ModelDiffResult) -> dict[str, Any]:
 
 def write_diff_models(result: ModelDiffResult, out: Path, *, overwrite: bool = False) -> dict[str, Any]:
     """Publish into `out` (complete or absent); returns what hypotheses.json holds."""
+    with atomic_directory(out, overwrite=overwrite) as tmp:
+        written = write_files(result, tmp)
+    return written
+
+
+def write_files(result: ModelDiffResult, folder: Path) -> dict[str, Any]:
+    """The three files into `folder` (the caller publishes it); returns what hypotheses.json holds."""
     from cg_ray.compare.models_html import diff_models_page
 
-    with atomic_directory(out, overwrite=overwrite) as tmp:
-        pq.write_table(concept_table(result), tmp / TABLE_FILE)
-        written = write_document(tmp / JSON_FILE, DiffModelsSummary, summary_dict(result), allow_nan=False)
-        (tmp / HTML_FILE).write_text(diff_models_page(written), encoding="utf-8")
+    pq.write_table(concept_table(result), folder / TABLE_FILE)
+    written = write_document(folder / JSON_FILE, DiffModelsSummary, summary_dict(result), allow_nan=False)
+    (folder / HTML_FILE).write_text(diff_models_page(written), encoding="utf-8")
     return written

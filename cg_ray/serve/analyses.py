@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +84,13 @@ def _compute_and_publish(
             raise Withdrawn()
 
 
-async def run_analysis(
-    store: Store, encoder: Encoder, analysis_id: str, analyses_dir: Path, labels: ConceptLabels | None
-) -> None:
+Work = Callable[[Analysis, Callable[[], bool]], Awaitable[Path]]
+
+
+async def run_guarded(store: Store, analysis_id: str, work: Work) -> None:
+    """The lifecycle of every in-service analysis: marked running, `work(analysis, wanted)` publishes its
+    folder, marked succeeded there; withdrawn (cancelled, deleted) it publishes nothing; failed, the client
+    sees the reason and never a path or traceback."""
     analysis = store.get_owned_any(Analysis, analysis_id)
     if analysis is None:
         return
@@ -97,26 +101,46 @@ async def run_analysis(
 
     try:
         store.update_analysis(analysis_id, status="running", progress=0.0, message="reading uploads", error=None)
+        out = await work(analysis, wanted)
+        store.update_analysis(analysis_id, status="succeeded", progress=1.0, message="done", run_dir=str(out))
+    except Withdrawn:
+        log.info("analysis %s was withdrawn before it was published", analysis_id)
+    except Exception as exc:  # the analysis fails, the service does not
+        log.exception("analysis %s failed", analysis_id)
+        store.update_analysis(analysis_id, status="failed", message="failed", error=public_error(exc, analysis_id))
+
+
+async def encode_in_chunks(
+    store: Store, analysis_id: str, texts: list[str], encode: Callable[[int, int], Awaitable[list[Encoded]]]
+) -> list[Encoded]:
+    """`encode(start, stop)` over the texts in ENCODE_CHUNK steps, the progress (to 0.9) recorded after each."""
+    encoded: list[Encoded] = []
+    for start in range(0, len(texts), ENCODE_CHUNK):
+        done = min(len(texts), start + ENCODE_CHUNK)
+        encoded.extend(await encode(start, done))
+        store.update_analysis(
+            analysis_id, progress=0.9 * done / len(texts), message=f"read {done:,} / {len(texts):,} rows"
+        )
+    return encoded
+
+
+async def run_analysis(
+    store: Store, encoder: Encoder, analysis_id: str, analyses_dir: Path, labels: ConceptLabels | None
+) -> None:
+    async def work(analysis: Analysis, wanted: Callable[[], bool]) -> Path:
         uploads = []
         for upload_id in analysis.upload_ids:
             upload = store.get_owned(Upload, analysis.owner, upload_id)
             uploads.append(pq.read_table(upload.path))
         table = pa.concat_tables(uploads)
         texts = reader_texts(table, canonical_text_mode(analysis.options.get("text", "prompt_response"), warn=False))
-        encoded: list[Encoded] = []
-        for start in range(0, len(texts), ENCODE_CHUNK):
-            encoded.extend(await encoder.encode(texts[start : start + ENCODE_CHUNK]))
-            done = min(len(texts), start + ENCODE_CHUNK)
-            store.update_analysis(
-                analysis_id, progress=0.9 * done / len(texts), message=f"read {done:,} / {len(texts):,} rows"
-            )
+        encoded = await encode_in_chunks(
+            store, analysis_id, texts, lambda start, stop: encoder.encode(texts[start:stop])
+        )
         rows = rows_table(table, encoded, analysis.options.get("model"), encoder.d_sae)
         store.update_analysis(analysis_id, progress=0.9, message="computing metrics")
         out = analyses_dir / analysis_id
         await asyncio.to_thread(_compute_and_publish, rows, out, labels, analysis.options, wanted)
-        store.update_analysis(analysis_id, status="succeeded", progress=1.0, message="done", run_dir=str(out))
-    except Withdrawn:
-        log.info("analysis %s was withdrawn before it was published", analysis_id)
-    except Exception as exc:  # the analysis fails, the service does not; the client sees no path or traceback
-        log.exception("analysis %s failed", analysis_id)
-        store.update_analysis(analysis_id, status="failed", message="failed", error=public_error(exc, analysis_id))
+        return out
+
+    await run_guarded(store, analysis_id, work)

@@ -71,6 +71,11 @@ class EncoderDeployment:
     async def encode(self, texts: list[str]) -> list[tuple[Any, Any, int]]:
         return await self.encode_batch(texts)
 
+    def encode_spans(self, texts: list[str], count_from: list[int], options: dict[str, Any]) -> list[Any]:
+        """Span readings (diff-models) are not batched with /score's: one call reads its own texts."""
+        acts = self.reader.read(texts, count_from=count_from, **options)
+        return [(a.concept_ids, a.concept_acts, a.n_tokens) for a in acts]
+
     def info(self) -> dict[str, Any]:
         return {"d_sae": int(self.reader.d_sae), "describe": self.reader.describe()}
 
@@ -94,6 +99,14 @@ class RemoteEncoder:
         self._describe = info["describe"]
 
     async def encode(self, texts: Sequence[str]) -> list[Any]:
+        return await self._call("encode", list(texts))
+
+    async def encode_spans(
+        self, texts: Sequence[str], count_from: Sequence[int], options: Mapping[str, Any]
+    ) -> list[Any]:
+        return await self._call("encode_spans", list(texts), list(count_from), dict(options))
+
+    async def _call(self, method: str, *args: Any) -> list[Any]:
         import asyncio
 
         from ray.exceptions import RayActorError
@@ -102,7 +115,7 @@ class RemoteEncoder:
         retryable = (RayActorError, ReplicaUnavailableError, DeploymentUnavailableError)
         for attempt in range(self.RETRIES):
             try:
-                rows = await self.handle.encode.remote(list(texts))
+                rows = await getattr(self.handle, method).remote(*args)
                 return [_Row(*r) for r in rows]
             except retryable as exc:
                 if attempt == self.RETRIES - 1:

@@ -19,6 +19,8 @@ from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Store, Upload
 from cg_ray.serve.encoding import Encoder
 from cg_ray.serve.errors import api_error
 from cg_ray.serve.keys import verify_key
+from cg_ray.serve.model_diffs import MODE as DIFF_MODELS
+from cg_ray.serve.model_diffs import run_diff_models
 from cg_ray.serve.settings import ServiceSettings
 
 Owned = TypeVar("Owned", Upload, Analysis)
@@ -34,9 +36,12 @@ class Service:
 
     def start_analysis(self, analysis_id: str) -> None:
         """Run an in-service analysis in the background; the task is kept so cancel and shutdown can stop it."""
-        task = asyncio.get_running_loop().create_task(
-            run_analysis(self.store, self.encoder, analysis_id, self.settings.analyses_dir, self.labels)
-        )
+        analysis = self.store.get_owned_any(Analysis, analysis_id)
+        if analysis is not None and analysis.mode == DIFF_MODELS:
+            work = run_diff_models(self.store, self.encoder, analysis_id, self.settings, self.labels)
+        else:
+            work = run_analysis(self.store, self.encoder, analysis_id, self.settings.analyses_dir, self.labels)
+        task = asyncio.get_running_loop().create_task(work)
         self.tasks[analysis_id] = task
         task.add_done_callback(lambda _: self.tasks.pop(analysis_id, None))
 
@@ -84,9 +89,25 @@ Owner = Annotated[str, Depends(require_key)]
 def finished_run(service: ServiceDep, owner: Owner, analysis_id: str) -> Path:
     """The run directory of the caller's succeeded analysis `analysis_id` (a path parameter), else 404/409."""
     analysis = service.current(owner, analysis_id)
+    if analysis.mode == DIFF_MODELS:
+        raise api_error(409, f"analysis {analysis_id!r} is a diff-models analysis: GET /v1/diff-models/{analysis_id}")
+    return succeeded_folder(analysis)
+
+
+def succeeded_folder(analysis: Analysis) -> Path:
+    """The analysis' published folder, or 409 while it has none."""
     if analysis.status != "succeeded" or not analysis.run_dir:
-        raise api_error(409, f"analysis {analysis_id!r} is {analysis.status}, no results yet")
+        raise api_error(409, f"analysis {analysis.id!r} is {analysis.status}, no results yet")
     return Path(analysis.run_dir)
 
 
+def finished_diff_models(service: ServiceDep, owner: Owner, analysis_id: str) -> Path:
+    """The folder of the caller's succeeded diff-models analysis `analysis_id`, else 404 / 409."""
+    analysis = service.current(owner, analysis_id)
+    if analysis.mode != DIFF_MODELS:
+        raise api_error(404, f"no diff-models analysis {analysis_id!r} (it is a {analysis.mode} analysis)")
+    return succeeded_folder(analysis)
+
+
 FinishedRun = Annotated[Path, Depends(finished_run)]
+FinishedDiffModels = Annotated[Path, Depends(finished_diff_models)]

@@ -8,8 +8,9 @@ tests inject the in-process one with a fast reader.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypedDict
 
 import numpy as np
 
@@ -20,10 +21,23 @@ class Encoded(Protocol):
     n_tokens: int
 
 
+class SpanOptions(TypedDict, total=False):
+    """The reader's options of a span reading: pooling over the span, and at most this many span tokens."""
+
+    pool: Literal["mean", "max"]
+    span_tokens: int | None
+
+
 class Encoder(Protocol):
     d_sae: int
 
     async def encode(self, texts: Sequence[str]) -> list[Encoded]: ...
+
+    async def encode_spans(
+        self, texts: Sequence[str], count_from: Sequence[int], options: SpanOptions
+    ) -> list[Encoded]:
+        """s̃ of text[offset:] only, text[:offset] read as context (diff-models: the response after its prompt)."""
+        ...
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -39,6 +53,13 @@ class LocalEncoder:
     async def encode(self, texts: Sequence[str]) -> list[Encoded]:
         async with self._lock:
             return list(await asyncio.to_thread(self.reader.read, list(texts)))
+
+    async def encode_spans(
+        self, texts: Sequence[str], count_from: Sequence[int], options: SpanOptions
+    ) -> list[Encoded]:
+        async with self._lock:
+            read = functools.partial(self.reader.read, count_from=list(count_from), **options)
+            return list(await asyncio.to_thread(read, list(texts)))
 
     def describe(self) -> dict[str, Any]:
         return dict(self.reader.describe())

@@ -49,6 +49,9 @@ def test_every_v1_route_needs_a_valid_key(client, headers) -> None:
         ("get", "/v1/analyses/ana_x/weaknesses"),
         ("post", "/v1/analyses"),
         ("post", "/v1/score"),
+        ("post", "/v1/diff-models"),
+        ("get", "/v1/diff-models/ana_x"),
+        ("get", "/v1/diff-models/ana_x/concepts/1"),
     ]:
         assert getattr(client, method)(path, headers=headers).status_code == 401, path
 
@@ -263,12 +266,19 @@ class GatedEncoder:
         self.d_sae = self.inner.d_sae
         self.gate = gate
 
-    async def encode(self, texts):
+    async def _wait(self) -> None:
         import asyncio
 
         while not self.gate.is_set():
             await asyncio.sleep(0.01)
+
+    async def encode(self, texts):
+        await self._wait()
         return await self.inner.encode(texts)
+
+    async def encode_spans(self, texts, count_from, options):
+        await self._wait()
+        return await self.inner.encode_spans(texts, count_from, options)
 
     def describe(self):
         return self.inner.describe()

@@ -20,6 +20,8 @@ def test_errors_share_one_shape(client, key) -> None:
         client.get("/v1/analyses/ana_nope", headers=key),  # 404 from a route
         client.post("/v1/analyses", headers=key, json={"upload_ids": []}),  # 422 from request validation
         client.post("/v1/score", headers=key, json={"texts": ["ok", " "]}),  # 422 from a check
+        client.post("/v1/diff-models", headers=key, json={"top": 3}),  # 422 from a diff-models check
+        client.get("/v1/diff-models/ana_nope", headers=key),  # 404 from its result route
     ]
     for r in shapes:
         assert r.status_code >= 400
@@ -29,3 +31,4 @@ def test_errors_share_one_shape(client, key) -> None:
         assert r.json()["detail"]["request_id"] == r.headers["X-Request-ID"]
     assert shapes[2].json()["detail"]["field"] == "upload_ids"
     assert shapes[3].json()["detail"]["field"] == "texts.1"
+    assert shapes[4].json()["detail"]["field"] == "upload_id"

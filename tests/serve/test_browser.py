@@ -149,25 +149,36 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
     assert (ARTIFACTS / "explorer.png").stat().st_size > 10_000
 
 
+def _uploaded(base: str, headers: dict[str, str], rows: list[dict], name: str = "bench.jsonl") -> str:
+    import httpx
+
+    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    return str(httpx.post(f"{base}/v1/uploads", headers=headers, files={"file": (name, data)}).json()["id"])
+
+
+def _finished(base: str, headers: dict[str, str], path: str, body: dict) -> str:
+    """POST an analysis (`path`: /v1/analyses or /v1/diff-models) and wait until it has succeeded."""
+    import httpx
+
+    a = httpx.post(f"{base}{path}", headers=headers, json=body).json()
+    deadline = time.monotonic() + 30
+    while a["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline, a
+        time.sleep(0.1)
+        a = httpx.get(f"{base}/v1/analyses/{a['id']}", headers=headers).json()
+    assert a["status"] == "succeeded", a
+    return str(a["id"])
+
+
 @pytest.mark.slow
 def test_compare_two_analyses_in_the_explorer(server) -> None:
-    import httpx
     from playwright.sync_api import expect, sync_playwright
 
     base, key = server
     headers = {"X-API-Key": key}
 
     def analyse(rows: list[dict]) -> str:
-        data = "".join(json.dumps(r) + "\n" for r in rows).encode()
-        up = httpx.post(f"{base}/v1/uploads", headers=headers, files={"file": ("bench.jsonl", data)}).json()
-        a = httpx.post(f"{base}/v1/analyses", headers=headers, json={"upload_ids": [up["id"]]}).json()
-        deadline = time.monotonic() + 30
-        while a["status"] in ("queued", "running"):
-            assert time.monotonic() < deadline, a
-            time.sleep(0.1)
-            a = httpx.get(f"{base}/v1/analyses/{a['id']}", headers=headers).json()
-        assert a["status"] == "succeeded", a
-        return str(a["id"])
+        return _finished(base, headers, "/v1/analyses", {"upload_ids": [_uploaded(base, headers, rows)]})
 
     rows = [
         {"id": i, "prompt": f"{'please ' if i % 2 else ''}add {i} and {i + 1}", "response": str(i), "score": 1.0}
@@ -192,4 +203,58 @@ def test_compare_two_analyses_in_the_explorer(server) -> None:
         expect(page.locator("#diff-detail")).to_contain_text("Right in A, wrong in B")
         expect(page.locator("#diff-detail .example").first).to_contain_text("please")
         page.locator("#compare").screenshot(path=str(ARTIFACTS / "explorer-compare.png"))
+        browser.close()
+
+
+@pytest.mark.slow
+def test_diff_models_in_the_explorer(server) -> None:
+    """Two models' answers (B's all open with one word): from a CG analysis' compare area, the diff-models
+    table sorted by Δ, its forest plot, and a concept's paired examples; then the analysis picked itself."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from cg_ray.fakes import word_concept
+
+    base, key = server
+    headers = {"X-API-Key": key}
+
+    shared = {word_concept(w, 128) for i in range(30) for w in ("it", "is", str(i), str(2 * i))}
+    word = next(w for w in ("certainly", "indeed", "surely") if word_concept(w, 128) not in shared)
+    rows = [
+        {"id": f"q{i}", "prompt": f"what is {i} plus {i}", "response": f"it is {2 * i}", "score": 1.0}
+        for i in range(30)
+    ]
+    cg = _finished(base, headers, "/v1/analyses", {"upload_ids": [_uploaded(base, headers, rows)]})
+    tuned = [{**r, "response": f"{word} {r['response']}"} for r in rows]
+    pair = {
+        "upload_a": _uploaded(base, headers, rows, "base.jsonl"),
+        "upload_b": _uploaded(base, headers, tuned, "tuned.jsonl"),
+    }
+    dm = _finished(base, headers, "/v1/diff-models", {**pair, "min_rows": 2})
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser, page = _signed_in(p, base, key)
+        page.select_option("#analysis", cg)
+        expect(page.locator("#compare-analyses")).to_be_visible()
+        page.select_option("#models-analysis", dm)
+        page.click("#models-go")
+        expect(page.locator("#models-note")).to_contain_text("30 prompts compared")
+        expect(page.locator("#models-table")).to_have_attribute("aria-busy", "false")
+        page.click("th[data-msort='delta']")  # B − A, largest first
+        expect(page.locator("#models-table")).to_have_attribute("aria-busy", "false")
+        first = page.locator("#models-table tbody tr").first
+        expect(first).to_have_attribute("data-id", str(word_concept(word, 128)))
+        expect(first).to_have_class("b-more")
+        expect(first.locator("td").nth(4)).to_contain_text("+1.000")
+        expect(page.locator("#models-plot .main-svg").first).to_be_visible()
+        first.click()
+        detail = page.locator("#models-detail")
+        expect(detail).to_contain_text("In B's answer, not A's")
+        expect(detail.locator(".answer.has-concept").first).to_contain_text(f"B (tuned.jsonl): {word}")
+        expect(detail.locator(".example .prompt").first).to_contain_text("what is")
+        page.locator("#compare").screenshot(path=str(ARTIFACTS / "explorer-diff-models.png"))
+        # the diff-models analysis picked itself: only the compare area, on its models
+        page.select_option("#analysis", dm)
+        expect(page.locator("#overview")).to_be_hidden()
+        expect(page.locator("#compare-analyses")).to_be_hidden()
+        expect(page.locator("#models-table tbody tr").first).to_be_visible()
         browser.close()

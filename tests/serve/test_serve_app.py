@@ -83,22 +83,46 @@ def test_serve_app_end_to_end(monkeypatch) -> None:
             up = client.post("/v1/uploads", headers=headers, files={"file": ("b.jsonl", rows, "application/jsonl")})
             assert up.status_code == 201, up.text
             ana = client.post("/v1/analyses", headers=headers, json={"upload_ids": [up.json()["id"]]}).json()
-            deadline = time.monotonic() + 60
-            while (status := client.get(f"/v1/analyses/{ana['id']}", headers=headers).json())["status"] not in (
-                "succeeded",
-                "failed",
-            ):
-                assert time.monotonic() < deadline, status
-                time.sleep(0.2)
-            assert status["status"] == "succeeded", status
+            assert _finished(client, headers, ana["id"])["status"] == "succeeded"
             assert client.get(f"/v1/analyses/{ana['id']}/summary", headers=headers).json()["n_rows"] == 30
             scored = client.post("/v1/score", headers=headers, json={"texts": ["a b a", "c"]}).json()
             assert scored["rows"][0]["top_concepts"][0]["activation"] == pytest.approx(2 / 3)
             assert client.get("/v1/uploads").status_code == 401
+            _diff_models_through_the_encoder_deployment(client, headers)
     finally:
         serve.shutdown()
         ray.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _finished(client: httpx.Client, headers: dict[str, str], analysis_id: str) -> dict:
+    deadline = time.monotonic() + 60
+    while (status := client.get(f"/v1/analyses/{analysis_id}", headers=headers).json())["status"] not in (
+        "succeeded",
+        "failed",
+    ):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.2)
+    return dict(status)
+
+
+def _diff_models_through_the_encoder_deployment(client: httpx.Client, headers: dict[str, str]) -> None:
+    """The span reading (response only, after the prompt) goes through the encoder deployment's handle."""
+    ids = []
+    for lead in ("", "zzz "):
+        rows = "".join(
+            json.dumps({"id": i, "prompt": f"zzz prompt {i}", "response": f"{lead}answer {i}"}) + "\n"
+            for i in range(12)
+        )
+        up = client.post("/v1/uploads", headers=headers, files={"file": ("m.jsonl", rows, "application/jsonl")})
+        ids.append(up.json()["id"])
+    ana = client.post("/v1/diff-models", headers=headers, json={"upload_a": ids[0], "upload_b": ids[1], "min_rows": 2})
+    assert ana.status_code == 202, ana.text
+    assert _finished(client, headers, ana.json()["id"])["status"] == "succeeded"
+    body = client.get(f"/v1/diff-models/{ana.json()['id']}", headers=headers, params={"sort": "delta"}).json()
+    top = body["items"][0]
+    # "zzz" is in every prompt (context only) and in B's answers: only B's answers count it
+    assert top["frac_a"] == 0.0 and top["frac_b"] == 1.0 and top["delta_low"] > 0
 
 
 def test_kuberay_manifest_holds_a_valid_serve_config() -> None:

@@ -64,10 +64,15 @@ def check_request(service: Service, owner: str, body: AnalysisRequest) -> list[U
             SCORERS.check(body.scorer)
         except Exception as exc:
             raise api_error(422, f"invalid scorer: {exc}", field="scorer") from None
+    check_running(service, owner)
+    return uploads
+
+
+def check_running(service: Service, owner: str) -> None:
+    """429 when the key already runs as many analyses as it may."""
     active = [a for a in service.store.list_owned(Analysis, owner) if a.status in ACTIVE_STATUSES]
     if len(active) >= service.settings.limits.max_concurrent_analyses:
         raise api_error(429, f"{len(active)} analyses already running for this key; wait for one to finish")
-    return uploads
 
 
 @router.post("/analyses", status_code=202, response_model=AnalysisView)

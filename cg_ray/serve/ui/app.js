@@ -27,10 +27,12 @@ async function loadAnalyses(select) {
     const list = await api("/v1/analyses");
     $("auth-status").textContent = "key OK";
     $("analysis").innerHTML = list
-      .map((a) => `<option value="${esc(a.id)}" ${a.status !== "succeeded" ? "disabled" : ""}>${esc(a.id)} — ${esc(a.status)}</option>`)
+      .map((a) => `<option value="${esc(a.id)}" ${a.status !== "succeeded" ? "disabled" : ""}>${esc(a.id)}${a.mode === MODELS_MODE ? " (diff-models)" : ""} — ${esc(a.status)}</option>`)
       .join("");
-    state.finished = list.filter((a) => a.status === "succeeded").map((a) => a.id);
-    const pick = select || list.find((a) => a.status === "succeeded")?.id;
+    const done = list.filter((a) => a.status === "succeeded");
+    state.finished = done.filter((a) => a.mode !== MODELS_MODE).map((a) => a.id);
+    state.modelRuns = done.filter((a) => a.mode === MODELS_MODE).map((a) => a.id);
+    const pick = select || state.finished[0] || state.modelRuns[0];
     if (pick) { $("analysis").value = pick; await showAnalysis(pick); }
     else $("analysis-status").textContent = list.length ? "no finished analysis yet" : "no analyses yet: upload a benchmark below";
   } catch (e) {
@@ -39,8 +41,11 @@ async function loadAnalyses(select) {
 }
 
 async function showAnalysis(id) {
+  fillModelRuns();
+  if ((state.modelRuns || []).includes(id)) return showModelsAnalysis(id);
   state.analysis = id;
   state.offset = 0;
+  $("compare-analyses").hidden = false;
   // Unhide first: plotly sizes a plot from its container, and a hidden one has no width.
   for (const section of ["overview", "profile", "concepts", "compare", "relations"]) $(section).hidden = false;
   $("compare-with").innerHTML = (state.finished || []).map((a) => `<option value="${esc(a)}">${esc(a)}</option>`).join("");

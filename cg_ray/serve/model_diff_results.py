@@ -1,0 +1,88 @@
+"""Read a finished diff-models analysis: hypotheses.json's counts and hypotheses, a sorted page of
+diff_models.parquet, and any concept's paired examples from pairs.parquet."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cg_ray.compare.model_diff import DIRECTIONS
+from cg_ray.compare.models_config import DiffModelsMethod
+from cg_ray.compare.models_outputs import JSON_FILE, TABLE_FILE, paired_examples
+from cg_ray.serve.model_diffs import PAIRS_FILE, read_pairs
+
+SortKey = Literal["abs_delta", "delta", "delta_low", "delta_high", "frac_a", "frac_b", "concept_id"]
+
+
+def _clean(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+@functools.lru_cache(maxsize=8)
+def _table(run_dir: str) -> pa.Table:
+    table = pq.read_table(Path(run_dir) / TABLE_FILE)
+    return table.append_column("abs_delta", pc.abs(table.column("delta")))
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((run_dir / JSON_FILE).read_text(encoding="utf-8"))
+    return doc
+
+
+def _rows(table: pa.Table) -> list[dict[str, Any]]:
+    return [{k: _clean(v) for k, v in row.items() if k != "abs_delta"} for row in table.to_pylist()]
+
+
+def page(
+    run_dir: Path,
+    *,
+    sort: SortKey = "abs_delta",
+    order: Literal["asc", "desc"] = "desc",
+    hypotheses_only: bool = False,
+    q: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> dict[str, Any]:
+    """The analysis' counts, settings and hypotheses, and a page of its concepts (ties by concept id)."""
+    table = _table(str(run_dir))
+    if hypotheses_only:
+        table = table.filter(pc.is_valid(table.column("hypothesis")))
+    if q:
+        needle = q.lower()
+        text = pc.binary_join_element_wise(
+            pc.fill_null(table.column("label"), ""), pc.fill_null(table.column("description"), ""), " "
+        )
+        table = table.filter(pc.match_substring(pc.utf8_lower(text), needle))
+    keys = [(sort, "descending" if order == "desc" else "ascending"), ("concept_id", "ascending")]
+    table = table.take(pc.sort_indices(table, sort_keys=keys))
+    doc = _summary(run_dir)
+    return {
+        "models": doc["models"],
+        "counts": doc["counts"],
+        "replication": doc["replication"],
+        "config": {k: doc["config"].get(k) for k in DiffModelsMethod.model_fields},  # no reader or input paths
+        "method": doc["method"],
+        "hypotheses": doc["hypotheses"],
+        "total": table.num_rows,
+        "offset": offset,
+        "limit": limit,
+        "items": _rows(table.slice(offset, limit)),
+    }
+
+
+def concept(run_dir: Path, concept_id: int, k: int) -> dict[str, Any] | None:
+    """The concept's row with up to k paired examples per direction; None when it is active in no answer."""
+    table = _table(str(run_dir))
+    hit = table.filter(pc.equal(table.column("concept_id"), concept_id))
+    if hit.num_rows == 0:
+        return None
+    pairs, acts_a, acts_b = read_pairs(str(run_dir / PAIRS_FILE))
+    examples = {d: paired_examples(acts_a, acts_b, pairs, concept_id, d, k) for d in DIRECTIONS}
+    return {**_rows(hit)[0], "examples": examples}
