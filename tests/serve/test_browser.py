@@ -63,7 +63,6 @@ def server(tmp_path: Path):
     thread.join(timeout=10)
 
 
-@pytest.mark.slow
 def _signed_in(p: Any, base: str, key: str) -> tuple[Any, Any]:
     """A headless Chromium on the explorer, with the API key saved and accepted."""
     from playwright.sync_api import expect
@@ -77,6 +76,7 @@ def _signed_in(p: Any, base: str, key: str) -> tuple[Any, Any]:
     return browser, page
 
 
+@pytest.mark.slow
 def test_upload_analyse_browse(server, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
