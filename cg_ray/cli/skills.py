@@ -29,6 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mode = e.add_mutually_exclusive_group(required=True)
     mode.add_argument("--holdout", metavar="MODEL", help="treat MODEL as new: reveal its rows only as chosen")
     mode.add_argument("--lomo", action="store_true", help="leave-one-model-out, active vs random, at --budgets")
+    mode.add_argument(
+        "--observed",
+        type=Path,
+        metavar="FILE",
+        help="a new model's scores so far (row_id,score; .csv/.jsonl/.parquet, may be empty): the estimate and "
+        "the next batch to score (next_batch.csv); budget = the largest --budgets",
+    )
     e.add_argument("--out", type=Path, required=True)
     e.add_argument("--budgets", type=comma_list(float, "fractions"), default=(0.01, 0.02, 0.05, 0.10, 0.25, 0.50))
     e.add_argument("--batch", type=int, default=8, help="rows per batch (--holdout)")
@@ -82,7 +89,8 @@ def _estimate(args: argparse.Namespace) -> int:
 
     With other models' per-row scores as a Gaussian prior over rows, pick rows batch by batch to estimate a
     held-out model's overall and per-task scores (--holdout MODEL), or evaluate that against random sampling
-    for every model in turn (--lomo)."""
+    for every model in turn (--lomo), or for a really new model scored so far on the rows of --observed FILE:
+    its estimate and the next batch of rows to score (score them, append them to FILE, call again)."""
     from cg_ray.errors import InputError
     from cg_ray.skills.config import EstimateConfig
     from cg_ray.skills.evaluate import holdout_trace, lomo, summarise
@@ -94,6 +102,8 @@ def _estimate(args: argparse.Namespace) -> int:
     config = validated(EstimateConfig, values, flags={"n_components": "--components"})
     data = rows_matrix(read_long(args.scores, args.task_field), str(args.scores))
     meta: dict[str, Any] = {"format_version": 1, "scores": str(args.scores), "config": config.model_dump()}
+    if args.observed is not None:
+        return _observed(args, data, config, meta)
     if args.lomo:
         detail = lomo(data.scores, data.tasks, data.models, config)
         table = summarise(detail, seed=config.seed)
@@ -121,7 +131,43 @@ def _estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rows_frame(rows: list[str]) -> Any:
+def _rows_frame(rows: list[str], tasks: list[str] | None = None) -> Any:
     import pandas as pd
 
-    return pd.DataFrame({"order": range(1, len(rows) + 1), "row_id": rows})
+    frame = pd.DataFrame({"order": range(1, len(rows) + 1), "row_id": rows})
+    if tasks is not None:
+        frame["task"] = tasks
+    return frame
+
+
+def _observed(args: argparse.Namespace, data: Any, config: Any, meta: dict[str, Any]) -> int:
+    from cg_ray.skills.observed import next_step, read_observed
+    from cg_ray.skills.outputs import write_estimate
+
+    observed = read_observed(args.observed, data.row_ids)
+    step = next_step(data, observed, config)
+    est = step.estimate
+    meta |= {
+        "observed": str(args.observed),
+        "n_observed": int(observed.rows.size),
+        "n_rows": step.n_rows,
+        "budget_rows": step.limit,
+        "estimate": {"overall": est.overall, "overall_se": est.overall_se, "per_task": est.per_task}
+        | {"per_task_se": est.per_task_se},
+        "next_batch": [data.row_ids[i] for i in step.next_rows],
+        "done": step.stop is not None,
+        "stop": step.stop,
+    }
+    rows = [data.row_ids[i] for i in step.next_rows]
+    tables = {"next_batch": _rows_frame(rows, [str(data.tasks[i]) for i in step.next_rows])}
+    write_estimate(args.out, meta, tables, overwrite=args.overwrite)
+    print(
+        f"estimate {est.overall:.4f} ± {1.96 * est.overall_se:.4f} (95%) from {observed.rows.size} of "
+        f"{step.n_rows} rows (budget {step.limit})"
+    )
+    if step.stop is None:
+        print(f"next: score the {len(rows)} rows of {args.out / 'next_batch.csv'}, append them to {args.observed}")
+    else:
+        print(f"done ({step.stop}): no further rows to score")
+    print(f"wrote {args.out}")
+    return 0

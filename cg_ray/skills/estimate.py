@@ -54,23 +54,37 @@ def fit_prior(others: np.ndarray, n_components: int, seed: int = 0, level_var: f
     )
 
 
-def active_order(prior: RowPrior, available: np.ndarray, n_pick: int, jitter: float = 1e-9) -> np.ndarray:
+def active_order(
+    prior: RowPrior,
+    available: np.ndarray,
+    n_pick: int,
+    jitter: float = 1e-9,
+    start: np.ndarray | None = None,
+) -> np.ndarray:
     """Greedy rows (indices into the prior) that most reduce the variance of the mean over `available`.
+
+    `start`: rows already observed (indices into the prior, all available): conditioned on first, in their
+    order, and not returned; the result is the next `n_pick` rows. A prefix of the greedy order as `start`
+    continues that order exactly (what `--observed` relies on).
 
     Σ_post is never formed: Σ_post[:, i] = Σ[:, i] − Σ_k u_k u_k[i] (incremental Cholesky), so only
     v = Σ_post w and diag(Σ_post) are kept up to date — O(n·t) per step instead of O(n²)."""
     idx = np.flatnonzero(available)
+    position = {int(r): k for k, r in enumerate(idx)}
+    seeded = [position[int(r)] for r in (start if start is not None else [])]
     cov = prior.cov[np.ix_(idx, idx)]
-    n_pick = min(n_pick, idx.size)
+    total = min(n_pick + len(seeded), idx.size)
     w = np.full(idx.size, 1.0 / idx.size)
     v = cov @ w
     diag = np.diag(cov).copy()
-    factors = np.zeros((n_pick, idx.size))
+    factors = np.zeros((total, idx.size))
     open_ = np.ones(idx.size, dtype=bool)
     chosen: list[int] = []
-    for t in range(n_pick):
-        gain = np.where(open_, v**2 / np.maximum(diag, jitter), -np.inf)
-        i = int(np.argmax(gain))
+    for t in range(total):
+        if t < len(seeded):
+            i = seeded[t]
+        else:
+            i = int(np.argmax(np.where(open_, v**2 / np.maximum(diag, jitter), -np.inf)))
         col = cov[:, i] - factors[:t].T @ factors[:t, i]
         u = col / np.sqrt(max(col[i], jitter))
         factors[t] = u
@@ -78,7 +92,7 @@ def active_order(prior: RowPrior, available: np.ndarray, n_pick: int, jitter: fl
         diag -= u**2
         open_[i] = False
         chosen.append(i)
-    return np.asarray(idx[np.asarray(chosen, dtype=int)])
+    return np.asarray(idx[np.asarray(chosen[len(seeded) :], dtype=int)])
 
 
 @dataclass
