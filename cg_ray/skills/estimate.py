@@ -101,41 +101,78 @@ class Estimate:
     overall_se: float
     per_task: dict[str, float] = field(default_factory=dict)
     per_task_se: dict[str, float] = field(default_factory=dict)
+    per_concept: np.ndarray = field(default_factory=lambda: np.zeros(0))  # χ_model of each weighted concept
+    per_concept_se: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+def group_weights(
+    available: np.ndarray, tasks: np.ndarray, concepts: np.ndarray | None
+) -> tuple[list[str], np.ndarray]:
+    """available rows × groups: the overall mean, each task's mean, each concept's s̃-weighted mean
+    (χ_model over the available rows; a concept none of them activates gets all-zero weights → NaN)."""
+    idx = np.flatnonzero(available)
+    names = ["", *(str(t) for t in np.unique(tasks[idx]))]
+    columns = [np.full(idx.size, 1.0 / idx.size)]
+    columns += [(tasks[idx] == t) / np.sum(tasks[idx] == t) for t in np.unique(tasks[idx])]
+    if concepts is not None:
+        raw = concepts[:, idx]
+        total = raw.sum(axis=1, keepdims=True)
+        columns += list(np.where(total > 0, raw / np.where(total > 0, total, 1.0), 0.0))
+    return names, np.stack(columns, axis=1)
 
 
 def posterior_estimate(
-    prior: RowPrior, available: np.ndarray, observed: np.ndarray, values: np.ndarray, tasks: np.ndarray
+    prior: RowPrior,
+    available: np.ndarray,
+    observed: np.ndarray,
+    values: np.ndarray,
+    tasks: np.ndarray,
+    concepts: np.ndarray | None = None,
 ) -> Estimate:
-    """Estimate of the mean over `available` rows given exact scores `values` at row indices `observed`."""
+    """Estimate of the mean over `available` rows given exact scores `values` at row indices `observed`;
+    with `concepts` (concepts × all rows, s̃), also each concept's χ_model over the available rows."""
     idx = np.flatnonzero(available)
     obs = np.asarray(observed, dtype=int)
     unobs = np.setdiff1d(idx, obs)
     fill = np.zeros(prior.mean.size)
     fill[obs] = values
-    groups = [("", idx)] + [(str(t), idx[tasks[idx] == t]) for t in np.unique(tasks[idx])]
-    weights = np.stack([np.isin(unobs, rows) / rows.size for _, rows in groups], axis=1)  # unobs × groups
-    var = np.einsum("ug,ug->g", weights, prior.cov[np.ix_(unobs, unobs)] @ weights)
+    names, weights = group_weights(available, tasks, concepts)
+    w_u = weights[np.searchsorted(idx, unobs)]  # unobs × groups
+    var = np.einsum("ug,ug->g", w_u, prior.cov[np.ix_(unobs, unobs)] @ w_u)
     if obs.size:
         s_oo = prior.cov[np.ix_(obs, obs)] + 1e-6 * np.eye(obs.size)
         s_uo = prior.cov[np.ix_(unobs, obs)]
         fill[unobs] = prior.mean[unobs] + s_uo @ np.linalg.solve(
             s_oo, np.asarray(values, dtype=float) - prior.mean[obs]
         )
-        b = s_uo.T @ weights  # obs × groups
+        b = s_uo.T @ w_u  # obs × groups
         var -= np.einsum("og,og->g", b, np.linalg.solve(s_oo, b))
     else:
         fill[unobs] = prior.mean[unobs]
     fill[unobs] = np.clip(fill[unobs], prior.low, prior.high)
+    means = fill[idx] @ weights
     se = np.sqrt(np.maximum(var, 0.0))
-    out = Estimate(overall=float(fill[idx].mean()), overall_se=float(se[0]))
-    for g, (task, rows) in enumerate(groups[1:], start=1):
-        out.per_task[task], out.per_task_se[task] = float(fill[rows].mean()), float(se[g])
+    n_groups = len(names)
+    out = Estimate(overall=float(means[0]), overall_se=float(se[0]))
+    for g in range(1, n_groups):
+        out.per_task[names[g]], out.per_task_se[names[g]] = float(means[g]), float(se[g])
+    if concepts is not None:
+        empty = weights[:, n_groups:].sum(axis=0) == 0
+        out.per_concept = np.where(empty, np.nan, means[n_groups:])
+        out.per_concept_se = np.where(empty, np.nan, se[n_groups:])
     return out
 
 
-def random_estimate(values: np.ndarray, observed: np.ndarray, available: np.ndarray, tasks: np.ndarray) -> Estimate:
+def random_estimate(
+    values: np.ndarray,
+    observed: np.ndarray,
+    available: np.ndarray,
+    tasks: np.ndarray,
+    concepts: np.ndarray | None = None,
+) -> Estimate:
     """The plain estimate from a random sample: the mean of the sampled rows (per task: of its sampled rows,
-    or the overall sample mean for a task with none sampled)."""
+    or the overall sample mean for a task with none sampled; per concept: χ_model over the sampled rows, as
+    CG would compute it on the sample, or the overall sample mean when none of them activates it)."""
     sample = values[observed]
     overall = float(sample.mean())
     se = float(sample.std(ddof=1) / np.sqrt(sample.size)) if sample.size > 1 else float("nan")
@@ -143,4 +180,8 @@ def random_estimate(values: np.ndarray, observed: np.ndarray, available: np.ndar
     for task in np.unique(tasks[available]):
         hit = observed[tasks[observed] == task]
         out.per_task[str(task)] = float(values[hit].mean()) if hit.size else overall
+    if concepts is not None:
+        w = concepts[:, observed]
+        total = w.sum(axis=1)
+        out.per_concept = np.where(total > 0, (w @ sample) / np.where(total > 0, total, 1.0), overall)
     return out

@@ -113,15 +113,18 @@ class NextStep:
     stop: str | None  # why no further batch: "budget", "target_se", "all_rows"; None while going on
 
 
-def next_step(data: RowScores, observed: Observed, config: EstimateConfig) -> NextStep:
+def next_step(
+    data: RowScores, observed: Observed, config: EstimateConfig, concepts: np.ndarray | None = None
+) -> NextStep:
     """The estimate from the observed rows and the next batch (≤ `config.batch` rows, within the budget
-    max(config.budgets) × the suite's rows, none once the overall SE is below `config.target_se`)."""
+    max(config.budgets) × the suite's rows, none once the overall SE is below `config.target_se`); with
+    `concepts` (s̃, concepts × rows) the estimate has each concept's χ_model too."""
     available = ~np.isnan(data.scores).all(axis=0)  # rows some model of the prior was scored on
     unknown = observed.rows[~available[observed.rows]]
     if unknown.size:
         raise InputError(f"row {data.row_ids[int(unknown[0])]!r} has no score for any model of the prior")
     prior = fit_prior(data.scores, config.n_components, config.seed)
-    estimate = posterior_estimate(prior, available, observed.rows, observed.values, data.tasks)
+    estimate = posterior_estimate(prior, available, observed.rows, observed.values, data.tasks, concepts)
     n_rows = int(available.sum())
     limit = max(1, round(max(config.budgets) * n_rows))
     n_next = min(config.batch, limit - observed.rows.size, n_rows - observed.rows.size)

@@ -17,7 +17,7 @@ def lomo_result() -> tuple[np.ndarray, object]:
     scores, tasks = irt_population(n_models=70, n_items=300, seed=0)
     # the prior's latent dimensions match the planted two abilities (with 4 the active order is no better
     # than random rows through the same prior: the gain is then the estimator's, not the choice's)
-    config = EstimateConfig(budgets=(0.05, 0.2), n_components=2, random_repeats=2)
+    config = EstimateConfig(budgets=(0.05, 0.2), n_components=2, random_repeats=2, oracle=True)
     detail = lomo(scores, tasks.astype(str), [f"m{i}" for i in range(len(scores))], config)
     return scores, detail
 
@@ -39,6 +39,8 @@ def test_active_beats_random_on_planted_irt(lomo_result: tuple[np.ndarray, objec
     wide = table.pivot(index="budget", columns="method", values="rmse")
     assert (wide["active"] < wide["random_mean"]).all()
     assert (wide["active"] <= wide["random_prior"] * 1.1).all()
+    # the bound: with the held-out model's own scores in the prior the estimator does no worse
+    assert (wide["oracle_active"] <= wide["active"] * 1.05).all()
     # per-task estimates too: the prior shares strength across tasks
     tasks = table.pivot(index="budget", columns="method", values="task_rmse")
     assert (tasks["active"] < tasks["random_mean"]).all()
