@@ -51,6 +51,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--components", type=int, default=10, help="latent dimensions of the row prior")
     e.add_argument("--target-se", type=float, default=None, help="--holdout: stop once the overall SE is below")
     e.add_argument("--random-repeats", type=int, default=5)
+    e.add_argument(
+        "--noise",
+        choices=("mle", "sample"),
+        default="mle",
+        help="per-row noise of the prior: Tipping–Bishop MLE, or sklearn's (overstated with fewer models than rows)",
+    )
     e.add_argument("--oracle", action="store_true", help="--lomo: add the bound with the held-out model in the prior")
     e.add_argument(
         "--concepts", type=Path, default=None, help="rows.parquet of the suite (cg-ray extract): estimate χ_model too"
@@ -123,7 +129,8 @@ def _estimate(args: argparse.Namespace) -> int:
     from cg_ray.skills.matrix import read_long, rows_matrix
     from cg_ray.skills.outputs import write_estimate
 
-    same = ("budgets", "batch", "target_se", "random_repeats", "seed", "oracle", "top_concepts", "min_concept_rows")
+    same = ["budgets", "batch", "target_se", "random_repeats", "seed", "oracle", "noise"]  # named like their flags
+    same += ["top_concepts", "min_concept_rows"]
     values = {k: getattr(args, k) for k in same} | {"n_components": args.components}
     config = validated(EstimateConfig, values, flags={"n_components": "--components"})
     data = rows_matrix(read_long(args.scores, args.task_field), str(args.scores))

@@ -33,9 +33,16 @@ class RowPrior:
     high: float
 
 
-def fit_prior(others: np.ndarray, n_components: int, seed: int = 0, level_var: float = 1.0) -> RowPrior:
+def fit_prior(
+    others: np.ndarray, n_components: int, seed: int = 0, level_var: float = 1.0, noise: str = "mle"
+) -> RowPrior:
     """Gaussian prior over a model's row scores from the other models (models × rows, NaN = missing).
-    Missing cells are filled with the row's mean over the models that have it."""
+    Missing cells are filled with the row's mean over the models that have it.
+
+    `noise`: the per-row variance σ² left outside the K components. "mle" is Tipping–Bishop's estimate,
+    the discarded variance spread over all n_rows − K directions; "sample" is sklearn's noise_variance_,
+    which with fewer models than rows averages only the n_models − 1 − K non-zero discarded eigenvalues and
+    so overstates σ² by about (n_rows − K) / (n_models − 1 − K) (17× for 58 models × 805 rows)."""
     from sklearn.decomposition import PCA
 
     data = np.asarray(others, dtype=float)
@@ -44,11 +51,20 @@ def fit_prior(others: np.ndarray, n_components: int, seed: int = 0, level_var: f
     filled = np.where(np.isnan(data), col_mean, data)
     k = int(min(n_components, max(1, filled.shape[0] - 2)))
     pca = PCA(n_components=k, svd_solver="full", random_state=seed).fit(filled)
+    if noise == "mle":
+        total = float(filled.var(axis=0, ddof=1).sum())
+        sigma2 = max(total - float(pca.explained_variance_.sum()), 0.0) / max(filled.shape[1] - k, 1)
+        scale = np.maximum(pca.explained_variance_ - sigma2, 0.0)
+        cov = (pca.components_.T * scale) @ pca.components_ + sigma2 * np.eye(filled.shape[1])
+    elif noise == "sample":
+        cov = np.asarray(pca.get_covariance(), dtype=float)
+    else:
+        raise ValueError(f"noise must be 'mle' or 'sample', got {noise!r}")
     return RowPrior(
         mean=np.asarray(pca.mean_, dtype=float),
         # + τ²·11ᵀ: a diffuse prior on the new model's overall level (kriging with an unknown mean), so the
         # level comes from its own rows and not from the other models' average
-        cov=np.asarray(pca.get_covariance(), dtype=float) + level_var,
+        cov=cov + level_var,
         low=float(np.nanmin(data)),
         high=float(np.nanmax(data)),
     )

@@ -68,10 +68,10 @@ def lomo_one(
     available = ~np.isnan(y)
     n_avail = int(available.sum())
     truth = _truth(y, available, tasks, concepts)
-    prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed)
+    prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed, noise=config.noise)
     sizes = [max(1, round(b * n_avail)) for b in config.budgets]
     order = active_order(prior, available, max(sizes))
-    oracle = fit_prior(scores, config.n_components, config.seed) if config.oracle else None
+    oracle = fit_prior(scores, config.n_components, config.seed, noise=config.noise) if config.oracle else None
     oracle_order = active_order(oracle, available, max(sizes)) if oracle is not None else None
     out: list[dict[str, object]] = []
     for budget, n in zip(config.budgets, sizes, strict=True):
@@ -153,7 +153,7 @@ def holdout_trace(scores: np.ndarray, tasks: np.ndarray, m: int, config: Estimat
     batch by batch, until the largest budget or until the overall SE is below `config.target_se`."""
     y = scores[m]
     available = ~np.isnan(y)
-    prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed)
+    prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed, noise=config.noise)
     limit = max(1, round(max(config.budgets) * int(available.sum())))
     order = active_order(prior, available, limit)
     rows: list[dict[str, object]] = []

@@ -123,7 +123,7 @@ def next_step(
     unknown = observed.rows[~available[observed.rows]]
     if unknown.size:
         raise InputError(f"row {data.row_ids[int(unknown[0])]!r} has no score for any model of the prior")
-    prior = fit_prior(data.scores, config.n_components, config.seed)
+    prior = fit_prior(data.scores, config.n_components, config.seed, noise=config.noise)
     estimate = posterior_estimate(prior, available, observed.rows, observed.values, data.tasks, concepts)
     n_rows = int(available.sum())
     limit = max(1, round(max(config.budgets) * n_rows))
