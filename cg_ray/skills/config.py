@@ -28,7 +28,7 @@ class EstimateConfig(BaseModel):
     n_components: int = Field(default=10, ge=1, description="latent dimensions of the row prior")
     target_se: float | None = Field(default=None, gt=0.0, description="stop early once the overall SE is below")
     random_repeats: int = Field(default=5, ge=1, description="random-sampling draws per held-out model")
-    noise: Literal["mle", "sample"] = Field(default="mle", description="per-row noise σ² of the PPCA prior")
+    noise: Literal["mle", "sample"] = Field(default="sample", description="per-row noise σ² of the PPCA prior")
     oracle: bool = Field(default=False, description="--lomo: add the bound with the held-out model in the prior")
     top_concepts: int = Field(default=30, ge=1, description="concepts whose χ_model is estimated (with --concepts)")
     min_concept_rows: int = Field(default=20, ge=1, description="rows a concept must be active on to be a top one")

@@ -74,3 +74,21 @@ def test_missing_rows_are_not_chosen_and_not_counted() -> None:
     assert trace["n_rows"].iloc[-1] == 55 and np.isfinite(trace["overall"]).all()
     # the interval narrows as rows come in
     assert trace["overall_se"].iloc[-1] < trace["overall_se"].iloc[0]
+
+
+def test_mle_noise_keeps_the_total_variance_and_sklearns_overstates_it() -> None:
+    from sklearn.decomposition import PCA
+
+    others, _ = irt_population(n_models=30, n_items=200, seed=5)  # fewer models than rows, as on AlpacaEval
+    others = others[1:]
+    total = others.var(axis=0, ddof=1).sum()
+    kept = PCA(n_components=4, svd_solver="full").fit(others).explained_variance_.sum()
+    mle = fit_prior(others, 4, level_var=0.0, noise="mle")
+    sample = fit_prior(others, 4, level_var=0.0, noise="sample")
+    assert np.trace(mle.cov) == pytest.approx(total, rel=1e-9)  # Tipping–Bishop: σ² spread over 200 − 4 rows
+    sigma2_mle = (total - kept) / 196
+    sigma2_sample = (np.trace(sample.cov) - kept) / 196
+    # sklearn's σ² averages the 29 − 4 discarded eigenvalues of 29 models only: 196 / 25 times the MLE's
+    assert sigma2_sample / sigma2_mle == pytest.approx(196 / 25, rel=1e-6)
+    with pytest.raises(ValueError, match="noise"):
+        fit_prior(others, 4, noise="other")
