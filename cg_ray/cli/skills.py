@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--top-concepts", type=int, default=30, help="with --concepts: the K concepts of largest coverage")
     p.add_argument("--min-concept-rows", type=int, default=20, help="with --concepts: rows a top concept is active on")
+    p.add_argument(
+        "--max-concept-share", type=float, default=0.25, help="with --concepts: most rows (share) a top concept is on"
+    )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--n-factors", type=int, default=None, help="force K factors")
     p.add_argument("--max-missing", type=float, default=0.2, help="largest missing share per task / model")
@@ -64,6 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     e.add_argument("--top-concepts", type=int, default=30, help="with --concepts: the K concepts of largest coverage")
     e.add_argument("--min-concept-rows", type=int, default=20, help="with --concepts: rows a top concept is active on")
+    e.add_argument(
+        "--max-concept-share", type=float, default=0.25, help="with --concepts: most rows (share) a top concept is on"
+    )
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--overwrite", action="store_true")
 
@@ -131,7 +137,7 @@ def _estimate(args: argparse.Namespace) -> int:
     from cg_ray.skills.outputs import write_estimate
 
     same = ["budgets", "batch", "target_se", "random_repeats", "seed", "oracle", "noise"]  # named like their flags
-    same += ["top_concepts", "min_concept_rows"]
+    same += ["top_concepts", "min_concept_rows", "max_concept_share"]
     values = {k: getattr(args, k) for k in same} | {"n_components": args.components}
     config = validated(EstimateConfig, values, flags={"n_components": "--components"})
     data = rows_matrix(read_long(args.scores, args.task_field), str(args.scores))
@@ -175,7 +181,7 @@ def _concepts(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, Any]]
 
     rows = read_concept_rows(args.concepts)
     acts = rows.aligned(data.row_ids, str(args.concepts))
-    chosen = top_concepts(acts, args.top_concepts, args.min_concept_rows)
+    chosen = top_concepts(acts, args.top_concepts, args.min_concept_rows, args.max_concept_share)
     if chosen.size == 0:
         from cg_ray.errors import InputError
 
@@ -185,6 +191,7 @@ def _concepts(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, Any]]
         "sae": rows.sae,
         "top_concepts": chosen.tolist(),
         "min_concept_rows": args.min_concept_rows,
+        "max_concept_share": args.max_concept_share,
     }
     return concept_weights(acts, chosen), record
 

@@ -8,7 +8,8 @@ rows the model was scored on). With one benchmark, a model's X_model of a concep
 χ_model of one model is a weighted mean of its row scores (weights s̃_c,i / Σ s̃_c over its scored rows),
 so `cg-ray estimate` can estimate it from few rows with the same Gaussian posterior as the overall score.
 The "top concepts" are the K with the largest coverage (Σ_i s̃_c,i, i.e. χ_bench) among those active on at
-least `min_rows` rows (fewer make χ_model a handful of rows' average)."""
+least `min_rows` rows (fewer make χ_model a handful of rows' average) and on at most `max_share` of the rows
+(more make it the overall score again)."""
 
 from __future__ import annotations
 
@@ -66,11 +67,13 @@ def read_concept_rows(path: Path) -> ConceptRows:
     return ConceptRows(ids, sparse.vstack(parts, format="csr").astype(np.float64), sae)
 
 
-def top_concepts(acts: sparse.csr_matrix, k: int, min_rows: int) -> np.ndarray:
-    """The k concepts of largest total s̃ among those active on ≥ min_rows rows (largest first)."""
+def top_concepts(acts: sparse.csr_matrix, k: int, min_rows: int, max_share: float = 1.0) -> np.ndarray:
+    """The k concepts of largest total s̃ among those active on ≥ min_rows rows and on ≤ max_share of the
+    rows (largest first). Without the upper bound the top of AlpacaEval's list is function-word and
+    punctuation concepts active on nearly every row, whose χ_model is the overall score again."""
     support = np.asarray((acts > 0).sum(axis=0)).ravel()
     coverage = np.asarray(acts.sum(axis=0)).ravel()
-    eligible = np.flatnonzero(support >= min_rows)
+    eligible = np.flatnonzero((support >= min_rows) & (support <= max_share * acts.shape[0]))
     return np.asarray(eligible[np.argsort(-coverage[eligible], kind="stable")][:k])
 
 

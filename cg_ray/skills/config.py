@@ -32,6 +32,7 @@ class EstimateConfig(BaseModel):
     oracle: bool = Field(default=False, description="--lomo: add the bound with the held-out model in the prior")
     top_concepts: int = Field(default=30, ge=1, description="concepts whose χ_model is estimated (with --concepts)")
     min_concept_rows: int = Field(default=20, ge=1, description="rows a concept must be active on to be a top one")
+    max_concept_share: float = Field(default=0.25, gt=0.0, le=1.0, description="most rows a top concept is on")
     seed: int = 0
 
     @field_validator("budgets")

@@ -106,6 +106,9 @@ def test_top_concepts_are_the_most_covered_with_enough_rows(suite: Suite) -> Non
     top = top_concepts(acts, 5, min_rows=10)
     assert 7 in top and 3 not in top  # concept 3 has the largest total s̃ but only 5 rows
     assert 3 in top_concepts(acts, 5, min_rows=5)
+    share_7 = (acts[:, 7] > 0).sum() / acts.shape[0]
+    assert 7 not in top_concepts(acts, 5, min_rows=5, max_share=share_7 - 0.01)  # on too many rows
+    assert 7 in top_concepts(acts, 5, min_rows=5, max_share=share_7)
     coverage = np.asarray(acts.sum(axis=0)).ravel()
     assert (np.diff(coverage[top]) <= 0).all()
 
@@ -114,7 +117,7 @@ def test_skills_on_the_concept_matrix_records_the_sae(suite: Suite, tmp_path: Pa
     _, _, _, rows_csv, concept_path = suite
     out = tmp_path / "skills"
     argv = ["skills", "--scores", str(rows_csv), "--concepts", str(concept_path), "--out", str(out)]
-    assert cli.main([*argv, "--top-concepts", "12", "--min-concept-rows", "8"]) == 0
+    assert cli.main([*argv, "--top-concepts", "12", "--min-concept-rows", "8", "--max-concept-share", "1"]) == 0
     summary = json.loads((out / "skills.json").read_text())
     assert summary["concepts"]["sae"]["weights_sha256"] == SHA and len(summary["concepts"]["top_concepts"]) == 12
     loadings = pd.read_csv(out / "loadings.csv", index_col="task")
@@ -125,9 +128,10 @@ def test_skills_on_the_concept_matrix_records_the_sae(suite: Suite, tmp_path: Pa
 def test_lomo_and_observed_estimate_concepts(suite: Suite, tmp_path: Path) -> None:
     scores, _, acts, rows_csv, concept_path = suite
     base = ["estimate", "--scores", str(rows_csv), "--concepts", str(concept_path), "--components", "2"]
+    base += ["--top-concepts", "6", "--min-concept-rows", "8", "--max-concept-share", "0.5"]
     out = tmp_path / "lomo"
     argv = [*base, "--lomo", "--oracle", "--budgets", "0.2,1.0", "--random-repeats", "1", "--out", str(out)]
-    assert cli.main([*argv, "--top-concepts", "6", "--min-concept-rows", "8"]) == 0
+    assert cli.main(argv) == 0
     table = pd.read_csv(out / "lomo_summary.csv")
     assert set(table["method"]) == {"active", "oracle_active", "random_mean", "random_prior"}
     every = table[table["budget"] == 1.0]
