@@ -150,8 +150,8 @@ def sweep_components(out: Path, pool: Path, ks: list[int]) -> None:
 def noise_floor(pool: Path, ks: list[int], budgets: tuple[float, ...] = (0.05, 0.1, 0.25)) -> pd.DataFrame:
     """A floor under a rank-K + independent-noise model of the rows: even knowing a model's K-dimensional
     part exactly, the per-row residual of the N − n unscored rows stays unknown, so any estimator of the mean
-    over N rows from n rows has RMSE ≥ σ_K·√(N − n)/N, σ²_K the per-row variance PPCA leaves unexplained
-    (fitted on all models). Optimistic in-sample; a larger K explains more and lowers σ_K."""
+    over N rows from n rows has RMSE ≥ σ_K·√(N − n)/N, σ²_K the per-row variance K components leave
+    unexplained (fitted on all models, spread over N − K rows). Optimistic in-sample; a larger K lowers σ_K."""
     from sklearn.decomposition import PCA
 
     from cg_ray.skills.matrix import read_long, rows_matrix
@@ -160,8 +160,10 @@ def noise_floor(pool: Path, ks: list[int], budgets: tuple[float, ...] = (0.05, 0
     filled = pd.DataFrame(data.scores).fillna(pd.DataFrame(data.scores).mean()).to_numpy()
     n_rows = filled.shape[1]
     out = []
+    total = float(filled.var(axis=0, ddof=1).sum())
     for k in ks:
-        sigma = float(PCA(n_components=k, svd_solver="full").fit(filled).noise_variance_) ** 0.5
+        kept = float(PCA(n_components=k, svd_solver="full").fit(filled).explained_variance_.sum())
+        sigma = ((total - kept) / (n_rows - k)) ** 0.5  # Tipping–Bishop: the rest spread over n_rows − k rows
         floor = {f"floor {b:.0%}": sigma * (n_rows - round(b * n_rows)) ** 0.5 / n_rows for b in budgets}
         out.append({"components": k, "sigma_row": sigma, **floor})
     return pd.DataFrame(out).set_index("components")
