@@ -16,6 +16,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--runs", type=Path, nargs="+", help="run directories: per-benchmark mean scores")
     src.add_argument("--scores", type=Path, help="per-row scores (model,row_id,score,task): task means")
     p.add_argument("--task-field", default=None, help="with --scores: the column or JSONL metadata key naming the task")
+    p.add_argument(
+        "--concepts",
+        type=Path,
+        default=None,
+        help="with --scores: rows.parquet of the suite read by `cg-ray extract`: factor the models × top concepts "
+        "χ_model matrix instead of task means",
+    )
+    p.add_argument("--top-concepts", type=int, default=30, help="with --concepts: the K concepts of largest coverage")
+    p.add_argument("--min-concept-rows", type=int, default=20, help="with --concepts: rows a top concept is active on")
+    p.add_argument(
+        "--max-concept-share", type=float, default=0.25, help="with --concepts: most rows (share) a top concept is on"
+    )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--n-factors", type=int, default=None, help="force K factors")
     p.add_argument("--max-missing", type=float, default=0.2, help="largest missing share per task / model")
@@ -29,12 +41,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mode = e.add_mutually_exclusive_group(required=True)
     mode.add_argument("--holdout", metavar="MODEL", help="treat MODEL as new: reveal its rows only as chosen")
     mode.add_argument("--lomo", action="store_true", help="leave-one-model-out, active vs random, at --budgets")
+    mode.add_argument(
+        "--observed",
+        type=Path,
+        metavar="FILE",
+        help="a new model's scores so far (row_id,score; .csv/.jsonl/.parquet, may be empty): the estimate and "
+        "the next batch to score (next_batch.csv); budget = the largest --budgets",
+    )
     e.add_argument("--out", type=Path, required=True)
     e.add_argument("--budgets", type=comma_list(float, "fractions"), default=(0.01, 0.02, 0.05, 0.10, 0.25, 0.50))
     e.add_argument("--batch", type=int, default=8, help="rows per batch (--holdout)")
     e.add_argument("--components", type=int, default=10, help="latent dimensions of the row prior")
     e.add_argument("--target-se", type=float, default=None, help="--holdout: stop once the overall SE is below")
     e.add_argument("--random-repeats", type=int, default=5)
+    e.add_argument(
+        "--noise",
+        choices=("mle", "sample"),
+        default="sample",
+        help="per-row noise of the prior: sklearn's (default; overstated with fewer models than rows, but more "
+        "accurate on AlpacaEval) or the Tipping–Bishop MLE",
+    )
+    e.add_argument("--oracle", action="store_true", help="--lomo: add the bound with the held-out model in the prior")
+    e.add_argument(
+        "--concepts", type=Path, default=None, help="rows.parquet of the suite (cg-ray extract): estimate χ_model too"
+    )
+    e.add_argument("--top-concepts", type=int, default=30, help="with --concepts: the K concepts of largest coverage")
+    e.add_argument("--min-concept-rows", type=int, default=20, help="with --concepts: rows a top concept is active on")
+    e.add_argument(
+        "--max-concept-share", type=float, default=0.25, help="with --concepts: most rows (share) a top concept is on"
+    )
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--overwrite", action="store_true")
 
@@ -45,19 +80,30 @@ def _skills(args: argparse.Namespace) -> int:
     Standardise a models × tasks matrix, choose the number of factors (parallel analysis; scree, Kaiser and the
     IQ-test paper's rule reported), fit principal axis factoring + varimax, and write loadings.csv,
     profiles.csv, redundancy.csv, profile_from_k.csv, skills.json and report.html to --out."""
+    from cg_ray.errors import ConfigError
     from cg_ray.skills.analysis import run_skills
+    from cg_ray.skills.concepts import concept_frame
     from cg_ray.skills.config import SkillsConfig
-    from cg_ray.skills.matrix import matrix_from_long, matrix_from_runs, read_long, read_matrix
+    from cg_ray.skills.matrix import matrix_from_long, matrix_from_runs, read_long, read_matrix, rows_matrix
     from cg_ray.skills.outputs import write_skills
 
     config = validated(SkillsConfig, {k: getattr(args, k) for k in ("n_factors", "max_missing", "bootstrap", "seed")})
+    concepts: dict[str, Any] | None = None
+    if args.concepts is not None and args.scores is None:
+        raise ConfigError("--concepts needs --scores (the per-row scores of the rows it read)")
     if args.matrix is not None:
         matrix, source = read_matrix(args.matrix), str(args.matrix)
+    elif args.concepts is not None:
+        data = rows_matrix(read_long(args.scores, args.task_field), str(args.scores))
+        weights, concepts = _concepts(args, data)
+        matrix, source = concept_frame(data, weights, concepts), f"{args.scores} × {args.concepts}"
     elif args.scores is not None:
         matrix, source = matrix_from_long(read_long(args.scores, args.task_field)), str(args.scores)
     else:
         matrix, source = matrix_from_runs(args.runs), ", ".join(str(r) for r in args.runs)
     result = run_skills(matrix, config, source)
+    if concepts is not None:
+        result.summary["concepts"] = concepts
     write_skills(result, args.out, overwrite=args.overwrite)
     s = result.summary
     print(
@@ -82,20 +128,27 @@ def _estimate(args: argparse.Namespace) -> int:
 
     With other models' per-row scores as a Gaussian prior over rows, pick rows batch by batch to estimate a
     held-out model's overall and per-task scores (--holdout MODEL), or evaluate that against random sampling
-    for every model in turn (--lomo)."""
+    for every model in turn (--lomo), or for a really new model scored so far on the rows of --observed FILE:
+    its estimate and the next batch of rows to score (score them, append them to FILE, call again)."""
     from cg_ray.errors import InputError
     from cg_ray.skills.config import EstimateConfig
     from cg_ray.skills.evaluate import holdout_trace, lomo, summarise
     from cg_ray.skills.matrix import read_long, rows_matrix
     from cg_ray.skills.outputs import write_estimate
 
-    same = ("budgets", "batch", "target_se", "random_repeats", "seed")  # fields named like their flags
+    same = ["budgets", "batch", "target_se", "random_repeats", "seed", "oracle", "noise"]  # named like their flags
+    same += ["top_concepts", "min_concept_rows", "max_concept_share"]
     values = {k: getattr(args, k) for k in same} | {"n_components": args.components}
     config = validated(EstimateConfig, values, flags={"n_components": "--components"})
     data = rows_matrix(read_long(args.scores, args.task_field), str(args.scores))
     meta: dict[str, Any] = {"format_version": 1, "scores": str(args.scores), "config": config.model_dump()}
+    weights = None
+    if args.concepts is not None:
+        weights, meta["concepts"] = _concepts(args, data)
+    if args.observed is not None:
+        return _observed(args, data, config, meta, weights)
     if args.lomo:
-        detail = lomo(data.scores, data.tasks, data.models, config)
+        detail = lomo(data.scores, data.tasks, data.models, config, weights)
         table = summarise(detail, seed=config.seed)
         meta["description"] = f"{len(data.models)} models × {len(data.row_ids)} rows; leave-one-model-out"
         meta["summary"] = table.to_dict(orient="records")
@@ -121,7 +174,71 @@ def _estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rows_frame(rows: list[str]) -> Any:
+def _concepts(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, Any]]:
+    """s̃ of the top concepts (concepts × the suite's rows) and what skills.json / estimate.json record:
+    the concept ids, the concept file and the SAE it was read with (weights_sha256)."""
+    from cg_ray.skills.concepts import concept_weights, read_concept_rows, top_concepts
+
+    rows = read_concept_rows(args.concepts)
+    acts = rows.aligned(data.row_ids, str(args.concepts))
+    chosen = top_concepts(acts, args.top_concepts, args.min_concept_rows, args.max_concept_share)
+    if chosen.size == 0:
+        from cg_ray.errors import InputError
+
+        raise InputError(f"no concept is active on {args.min_concept_rows} or more rows", path=str(args.concepts))
+    record = {
+        "path": str(args.concepts),
+        "sae": rows.sae,
+        "top_concepts": chosen.tolist(),
+        "min_concept_rows": args.min_concept_rows,
+        "max_concept_share": args.max_concept_share,
+    }
+    return concept_weights(acts, chosen), record
+
+
+def _rows_frame(rows: list[str], tasks: list[str] | None = None) -> Any:
     import pandas as pd
 
-    return pd.DataFrame({"order": range(1, len(rows) + 1), "row_id": rows})
+    frame = pd.DataFrame({"order": range(1, len(rows) + 1), "row_id": rows})
+    if tasks is not None:
+        frame["task"] = tasks
+    return frame
+
+
+def _observed(args: argparse.Namespace, data: Any, config: Any, meta: dict[str, Any], weights: Any) -> int:
+    import pandas as pd
+
+    from cg_ray.skills.observed import next_step, read_observed
+    from cg_ray.skills.outputs import write_estimate
+
+    observed = read_observed(args.observed, data.row_ids)
+    step = next_step(data, observed, config, weights)
+    est = step.estimate
+    meta |= {
+        "observed": str(args.observed),
+        "n_observed": int(observed.rows.size),
+        "n_rows": step.n_rows,
+        "budget_rows": step.limit,
+        "estimate": {"overall": est.overall, "overall_se": est.overall_se, "per_task": est.per_task}
+        | {"per_task_se": est.per_task_se},
+        "next_batch": [data.row_ids[i] for i in step.next_rows],
+        "done": step.stop is not None,
+        "stop": step.stop,
+    }
+    rows = [data.row_ids[i] for i in step.next_rows]
+    tables = {"next_batch": _rows_frame(rows, [str(data.tasks[i]) for i in step.next_rows])}
+    if weights is not None:  # the new model's χ_model of each top concept, lowest first (its weak spots)
+        tables["concepts"] = pd.DataFrame(
+            {"concept_id": meta["concepts"]["top_concepts"], "chi_model": est.per_concept, "se": est.per_concept_se}
+        ).sort_values("chi_model")
+    write_estimate(args.out, meta, tables, overwrite=args.overwrite)
+    print(
+        f"estimate {est.overall:.4f} ± {1.96 * est.overall_se:.4f} (95%) from {observed.rows.size} of "
+        f"{step.n_rows} rows (budget {step.limit})"
+    )
+    if step.stop is None:
+        print(f"next: score the {len(rows)} rows of {args.out / 'next_batch.csv'}, append them to {args.observed}")
+    else:
+        print(f"done ({step.stop}): no further rows to score")
+    print(f"wrote {args.out}")
+    return 0

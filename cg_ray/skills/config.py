@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cg_ray.errors import ConfigError
@@ -26,6 +28,11 @@ class EstimateConfig(BaseModel):
     n_components: int = Field(default=10, ge=1, description="latent dimensions of the row prior")
     target_se: float | None = Field(default=None, gt=0.0, description="stop early once the overall SE is below")
     random_repeats: int = Field(default=5, ge=1, description="random-sampling draws per held-out model")
+    noise: Literal["mle", "sample"] = Field(default="sample", description="per-row noise σ² of the PPCA prior")
+    oracle: bool = Field(default=False, description="--lomo: add the bound with the held-out model in the prior")
+    top_concepts: int = Field(default=30, ge=1, description="concepts whose χ_model is estimated (with --concepts)")
+    min_concept_rows: int = Field(default=20, ge=1, description="rows a concept must be active on to be a top one")
+    max_concept_share: float = Field(default=0.25, gt=0.0, le=1.0, description="most rows a top concept is on")
     seed: int = 0
 
     @field_validator("budgets")

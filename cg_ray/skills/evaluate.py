@@ -8,91 +8,103 @@ estimate with the model's exhaustive score (the mean over all its scored rows)."
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from cg_ray.skills.config import EstimateConfig
-from cg_ray.skills.estimate import active_order, fit_prior, posterior_estimate, random_estimate
+from cg_ray.skills.estimate import (
+    Estimate,
+    active_order,
+    fit_prior,
+    group_weights,
+    posterior_estimate,
+    random_estimate,
+)
 
 log = logging.getLogger(__name__)
 
-METHODS = ("active", "random_prior", "random_mean")
+METHODS = ("active", "random_prior", "random_mean", "oracle_active")
 
 
-def _errors(
-    est_overall: float, est_tasks: dict[str, float], truth: float, truth_tasks: dict[str, float]
-) -> tuple[float, float]:
-    task_err = [est_tasks[t] - truth_tasks[t] for t in truth_tasks]
-    return est_overall - truth, float(np.sqrt(np.mean(np.square(task_err))))
+@dataclass
+class _Truth:
+    overall: float
+    tasks: dict[str, float]
+    concepts: np.ndarray  # χ_model per concept over the model's scored rows (NaN: no scored row activates it)
+
+    def row(self, est: Estimate) -> dict[str, float]:
+        """Error of the overall score, RMSE over per-task scores and over per-concept scores."""
+        task_err = [est.per_task[t] - self.tasks[t] for t in self.tasks]
+        out = {"error": est.overall - self.overall, "se": est.overall_se}
+        out["task_rmse"] = float(np.sqrt(np.mean(np.square(task_err))))
+        if self.concepts.size:
+            err = (est.per_concept - self.concepts)[~np.isnan(self.concepts)]
+            out["concept_rmse"] = float(np.sqrt(np.mean(np.square(err)))) if err.size else float("nan")
+        return out
+
+
+def _truth(y: np.ndarray, available: np.ndarray, tasks: np.ndarray, concepts: np.ndarray | None) -> _Truth:
+    """The exhaustive scores: the same weighted means as the estimates, over all the model's scored rows."""
+    names, weights = group_weights(available, tasks, concepts)
+    means = y[available] @ weights
+    n_groups = len(names)
+    per_concept = np.where(weights[:, n_groups:].sum(axis=0) > 0, means[n_groups:], np.nan)
+    return _Truth(float(means[0]), {names[g]: float(means[g]) for g in range(1, n_groups)}, per_concept)
 
 
 def lomo_one(
-    scores: np.ndarray, tasks: np.ndarray, m: int, config: EstimateConfig, rng: np.random.Generator
+    scores: np.ndarray,
+    tasks: np.ndarray,
+    m: int,
+    config: EstimateConfig,
+    rng: np.random.Generator,
+    concepts: np.ndarray | None = None,
 ) -> list[dict[str, object]]:
-    """Rows of (budget, method, repeat, error of the overall score, RMSE over per-task scores) for model m."""
+    """Rows of (budget, method, repeat, error of the overall score, RMSE over per-task scores [and over
+    per-concept scores, with `concepts`]) for model m."""
     y = scores[m]
     available = ~np.isnan(y)
     n_avail = int(available.sum())
-    truth = float(y[available].mean())
-    truth_tasks = {str(t): float(y[available & (tasks == t)].mean()) for t in np.unique(tasks[available])}
-    prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed)
+    truth = _truth(y, available, tasks, concepts)
+    prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed, noise=config.noise)
     sizes = [max(1, round(b * n_avail)) for b in config.budgets]
     order = active_order(prior, available, max(sizes))
+    oracle = fit_prior(scores, config.n_components, config.seed, noise=config.noise) if config.oracle else None
+    oracle_order = active_order(oracle, available, max(sizes)) if oracle is not None else None
     out: list[dict[str, object]] = []
     for budget, n in zip(config.budgets, sizes, strict=True):
-        est = posterior_estimate(prior, available, order[:n], y[order[:n]], tasks)
-        err, task_rmse = _errors(est.overall, est.per_task, truth, truth_tasks)
-        out.append(
-            {
-                "budget": budget,
-                "n_rows": n,
-                "method": "active",
-                "repeat": 0,
-                "error": err,
-                "se": est.overall_se,
-                "task_rmse": task_rmse,
-            }
-        )
+        head = {"budget": budget, "n_rows": n}
+        est = posterior_estimate(prior, available, order[:n], y[order[:n]], tasks, concepts)
+        out.append(head | {"method": "active", "repeat": 0} | truth.row(est))
+        if oracle is not None and oracle_order is not None:
+            pick = oracle_order[:n]
+            est = posterior_estimate(oracle, available, pick, y[pick], tasks, concepts)
+            out.append(head | {"method": "oracle_active", "repeat": 0} | truth.row(est))
         for r in range(config.random_repeats):
             pick = rng.choice(np.flatnonzero(available), size=n, replace=False)
-            plain = random_estimate(y, pick, available, tasks)
-            err, task_rmse = _errors(plain.overall, plain.per_task, truth, truth_tasks)
-            out.append(
-                {
-                    "budget": budget,
-                    "n_rows": n,
-                    "method": "random_mean",
-                    "repeat": r,
-                    "error": err,
-                    "se": plain.overall_se,
-                    "task_rmse": task_rmse,
-                }
-            )
-            post = posterior_estimate(prior, available, pick, y[pick], tasks)
-            err, task_rmse = _errors(post.overall, post.per_task, truth, truth_tasks)
-            out.append(
-                {
-                    "budget": budget,
-                    "n_rows": n,
-                    "method": "random_prior",
-                    "repeat": r,
-                    "error": err,
-                    "se": post.overall_se,
-                    "task_rmse": task_rmse,
-                }
-            )
+            plain = random_estimate(y, pick, available, tasks, concepts)
+            out.append(head | {"method": "random_mean", "repeat": r} | truth.row(plain))
+            post = posterior_estimate(prior, available, pick, y[pick], tasks, concepts)
+            out.append(head | {"method": "random_prior", "repeat": r} | truth.row(post))
     return out
 
 
-def lomo(scores: np.ndarray, tasks: np.ndarray, models: list[str], config: EstimateConfig) -> pd.DataFrame:
+def lomo(
+    scores: np.ndarray,
+    tasks: np.ndarray,
+    models: list[str],
+    config: EstimateConfig,
+    concepts: np.ndarray | None = None,
+) -> pd.DataFrame:
     """Every model held out once; one row per (model, budget, method, repeat)."""
     rng = np.random.default_rng(config.seed)
     rows: list[dict[str, object]] = []
     for m, name in enumerate(models):
         if np.isnan(scores[m]).all():
             continue
-        for row in lomo_one(scores, tasks, m, config, rng):
+        for row in lomo_one(scores, tasks, m, config, rng, concepts):
             rows.append({"model": name, **row})
         log.debug("lomo: %s done", name)
     return pd.DataFrame(rows)
@@ -102,8 +114,13 @@ def summarise(detail: pd.DataFrame, seed: int = 0, resamples: int = 1000) -> pd.
     """RMSE per (budget, method) across models, a 95% bootstrap interval over models, and how often
     active beats random_mean for the same model (|error| smaller than the mean |error| of its draws)."""
     rng = np.random.default_rng(seed)
-    per_model = detail.assign(sq=detail["error"] ** 2, tsq=detail["task_rmse"] ** 2)
-    per_model = per_model.groupby(["budget", "method", "model"], as_index=False)[["sq", "tsq"]].mean()
+    has_concepts = "concept_rmse" in detail.columns
+    per_model = detail.assign(
+        sq=detail["error"] ** 2,
+        tsq=detail["task_rmse"] ** 2,
+        csq=detail["concept_rmse"] ** 2 if has_concepts else np.nan,
+    )
+    per_model = per_model.groupby(["budget", "method", "model"], as_index=False)[["sq", "tsq", "csq", "se"]].mean()
     rows = []
     for (budget, method), g in per_model.groupby(["budget", "method"]):
         sq = g["sq"].to_numpy()
@@ -116,8 +133,11 @@ def summarise(detail: pd.DataFrame, seed: int = 0, resamples: int = 1000) -> pd.
                 "rmse_lo": float(np.quantile(boot, 0.025)),
                 "rmse_hi": float(np.quantile(boot, 0.975)),
                 "task_rmse": float(np.sqrt(g["tsq"].mean())),
+                # the interval the estimator claims, to set against the RMSE it achieves
+                "mean_se": float(g["se"].mean()),
                 "n_models": int(sq.size),
             }
+            | ({"concept_rmse": float(np.sqrt(g["csq"].mean()))} if has_concepts else {})
         )
     table = pd.DataFrame(rows)
     abs_err = detail.assign(abs_error=detail["error"].abs()).groupby(["budget", "method", "model"])["abs_error"].mean()
@@ -133,7 +153,7 @@ def holdout_trace(scores: np.ndarray, tasks: np.ndarray, m: int, config: Estimat
     batch by batch, until the largest budget or until the overall SE is below `config.target_se`."""
     y = scores[m]
     available = ~np.isnan(y)
-    prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed)
+    prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed, noise=config.noise)
     limit = max(1, round(max(config.budgets) * int(available.sum())))
     order = active_order(prior, available, limit)
     rows: list[dict[str, object]] = []

@@ -17,7 +17,7 @@ def lomo_result() -> tuple[np.ndarray, object]:
     scores, tasks = irt_population(n_models=70, n_items=300, seed=0)
     # the prior's latent dimensions match the planted two abilities (with 4 the active order is no better
     # than random rows through the same prior: the gain is then the estimator's, not the choice's)
-    config = EstimateConfig(budgets=(0.05, 0.2), n_components=2, random_repeats=2)
+    config = EstimateConfig(budgets=(0.05, 0.2), n_components=2, random_repeats=2, oracle=True)
     detail = lomo(scores, tasks.astype(str), [f"m{i}" for i in range(len(scores))], config)
     return scores, detail
 
@@ -39,6 +39,8 @@ def test_active_beats_random_on_planted_irt(lomo_result: tuple[np.ndarray, objec
     wide = table.pivot(index="budget", columns="method", values="rmse")
     assert (wide["active"] < wide["random_mean"]).all()
     assert (wide["active"] <= wide["random_prior"] * 1.1).all()
+    # the bound: with the held-out model's own scores in the prior the estimator does no worse
+    assert (wide["oracle_active"] <= wide["active"] * 1.05).all()
     # per-task estimates too: the prior shares strength across tasks
     tasks = table.pivot(index="budget", columns="method", values="task_rmse")
     assert (tasks["active"] < tasks["random_mean"]).all()
@@ -72,3 +74,21 @@ def test_missing_rows_are_not_chosen_and_not_counted() -> None:
     assert trace["n_rows"].iloc[-1] == 55 and np.isfinite(trace["overall"]).all()
     # the interval narrows as rows come in
     assert trace["overall_se"].iloc[-1] < trace["overall_se"].iloc[0]
+
+
+def test_mle_noise_keeps_the_total_variance_and_sklearns_overstates_it() -> None:
+    from sklearn.decomposition import PCA
+
+    others, _ = irt_population(n_models=30, n_items=200, seed=5)  # fewer models than rows, as on AlpacaEval
+    others = others[1:]
+    total = others.var(axis=0, ddof=1).sum()
+    kept = PCA(n_components=4, svd_solver="full").fit(others).explained_variance_.sum()
+    mle = fit_prior(others, 4, level_var=0.0, noise="mle")
+    sample = fit_prior(others, 4, level_var=0.0, noise="sample")
+    assert np.trace(mle.cov) == pytest.approx(total, rel=1e-9)  # Tipping–Bishop: σ² spread over 200 − 4 rows
+    sigma2_mle = (total - kept) / 196
+    sigma2_sample = (np.trace(sample.cov) - kept) / 196
+    # sklearn's σ² averages the 29 − 4 discarded eigenvalues of 29 models only: 196 / 25 times the MLE's
+    assert sigma2_sample / sigma2_mle == pytest.approx(196 / 25, rel=1e-6)
+    with pytest.raises(ValueError, match="noise"):
+        fit_prior(others, 4, noise="other")
