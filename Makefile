@@ -54,6 +54,8 @@ bench: setup  ## performance benchmarks (each prints its speed ratio last)
 	$(PY) benchmarks/bench_pipeline.py
 	$(PY) benchmarks/bench_serve.py
 	$(PY) benchmarks/bench_arena.py
+	$(PY) benchmarks/bench_diff.py
+	$(PY) benchmarks/bench_skills.py
 
 bench-gpu: setup  ## the reader and vLLM on reference architectures with random weights (a CUDA GPU; else --tiny)
 	$(PY) benchmarks/bench_gpu.py $(if $(shell $(PY) -c "import torch;print(int(torch.cuda.is_available()))" | grep 1),,--tiny)
