@@ -153,6 +153,7 @@ KINDS = ("upload", "analysis", "status", "list", "result", "score", "probe")
 @dataclasses.dataclass
 class Report:
     plan: Plan
+    began_at: float  # time.time() when the load began: call times are seconds after it (to read logs against)
     calls: list[Call]
     encoder_killed_at: float
     ingress_killed_at: float
@@ -285,7 +286,7 @@ class LoadFault:
         limits = httpx.Limits(max_connections=self.plan.requests + 10, max_keepalive_connections=20)
         async with httpx.AsyncClient(base_url=self.base, timeout=180, limits=limits) as client:
             await self.seed(client)
-            self.t0 = time.monotonic()
+            self.t0, began_at = time.monotonic(), time.time()
             faults = asyncio.create_task(self.faults(client))
             await asyncio.gather(*(self.scheduled(client, i) for i in range(self.plan.requests)))
             load_s = self.now()
@@ -296,6 +297,7 @@ class LoadFault:
         leaks += [f"call {c.kind} of tenant {c.tenant}: {c.leak}" for c in self.calls if c.leak]
         return Report(
             self.plan,
+            began_at,
             self.calls,
             encoder_killed_at,
             ingress_killed_at,
