@@ -70,22 +70,24 @@ def deploy(port: int, data: Path, factory: str, max_batch: int, replicas: int, m
     """Deploy the application (data under `data`, `replicas` encoder replicas); returns its base URL."""
     from ray import serve
 
-    from cg_ray.serve.app import build_app
+    from cg_ray.serve.app import ServeArgs, build_app
 
     app = build_app(
-        {
-            "data_dir": str(data),
-            "reader": {"device": "cpu"} if factory == DEFAULT_READER else {},
-            "limits": {"max_concurrent_analyses": max_concurrent_analyses},
-            "encoder": {
-                "reader_factory": factory,
-                "max_batch_size": max_batch,
-                "batch_wait_timeout_s": 0.01,
-                "min_replicas": replicas,
-                "max_replicas": replicas,
-                "num_cpus": 0.5,
-            },
-        }
+        ServeArgs.model_validate(
+            {
+                "data_dir": str(data),
+                "reader": {"device": "cpu"} if factory == DEFAULT_READER else {},
+                "limits": {"max_concurrent_analyses": max_concurrent_analyses},
+                "encoder": {
+                    "reader_factory": factory,
+                    "max_batch_size": max_batch,
+                    "batch_wait_timeout_s": 0.01,
+                    "min_replicas": replicas,
+                    "max_replicas": replicas,
+                    "num_cpus": 0.5,
+                },
+            }
+        )
     )
     serve.run(app, name=APP, route_prefix="/")
     return f"http://127.0.0.1:{port}"
