@@ -9,18 +9,20 @@
    mid-way; the analysis must succeed with exactly the results of an undisturbed analysis of the same
    upload, and requests must recover (errors are counted).
 The speedup of batched over unbatched encoding is printed last.
+3. `--load-fault` (instead of 1 and 2): the load-and-fault run of tests/serve/test_load_fault.py — a mixed
+   load (uploads, analyses, reads, /v1/score) from three tenants while an encoder replica and the ingress
+   are killed — with its figures: requests and status codes by kind, p50 / p99, the restart window, the
+   analyses' outcomes.
 
     .venv/bin/python benchmarks/bench_serve.py [--clients 64] [--requests 512] [--rows 1] [--reader default|fake]
+    .venv/bin/python benchmarks/bench_serve.py --load-fault [--requests 200]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import shutil
-import socket
 import statistics
 import tempfile
 import time
@@ -29,52 +31,14 @@ from typing import Any
 
 import httpx
 
+from cg_ray.serve import loadfault as lf
+from cg_ray.serve.loadfault import texts
+
 ANALYSIS_ROWS = 3000  # long enough that the replica is killed while the analysis is still reading
-FAKE = "cg_ray.fakes:HashingReader.from_config"
-DEFAULT = "cg_ray.activations.reader:ConceptReader.from_config"
-SENTENCE = (
-    "the model adds two numbers and carries the digit then checks the sum against the reference answer "
-    "while a benchmark asks about dates units letters palindromes ordering logic and polite refusals"
-)
-WORDS = tuple(SENTENCE.split(" "))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def texts(n: int, seed: int) -> list[str]:
-    return [" ".join(WORDS[(seed * 7 + i * 3 + j) % len(WORDS)] for j in range(12 + (i % 9))) for i in range(n)]
 
 
 def deploy(port: int, data: Path, factory: str, max_batch: int, replicas: int) -> tuple[str, dict[str, str]]:
-    from ray import serve
-
-    from cg_ray.serve.app import build_app
-    from cg_ray.serve.db import Store
-    from cg_ray.serve.keys import create_key
-    from cg_ray.serve.settings import ServiceSettings
-
-    app = build_app(
-        {
-            "data_dir": str(data),
-            "reader": {"device": "cpu"} if factory == DEFAULT else {},
-            "limits": {"max_concurrent_analyses": 8},
-            "encoder": {
-                "reader_factory": factory,
-                "max_batch_size": max_batch,
-                "batch_wait_timeout_s": 0.01,
-                "min_replicas": replicas,
-                "max_replicas": replicas,
-                "num_cpus": 0.5,
-            },
-        }
-    )
-    serve.run(app, name="cg_ray", route_prefix="/")
-    key = create_key(Store(ServiceSettings(data_dir=data).db_url), "bench")[1]
-    return f"http://127.0.0.1:{port}", {"X-API-Key": key}
+    return lf.deploy(port, data, factory, max_batch, replicas), lf.tenant(data, "bench")
 
 
 async def load(base: str, headers: dict[str, str], n: int, rows: int, clients: int | None = None) -> dict[str, Any]:
@@ -125,9 +89,7 @@ def analysis(client: httpx.Client, headers: dict[str, str], upload_id: str) -> d
 
 
 def fault_test(base: str, headers: dict[str, str], rows: int) -> dict[str, Any]:
-    import ray
-
-    body = "\n".join(json.dumps({"id": i, "prompt": t, "score": i % 2}) for i, t in enumerate(texts(ANALYSIS_ROWS, 1)))
+    body = lf.jsonl(ANALYSIS_ROWS, 1)
     with httpx.Client(base_url=base, timeout=600) as client:
         up = client.post("/v1/uploads", headers=headers, files={"file": ("f.jsonl", body, "application/jsonl")}).json()
         clean = analysis(client, headers, up["id"])
@@ -140,12 +102,7 @@ def fault_test(base: str, headers: dict[str, str], rows: int) -> dict[str, Any]:
             task = asyncio.create_task(load(base, headers, 40, rows))
             await asyncio.sleep(1.0)
             status_at_kill["analysis"] = client.get(f"/v1/analyses/{started['id']}", headers=headers).json()["status"]
-            named = ray.util.list_named_actors(all_namespaces=True)
-            replicas = [
-                a for a in named if a["namespace"] == "serve" and "encoder" in a["name"] and "REPLICA" in a["name"]
-            ]
-            victim = replicas[0]
-            ray.kill(ray.get_actor(victim["name"], namespace="serve"), no_restart=False)
+            await asyncio.to_thread(lf.kill_replica, "encoder")
             return await task
 
         during = asyncio.run(load_and_kill())
@@ -168,45 +125,56 @@ def fault_test(base: str, headers: dict[str, str], rows: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", type=int, default=512, help="requests per mode, in all")
+    ap.add_argument("--requests", type=int, help="requests per mode, in all (default 512; --load-fault: 200)")
     ap.add_argument("--clients", type=int, default=64, help="concurrent clients")
     ap.add_argument("--rows", type=int, default=1, help="rows per request")
     ap.add_argument("--skip-fault", action="store_true", help="only the load comparison")
-    ap.add_argument("--reader", choices=["default", "fake"], default="default")
+    ap.add_argument("--reader", choices=["default", "fake"], help="default: the real reader (--load-fault: fake)")
+    ap.add_argument(
+        "--load-fault",
+        action="store_true",
+        help="only the mixed load of three tenants with an encoder replica and the ingress killed",
+    )
     args = ap.parse_args()
-    factory = DEFAULT if args.reader == "default" else FAKE
+    args.reader = args.reader or ("fake" if args.load_fault else "default")
+    args.requests = args.requests or (lf.Plan.requests if args.load_fault else 512)
+    factory = lf.DEFAULT_READER if args.reader == "default" else lf.FAKE_READER
     from cg_ray.hardware import hardware_info, resolve_dtype
 
     print(f"hardware: {hardware_info().line()}; reader dtype auto = {resolve_dtype('auto', 'cpu')}")
 
-    import ray
     from ray import serve
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     tmp = Path(tempfile.mkdtemp(prefix="cgb", dir="/tmp"))
-    port = free_port()
     results: dict[str, Any] = {}
     try:
-        ray.init(num_cpus=2, _temp_dir=str(tmp / "ray"), include_dashboard=False, log_to_driver=False)
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        for mode, batch in (("unbatched", 1), ("batched", 64)):
-            base, headers = deploy(port, tmp / mode, factory, batch, replicas=1)
-            asyncio.run(load(base, headers, args.clients, args.rows))  # warm-up
-            results[mode] = asyncio.run(load(base, headers, args.requests, args.rows, args.clients))
-            serve.delete("cg_ray")
-            r = results[mode]
-            print(
-                f"{mode:>9}: {r['ok']} ok, {r['errors']} errors; p50 {r['p50_s']:.2f} s, p99 {r['p99_s']:.2f} s; "
-                f"{r['rows_per_s']:.0f} rows/s ({args.requests} requests × {args.rows} rows, {args.clients} clients)"
-            )
-        if not args.skip_fault:
-            fault(port, tmp, factory, args, results)
+        with lf.local_serve(tmp) as port:
+            if args.load_fault:
+                load_fault(port, tmp, factory, args.requests)
+                return
+            for mode, batch in (("unbatched", 1), ("batched", 64)):
+                base, headers = deploy(port, tmp / mode, factory, batch, replicas=1)
+                asyncio.run(load(base, headers, args.clients, args.rows))  # warm-up
+                results[mode] = asyncio.run(load(base, headers, args.requests, args.rows, args.clients))
+                serve.delete(lf.APP)
+                r = results[mode]
+                print(
+                    f"{mode:>9}: {r['ok']} ok, {r['errors']} errors; p50 {r['p50_s']:.2f} s, "
+                    f"p99 {r['p99_s']:.2f} s; {r['rows_per_s']:.0f} rows/s "
+                    f"({args.requests} requests × {args.rows} rows, {args.clients} clients)"
+                )
+            if not args.skip_fault:
+                fault(port, tmp, factory, args, results)
     finally:
-        serve.shutdown()
-        ray.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
     speedup = results["batched"]["rows_per_s"] / results["unbatched"]["rows_per_s"]
     print(f"speedup of @serve.batch over unbatched encoding: {speedup:.2f}x")
+
+
+def load_fault(port: int, tmp: Path, factory: str, requests: int) -> None:
+    """The load-and-fault run of tests/serve/test_load_fault.py, with its figures printed."""
+    report = lf.deploy_and_run(port, tmp / "load-fault", factory, lf.Plan(requests=requests))
+    print("\n".join(report.lines()))
 
 
 def fault(port: int, tmp: Path, factory: str, args: argparse.Namespace, results: dict[str, Any]) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -18,12 +17,6 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_serve_config_is_valid_for_serve_and_for_build_app() -> None:
@@ -52,46 +45,39 @@ def test_build_app_rejects_bad_args() -> None:
 
 @pytest.mark.slow
 def test_serve_app_end_to_end(monkeypatch) -> None:
-    import ray
     from ray import serve
 
     from cg_ray.serve.app import build_app
-    from cg_ray.serve.db import Store
-    from cg_ray.serve.keys import create_key
-    from cg_ray.serve.settings import ServiceSettings
+    from cg_ray.serve.loadfault import local_serve, tenant
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     tmp = Path(tempfile.mkdtemp(prefix="cgs", dir="/tmp"))  # short: Ray's socket paths have a length limit
     data = tmp / "data"
-    port = free_port()
     try:
-        ray.init(num_cpus=2, _temp_dir=str(tmp / "ray"), include_dashboard=False, log_to_driver=False)
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        app = build_app(
-            {
-                "data_dir": str(data),
-                "encoder": {"reader_factory": "cg_ray.fakes:HashingReader.from_config", "num_cpus": 0.5},
-            }
-        )
-        serve.run(app, name="cg_ray", route_prefix="/")
-        key = create_key(Store(ServiceSettings(data_dir=data).db_url), "ci")[1]
-        headers = {"X-API-Key": key}
-        base = f"http://127.0.0.1:{port}"
-        with httpx.Client(base_url=base, timeout=30) as client:
-            assert client.get("/readyz").json()["d_sae"] == 256
-            rows = "".join(json.dumps({"id": i, "prompt": f"row {i} text", "score": i % 2}) + "\n" for i in range(30))
-            up = client.post("/v1/uploads", headers=headers, files={"file": ("b.jsonl", rows, "application/jsonl")})
-            assert up.status_code == 201, up.text
-            ana = client.post("/v1/analyses", headers=headers, json={"upload_ids": [up.json()["id"]]}).json()
-            assert _finished(client, headers, ana["id"])["status"] == "succeeded"
-            assert client.get(f"/v1/analyses/{ana['id']}/summary", headers=headers).json()["n_rows"] == 30
-            scored = client.post("/v1/score", headers=headers, json={"texts": ["a b a", "c"]}).json()
-            assert scored["rows"][0]["top_concepts"][0]["activation"] == pytest.approx(2 / 3)
-            assert client.get("/v1/uploads").status_code == 401
-            _diff_models_through_the_encoder_deployment(client, headers)
+        with local_serve(tmp) as port:
+            app = build_app(
+                {
+                    "data_dir": str(data),
+                    "encoder": {"reader_factory": "cg_ray.fakes:HashingReader.from_config", "num_cpus": 0.5},
+                }
+            )
+            serve.run(app, name="cg_ray", route_prefix="/")
+            headers = tenant(data, "ci")
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+                assert client.get("/readyz").json()["d_sae"] == 256
+                rows = "".join(
+                    json.dumps({"id": i, "prompt": f"row {i} text", "score": i % 2}) + "\n" for i in range(30)
+                )
+                up = client.post("/v1/uploads", headers=headers, files={"file": ("b.jsonl", rows, "application/jsonl")})
+                assert up.status_code == 201, up.text
+                ana = client.post("/v1/analyses", headers=headers, json={"upload_ids": [up.json()["id"]]}).json()
+                assert _finished(client, headers, ana["id"])["status"] == "succeeded"
+                assert client.get(f"/v1/analyses/{ana['id']}/summary", headers=headers).json()["n_rows"] == 30
+                scored = client.post("/v1/score", headers=headers, json={"texts": ["a b a", "c"]}).json()
+                assert scored["rows"][0]["top_concepts"][0]["activation"] == pytest.approx(2 / 3)
+                assert client.get("/v1/uploads").status_code == 401
+                _diff_models_through_the_encoder_deployment(client, headers)
     finally:
-        serve.shutdown()
-        ray.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
