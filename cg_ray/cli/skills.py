@@ -61,6 +61,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="per-row noise of the prior: sklearn's (default; overstated with fewer models than rows, but more "
         "accurate on AlpacaEval) or the Tipping–Bishop MLE",
     )
+    e.add_argument(
+        "--design",
+        choices=("balanced", "greedy"),
+        default="balanced",
+        help="row order: spread evenly over row easiness (default; robust when the prior misjudges a new model) "
+        "or greedy variance reduction of the overall score (ACE; best when the prior is right)",
+    )
     e.add_argument("--oracle", action="store_true", help="--lomo: add the bound with the held-out model in the prior")
     e.add_argument(
         "--concepts", type=Path, default=None, help="rows.parquet of the suite (cg-ray extract): estimate χ_model too"
@@ -136,7 +143,7 @@ def _estimate(args: argparse.Namespace) -> int:
     from cg_ray.skills.matrix import read_long, rows_matrix
     from cg_ray.skills.outputs import write_estimate
 
-    same = ["budgets", "batch", "target_se", "random_repeats", "seed", "oracle", "noise"]  # named like their flags
+    same = ["budgets", "batch", "target_se", "random_repeats", "seed", "oracle", "noise", "design"]  # named like flags
     same += ["top_concepts", "min_concept_rows", "max_concept_share"]
     values = {k: getattr(args, k) for k in same} | {"n_components": args.components}
     config = validated(EstimateConfig, values, flags={"n_components": "--components"})

@@ -29,6 +29,9 @@ class EstimateConfig(BaseModel):
     target_se: float | None = Field(default=None, gt=0.0, description="stop early once the overall SE is below")
     random_repeats: int = Field(default=5, ge=1, description="random-sampling draws per held-out model")
     noise: Literal["mle", "sample"] = Field(default="sample", description="per-row noise σ² of the PPCA prior")
+    design: Literal["balanced", "greedy"] = Field(
+        default="balanced", description="row order: spread over row easiness, or greedy variance reduction"
+    )
     oracle: bool = Field(default=False, description="--lomo: add the bound with the held-out model in the prior")
     top_concepts: int = Field(default=30, ge=1, description="concepts whose χ_model is estimated (with --concepts)")
     min_concept_rows: int = Field(default=20, ge=1, description="rows a concept must be active on to be a top one")

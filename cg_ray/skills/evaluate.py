@@ -16,16 +16,17 @@ import pandas as pd
 from cg_ray.skills.config import EstimateConfig
 from cg_ray.skills.estimate import (
     Estimate,
-    active_order,
+    choose_rows,
     fit_prior,
     group_weights,
     posterior_estimate,
     random_estimate,
+    span_floor,
 )
 
 log = logging.getLogger(__name__)
 
-METHODS = ("active", "random_prior", "random_mean", "oracle_active")
+METHODS = ("active", "random_prior", "random_mean", "oracle_active", "span_floor")
 
 
 @dataclass
@@ -70,14 +71,19 @@ def lomo_one(
     truth = _truth(y, available, tasks, concepts)
     prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed, noise=config.noise)
     sizes = [max(1, round(b * n_avail)) for b in config.budgets]
-    order = active_order(prior, available, max(sizes))
+    # a new scramble of the balanced design per held-out model: the figures average over design draws
+    design_seed = config.seed + m
+    order = choose_rows(prior, available, max(sizes), config.design, design_seed)
     oracle = fit_prior(scores, config.n_components, config.seed, noise=config.noise) if config.oracle else None
-    oracle_order = active_order(oracle, available, max(sizes)) if oracle is not None else None
+    oracle_order = choose_rows(oracle, available, max(sizes), config.design, design_seed) if oracle else None
     out: list[dict[str, object]] = []
     for budget, n in zip(config.budgets, sizes, strict=True):
         head = {"budget": budget, "n_rows": n}
         est = posterior_estimate(prior, available, order[:n], y[order[:n]], tasks, concepts)
         out.append(head | {"method": "active", "repeat": 0} | truth.row(est))
+        # the reference line: random rows with the model's in-span part known (its RMSE is the floor)
+        floor = {"error": span_floor(prior, y, n) ** 0.5, "se": float("nan"), "task_rmse": float("nan")}
+        out.append(head | {"method": "span_floor", "repeat": 0} | floor)
         if oracle is not None and oracle_order is not None:
             pick = oracle_order[:n]
             est = posterior_estimate(oracle, available, pick, y[pick], tasks, concepts)
@@ -155,7 +161,7 @@ def holdout_trace(scores: np.ndarray, tasks: np.ndarray, m: int, config: Estimat
     available = ~np.isnan(y)
     prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed, noise=config.noise)
     limit = max(1, round(max(config.budgets) * int(available.sum())))
-    order = active_order(prior, available, limit)
+    order = choose_rows(prior, available, limit, config.design, config.seed)
     rows: list[dict[str, object]] = []
     for n in range(config.batch, limit + config.batch, config.batch):
         n = min(n, limit)

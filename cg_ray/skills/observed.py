@@ -19,7 +19,7 @@ import pandas as pd
 
 from cg_ray.errors import InputError
 from cg_ray.skills.config import EstimateConfig
-from cg_ray.skills.estimate import Estimate, active_order, fit_prior, posterior_estimate
+from cg_ray.skills.estimate import Estimate, choose_rows, fit_prior, posterior_estimate
 from cg_ray.skills.matrix import RowScores
 
 
@@ -137,5 +137,5 @@ def next_step(
         stop = "target_se"
     if stop is not None:
         return NextStep(estimate, np.zeros(0, dtype=int), limit, n_rows, stop)
-    order = active_order(prior, available, n_next, start=observed.rows)
+    order = choose_rows(prior, available, n_next, config.design, config.seed, start=observed.rows)
     return NextStep(estimate, order, limit, n_rows, None)

@@ -123,6 +123,8 @@ def lomo_figure(table: pd.DataFrame) -> Any:
                 y=g["rmse"],
                 mode="lines+markers",
                 name=str(method),
+                # the span floor is a reference line, not an estimator
+                line={"dash": "dot", "color": "grey"} if method == "span_floor" else {},
                 error_y={
                     "type": "data",
                     "symmetric": False,

@@ -131,7 +131,10 @@ def test_estimate_cli_holdout_and_lomo(tmp_path: Path) -> None:
     argv = ["estimate", "--scores", str(path), "--lomo", "--out", str(lomo_out), "--budgets", "0.1,0.5"]
     assert cli.main([*argv, "--components", "2", "--random-repeats", "1"]) == 0
     table = pd.read_csv(lomo_out / "lomo_summary.csv")
-    assert set(table["method"]) == {"active", "random_mean", "random_prior"} and set(table["budget"]) == {0.1, 0.5}
+    assert set(table["method"]) == {"active", "random_mean", "random_prior", "span_floor"} and set(table["budget"]) == {
+        0.1,
+        0.5,
+    }
     assert "RMSE" in (lomo_out / "report.html").read_text()
     assert cli.main(["estimate", "--scores", str(path), "--holdout", "nobody", "--out", str(tmp_path / "x")]) == 2
     assert cli.main(["estimate", "--scores", str(path), "--lomo", "--out", str(tmp_path / "y"), "--budgets", "2"]) == 2

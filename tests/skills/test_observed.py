@@ -13,6 +13,7 @@ from cg_ray import cli
 from cg_ray.errors import InputError
 from cg_ray.skills.config import EstimateConfig
 from cg_ray.skills.evaluate import holdout_trace
+from cg_ray.skills.matrix import read_long, rows_matrix
 from cg_ray.skills.observed import read_observed
 
 from .planted import irt_population
@@ -61,8 +62,14 @@ def test_observed_loop_reproduces_holdout(tmp_path: Path) -> None:
     scores, tasks, suite = _population(tmp_path)
     scored, meta = _loop(suite, scores[0], tmp_path, ["--budgets", "0.3"])
     config = EstimateConfig(budgets=(0.3,), batch=6, n_components=2)
-    trace = holdout_trace(scores, tasks, 0, config)  # the prior from models 1.., model 0's rows revealed
-    assert scored == [ROW_IDS[i] for i in trace.attrs["order"]]  # the same rows in the same order
+    # --holdout on the same suite with model 0 added: the prior from models 1.., model 0's rows revealed
+    # (read through the same parser, so rows tied in easiness are ordered alike)
+    new = pd.DataFrame({"model": "m0", "row_id": ROW_IDS, "score": scores[0], "task": [f"task{t}" for t in tasks]})
+    both = tmp_path / "suite_and_new.csv"
+    pd.concat([pd.read_csv(suite), new]).to_csv(both, index=False)
+    data = rows_matrix(read_long(both), str(both))
+    trace = holdout_trace(data.scores, data.tasks, data.models.index("m0"), config)
+    assert scored == [data.row_ids[i] for i in trace.attrs["order"]]  # the same rows in the same order
     assert meta["n_observed"] == 27 and meta["stop"] == "budget"
     estimate = meta["estimate"]
     assert isinstance(estimate, dict)
