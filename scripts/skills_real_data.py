@@ -117,17 +117,17 @@ def _cli(argv: list[str]) -> None:
         print(f"cg-ray {argv[0]} exited {code}")
 
 
-def concept_labels(out: Path, pool: str) -> None:
+def concept_labels(out: Path, pool: str, suffix: str = "") -> None:
     """The top concepts' labels (the shipped SAE's labels.jsonl) beside each concept's main skill."""
     from cg_ray.activations.saes.spec import default_sae_dir
     from cg_ray.labels import load_labels
 
-    skills = out / f"skills-{pool}-concepts"
+    skills = out / f"skills-{pool}-concepts{suffix}"
     if not (skills / "loadings.csv").exists():
         return
     labels = load_labels(default_sae_dir() / "labels.jsonl")
     loadings = pd.read_csv(skills / "loadings.csv", index_col="task")
-    print(f"{pool} concepts (label, main skill, communality):")
+    print(f"{pool} concepts{suffix} (label, main skill, communality):")
     for task, row in loadings.iterrows():
         label = labels.get(int(str(task).removeprefix("c"))) or "?"
         print(f"  {task:>6} {label[:60]:60} {row.get('main_skill')} {row.get('communality', float('nan')):.2f}")
@@ -189,6 +189,10 @@ def main() -> None:
             print(f"\n== cg-ray skills --concepts: {name}")
             _cli([*argv, "--concepts", str(concepts), "--out", str(args.out / f"skills-{name}-concepts")])
             concept_labels(args.out, name)
+            print(f"\n== cg-ray skills --concepts --relative: {name}")
+            relative = args.out / f"skills-{name}-concepts-relative"
+            _cli([*argv, "--concepts", str(concepts), "--relative", "--out", str(relative)])
+            concept_labels(args.out, name, suffix="-relative")
     if not args.skip_lomo:
         for name in POOLS:
             print(f"\n== cg-ray estimate --lomo: {name}")

@@ -28,6 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-concept-share", type=float, default=0.25, help="with --concepts: most rows (share) a top concept is on"
     )
+    p.add_argument(
+        "--relative",
+        action="store_true",
+        help="with --concepts: factor χ_model minus each model's overall score (its own concept profile)",
+    )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--n-factors", type=int, default=None, help="force K factors")
     p.add_argument("--max-missing", type=float, default=0.2, help="largest missing share per task / model")
@@ -98,12 +103,16 @@ def _skills(args: argparse.Namespace) -> int:
     concepts: dict[str, Any] | None = None
     if args.concepts is not None and args.scores is None:
         raise ConfigError("--concepts needs --scores (the per-row scores of the rows it read)")
+    if args.relative and args.concepts is None:
+        raise ConfigError("--relative needs --concepts (it is χ_model minus the overall score)")
     if args.matrix is not None:
         matrix, source = read_matrix(args.matrix), str(args.matrix)
     elif args.concepts is not None:
         data = rows_matrix(read_long(args.scores, args.task_field), str(args.scores))
         weights, concepts = _concepts(args, data)
-        matrix, source = concept_frame(data, weights, concepts), f"{args.scores} × {args.concepts}"
+        concepts["relative"] = args.relative
+        matrix = concept_frame(data, weights, concepts, relative=args.relative)
+        source = f"{args.scores} × {args.concepts}" + (" (relative to the overall score)" if args.relative else "")
     elif args.scores is not None:
         matrix, source = matrix_from_long(read_long(args.scores, args.task_field)), str(args.scores)
     else:

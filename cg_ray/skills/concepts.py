@@ -94,10 +94,16 @@ def concept_weights(acts: sparse.csr_matrix, concepts: np.ndarray) -> np.ndarray
     return np.asarray(acts[:, concepts].T.toarray(), dtype=float)
 
 
-def concept_frame(data: RowScores, weights: np.ndarray, concepts: dict[str, Any]) -> pd.DataFrame:
+def concept_frame(
+    data: RowScores, weights: np.ndarray, concepts: dict[str, Any], relative: bool = False
+) -> pd.DataFrame:
     """The models × top concepts χ_model matrix (columns `c<id>`) for `cg-ray skills`, through the CG
-    accumulator; `weights` are the top concepts' s̃ (concepts × the suite's rows)."""
+    accumulator; `weights` are the top concepts' s̃ (concepts × the suite's rows). `relative`: minus each
+    model's overall score (its mean over the rows it was scored on) — the model's own concept profile, where
+    a concept-specific skill can show once the general strength that dominates χ_model is taken out."""
     acts = sparse.csr_matrix(weights.T)
     matrix = chi_model_matrix(data.scores, acts, data.models)
     matrix.columns = [f"c{c}" for c in concepts["top_concepts"]]
+    if relative:
+        matrix = matrix.sub(np.nanmean(data.scores, axis=1), axis=0)
     return matrix

@@ -43,7 +43,20 @@ class _Truth:
         if self.concepts.size:
             err = (est.per_concept - self.concepts)[~np.isnan(self.concepts)]
             out["concept_rmse"] = float(np.sqrt(np.mean(np.square(err)))) if err.size else float("nan")
+            out["concept_rank_r"] = _rank_r(est.per_concept, self.concepts)
         return out
+
+
+def _rank_r(estimated: np.ndarray, exhaustive: np.ndarray) -> float:
+    """Spearman correlation of the estimated and the exhaustive χ_model over concepts: how well the estimate
+    orders the model's own weakness profile (NaN with fewer than 3 concepts or a constant side)."""
+    from scipy.stats import spearmanr
+
+    keep = ~np.isnan(estimated) & ~np.isnan(exhaustive)
+    if keep.sum() < 3 or np.ptp(estimated[keep]) == 0 or np.ptp(exhaustive[keep]) == 0:
+        return float("nan")
+    # rounded so that concepts tied in exact arithmetic stay tied despite float summation order
+    return float(spearmanr(np.round(estimated[keep], 12), np.round(exhaustive[keep], 12)).statistic)
 
 
 def _truth(y: np.ndarray, available: np.ndarray, tasks: np.ndarray, concepts: np.ndarray | None) -> _Truth:
@@ -125,8 +138,10 @@ def summarise(detail: pd.DataFrame, seed: int = 0, resamples: int = 1000) -> pd.
         sq=detail["error"] ** 2,
         tsq=detail["task_rmse"] ** 2,
         csq=detail["concept_rmse"] ** 2 if has_concepts else np.nan,
+        rank_r=detail["concept_rank_r"] if "concept_rank_r" in detail.columns else np.nan,
     )
-    per_model = per_model.groupby(["budget", "method", "model"], as_index=False)[["sq", "tsq", "csq", "se"]].mean()
+    columns = ["sq", "tsq", "csq", "rank_r", "se"]
+    per_model = per_model.groupby(["budget", "method", "model"], as_index=False)[columns].mean()
     rows = []
     for (budget, method), g in per_model.groupby(["budget", "method"]):
         sq = g["sq"].to_numpy()
@@ -143,7 +158,12 @@ def summarise(detail: pd.DataFrame, seed: int = 0, resamples: int = 1000) -> pd.
                 "mean_se": float(g["se"].mean()),
                 "n_models": int(sq.size),
             }
-            | ({"concept_rmse": float(np.sqrt(g["csq"].mean()))} if has_concepts else {})
+            | (
+                # mean over models of the Spearman r of each model's concept profile (1 = same weakness order)
+                {"concept_rmse": float(np.sqrt(g["csq"].mean())), "concept_rank_r": float(g["rank_r"].mean())}
+                if has_concepts
+                else {}
+            )
         )
     table = pd.DataFrame(rows)
     abs_err = detail.assign(abs_error=detail["error"].abs()).groupby(["budget", "method", "model"])["abs_error"].mean()

@@ -15,8 +15,9 @@ from scipy import sparse
 from cg_ray import cli
 from cg_ray import schemas as S
 from cg_ray.errors import InputError
-from cg_ray.skills.concepts import chi_model_matrix, read_concept_rows, top_concepts
+from cg_ray.skills.concepts import chi_model_matrix, concept_frame, concept_weights, read_concept_rows, top_concepts
 from cg_ray.skills.estimate import fit_prior, posterior_estimate
+from cg_ray.skills.matrix import read_long, rows_matrix
 
 from .planted import irt_population
 
@@ -140,6 +141,9 @@ def test_lomo_and_observed_estimate_concepts(suite: Suite, tmp_path: Path) -> No
     assert (every.loc[estimators, "concept_rmse"] < 1e-9).all()
     partial = table[table["budget"] == 0.2].set_index("method")
     assert (partial.loc[estimators, "concept_rmse"] > 1e-3).all()
+    # the weakness profile's order: exact with every row, and ordered better than chance from 20% of them
+    assert (every.loc[estimators, "concept_rank_r"] > 1 - 1e-9).all()
+    assert (partial.loc[["active", "random_prior"], "concept_rank_r"] > 0.2).all()
     meta = json.loads((out / "estimate.json").read_text())
     assert meta["concepts"]["sae"]["weights_sha256"] == SHA
     # a new model that has scored every row: its χ_model per concept, exact
@@ -151,3 +155,24 @@ def test_lomo_and_observed_estimate_concepts(suite: Suite, tmp_path: Path) -> No
     chi = chi_model_matrix(scores[:1], acts, ["m00"]).iloc[0]
     assert np.allclose(got["chi_model"].to_numpy(), chi[got.index].to_numpy())
     assert (np.diff(pd.read_csv(step / "concepts.csv")["chi_model"]) >= 0).all()  # weakest first
+
+
+def test_relative_concept_profile_is_chi_model_minus_the_overall_score(suite: Suite, tmp_path: Path) -> None:
+    _, _, _, rows_csv, concept_path = suite
+    data = rows_matrix(read_long(rows_csv), str(rows_csv))
+    acts = read_concept_rows(concept_path).aligned(data.row_ids)
+    chosen = top_concepts(acts, 6, min_rows=8)
+    weights, info = concept_weights(acts, chosen), {"top_concepts": chosen.tolist()}
+    absolute = concept_frame(data, weights, info)
+    relative = concept_frame(data, weights, info, relative=True)
+    overall = np.nanmean(data.scores, axis=1)
+    assert np.allclose(absolute.to_numpy() - relative.to_numpy(), overall[:, None])
+    out = tmp_path / "relative"
+    argv = ["skills", "--scores", str(rows_csv), "--concepts", str(concept_path), "--relative", "--out", str(out)]
+    assert cli.main([*argv, "--top-concepts", "6", "--min-concept-rows", "8", "--max-concept-share", "1"]) == 0
+    summary = json.loads((out / "skills.json").read_text())
+    assert summary["concepts"]["relative"] is True and "relative to the overall score" in summary["source"]
+    # --relative means nothing without concepts: refused before anything is written
+    bad = tmp_path / "bad"
+    assert cli.main(["skills", "--scores", str(rows_csv), "--relative", "--out", str(bad)]) != 0
+    assert not bad.exists()
