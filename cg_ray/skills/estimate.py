@@ -97,18 +97,38 @@ def balanced_order(
 
     idx = np.flatnonzero(available)
     ranked = idx[np.lexsort((np.diag(prior.cov)[idx], prior.mean[idx]))]  # ties in easiness: by variance
-    taken = np.zeros(idx.size, dtype=bool)
-    seen = set(int(r) for r in (start if start is not None else []))
-    points = qmc.Halton(d=1, scramble=True, seed=seed).random(idx.size)[:, 0]
-    order: list[int] = []
-    for u in points:
-        rank = int(u * idx.size)
-        free = np.flatnonzero(~np.roll(taken, -rank))  # free ranks, counted from `rank` onwards
-        rank = (rank + int(free[0])) % idx.size
-        taken[rank] = True
-        order.append(int(ranked[rank]))
-    rest = [r for r in order if r not in seen]
-    return np.asarray(rest[:n_pick], dtype=int)
+    seen = {int(r) for r in (start if start is not None else [])}
+    # enough points for the rows asked for after `start`; all of them if `start` strays from the order
+    for n_points in (min(idx.size, n_pick + len(seen)), idx.size):
+        points = qmc.Halton(d=1, scramble=True, seed=seed).random(n_points)[:, 0]
+        order = ranked[_free_ranks((points * idx.size).astype(int), idx.size)]
+        rest = [int(r) for r in order if int(r) not in seen][:n_pick]
+        if len(rest) == n_pick or n_points == idx.size:
+            return np.asarray(rest, dtype=int)
+    raise AssertionError("unreachable")
+
+
+def _free_ranks(wanted: np.ndarray, size: int) -> np.ndarray:
+    """Each wanted rank, or the next free one above it (wrapping round) once it is taken.
+
+    A disjoint-set "next free slot" with path halving keeps this near-linear (a scan per step would be
+    quadratic in the suite's rows); no library offers this small structure."""
+    nxt = np.arange(size + 1)  # nxt[r] == r: rank r is free; size stands for "wrap to 0"
+
+    def find(r: int) -> int:
+        while nxt[r] != r:
+            nxt[r] = nxt[nxt[r]]
+            r = int(nxt[r])
+        return r
+
+    out = np.empty(wanted.size, dtype=int)
+    for k, want in enumerate(wanted):
+        r = find(int(want))
+        if r == size:
+            r = find(0)
+        out[k] = r
+        nxt[r] = r + 1
+    return out
 
 
 def choose_rows(

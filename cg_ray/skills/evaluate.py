@@ -53,10 +53,11 @@ def _rank_r(estimated: np.ndarray, exhaustive: np.ndarray) -> float:
     from scipy.stats import spearmanr
 
     keep = ~np.isnan(estimated) & ~np.isnan(exhaustive)
-    if keep.sum() < 3 or np.ptp(estimated[keep]) == 0 or np.ptp(exhaustive[keep]) == 0:
-        return float("nan")
     # rounded so that concepts tied in exact arithmetic stay tied despite float summation order
-    return float(spearmanr(np.round(estimated[keep], 12), np.round(exhaustive[keep], 12)).statistic)
+    est, exh = np.round(estimated[keep], 12), np.round(exhaustive[keep], 12)
+    if keep.sum() < 3 or np.ptp(est) == 0 or np.ptp(exh) == 0:
+        return float("nan")
+    return float(spearmanr(est, exh).statistic)
 
 
 def _truth(y: np.ndarray, available: np.ndarray, tasks: np.ndarray, concepts: np.ndarray | None) -> _Truth:
