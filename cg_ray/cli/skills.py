@@ -166,7 +166,11 @@ def _estimate(args: argparse.Namespace) -> int:
     if args.lomo:
         detail = lomo(data.scores, data.tasks, data.models, config, weights)
         table = summarise(detail, seed=config.seed)
-        meta["description"] = f"{len(data.models)} models × {len(data.row_ids)} rows; leave-one-model-out"
+        meta["description"] = (
+            f"{len(data.models)} models × {len(data.row_ids)} rows; leave-one-model-out; "
+            f"active = the {config.design} design; span_floor = the held-out model's residual outside the "
+            "other models' span, sampled at random (a reference, not an estimator)"
+        )
         meta["summary"] = table.to_dict(orient="records")
         write_estimate(
             args.out, meta, {"lomo_summary": table, "lomo_detail": detail}, overwrite=args.overwrite, page=table

@@ -139,6 +139,8 @@ def lomo_figure(table: pd.DataFrame) -> Any:
         xaxis_title="budget (% of rows)",
         yaxis_title="RMSE",
         xaxis_type="log",
+        # ticks at the budgets measured, not plotly's log-axis minor ticks
+        xaxis={"tickvals": sorted(set(table["budget"] * 100)), "ticksuffix": "%"},
         height=420,
         **LAYOUT,
     )
