@@ -73,6 +73,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="row order: spread evenly over row easiness (default; robust when the prior misjudges a new model) "
         "or greedy variance reduction of the overall score (ACE; best when the prior is right)",
     )
+    e.add_argument(
+        "--calibrate-models",
+        type=int,
+        default=20,
+        help="--holdout/--observed: reference models held out in turn to calibrate the overall SE (0: the "
+        "prior's own SE, ~3x too wide on AlpacaEval)",
+    )
     e.add_argument("--oracle", action="store_true", help="--lomo: add the bound with the held-out model in the prior")
     e.add_argument(
         "--concepts", type=Path, default=None, help="rows.parquet of the suite (cg-ray extract): estimate χ_model too"
@@ -153,6 +160,7 @@ def _estimate(args: argparse.Namespace) -> int:
     from cg_ray.skills.outputs import write_estimate
 
     same = ["budgets", "batch", "target_se", "random_repeats", "seed", "oracle", "noise", "design"]  # named like flags
+    same += ["calibrate_models"]
     same += ["top_concepts", "min_concept_rows", "max_concept_share"]
     values = {k: getattr(args, k) for k in same} | {"n_components": args.components}
     config = validated(EstimateConfig, values, flags={"n_components": "--components"})
@@ -240,7 +248,7 @@ def _observed(args: argparse.Namespace, data: Any, config: Any, meta: dict[str, 
         "n_rows": step.n_rows,
         "budget_rows": step.limit,
         "estimate": {"overall": est.overall, "overall_se": est.overall_se, "per_task": est.per_task}
-        | {"per_task_se": est.per_task_se},
+        | {"per_task_se": est.per_task_se, "overall_se_model": est.overall_se_model, "se_scale": est.se_scale},
         "next_batch": [data.row_ids[i] for i in step.next_rows],
         "done": step.stop is not None,
         "stop": step.stop,

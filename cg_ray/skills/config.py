@@ -32,6 +32,9 @@ class EstimateConfig(BaseModel):
     design: Literal["balanced", "greedy"] = Field(
         default="balanced", description="row order: spread over row easiness, or greedy variance reduction"
     )
+    calibrate_models: int = Field(
+        default=20, ge=0, description="reference models held out to calibrate the overall SE (0: the model's SE)"
+    )
     oracle: bool = Field(default=False, description="--lomo: add the bound with the held-out model in the prior")
     top_concepts: int = Field(default=30, ge=1, description="concepts whose χ_model is estimated (with --concepts)")
     min_concept_rows: int = Field(default=20, ge=1, description="rows a concept must be active on to be a top one")

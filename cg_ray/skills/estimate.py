@@ -211,6 +211,8 @@ class Estimate:
     per_task_se: dict[str, float] = field(default_factory=dict)
     per_concept: np.ndarray = field(default_factory=lambda: np.zeros(0))  # χ_model of each weighted concept
     per_concept_se: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    overall_se_model: float = float("nan")  # the prior's SE, before calibration (cg_ray/skills/calibrate.py)
+    se_scale: float = 1.0  # overall_se / overall_se_model once calibrated
 
 
 def group_weights(
@@ -261,7 +263,7 @@ def posterior_estimate(
     means = fill[idx] @ weights
     se = np.sqrt(np.maximum(var, 0.0))
     n_groups = len(names)
-    out = Estimate(overall=float(means[0]), overall_se=float(se[0]))
+    out = Estimate(overall=float(means[0]), overall_se=float(se[0]), overall_se_model=float(se[0]))
     for g in range(1, n_groups):
         out.per_task[names[g]], out.per_task_se[names[g]] = float(means[g]), float(se[g])
     if concepts is not None:

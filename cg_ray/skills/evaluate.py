@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from cg_ray.skills.calibrate import SeCalibration, coverage_table
 from cg_ray.skills.config import EstimateConfig
 from cg_ray.skills.estimate import (
     Estimate,
@@ -166,7 +167,7 @@ def summarise(detail: pd.DataFrame, seed: int = 0, resamples: int = 1000) -> pd.
                 else {}
             )
         )
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(rows).merge(coverage_table(detail, seed), on=["budget", "method"], how="left")
     abs_err = detail.assign(abs_error=detail["error"].abs()).groupby(["budget", "method", "model"])["abs_error"].mean()
     wide = abs_err.unstack("method")
     if {"active", "random_mean"} <= set(wide.columns):
@@ -183,15 +184,17 @@ def holdout_trace(scores: np.ndarray, tasks: np.ndarray, m: int, config: Estimat
     prior = fit_prior(np.delete(scores, m, axis=0), config.n_components, config.seed, noise=config.noise)
     limit = max(1, round(max(config.budgets) * int(available.sum())))
     order = choose_rows(prior, available, limit, config.design, config.seed)
+    calibration = SeCalibration(np.delete(scores, m, axis=0), tasks, config)  # the others only
     rows: list[dict[str, object]] = []
     for n in range(config.batch, limit + config.batch, config.batch):
         n = min(n, limit)
-        est = posterior_estimate(prior, available, order[:n], y[order[:n]], tasks)
+        est = calibration.apply(posterior_estimate(prior, available, order[:n], y[order[:n]], tasks), n)
         rows.append(
             {
                 "n_rows": n,
                 "overall": est.overall,
                 "overall_se": est.overall_se,
+                "overall_se_model": est.overall_se_model,
                 **{f"task:{t}": v for t, v in est.per_task.items()},
             }
         )

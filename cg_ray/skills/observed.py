@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cg_ray.errors import InputError
+from cg_ray.skills.calibrate import SeCalibration
 from cg_ray.skills.config import EstimateConfig
 from cg_ray.skills.estimate import Estimate, choose_rows, fit_prior, posterior_estimate
 from cg_ray.skills.matrix import RowScores
@@ -125,6 +126,8 @@ def next_step(
         raise InputError(f"row {data.row_ids[int(unknown[0])]!r} has no score for any model of the prior")
     prior = fit_prior(data.scores, config.n_components, config.seed, noise=config.noise)
     estimate = posterior_estimate(prior, available, observed.rows, observed.values, data.tasks, concepts)
+    if config.calibrate_models:
+        estimate = SeCalibration(data.scores, data.tasks, config).apply(estimate, int(observed.rows.size))
     n_rows = int(available.sum())
     limit = max(1, round(max(config.budgets) * n_rows))
     n_next = min(config.batch, limit - observed.rows.size, n_rows - observed.rows.size)

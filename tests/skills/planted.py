@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -33,3 +35,21 @@ def irt_population(n_models: int = 60, n_items: int = 400, seed: int = 0) -> tup
     b = rng.normal(0.0, 1.0, n_items)
     p = 1.0 / (1.0 + np.exp(-(theta @ a.T - b)))
     return (rng.random(p.shape) < p).astype(float), tasks
+
+
+def suite_file(
+    tmp_path: Path, n_models: int = 25, n_items: int = 90, seed: int = 7
+) -> tuple[np.ndarray, np.ndarray, Path]:
+    """An IRT population with models 1.. written as a suite's per-row scores (rows r0, r1, …); model 0 is
+    left out of the file, to play a new model."""
+    scores, tasks = irt_population(n_models=n_models, n_items=n_items, seed=seed)
+    long = pd.DataFrame(
+        [
+            {"model": f"m{i}", "row_id": f"r{j}", "score": scores[i, j], "task": f"task{tasks[j]}"}
+            for i in range(1, n_models)
+            for j in range(n_items)
+        ]
+    )
+    path = tmp_path / "suite.csv"
+    long.to_csv(path, index=False)
+    return scores, tasks.astype(str), path

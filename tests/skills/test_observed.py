@@ -16,24 +16,14 @@ from cg_ray.skills.evaluate import holdout_trace
 from cg_ray.skills.matrix import read_long, rows_matrix
 from cg_ray.skills.observed import read_observed
 
-from .planted import irt_population
+from .planted import suite_file
 
 ROW_IDS = [f"r{j}" for j in range(90)]
 
 
 def _population(tmp_path: Path) -> tuple[np.ndarray, np.ndarray, Path]:
     """Models 1.. as the suite's per-row scores (written to a file); model 0 plays the new model."""
-    scores, tasks = irt_population(n_models=25, n_items=90, seed=7)
-    long = pd.DataFrame(
-        [
-            {"model": f"m{i}", "row_id": ROW_IDS[j], "score": scores[i, j], "task": f"task{tasks[j]}"}
-            for i in range(1, 25)
-            for j in range(90)
-        ]
-    )
-    path = tmp_path / "suite.csv"
-    long.to_csv(path, index=False)
-    return scores, tasks.astype(str), path
+    return suite_file(tmp_path)
 
 
 def _loop(suite: Path, truth: np.ndarray, tmp_path: Path, extra: list[str]) -> tuple[list[str], dict[str, object]]:
