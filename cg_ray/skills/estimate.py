@@ -37,11 +37,32 @@ import numpy as np
 
 @dataclass
 class RowPrior:
+    """y ~ N(mean, factor·factorᵀ + noise·I): a low-rank-plus-diagonal covariance, kept as its factor
+    (n_rows × (K + 1): the K scaled principal directions and the level column) so that nothing of size
+    n_rows × n_rows is ever formed — conditioning goes through the Woodbury identity in O(n_rows·K²)."""
+
     mean: np.ndarray  # (n_rows,)
-    cov: np.ndarray  # (n_rows, n_rows)
+    factor: np.ndarray  # (n_rows, K + 1)
+    noise: float  # σ², the per-row variance outside the K components
     low: float
     high: float
     basis: np.ndarray  # (n_components, n_rows): the principal directions of the other models' rows
+
+    def diag(self) -> np.ndarray:
+        """The prior variance of each row."""
+        return np.asarray(np.einsum("ij,ij->i", self.factor, self.factor) + self.noise)
+
+    def block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Σ[rows, cols] (σ² on the entries where a row meets itself)."""
+        out = np.asarray(self.factor[rows] @ self.factor[cols].T)
+        out[np.asarray(rows)[:, None] == np.asarray(cols)[None, :]] += self.noise
+        return out
+
+    @property
+    def cov(self) -> np.ndarray:
+        """The full covariance (n_rows × n_rows): for checks and the naive benchmark baseline only."""
+        every = np.arange(self.mean.size)
+        return self.block(every, every)
 
 
 def fit_prior(
@@ -51,11 +72,12 @@ def fit_prior(
     Missing cells are filled with the row's mean over the models that have it.
 
     `noise`: the per-row variance σ² left outside the K components. "mle" is Tipping–Bishop's estimate,
-    the discarded variance spread over all n_rows − K directions; "sample" is sklearn's noise_variance_,
-    which with fewer models than rows averages only the n_models − 1 − K non-zero discarded eigenvalues and
-    so overstates σ² by about (n_rows − K) / (n_models − 1 − K) (17× for 58 models × 805 rows). The
-    overstated σ² shrinks the conditional mean more and is the more accurate on AlpacaEval (LOMO RMSE at 10%
-    0.019 vs 0.022 with "mle"), but its SE is ~3× the error achieved; "mle"'s SE is ~0.6× (docs/skills.md)."""
+    the discarded variance spread over all n_rows − K directions; "sample" is sklearn's noise_variance_
+    (as in its PCA.get_covariance), which with fewer models than rows averages only the n_models − 1 − K
+    non-zero discarded eigenvalues and so overstates σ² by about (n_rows − K) / (n_models − 1 − K) (17× for
+    58 models × 805 rows). The overstated σ² shrinks the conditional mean more and is the more accurate on
+    AlpacaEval (LOMO RMSE at 10% 0.019 vs 0.022 with "mle"); both SEs are miscalibrated, which
+    `cg_ray/skills/calibrate.py` corrects (docs/skills.md)."""
     from sklearn.decomposition import PCA
 
     data = np.asarray(others, dtype=float)
@@ -67,17 +89,18 @@ def fit_prior(
     if noise == "mle":
         total = float(filled.var(axis=0, ddof=1).sum())
         sigma2 = max(total - float(pca.explained_variance_.sum()), 0.0) / max(filled.shape[1] - k, 1)
-        scale = np.maximum(pca.explained_variance_ - sigma2, 0.0)
-        cov = (pca.components_.T * scale) @ pca.components_ + sigma2 * np.eye(filled.shape[1])
     elif noise == "sample":
-        cov = np.asarray(pca.get_covariance(), dtype=float)
+        sigma2 = float(pca.noise_variance_)
     else:
         raise ValueError(f"noise must be 'mle' or 'sample', got {noise!r}")
+    scale = np.maximum(pca.explained_variance_ - sigma2, 0.0)
+    # + τ²·11ᵀ as one more factor column: a diffuse prior on the new model's overall level (kriging with an
+    # unknown mean), so the level comes from its own rows and not from the other models' average
+    level = np.full((filled.shape[1], 1), np.sqrt(level_var))
     return RowPrior(
         mean=np.asarray(pca.mean_, dtype=float),
-        # + τ²·11ᵀ: a diffuse prior on the new model's overall level (kriging with an unknown mean), so the
-        # level comes from its own rows and not from the other models' average
-        cov=cov + level_var,
+        factor=np.hstack([pca.components_.T * np.sqrt(scale), level]),
+        noise=sigma2,
         low=float(np.nanmin(data)),
         high=float(np.nanmax(data)),
         basis=np.asarray(pca.components_, dtype=float),
@@ -96,7 +119,7 @@ def balanced_order(
     from scipy.stats import qmc
 
     idx = np.flatnonzero(available)
-    ranked = idx[np.lexsort((np.diag(prior.cov)[idx], prior.mean[idx]))]  # ties in easiness: by variance
+    ranked = idx[np.lexsort((prior.diag()[idx], prior.mean[idx]))]  # ties in easiness: by variance
     seen = {int(r) for r in (start if start is not None else [])}
     # enough points for the rows asked for after `start`; all of them if `start` strays from the order
     for n_points in (min(idx.size, n_pick + len(seen)), idx.size):
@@ -162,6 +185,13 @@ def span_floor(prior: RowPrior, y: np.ndarray, n_rows: int) -> float:
     return float(resid.var(ddof=1) * (1.0 / n - 1.0 / n_total)) if n_total > 1 else 0.0
 
 
+def tie_safe(gain: np.ndarray) -> np.ndarray:
+    """Gains rounded to 12 significant digits of the largest: rows with the same scores across the other
+    models tie exactly and go to the lowest index, whichever order the arithmetic summed in."""
+    top = float(np.max(np.abs(gain))) if gain.size else 0.0
+    return np.round(gain / top, 12) if top > 0 else gain
+
+
 def active_order(
     prior: RowPrior,
     available: np.ndarray,
@@ -176,15 +206,16 @@ def active_order(
     continues that order exactly (what `--observed` relies on).
 
     Σ_post is never formed: Σ_post[:, i] = Σ[:, i] − Σ_k u_k u_k[i] (incremental Cholesky), so only
-    v = Σ_post w and diag(Σ_post) are kept up to date — O(n·t) per step instead of O(n²)."""
+    v = Σ_post w and diag(Σ_post) are kept up to date — O(n·t) per step instead of O(n²); Σ[:, i] itself
+    comes from the prior's factor, so no n × n matrix is held."""
     idx = np.flatnonzero(available)
     position = {int(r): k for k, r in enumerate(idx)}
     seeded = [position[int(r)] for r in (start if start is not None else [])]
-    cov = prior.cov[np.ix_(idx, idx)]
+    factor = prior.factor[idx]
     total = min(n_pick + len(seeded), idx.size)
     w = np.full(idx.size, 1.0 / idx.size)
-    v = cov @ w
-    diag = np.diag(cov).copy()
+    v = factor @ (factor.T @ w) + prior.noise * w
+    diag = prior.diag()[idx]
     factors = np.zeros((total, idx.size))
     open_ = np.ones(idx.size, dtype=bool)
     chosen: list[int] = []
@@ -192,8 +223,9 @@ def active_order(
         if t < len(seeded):
             i = seeded[t]
         else:
-            i = int(np.argmax(np.where(open_, v**2 / np.maximum(diag, jitter), -np.inf)))
-        col = cov[:, i] - factors[:t].T @ factors[:t, i]
+            i = int(np.argmax(np.where(open_, tie_safe(v**2 / np.maximum(diag, jitter)), -np.inf)))
+        col = factor @ factor[i] - factors[:t].T @ factors[:t, i]
+        col[i] += prior.noise
         u = col / np.sqrt(max(col[i], jitter))
         factors[t] = u
         v -= u * (u @ w)
@@ -248,15 +280,22 @@ def posterior_estimate(
     fill[obs] = values
     names, weights = group_weights(available, tasks, concepts)
     w_u = weights[np.searchsorted(idx, unobs)]  # unobs × groups
-    var = np.einsum("ug,ug->g", w_u, prior.cov[np.ix_(unobs, unobs)] @ w_u)
+    # Σ = F Fᵀ + σ²I: every product below goes through the factor F (Woodbury), never an n × n matrix
+    f_u = prior.factor[unobs]
+    proj_u = f_u.T @ w_u  # F_uᵀ w_u, (K + 1) × groups
+    var = prior.noise * np.einsum("ug,ug->g", w_u, w_u) + np.einsum("kg,kg->g", proj_u, proj_u)
     if obs.size:
-        s_oo = prior.cov[np.ix_(obs, obs)] + 1e-6 * np.eye(obs.size)
-        s_uo = prior.cov[np.ix_(unobs, obs)]
-        fill[unobs] = prior.mean[unobs] + s_uo @ np.linalg.solve(
-            s_oo, np.asarray(values, dtype=float) - prior.mean[obs]
-        )
-        b = s_uo.T @ w_u  # obs × groups
-        var -= np.einsum("og,og->g", b, np.linalg.solve(s_oo, b))
+        f_o = prior.factor[obs]
+        noise_o = prior.noise + 1e-6  # the jitter keeps Σ_oo well conditioned when σ² is tiny
+        inner = noise_o * np.eye(f_o.shape[1]) + f_o.T @ f_o
+
+        def solve_oo(x: np.ndarray) -> np.ndarray:  # Σ_oo⁻¹ x by Woodbury
+            return np.asarray((x - f_o @ np.linalg.solve(inner, f_o.T @ x)) / noise_o)
+
+        resid = np.asarray(values, dtype=float) - prior.mean[obs]
+        fill[unobs] = prior.mean[unobs] + f_u @ (f_o.T @ solve_oo(resid))  # Σ_uo = F_u F_oᵀ (disjoint rows)
+        b = f_o @ proj_u  # Σ_ou w_u, obs × groups
+        var -= np.einsum("og,og->g", b, solve_oo(b))
     else:
         fill[unobs] = prior.mean[unobs]
     fill[unobs] = np.clip(fill[unobs], prior.low, prior.high)
