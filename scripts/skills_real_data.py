@@ -169,6 +169,43 @@ def noise_floor(pool: Path, ks: list[int], budgets: tuple[float, ...] = (0.05, 0
     return pd.DataFrame(out).set_index("components")
 
 
+def calibration_check(pool: Path, concepts: Path, budget: float = 0.1, every: int = 3) -> dict[str, float]:
+    """Nested check of the calibrated SEs: every `every`-th model held out, calibrated on (up to 20 of) the
+    others only, then the share of its overall, per-task and per-concept scores inside ±1.96 SE, as the prior
+    claims them and calibrated."""
+    import numpy as np
+
+    from cg_ray.skills.calibrate import SeCalibration
+    from cg_ray.skills.concepts import concept_weights, read_concept_rows, top_concepts
+    from cg_ray.skills.config import EstimateConfig
+    from cg_ray.skills.estimate import choose_rows, fit_prior, group_weights, posterior_estimate
+    from cg_ray.skills.matrix import read_long, rows_matrix
+
+    data = rows_matrix(read_long(pool), str(pool))
+    acts = read_concept_rows(concepts).aligned(data.row_ids)
+    weights = concept_weights(acts, top_concepts(acts, 30, 20, 0.25))
+    config = EstimateConfig()
+    inside: dict[str, list[bool]] = {f"{k}{s}": [] for k in ("overall", "tasks", "concepts") for s in ("", "_raw")}
+    for m in range(0, data.scores.shape[0], every):
+        y, others = data.scores[m], np.delete(data.scores, m, axis=0)
+        available = ~np.isnan(y)
+        n = round(budget * int(available.sum()))
+        prior = fit_prior(others, config.n_components, config.seed)
+        rows = choose_rows(prior, available, n, config.design, config.seed + m)
+        raw = posterior_estimate(prior, available, rows, y[rows], data.tasks, weights)
+        calibrated = SeCalibration(others, data.tasks, config, weights).apply(raw, n)
+        names, w = group_weights(available, data.tasks, weights)
+        truth = y[available] @ w
+        for est, suffix in ((calibrated, ""), (raw, "_raw")):
+            inside[f"overall{suffix}"].append(abs(est.overall - truth[0]) <= 1.96 * est.overall_se)
+            for g, task in enumerate(names[1:], 1):
+                inside[f"tasks{suffix}"].append(abs(est.per_task[task] - truth[g]) <= 1.96 * est.per_task_se[task])
+            err = np.abs(est.per_concept - truth[len(names) :])
+            ok = ~np.isnan(err)
+            inside[f"concepts{suffix}"] += list(err[ok] <= 1.96 * est.per_concept_se[ok])
+    return {k: float(np.mean(v)) for k, v in inside.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/skills-real"))
@@ -199,6 +236,9 @@ def main() -> None:
             argv = ["estimate", "--scores", str(tables[name]), "--lomo", "--oracle", "--random-repeats", "2"]
             argv += ["--concepts", str(concepts)] if concepts is not None else []
             _cli([*argv, "--out", str(args.out / f"estimate-{name}"), "--overwrite"])
+    if concepts is not None and not args.skip_lomo:
+        print("\n== calibrated SEs, nested check at 10% (95% coverage):")
+        print(json.dumps(calibration_check(tables["alpaca_v2"], concepts), indent=1))
     if args.sweep_components:
         sweep_components(args.out, tables["alpaca_v2"], [int(k) for k in args.sweep_components.split(",")])
     summary = {

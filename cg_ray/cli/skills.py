@@ -248,7 +248,8 @@ def _observed(args: argparse.Namespace, data: Any, config: Any, meta: dict[str, 
         "n_rows": step.n_rows,
         "budget_rows": step.limit,
         "estimate": {"overall": est.overall, "overall_se": est.overall_se, "per_task": est.per_task}
-        | {"per_task_se": est.per_task_se, "overall_se_model": est.overall_se_model, "se_scale": est.se_scale},
+        | {"per_task_se": est.per_task_se, "overall_se_model": est.overall_se_model}
+        | {"se_scale": est.se_scale, "task_se_scale": est.task_se_scale, "concept_se_scale": est.concept_se_scale},
         "next_batch": [data.row_ids[i] for i in step.next_rows],
         "done": step.stop is not None,
         "stop": step.stop,

@@ -11,24 +11,36 @@ the models, the coverage of the 95% intervals measured on the other half (`cover
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from cg_ray.skills.config import EstimateConfig
-from cg_ray.skills.estimate import Estimate, RowPrior, choose_rows, fit_prior, posterior_estimate
+from cg_ray.skills.estimate import Estimate, RowPrior, choose_rows, fit_prior, group_weights, posterior_estimate
+
+
+@dataclass(frozen=True)
+class SeScales:
+    """RMS error made / RMS SE claimed, for the overall score and pooled over tasks and over concepts."""
+
+    overall: float = 1.0
+    tasks: float = 1.0
+    concepts: float = 1.0
 
 
 @dataclass
 class SeCalibration:
-    """se_scale at any number of observed rows, from up to `config.calibrate_models` reference models
-    (evenly spaced over the models with scores), each held out of its own prior once."""
+    """SE scales at any number of observed rows, from up to `config.calibrate_models` reference models
+    (evenly spaced over the models with scores), each held out of its own prior once. With `concepts`
+    (s̃, concepts × rows) the per-concept χ_model SEs are calibrated too."""
 
     scores: np.ndarray  # reference models × rows (NaN = not scored)
     tasks: np.ndarray
     config: EstimateConfig
+    concepts: np.ndarray | None = None
     _priors: list[tuple[int, RowPrior]] = field(default_factory=list, init=False)
-    _cache: dict[int, float] = field(default_factory=dict, init=False)
+    _cache: dict[int, SeScales] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         scored = np.flatnonzero(~np.isnan(self.scores).all(axis=1))
@@ -40,11 +52,11 @@ class SeCalibration:
                 (int(m), fit_prior(others, self.config.n_components, self.config.seed, noise=self.config.noise))
             )
 
-    def scale(self, n_rows: int) -> float:
-        """RMS error / RMS posterior SE of the overall score with `n_rows` rows of the design (1.0 when there
-        is nothing to calibrate on or every error and SE is zero)."""
+    def scale(self, n_rows: int) -> SeScales:
+        """The scales with `n_rows` rows of the design (1.0 where there is nothing to calibrate on or every
+        SE is zero)."""
         if n_rows not in self._cache:
-            errors, ses = [], []
+            pairs: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ("overall", "tasks", "concepts")}
             for m, prior in self._priors:
                 y = self.scores[m]
                 available = ~np.isnan(y)
@@ -52,19 +64,47 @@ class SeCalibration:
                 if n == 0:
                     continue
                 rows = choose_rows(prior, available, n, self.config.design, self.config.seed + m)
-                est = posterior_estimate(prior, available, rows, y[rows], self.tasks)
-                errors.append(est.overall - float(y[available].mean()))
-                ses.append(est.overall_se)
-            rms_se = float(np.sqrt(np.mean(np.square(ses)))) if ses else 0.0
-            self._cache[n_rows] = float(np.sqrt(np.mean(np.square(errors)))) / rms_se if rms_se > 0 else 1.0
+                est = posterior_estimate(prior, available, rows, y[rows], self.tasks, self.concepts)
+                names, weights = group_weights(available, self.tasks, self.concepts)
+                truth = y[available] @ weights
+                _add(pairs["overall"], [est.overall - truth[0]], [est.overall_se_model])
+                _add(
+                    pairs["tasks"],
+                    [est.per_task[t] - truth[g] for g, t in enumerate(names[1:], 1)],
+                    list(est.per_task_se.values()),
+                )
+                if self.concepts is not None:
+                    _add(pairs["concepts"], est.per_concept - truth[len(names) :], est.per_concept_se)
+            self._cache[n_rows] = SeScales(**{k: _ratio(*v) for k, v in pairs.items()})
         return self._cache[n_rows]
 
     def apply(self, estimate: Estimate, n_rows: int) -> Estimate:
-        """The estimate with its overall SE calibrated (per-task and per-concept SEs stay model-based)."""
+        """The estimate with its SEs calibrated (the overall SE before calibration stays `overall_se_model`)."""
         if not self._priors or n_rows == 0:
             return estimate
-        scale = self.scale(n_rows)
-        return replace(estimate, overall_se=estimate.overall_se_model * scale, se_scale=scale)
+        s = self.scale(n_rows)
+        return replace(
+            estimate,
+            overall_se=estimate.overall_se_model * s.overall,
+            per_task_se={t: se * s.tasks for t, se in estimate.per_task_se.items()},
+            per_concept_se=estimate.per_concept_se * s.concepts,
+            se_scale=s.overall,
+            task_se_scale=s.tasks,
+            concept_se_scale=s.concepts,
+        )
+
+
+def _add(pair: tuple[list[float], list[float]], errors: Any, ses: Any) -> None:
+    """Append the finite (error, SE) pairs."""
+    for err, se in zip(np.asarray(errors, dtype=float), np.asarray(ses, dtype=float), strict=True):
+        if np.isfinite(err) and np.isfinite(se):
+            pair[0].append(float(err))
+            pair[1].append(float(se))
+
+
+def _ratio(errors: list[float], ses: list[float]) -> float:
+    rms_se = float(np.sqrt(np.mean(np.square(ses)))) if ses else 0.0
+    return float(np.sqrt(np.mean(np.square(errors)))) / rms_se if rms_se > 0 else 1.0
 
 
 def coverage_table(detail: pd.DataFrame, seed: int = 0) -> pd.DataFrame:

@@ -245,6 +245,8 @@ class Estimate:
     per_concept_se: np.ndarray = field(default_factory=lambda: np.zeros(0))
     overall_se_model: float = float("nan")  # the prior's SE, before calibration (cg_ray/skills/calibrate.py)
     se_scale: float = 1.0  # overall_se / overall_se_model once calibrated
+    task_se_scale: float = 1.0  # the factor applied to every per-task SE
+    concept_se_scale: float = 1.0  # the factor applied to every per-concept SE
 
 
 def group_weights(

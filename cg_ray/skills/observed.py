@@ -127,7 +127,8 @@ def next_step(
     prior = fit_prior(data.scores, config.n_components, config.seed, noise=config.noise)
     estimate = posterior_estimate(prior, available, observed.rows, observed.values, data.tasks, concepts)
     if config.calibrate_models:
-        estimate = SeCalibration(data.scores, data.tasks, config).apply(estimate, int(observed.rows.size))
+        calibration = SeCalibration(data.scores, data.tasks, config, concepts)
+        estimate = calibration.apply(estimate, int(observed.rows.size))
     n_rows = int(available.sum())
     limit = max(1, round(max(config.budgets) * n_rows))
     n_next = min(config.batch, limit - observed.rows.size, n_rows - observed.rows.size)

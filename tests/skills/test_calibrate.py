@@ -12,7 +12,7 @@ import pytest
 from cg_ray import cli
 from cg_ray.skills.calibrate import SeCalibration
 from cg_ray.skills.config import EstimateConfig
-from cg_ray.skills.estimate import fit_prior, posterior_estimate
+from cg_ray.skills.estimate import choose_rows, fit_prior, posterior_estimate
 from cg_ray.skills.evaluate import lomo, summarise
 
 from .planted import irt_population, suite_file
@@ -29,19 +29,33 @@ def test_calibrated_intervals_cover_about_95_percent_of_held_out_models() -> Non
     assert ((active["coverage_95_calibrated"] >= 0.85) & (active["coverage_95_calibrated"] < 1.0)).all()
 
 
-def test_se_scale_is_the_error_made_over_the_se_claimed_and_only_scales_the_overall_se() -> None:
+def test_se_scales_are_the_error_made_over_the_se_claimed() -> None:
     scores, tasks = irt_population(n_models=40, n_items=150, seed=12)
     tasks = tasks.astype(str)
     config = EstimateConfig(n_components=2, calibrate_models=8)
-    calibration = SeCalibration(scores[1:], tasks, config)  # model 0 plays the new model
-    scale = calibration.scale(30)
-    assert 0.1 < scale < 1.5 and calibration.scale(30) == scale  # cached
+    concepts = (np.random.default_rng(0).random((5, 150)) < 0.3).astype(float)  # 5 planted concepts' s̃
+    calibration = SeCalibration(scores[1:], tasks, config, concepts)  # model 0 plays the new model
+    scales = calibration.scale(30)
+    assert calibration.scale(30) is scales  # cached per number of rows
+    for value in (scales.overall, scales.tasks, scales.concepts):
+        assert 0.1 < value < 1.5
+    # the definition, recomputed for the overall score from the same 8 reference models
+    errors, ses = [], []
+    for m in np.unique(np.linspace(0, 38, 8).round().astype(int)):
+        prior = fit_prior(np.delete(scores[1:], m, axis=0), 2)
+        rows = choose_rows(prior, np.ones(150, dtype=bool), 30, "balanced", m)
+        est = posterior_estimate(prior, np.ones(150, dtype=bool), rows, scores[1:][m, rows], tasks)
+        errors.append(est.overall - scores[1:][m].mean())
+        ses.append(est.overall_se)
+    assert scales.overall == pytest.approx(np.sqrt(np.mean(np.square(errors)) / np.mean(np.square(ses))))
     prior = fit_prior(scores[1:], 2)
-    raw = posterior_estimate(prior, np.ones(150, dtype=bool), np.arange(30), scores[0, :30], tasks)
+    raw = posterior_estimate(prior, np.ones(150, dtype=bool), np.arange(30), scores[0, :30], tasks, concepts)
     calibrated = calibration.apply(raw, 30)
     assert calibrated.overall == raw.overall and calibrated.overall_se_model == raw.overall_se
-    assert calibrated.overall_se == pytest.approx(raw.overall_se * scale) and calibrated.se_scale == scale
-    assert calibrated.per_task_se == raw.per_task_se  # model-based: not calibrated
+    assert calibrated.overall_se == pytest.approx(raw.overall_se * scales.overall)
+    assert calibrated.per_task_se == pytest.approx({t: se * scales.tasks for t, se in raw.per_task_se.items()})
+    assert np.allclose(calibrated.per_concept_se, raw.per_concept_se * scales.concepts)
+    assert calibrated.per_concept == pytest.approx(raw.per_concept)  # the estimates themselves do not move
     assert calibration.apply(raw, 0) is raw  # nothing observed yet: the prior's SE stands
     off = SeCalibration(scores[1:], tasks, EstimateConfig(n_components=2, calibrate_models=0))
     assert off.apply(raw, 30) is raw
