@@ -127,6 +127,8 @@ def _skills(args: argparse.Namespace) -> int:
     result = run_skills(matrix, config, source)
     if concepts is not None:
         result.summary["concepts"] = concepts
+        names = concepts["labels"]
+        result.loadings.insert(0, "label", [names.get(str(t).removeprefix("c"), "") for t in result.loadings.index])
     write_skills(result, args.out, overwrite=args.overwrite)
     s = result.summary
     print(
@@ -205,7 +207,7 @@ def _estimate(args: argparse.Namespace) -> int:
 def _concepts(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, Any]]:
     """s̃ of the top concepts (concepts × the suite's rows) and what skills.json / estimate.json record:
     the concept ids, the concept file and the SAE it was read with (weights_sha256)."""
-    from cg_ray.skills.concepts import concept_weights, read_concept_rows, top_concepts
+    from cg_ray.skills.concepts import concept_weights, read_concept_rows, shipped_concept_labels, top_concepts
 
     rows = read_concept_rows(args.concepts)
     acts = rows.aligned(data.row_ids, str(args.concepts))
@@ -220,6 +222,8 @@ def _concepts(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, Any]]
         "top_concepts": chosen.tolist(),
         "min_concept_rows": args.min_concept_rows,
         "max_concept_share": args.max_concept_share,
+        # the SAE's own labels, so that tables and plots name concepts (none when that SAE is gone or changed)
+        "labels": {str(c): label for c, label in shipped_concept_labels(rows.sae, chosen.tolist()).items()},
     }
     return concept_weights(acts, chosen), record
 
@@ -257,8 +261,10 @@ def _observed(args: argparse.Namespace, data: Any, config: Any, meta: dict[str, 
     rows = [data.row_ids[i] for i in step.next_rows]
     tables = {"next_batch": _rows_frame(rows, [str(data.tasks[i]) for i in step.next_rows])}
     if weights is not None:  # the new model's χ_model of each top concept, lowest first (its weak spots)
+        ids = meta["concepts"]["top_concepts"]
+        labels = [meta["concepts"]["labels"].get(str(c), "") for c in ids]
         tables["concepts"] = pd.DataFrame(
-            {"concept_id": meta["concepts"]["top_concepts"], "chi_model": est.per_concept, "se": est.per_concept_se}
+            {"concept_id": ids, "label": labels, "chi_model": est.per_concept, "se": est.per_concept_se}
         ).sort_values("chi_model")
     write_estimate(args.out, meta, tables, overwrite=args.overwrite)
     print(

@@ -107,3 +107,25 @@ def concept_frame(
     if relative:
         matrix = matrix.sub(np.nanmean(data.scores, axis=1), axis=0)
     return matrix
+
+
+def shipped_concept_labels(sae: dict[str, Any], ids: list[int]) -> dict[int, str]:
+    """Labels of `ids` from the labels shipped beside the SAE the concept rows were read with, if that SAE is
+    still the one on disk (its weights' fingerprint equals the recorded `weights_sha256`); {} otherwise — a
+    retrained default SAE's labels would name other concepts."""
+    from cg_ray.activations.saes.base import file_fingerprint
+    from cg_ray.activations.saes.spec import default_sae_dir, parse_sae_spec
+    from cg_ray.pipeline.runner import shipped_labels
+
+    spec, d_sae, recorded = sae.get("spec"), sae.get("d_sae"), sae.get("weights_sha256")
+    if not spec or not d_sae:
+        return {}
+    parsed = parse_sae_spec(str(spec))
+    folder = default_sae_dir() if parsed.kind == "default" else Path(parsed.location)
+    weights = folder / "sae_weights.safetensors"
+    if not weights.is_file() or file_fingerprint(weights) != recorded:
+        return {}
+    labels = shipped_labels(str(spec), int(d_sae))
+    if labels is None:
+        return {}
+    return {c: label for c in ids if (label := labels.get(int(c)))}

@@ -51,10 +51,11 @@ def loadings_heatmap(loadings: pd.DataFrame, skills: list[str]) -> Any:
     import plotly.graph_objects as go
 
     order = loadings.sort_values(["main_skill", "main_loading"], ascending=[True, False])
+    # concept tasks carry their SAE label: "c314 · 'world' | 'global'" reads better than "c314"
+    labels = order["label"] if "label" in order else pd.Series("", index=order.index)
+    names = [f"{t} · {str(lab)[:40]}" if lab else str(t) for t, lab in zip(order.index, labels, strict=True)]
     fig = go.Figure(
-        go.Heatmap(
-            z=order[skills].to_numpy(), x=skills, y=list(order.index), colorscale="RdBu", zmid=0, zmin=-1, zmax=1
-        )
+        go.Heatmap(z=order[skills].to_numpy(), x=skills, y=names, colorscale="RdBu", zmid=0, zmin=-1, zmax=1)
     )
     fig.update_layout(
         title="Loadings (varimax), tasks grouped by main skill", height=max(300, 22 * len(order) + 120), **LAYOUT

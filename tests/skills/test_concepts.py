@@ -15,7 +15,14 @@ from scipy import sparse
 from cg_ray import cli
 from cg_ray import schemas as S
 from cg_ray.errors import InputError
-from cg_ray.skills.concepts import chi_model_matrix, concept_frame, concept_weights, read_concept_rows, top_concepts
+from cg_ray.skills.concepts import (
+    chi_model_matrix,
+    concept_frame,
+    concept_weights,
+    read_concept_rows,
+    shipped_concept_labels,
+    top_concepts,
+)
 from cg_ray.skills.estimate import fit_prior, posterior_estimate
 from cg_ray.skills.matrix import read_long, rows_matrix
 
@@ -176,3 +183,18 @@ def test_relative_concept_profile_is_chi_model_minus_the_overall_score(suite: Su
     bad = tmp_path / "bad"
     assert cli.main(["skills", "--scores", str(rows_csv), "--relative", "--out", str(bad)]) != 0
     assert not bad.exists()
+
+
+def test_concepts_are_named_by_the_sae_they_were_read_with_and_only_that_one() -> None:
+    from cg_ray.activations.saes.base import file_fingerprint
+    from cg_ray.activations.saes.spec import default_sae_dir
+    from cg_ray.labels import load_labels
+
+    sha = file_fingerprint(default_sae_dir() / "sae_weights.safetensors")
+    shipped = load_labels(default_sae_dir() / "labels.jsonl")
+    ids = [c for c in range(200) if shipped.get(c)][:5]
+    sae = {"spec": "default", "d_sae": 4608, "weights_sha256": sha}
+    assert shipped_concept_labels(sae, ids) == {c: shipped.get(c) for c in ids}
+    # read with another SAE (a retrained default, say): its ids name other concepts, so no labels
+    assert shipped_concept_labels(sae | {"weights_sha256": "0000000000000000"}, ids) == {}
+    assert shipped_concept_labels({"weights_sha256": sha}, ids) == {}  # no spec recorded
