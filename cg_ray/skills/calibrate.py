@@ -5,7 +5,8 @@ AlpacaEval it claims 3–4× the error the estimate makes (its 95% intervals cov
 The calibration is empirical: treat some of the prior's own models as new, one at a time, with the same
 design and number of rows, and take se_scale = RMS error achieved / RMS SE claimed. The overall SE reported
 is the posterior SE × se_scale (the raw one is kept as `overall_se_model`), and `--target-se` is checked
-against it. Leave-one-model-out checks the result by cross-calibration: the scale learnt on one half of
+against it; per-task and per-concept SEs get one pooled scale each (too few reference models to scale each
+task or concept on its own). Leave-one-model-out checks the result by cross-calibration: the scale learnt on one half of
 the models, the coverage of the 95% intervals measured on the other half (`coverage_table`)."""
 
 from __future__ import annotations

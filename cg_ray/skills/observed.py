@@ -2,9 +2,9 @@
 
 The loop a user runs: score the rows of `next_batch.csv`, append them to the observed file (row_id, score),
 call again. Each call fits the prior on every model of `--scores`, conditions on the observed rows and
-returns the current estimate with its SE and the next batch: the greedy continuation of the active order
-given the rows already observed (which, for rows chosen by earlier calls, is the order `--holdout` uses,
-so the loop reproduces `--holdout` exactly)."""
+returns the current estimate with its (calibrated) SE and the next batch: the continuation of the design's
+order (`--design`) given the rows already observed (which, for rows chosen by earlier calls, is the order
+`--holdout` uses, so the loop reproduces `--holdout` exactly)."""
 
 from __future__ import annotations
 
