@@ -9,6 +9,15 @@ from typing import Any
 from cg_ray.cli.options import add_command, comma_list, validated
 
 
+def _add_concept_selection(p: argparse.ArgumentParser) -> None:
+    """Which concepts are the columns (skills) or the estimated scores (estimate): shared by both commands."""
+    p.add_argument("--top-concepts", type=int, default=30, help="with --concepts: the K concepts of largest coverage")
+    p.add_argument("--min-concept-rows", type=int, default=20, help="with --concepts: rows a top concept is active on")
+    p.add_argument(
+        "--max-concept-share", type=float, default=0.25, help="with --concepts: most rows (share) a top concept is on"
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(subparsers, "skills", _skills)
     src = p.add_mutually_exclusive_group(required=True)
@@ -23,11 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="with --scores: rows.parquet of the suite read by `cg-ray extract`: factor the models × top concepts "
         "χ_model matrix instead of task means",
     )
-    p.add_argument("--top-concepts", type=int, default=30, help="with --concepts: the K concepts of largest coverage")
-    p.add_argument("--min-concept-rows", type=int, default=20, help="with --concepts: rows a top concept is active on")
-    p.add_argument(
-        "--max-concept-share", type=float, default=0.25, help="with --concepts: most rows (share) a top concept is on"
-    )
+    _add_concept_selection(p)
     p.add_argument(
         "--relative",
         action="store_true",
@@ -84,11 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--concepts", type=Path, default=None, help="rows.parquet of the suite (cg-ray extract): estimate χ_model too"
     )
-    e.add_argument("--top-concepts", type=int, default=30, help="with --concepts: the K concepts of largest coverage")
-    e.add_argument("--min-concept-rows", type=int, default=20, help="with --concepts: rows a top concept is active on")
-    e.add_argument(
-        "--max-concept-share", type=float, default=0.25, help="with --concepts: most rows (share) a top concept is on"
-    )
+    _add_concept_selection(e)
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--overwrite", action="store_true")
 
