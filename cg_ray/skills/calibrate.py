@@ -42,6 +42,7 @@ class SeCalibration:
     concepts: np.ndarray | None = None
     _priors: list[tuple[int, RowPrior]] = field(default_factory=list, init=False)
     _cache: dict[int, SeScales] = field(default_factory=dict, init=False)
+    _orders: dict[int, np.ndarray] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         scored = np.flatnonzero(~np.isnan(self.scores).all(axis=1))
@@ -64,7 +65,7 @@ class SeCalibration:
                 n = min(n_rows, int(available.sum()))
                 if n == 0:
                     continue
-                rows = choose_rows(prior, available, n, self.config.design, self.config.seed + m)
+                rows = self._design_rows(m, prior, available, n)
                 est = posterior_estimate(prior, available, rows, y[rows], self.tasks, self.concepts)
                 names, weights = group_weights(available, self.tasks, self.concepts)
                 truth = y[available] @ weights
@@ -72,12 +73,23 @@ class SeCalibration:
                 _add(
                     pairs["tasks"],
                     [est.per_task[t] - truth[g] for g, t in enumerate(names[1:], 1)],
-                    list(est.per_task_se.values()),
+                    [est.per_task_se[t] for t in names[1:]],
                 )
                 if self.concepts is not None:
                     _add(pairs["concepts"], est.per_concept - truth[len(names) :], est.per_concept_se)
             self._cache[n_rows] = SeScales(**{k: _ratio(*v) for k, v in pairs.items()})
         return self._cache[n_rows]
+
+    def _design_rows(self, m: int, prior: RowPrior, available: np.ndarray, n: int) -> np.ndarray:
+        """The first n rows of reference model m's design. Both designs are nested orders, so one order is
+        kept per model and only lengthened (doubling) when a longer prefix is asked: a --holdout trace asks
+        for every batch size, and the greedy order costs O(n²·rows) to recompute each time."""
+        order = self._orders.get(m)
+        if order is None or order.size < n:
+            longest = max(n, 2 * (order.size if order is not None else 0))
+            want = min(int(available.sum()), longest)
+            order = self._orders[m] = choose_rows(prior, available, want, self.config.design, self.config.seed + m)
+        return order[:n]
 
     def apply(self, estimate: Estimate, n_rows: int) -> Estimate:
         """The estimate with its SEs calibrated (the overall SE before calibration stays `overall_se_model`)."""
