@@ -114,15 +114,12 @@ def shipped_concept_labels(sae: dict[str, Any], ids: list[int]) -> dict[int, str
     still the one on disk (its weights' fingerprint equals the recorded `weights_sha256`); {} otherwise — a
     retrained default SAE's labels would name other concepts."""
     from cg_ray.activations.saes.base import file_fingerprint
-    from cg_ray.activations.saes.spec import default_sae_dir, parse_sae_spec
-    from cg_ray.pipeline.runner import shipped_labels
+    from cg_ray.pipeline.runner import sae_folder, shipped_labels
 
     spec, d_sae, recorded = sae.get("spec"), sae.get("d_sae"), sae.get("weights_sha256")
     if not spec or not d_sae:
         return {}
-    parsed = parse_sae_spec(str(spec))
-    folder = default_sae_dir() if parsed.kind == "default" else Path(parsed.location)
-    weights = folder / "sae_weights.safetensors"
+    weights = sae_folder(str(spec)) / "sae_weights.safetensors"
     if not weights.is_file() or file_fingerprint(weights) != recorded:
         return {}
     labels = shipped_labels(str(spec), int(d_sae))
