@@ -61,6 +61,17 @@ class MetricsConfig(_Frozen):
     duplicate_jaccard: float = Field(
         0.8, gt=0, le=1, description="weakness profile: merge concepts whose active-row sets have Jaccard ≥ this"
     )
+    adjust_for: str = Field(
+        "auto",
+        min_length=1,
+        description="residual gaps and failure modes: the row fields whose cell means are subtracted — 'auto' "
+        "(benchmark plus the fields of the best slices, at most 2), 'none', 'benchmark' or FIELD[,FIELD...]",
+    )
+    slice_order: int = Field(2, ge=1, le=3, description="slices: conditions per conjunction, at most")
+    slice_min_rows: int = Field(20, ge=1, description="slices: scored rows a slice needs to be reported")
+    mode_jaccard: float = Field(
+        0.3, gt=0, le=1, description="failure modes: group concepts whose active-row sets have Jaccard ≥ this"
+    )
 
     @model_validator(mode="after")
     def _percentiles_ordered(self) -> MetricsConfig:

@@ -53,6 +53,14 @@ COVERAGE_CLASSES: Final[tuple[CoverageClass, ...]] = ("missing", "under", "norma
 INTERVAL_COLUMNS: Final = ("X_model_low", "X_model_high", "adjusted_gap", "adjusted_gap_low", "adjusted_gap_high")
 INTERVAL_FIELDS: Final = [pa.field(name, pa.float64(), nullable=True) for name in INTERVAL_COLUMNS]
 
+# The residual (metadata-adjusted) gap (cg_ray.profile.residual) and the fields it was adjusted for, beside
+# the intervals in concepts.parquet and the profiles; null where undefined or when no analysis ran.
+RESIDUAL_COLUMNS: Final = ("residual", "residual_low", "residual_high")
+RESIDUAL_FIELDS: Final = [
+    *(pa.field(name, pa.float64(), nullable=True) for name in RESIDUAL_COLUMNS),
+    pa.field("adjusted_for", pa.list_(pa.string()), nullable=True),
+]
+
 # concepts.parquet
 CONCEPTS_SCHEMA: Final = pa.schema(
     [
@@ -67,6 +75,7 @@ CONCEPTS_SCHEMA: Final = pa.schema(
         # Added beside the paper's columns (cg_ray.metrics.uncertainty): support and 95% intervals.
         pa.field("n_eff", pa.float64(), nullable=True),
         *INTERVAL_FIELDS,
+        *RESIDUAL_FIELDS,
     ]
 )
 
@@ -102,6 +111,39 @@ PROFILE_SCHEMA: Final = pa.schema(
         pa.field("group", pa.int32(), nullable=False),
         pa.field("members", pa.list_(pa.int32()), nullable=False),
         pa.field("metadata_enrichment", pa.list_(pa.string()), nullable=False),
+        pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),
+        *RESIDUAL_FIELDS,
+        pa.field("terms", pa.list_(pa.string()), nullable=True),  # distinctive terms of its rows
+    ]
+)
+# slices.parquet (cg_ray.profile.slices): the weakest conjunctions of metadata values, in rank order.
+SLICES_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("slice", pa.string(), nullable=False),  # readable: "type=Geometry & level=Level 5"
+        pa.field("conditions", pa.string(), nullable=False),  # JSON object field → value
+        pa.field("n_rows", pa.int64(), nullable=False),  # scored rows
+        pa.field("mean_score", pa.float64(), nullable=False),
+        pa.field("low", pa.float64(), nullable=False),
+        pa.field("high", pa.float64(), nullable=False),
+        pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),
+    ]
+)
+# failure_modes.parquet (cg_ray.profile.modes): groups of concepts whose rows score below their cells.
+FAILURE_MODES_SCHEMA: Final = pa.schema(
+    [
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("description", pa.string(), nullable=False),
+        pa.field("terms", pa.list_(pa.string()), nullable=False),
+        pa.field("concept_ids", pa.list_(pa.int32()), nullable=False),
+        pa.field("n_rows", pa.int64(), nullable=False),  # rows where any member is active
+        pa.field("n_scored", pa.int64(), nullable=False),
+        pa.field("mean_score", pa.float64(), nullable=True),
+        pa.field("expected_score", pa.float64(), nullable=True),  # mean of the rows' cell means
+        pa.field("residual", pa.float64(), nullable=True),
+        pa.field("residual_low", pa.float64(), nullable=True),
+        pa.field("residual_high", pa.float64(), nullable=True),
+        pa.field("adjusted_for", pa.list_(pa.string()), nullable=False),
         pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),
     ]
 )
@@ -163,6 +205,8 @@ STRENGTHS_FILE: Final = "strengths.parquet"
 COVERAGE_GAPS_FILE: Final = "coverage_gaps.parquet"
 PROFILE_FILES: Final = (WEAKNESSES_FILE, STRENGTHS_FILE, COVERAGE_GAPS_FILE)
 DESCRIPTIONS_FILE: Final = "descriptions.parquet"
+SLICES_FILE: Final = "slices.parquet"
+FAILURE_MODES_FILE: Final = "failure_modes.parquet"
 MANIFEST_FILE: Final = "manifest.json"
 REPORT_FILE: Final = "report.html"
 ROBUSTNESS_DIR: Final = "robustness"

@@ -24,6 +24,7 @@ from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult, compute_metrics
 from cg_ray.metrics.overlap import correlation_matrix, jaccard_matrix
 from cg_ray.metrics.rankings import Rankings, rank_concepts
+from cg_ray.profile.beyond import Beyond, analyse
 
 
 def json_number(x: float | np.floating | None) -> float | None:
@@ -38,8 +39,10 @@ def nullable_floats(values: np.ndarray) -> pa.Array:
     return pa.array(values, type=pa.float64(), from_pandas=True)  # NaN -> null
 
 
-def concepts_table(result: CGResult, labels: ConceptLabels | None) -> pa.Table:
+def concepts_table(result: CGResult, labels: ConceptLabels | None, beyond: Beyond | None = None) -> pa.Table:
     ids = np.arange(result.d_sae, dtype=np.int32)
+    nulls = np.full(result.d_sae, np.nan)
+    res = beyond.residuals if beyond is not None else None
     label_col = pa.array([labels.get(int(i)) for i in ids] if labels else [None] * result.d_sae, pa.string())
     u = result.uncertainty
     return pa.Table.from_arrays(
@@ -54,6 +57,8 @@ def concepts_table(result: CGResult, labels: ConceptLabels | None) -> pa.Table:
             pa.array(result.is_model_gap),
             nullable_floats(u.concept_n_eff),
             *(nullable_floats(getattr(u, name)) for name in S.INTERVAL_COLUMNS),
+            *(nullable_floats(v) for v in ((res.residual, res.low, res.high) if res else (nulls,) * 3)),
+            pa.array([beyond.adjusted_for if beyond else None] * result.d_sae, pa.list_(pa.string())),
         ],
         schema=S.CONCEPTS_SCHEMA,
     )
@@ -213,16 +218,18 @@ def publish_metrics(
     from cg_ray.profile.weaknesses import write_profiles
 
     started = time.perf_counter()
-    acc = accumulate_rows(rows or open_rows(run_dir / S.ROWS_FILE), model=model)
+    rows = rows or open_rows(run_dir / S.ROWS_FILE)
+    acc = accumulate_rows(rows, model=model)
     aggregate_s = time.perf_counter() - started
     result = compute_metrics(acc, config)
+    beyond = analyse(rows, result, model, config)  # slices, the fields adjusted for, residual gaps
     extra = dict(extra_summary or {})
     if record_timing:
-        extra["timings_s"] = {"aggregate": round(aggregate_s, 3)}
-    pq.write_table(concepts_table(result, labels), run_dir / S.CONCEPTS_FILE)
+        extra["timings_s"] = {"aggregate": round(aggregate_s, 3), "beyond": round(time.perf_counter() - started, 3)}
+    pq.write_table(concepts_table(result, labels, beyond), run_dir / S.CONCEPTS_FILE)
     pq.write_table(benchmark_concepts_table(result), run_dir / S.BENCHMARK_CONCEPTS_FILE)
     write_official_csvs(run_dir, result)
-    extra["profile"] = write_profiles(run_dir, result, labels, model)
+    extra["profile"] = write_profiles(run_dir, result, labels, model, beyond)
     summary = summary_dict(result, rank_concepts(result), labels, extra)
     written = write_document(run_dir / S.SUMMARY_FILE, RunSummary, summary, allow_nan=False)
     return PublishedMetrics(result, written, aggregate_s)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
 from pathlib import Path
@@ -36,6 +35,10 @@ def add_metrics_options(p: argparse.ArgumentParser) -> None:
             ("coverage_mean", str),
             ("rank_by", str),
             ("duplicate_jaccard", float),
+            ("adjust_for", str),
+            ("slice_order", int),
+            ("slice_min_rows", int),
+            ("mode_jaccard", float),
         ),
     )
 
@@ -130,6 +133,7 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from cg_ray.artifacts.contract import RobustnessReport, write_document
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
     from cg_ray.metrics.robustness import adversarial_ablation, subsampling
@@ -145,7 +149,7 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
     result = {"rows_file": str(args.rows), "config": config.model_dump(), "robustness": robust.model_dump()}
     result |= {"subsampling": report, "adversarial_ablation": ablation}
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-        (tmp / S.ROBUSTNESS_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_document(tmp / S.ROBUSTNESS_FILE, RobustnessReport, result)
         pq.write_table(
             pa.table(
                 {

@@ -21,6 +21,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult
+from cg_ray.profile.beyond import Beyond, describe_classes, slices_file
 from cg_ray.profile.descriptions import Descriptions, load_descriptions
 from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, pool_activity_from_rows
 from cg_ray.profile.ranking import coverage_gap_order, strength_order, weakness_order
@@ -63,13 +64,15 @@ def profile_table(
     labels: ConceptLabels | None,
     activity: PoolActivity | None,
     descriptions: Descriptions | None = None,
+    beyond: Beyond | None = None,
 ) -> pa.Table:
     u = result.uncertainty
     records: list[dict[str, Any]] = []
     for rank, e in enumerate(entries, start=1):
         c = e.concept
         label = labels.get(c) if labels else None
-        description: str | None = label or f"concept {c} (no label)"
+        terms = beyond.terms.get(c) if beyond else None
+        description: str | None = label or (terms.sentence() if terms else None) or f"concept {c} (no label)"
         enrichment: list[str] = []
         if descriptions and c in descriptions:
             description, enrichment = descriptions[c]
@@ -88,9 +91,24 @@ def profile_table(
                 "members": e.members,
                 "metadata_enrichment": enrichment,
                 "example_row_ids": activity.example_row_ids(c) if activity is not None else [],
+                **residual_values(beyond, c),
+                "terms": terms.terms if terms else None,
             }
         )
     return pa.Table.from_pylist(records, schema=S.PROFILE_SCHEMA)
+
+
+def residual_values(beyond: Beyond | None, c: int) -> dict[str, Any]:
+    """The residual columns of concept c (nulls without a beyond-the-metadata analysis)."""
+    if beyond is None:
+        return {"residual": None, "residual_low": None, "residual_high": None, "adjusted_for": None}
+    r = beyond.residuals
+    return {
+        "residual": _f(r.residual[c]),
+        "residual_low": _f(r.low[c]),
+        "residual_high": _f(r.high[c]),
+        "adjusted_for": beyond.adjusted_for,
+    }
 
 
 def build_profiles(
@@ -99,8 +117,10 @@ def build_profiles(
     rows_path: Path | None,
     model: str | None = None,
     descriptions: Descriptions | None = None,
+    beyond: Beyond | None = None,
 ) -> dict[str, pa.Table]:
-    """The three profile tables, keyed by file name. Reads rows.parquet once (pool activity) when given."""
+    """The three profile tables, keyed by file name. Reads rows.parquet once (pool activity) when given;
+    with `beyond`, also streams it for the failure modes and the entries' distinctive terms."""
     cfg = result.config
     orders = {
         S.WEAKNESSES_FILE: weakness_order(result),
@@ -113,31 +133,36 @@ def build_profiles(
         activity = pool_activity_from_rows(open_rows(rows_path, result.d_sae), pool.tolist(), model)
     support = result.uncertainty.concept_n_eff
     coverage_support = result.n_active_rows.astype(np.float64)  # coverage gaps: many have no scored rows
-    return {
-        name: profile_table(
-            profile_entries(
-                order,
-                activity,
-                coverage_support if name == S.COVERAGE_GAPS_FILE else support,
-                cfg.top_k,
-                cfg.duplicate_jaccard,
-            ),
-            result,
-            labels,
+    entries = {
+        name: profile_entries(
+            order,
             activity,
-            descriptions,
+            coverage_support if name == S.COVERAGE_GAPS_FILE else support,
+            cfg.top_k,
+            cfg.duplicate_jaccard,
         )
         for name, order in orders.items()
+    }
+    if beyond is not None and rows_path is not None:
+        concepts = sorted({e.concept for listed in entries.values() for e in listed})
+        describe_classes(open_rows(rows_path, result.d_sae), model, beyond, cfg, concepts, labels)
+    return {
+        name: profile_table(listed, result, labels, activity, descriptions, beyond) for name, listed in entries.items()
     }
 
 
 def write_profiles(
-    out: Path, result: CGResult, labels: ConceptLabels | None, model: str | None = None
+    out: Path, result: CGResult, labels: ConceptLabels | None, model: str | None = None, beyond: Beyond | None = None
 ) -> dict[str, Any]:
-    """Write the three profile files into `out` (a directory being published atomically); a summary back."""
-    tables = build_profiles(result, labels, out / S.ROWS_FILE, model, load_descriptions(out))
+    """Write the three profile files into `out` (a directory being published atomically), and with `beyond`
+    slices.parquet and failure_modes.parquet; a summary back."""
+    tables = build_profiles(result, labels, out / S.ROWS_FILE, model, load_descriptions(out), beyond)
     for name, table in tables.items():
         pq.write_table(table, out / name)
+    if beyond is not None:
+        pq.write_table(slices_file(beyond), out / S.SLICES_FILE)
+        if beyond.modes is not None:
+            pq.write_table(beyond.modes, out / S.FAILURE_MODES_FILE)
     weak = tables[S.WEAKNESSES_FILE]
     return {
         "rank_by": result.config.rank_by,
@@ -146,4 +171,5 @@ def write_profiles(
         "confidence": result.uncertainty.confidence,
         "counts": {name.removesuffix(".parquet"): t.num_rows for name, t in tables.items()},
         "n_merged": int(sum(len(m) - 1 for m in weak.column("members").to_pylist())),
+        **({"beyond": beyond.summary()} if beyond is not None else {}),
     }

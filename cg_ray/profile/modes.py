@@ -1,0 +1,158 @@
+"""Failure modes: groups of concepts that fire on the same rows, ranked by how far those rows score below
+what their own metadata cells predict.
+
+The pool is the head of the residual order (`residual.residual_order`, concepts with a negative residual).
+Concepts are grouped greedily in rank order: each joins the first better-ranked group whose leading concept's
+active-row set it overlaps with Jaccard ≥ `mode_jaccard` (0.3, as the themes), else starts a group. A mode's
+rows are the rows where any member is active; its residual is the plain mean of r = score − e over its
+scored rows, with a t interval, and modes are ranked by that interval's upper end. A mode whose rows are
+≥ 0.8 Jaccard-identical to a better mode's is folded into it, so near-identical entries never fill the list
+twice. Row statistics of any set of concepts ("classes": the modes, and single profile concepts) come from
+one streaming pass (`ClassStats`): memory O(classes² + classes × kept rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy import sparse, stats
+
+from cg_ray.profile.grouping import PoolActivity, group_near_duplicates
+
+MODE_JACCARD = 0.3
+DUPLICATE_JACCARD = 0.8
+KEEP_ROWS = 200  # the most activating rows kept per class (examples and distinctive terms)
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+def group_modes(head: Sequence[int], activity: PoolActivity, threshold: float = MODE_JACCARD) -> list[list[int]]:
+    """Concept groups in rank order (each group's best-ranked concept first)."""
+    if not head:
+        return []
+    rank = -np.arange(len(head), dtype=np.float64)  # "support" = rank: better-ranked concepts lead groups
+    rep = group_near_duplicates(activity.jaccard(list(head)), rank, threshold)
+    groups: dict[int, list[int]] = {}
+    for slot, r in enumerate(rep):
+        groups.setdefault(int(r), []).append(int(head[slot]))
+    return [groups[r] for r in sorted(groups)]
+
+
+class ClassStats:
+    """Streaming row statistics of classes of concepts; a row belongs to a class when any member is active."""
+
+    def __init__(self, classes: Sequence[Sequence[int]], d_sae: int, keep_rows: int = KEEP_ROWS) -> None:
+        self.n = len(classes)
+        pool = sorted({c for cl in classes for c in cl})
+        self.slot_of = np.full(d_sae, -1, dtype=np.int64)
+        self.slot_of[pool] = np.arange(len(pool))
+        pairs = np.array([(self.slot_of[c], k) for k, cl in enumerate(classes) for c in cl], dtype=np.int64)
+        pairs = pairs.reshape(-1, 2)
+        self.member = sparse.csr_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(len(pool), self.n))
+        self.n_pool = len(pool)
+        self.n_rows = np.zeros(self.n, dtype=np.int64)  # every active row, scored or not
+        self.n_scored = np.zeros(self.n, dtype=np.int64)
+        self.sums = np.zeros((4, self.n))  # Σ score, Σ expected, Σ r, Σ r² over scored rows
+        self.inter = np.zeros((self.n, self.n), dtype=np.int64)
+        self.keep_rows = keep_rows
+        self._cls = np.zeros(0, dtype=np.int64)
+        self._w = np.zeros(0)
+        self._pos = np.zeros(0, dtype=np.int64)
+
+    def add(
+        self,
+        offsets: IntArray,
+        concept_ids: npt.NDArray[np.integer],
+        concept_acts: npt.NDArray[np.floating],
+        positions: IntArray,
+        scores: FloatArray,
+        expected: FloatArray,
+    ) -> None:
+        """One batch as CSR; `positions` are the rows' frame indices, `expected` their cell means."""
+        n = len(offsets) - 1
+        slots = self.slot_of[np.asarray(concept_ids, dtype=np.int64)]
+        acts = np.asarray(concept_acts, dtype=np.float64)
+        hit = (slots >= 0) & (acts > 0)
+        if not hit.any():
+            return
+        row_of = np.repeat(np.arange(n), np.diff(offsets))[hit]
+        inc = sparse.csr_matrix((acts[hit], (row_of, slots[hit])), shape=(n, self.n_pool))
+        weight = (inc @ self.member).tocsr()  # rows × classes: summed member s̃
+        member = (weight > 0).astype(np.float64)
+        self.n_rows += np.asarray(member.sum(axis=0), dtype=np.int64).ravel()
+        self.inter += np.rint((member.T @ member).toarray()).astype(np.int64)
+        scored = ~np.isnan(scores)
+        r = np.where(scored, scores - expected, 0.0)
+        s = scored.astype(np.float64)
+        for k, v in enumerate((np.where(scored, scores, 0.0), np.where(scored, expected, 0.0), r, r * r)):
+            self.sums[k] += member.T @ v
+        self.n_scored += np.rint(member.T @ s).astype(np.int64)
+        coo = weight.tocoo()
+        self._keep(coo.col.astype(np.int64), coo.data, np.asarray(positions)[coo.row])
+
+    def _keep(self, cls: IntArray, w: FloatArray, pos: IntArray) -> None:
+        cls = np.concatenate([self._cls, cls])
+        w = np.concatenate([self._w, w])
+        pos = np.concatenate([self._pos, pos])
+        order = np.lexsort((pos, -w, cls))
+        first = np.searchsorted(cls[order], cls[order], side="left")
+        keep = order[np.arange(order.size) - first < self.keep_rows]
+        self._cls, self._w, self._pos = cls[keep], w[keep], pos[keep]
+
+    def top_rows(self, k: int) -> tuple[IntArray, FloatArray]:
+        """The kept rows of class k (frame positions) and their summed member s̃, largest first."""
+        sel = np.flatnonzero(self._cls == k)
+        sel = sel[np.argsort(-self._w[sel], kind="stable")]
+        return self._pos[sel], self._w[sel]
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    n_rows: int
+    n_scored: int
+    mean_score: float | None
+    expected_score: float | None
+    residual: float | None
+    low: float | None
+    high: float | None
+
+
+def summarise(st: ClassStats, confidence: float = 0.95) -> list[ClassSummary]:
+    out = []
+    for k in range(st.n):
+        n = int(st.n_scored[k])
+        if n == 0:
+            out.append(ClassSummary(int(st.n_rows[k]), 0, None, None, None, None, None))
+            continue
+        score, expected, r, r2 = st.sums[:, k] / n
+        low = high = None
+        if n >= 2:
+            sd = np.sqrt(max(r2 - r * r, 0.0) * n / (n - 1))
+            half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * sd / np.sqrt(n))
+            low, high = max(r - half, -1.0), min(r + half, 1.0)
+        out.append(ClassSummary(int(st.n_rows[k]), n, float(score), float(expected), float(r), low, high))
+    return out
+
+
+def rank_modes(
+    groups: list[list[int]], summary: list[ClassSummary], inter: npt.NDArray[np.int64], duplicate: float
+) -> list[tuple[int, list[int]]]:
+    """(class index, concept ids) of the modes in rank order; near-identical modes folded into the better."""
+    ranked = sorted(
+        (k for k in range(len(groups)) if summary[k].high is not None),
+        key=lambda k: (summary[k].high, -summary[k].n_scored, k),
+    )
+    out: list[tuple[int, list[int]]] = []
+    for k in ranked:
+        for kept, members in out:
+            union = inter[k, k] + inter[kept, kept] - inter[k, kept]
+            if union and inter[k, kept] / union >= duplicate:
+                members.extend(c for c in groups[k] if c not in members)
+                break
+        else:
+            out.append((k, list(groups[k])))
+    return out

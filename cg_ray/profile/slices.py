@@ -1,0 +1,156 @@
+"""Weakest slices: conjunctions of metadata values (and `benchmark`) whose mean score is confidently low.
+
+Every conjunction of up to `max_order` (field = value) conditions over the analysed fields of a `RowFrame`
+is counted with one group-by per field combination (pandas, vectorised: C(F, 1) + C(F, 2) group-bys for F
+fields). A slice is kept with ≥ `min_rows` scored rows and ranked by the upper end of a 95% interval of its
+mean score, ascending (the slice the model is most *confidently* weak on first; ties: more rows first):
+Clopper–Pearson when every score is 0 or 1, else the Wilson interval with the rows as trials, which bounds
+any score in [0, 1] conservatively (its variance is at most p(1 − p)). Walking that order, a slice whose
+rows are ≥ `duplicate_jaccard` Jaccard-identical to a better one is dropped (e.g. `level=5` when it holds
+the same rows as `type=Geometry & level=5` would be a copy). Unscored rows count for nothing here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+from statsmodels.stats.proportion import proportion_confint
+
+from cg_ray.profile.strata import RowFrame
+from cg_ray.schemas import SLICES_SCHEMA
+
+DEFAULT_MAX_ORDER = 2
+DEFAULT_MIN_ROWS = 20
+DUPLICATE_JACCARD = 0.8
+EXAMPLES = 3
+CANDIDATE_FACTOR = 10  # slices examined for duplicates per slice reported
+
+
+@dataclass(frozen=True)
+class Slice:
+    conditions: tuple[tuple[str, int], ...]  # (field, code), in field order
+    n_rows: int
+    mean_score: float
+    low: float
+    high: float
+
+    def text(self, frame: RowFrame) -> str:
+        return " & ".join(f"{f}={frame.value(f, c)}" for f, c in self.conditions)
+
+    def as_dict(self, frame: RowFrame) -> dict[str, str]:
+        return {f: frame.value(f, c) for f, c in self.conditions}
+
+    def mask(self, frame: RowFrame) -> npt.NDArray[np.bool_]:
+        m = frame.scored.copy()
+        for f, c in self.conditions:
+            m &= frame.codes[f] == c
+        return m
+
+
+def _intervals(n: np.ndarray, total: np.ndarray, binary: bool, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    alpha = 1.0 - confidence
+    if binary:
+        lo, hi = proportion_confint(np.rint(total), n, alpha=alpha, method="beta")
+    else:
+        lo, hi = proportion_confint(total, n, alpha=alpha, method="wilson")
+    return np.clip(np.nan_to_num(lo, nan=0.0), 0, 1), np.clip(np.nan_to_num(hi, nan=1.0), 0, 1)
+
+
+def candidate_slices(
+    frame: RowFrame, max_order: int = DEFAULT_MAX_ORDER, min_rows: int = DEFAULT_MIN_ROWS, confidence: float = 0.95
+) -> list[Slice]:
+    """Every conjunction with ≥ `min_rows` scored rows, in rank order (upper end ascending, then size)."""
+    scored = frame.scored
+    if not scored.any():
+        return []
+    y = frame.scores[scored]
+    binary = bool(np.all((y == 0) | (y == 1)))
+    base = pd.DataFrame({name: codes[scored] for name, codes in frame.codes.items()})
+    base["_y"] = y
+    fields = list(frame.codes)
+    found: list[tuple[tuple[tuple[str, int], ...], int, float]] = []
+    for order in range(1, max_order + 1):
+        for combo in itertools.combinations(fields, order):
+            g = base.groupby(list(combo), sort=False)["_y"].agg(["size", "sum"])
+            g = g[g["size"] >= min_rows]
+            for key, size, total in zip(g.index, g["size"].to_numpy(), g["sum"].to_numpy(), strict=True):
+                values = key if isinstance(key, tuple) else (key,)
+                if any(int(v) < 0 for v in values):  # "the field is missing" is no condition to report
+                    continue
+                found.append((tuple(zip(combo, (int(v) for v in values), strict=True)), int(size), float(total)))
+    if not found:
+        return []
+    n = np.array([f[1] for f in found], dtype=np.float64)
+    total = np.array([f[2] for f in found])
+    low, high = _intervals(n, total, binary, confidence)
+    mean = total / n
+    order_idx = np.lexsort((np.arange(n.size), -n, high))
+    return [Slice(found[i][0], int(n[i]), float(mean[i]), float(low[i]), float(high[i])) for i in order_idx]
+
+
+def weakest_slices(
+    frame: RowFrame,
+    top_k: int,
+    max_order: int = DEFAULT_MAX_ORDER,
+    min_rows: int = DEFAULT_MIN_ROWS,
+    duplicate_jaccard: float = DUPLICATE_JACCARD,
+    confidence: float = 0.95,
+) -> list[Slice]:
+    """The first `top_k` slices in rank order, near-duplicates of a better slice dropped."""
+    kept: list[Slice] = []
+    masks: list[npt.NDArray[np.bool_]] = []
+    for s in candidate_slices(frame, max_order, min_rows, confidence)[: CANDIDATE_FACTOR * top_k]:
+        m = s.mask(frame)
+        size = int(m.sum())
+        duplicate = False
+        for other in masks:
+            inter = int(np.count_nonzero(m & other))
+            if inter / (size + int(other.sum()) - inter) >= duplicate_jaccard:
+                duplicate = True
+                break
+        if not duplicate:
+            kept.append(s)
+            masks.append(m)
+            if len(kept) == top_k:
+                break
+    return kept
+
+
+def example_rows(frame: RowFrame, mask: npt.NDArray[np.bool_], k: int = EXAMPLES) -> list[str]:
+    """Up to k of the slice's rows, lowest scores first (the failures it stands for), then file order."""
+    idx = np.flatnonzero(mask)
+    idx = idx[np.argsort(frame.scores[idx], kind="stable")[:k]]
+    return [frame.row_ids[int(i)] for i in idx]
+
+
+def slices_table(frame: RowFrame, slices: list[Slice]) -> pa.Table:
+    records = [
+        {
+            "rank": rank,
+            "slice": s.text(frame),
+            "conditions": json.dumps(s.as_dict(frame), ensure_ascii=False),
+            "n_rows": s.n_rows,
+            "mean_score": s.mean_score,
+            "low": s.low,
+            "high": s.high,
+            "example_row_ids": example_rows(frame, s.mask(frame)),
+        }
+        for rank, s in enumerate(slices, start=1)
+    ]
+    return pa.Table.from_pylist(records, schema=SLICES_SCHEMA)
+
+
+def best_fields(slices: list[Slice]) -> list[str]:
+    """The metadata fields in the order the best slices use them (for `--adjust-for auto`)."""
+    out: list[str] = []
+    for s in slices:
+        for f, _ in s.conditions:
+            if f not in out:
+                out.append(f)
+    return out

@@ -1,0 +1,200 @@
+"""Beyond the metadata on a planted suite: slices, residual gaps, failure modes, distinctive terms.
+
+The suite: rows with `type` × `level` metadata whose cell sets the base success rate (one planted weak slice,
+type=geo & level=5), and a hidden property the metadata does not hold — a figure in the prompt, on a random
+quarter of the rows, in every cell — that lowers the success rate by 0.4. Concepts 5 and 6 fire on the
+figure rows (largely the same rows: one mode), concept 10 on exactly the geo rows (it tracks metadata),
+concepts 20.. at random. Some rows carry no score.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cg_ray import schemas as S
+from cg_ray.cli import main
+from cg_ray.errors import InputError
+
+D_SAE = 64
+TYPES = ("alg", "geo", "num")
+
+
+def planted(n: int = 3000, seed: int = 0) -> tuple[pa.Table, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    types = rng.integers(0, 3, n)
+    levels = rng.integers(1, 6, n)
+    figure = rng.random(n) < 0.25
+    p = 0.85 - 0.06 * levels
+    p = np.where((types == 1) & (levels == 5), 0.1, p)
+    p = np.clip(np.where(figure, p - 0.4, p), 0.02, 1.0)
+    scores = (rng.random(n) < p).astype(float)
+    unscored = rng.random(n) < 0.05
+    records = []
+    for i in range(n):
+        ids: list[int] = []
+        acts: list[float] = []
+        if figure[i]:
+            for c in (5, 6):
+                if c == 5 or rng.random() < 0.9:
+                    ids.append(c)
+                    acts.append(float(1.0 + rng.random()))
+        if types[i] == 1:
+            ids.append(10)
+            acts.append(1.0)
+        for c in rng.choice(np.arange(20, D_SAE), size=4, replace=False):
+            ids.append(int(c))
+            acts.append(float(0.5 + rng.random()))
+        words = rng.choice(["solve", "compute", "find", "value", "number", "total", "sum", "given"], size=6)
+        prompt = f"Problem {i}: {' '.join(words)} the answer."
+        if figure[i]:
+            prompt += ' [asy] draw((0,0)--(1,1)); label("A", (0,0)); [/asy] as shown.'
+        records.append(
+            {
+                "row_id": f"r{i}",
+                "benchmark": "math",
+                "score": None if unscored[i] else float(scores[i]),
+                "concept_ids": ids,
+                "concept_acts": acts,
+                "metadata": json.dumps({"type": TYPES[types[i]], "level": f"Level {levels[i]}", "source": "x"}),
+                "prompt": prompt,
+            }
+        )
+    schema = S.rows_schema_with_d_sae(D_SAE).append(S.METADATA_FIELD).append(pa.field("prompt", pa.string()))
+    rows = [{**r, "model": None, "n_tokens": 10} for r in records]
+    return pa.Table.from_pylist(rows, schema=schema), figure
+
+
+@pytest.fixture(scope="module")
+def planted_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
+    tmp = tmp_path_factory.mktemp("beyond")
+    table, figure = planted()
+    pq.write_table(table, tmp / "rows.parquet")
+    out = tmp / "run"
+    assert main(["metrics", "--rows", str(tmp / "rows.parquet"), "--out", str(out), "--top-k", "10"]) == 0
+    return out, figure
+
+
+def test_the_planted_weak_slice_is_found_with_its_exact_conditions(planted_run: tuple[Path, np.ndarray]) -> None:
+    out, figure = planted_run
+    slices = pq.read_table(out / S.SLICES_FILE).to_pylist()
+    assert pq.read_schema(out / S.SLICES_FILE).equals(S.SLICES_SCHEMA)
+    assert json.loads(slices[0]["conditions"]) == {"type": "geo", "level": "Level 5"}
+    assert slices[0]["slice"] == "type=geo & level=Level 5"
+    assert slices[0]["low"] <= slices[0]["mean_score"] <= slices[0]["high"] < slices[1]["high"]
+    assert [s["rank"] for s in slices] == list(range(1, len(slices) + 1))
+    # Unscored rows count for nothing in a slice: n_rows is the scored rows of the cell.
+    table, _ = planted()
+    meta = [json.loads(m) for m in table.column("metadata").to_pylist()]
+    scores = table.column("score").to_pylist()
+    n = sum(
+        1 for m, s in zip(meta, scores, strict=True) if m["type"] == "geo" and m["level"] == "Level 5" and s is not None
+    )
+    assert slices[0]["n_rows"] == n
+    # The metadata cannot describe the figure rows: no slice comes near them.
+    ids = np.array([f"r{i}" for i in range(figure.size)])
+    fig_ids = set(ids[figure])
+    for s in slices:
+        cond = json.loads(s["conditions"])
+        rows = {f"r{i}" for i, m in enumerate(meta) if all(m.get(k) == v for k, v in cond.items())}
+        assert len(rows & fig_ids) / len(rows | fig_ids) < 0.3
+
+
+def test_failure_modes_find_the_hidden_property_with_the_right_rows(planted_run: tuple[Path, np.ndarray]) -> None:
+    out, figure = planted_run
+    modes = pq.read_table(out / S.FAILURE_MODES_FILE)
+    assert modes.schema.equals(S.FAILURE_MODES_SCHEMA)
+    first = modes.to_pylist()[0]
+    assert sorted(first["concept_ids"]) == [5, 6]
+    assert first["n_rows"] == int(figure.sum())  # unscored rows count for coverage ...
+    assert first["n_scored"] < first["n_rows"]  # ... not for the score
+    assert first["residual_high"] < -0.2 and first["mean_score"] < first["expected_score"]
+    assert first["adjusted_for"] == ["type", "level"]
+    assert "[asy]" in first["terms"] and "“[asy]”" in first["description"]
+    fig_ids = {f"r{i}" for i in np.flatnonzero(figure)}
+    assert first["example_row_ids"] and set(first["example_row_ids"]) <= fig_ids
+    # Near-identical entries never fill the list twice: 5 and 6 are one mode, listed once.
+    listed = [c for m in modes.column("concept_ids").to_pylist() for c in m]
+    assert listed.count(5) == 1 and listed.count(6) == 1
+
+
+def test_a_concept_tracking_a_weak_metadata_value_has_a_residual_covering_zero(
+    planted_run: tuple[Path, np.ndarray],
+) -> None:
+    out, _ = planted_run
+    concepts = {r["concept_id"]: r for r in pq.read_table(out / S.CONCEPTS_FILE).to_pylist()}
+    geo = concepts[10]
+    assert geo["adjusted_for"] == ["type", "level"]
+    assert geo["residual_low"] <= 0.0 <= geo["residual_high"]
+    assert geo["X_model"] < 0.5  # it is weak in X_model terms: the metadata explains it
+    assert concepts[5]["residual_high"] < -0.2  # the figure concepts are not explained
+    weak = pq.read_table(out / S.WEAKNESSES_FILE).to_pylist()
+    figure_entry = next(w for w in weak if w["concept_id"] in (5, 6))
+    assert figure_entry["terms"] and "[asy]" in figure_entry["terms"]
+    assert figure_entry["description"].startswith("Rows with “")
+    summary = json.loads((out / S.SUMMARY_FILE).read_text())["profile"]["beyond"]
+    assert summary["adjusted_for"] == ["type", "level"]
+    assert summary["skipped_fields"]["source"] == "a single value"
+
+
+def test_adjust_for_a_missing_field_is_refused_with_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, _ = planted(400)
+    pq.write_table(table, tmp_path / "rows.parquet")
+    code = main(
+        ["metrics", "--rows", str(tmp_path / "rows.parquet"), "--out", str(tmp_path / "o"), "--adjust-for", "topic"]
+    )
+    assert code != 0
+    assert "'topic'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    # A field with a single value is skipped with a note, and the run goes on.
+    assert (
+        main(
+            [
+                "metrics",
+                "--rows",
+                str(tmp_path / "rows.parquet"),
+                "--out",
+                str(tmp_path / "s"),
+                "--adjust-for",
+                "source,type",
+            ]
+        )
+        == 0
+    )
+    summary = json.loads((tmp_path / "s" / S.SUMMARY_FILE).read_text())["profile"]["beyond"]
+    assert summary["adjusted_for"] == ["type"]
+    assert any("source" in n and "single value" in n for n in summary["notes"])
+
+
+def test_nested_and_high_cardinality_fields_are_skipped_and_listed(write_rows, tmp_path: Path) -> None:
+    from cg_ray.artifacts.rows import open_rows
+    from cg_ray.profile.strata import parse_adjust_for, read_frame
+
+    rows = [
+        {
+            "row_id": str(i),
+            "benchmark": "a" if i % 2 else "b",
+            "score": float(i % 3 == 0),
+            "concept_ids": [0],
+            "concept_acts": [1.0],
+            "metadata": json.dumps({"id": i, "tags": ["x"], "kind": "k" if i % 4 else "j"}),
+        }
+        for i in range(120)
+    ]
+    schema = S.rows_schema_with_d_sae(2).append(S.METADATA_FIELD)
+    path = write_rows(
+        table=pa.Table.from_pylist([{**r, "model": None, "n_tokens": 1} for r in rows], schema=schema), d_sae=2
+    )
+    frame = read_frame(open_rows(path))
+    assert set(frame.codes) == {"benchmark", "kind"}
+    assert "more than 50" in frame.skipped["id"] and "nested" in frame.skipped["tags"]
+    assert parse_adjust_for("auto", frame, ["kind"])[0] == ["benchmark", "kind"]
+    with pytest.raises(InputError, match="'nope'"):
+        parse_adjust_for("nope", frame)
