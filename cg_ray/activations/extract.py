@@ -18,6 +18,7 @@ from cg_ray.activations.config import ReaderConfig
 from cg_ray.activations.inputs import load_benchmark_records, load_rows, row_text
 from cg_ray.activations.packing import pack_concepts
 from cg_ray.activations.pooling import RowActs
+from cg_ray.artifacts.contract import ExtractManifest, read_document, write_document
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.config import TextMode, canonical_text_mode
 from cg_ray.errors import InputError
@@ -43,6 +44,12 @@ class ExtractJob:
 
 def manifest_path(out: Path) -> Path:
     return out.with_name(out.name.removesuffix(".parquet") + ".manifest.json")
+
+
+def read_manifest(rows: Path) -> ExtractManifest | None:
+    """The extract manifest beside `rows` (None if there is none); a newer format_version is refused."""
+    path = manifest_path(rows)
+    return read_document(path, ExtractManifest) if path.is_file() else None
 
 
 class _ProgressLog:
@@ -124,7 +131,7 @@ def run_extract(job: ExtractJob) -> dict[str, Any]:
     }
     with atomic_file(job.out) as tmp_rows, atomic_file(manifest_path(job.out)) as tmp_manifest:
         pq.write_table(table, tmp_rows)
-        tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n")
+        manifest = write_document(tmp_manifest, ExtractManifest, manifest)
     log.info("wrote %s (%d rows) in %.1f s", job.out, len(rows), time.perf_counter() - t0)
     return manifest
 

@@ -33,6 +33,7 @@ from cg_ray import schemas as S
 from cg_ray.arena.config import TiePolicy
 from cg_ray.arena.outcomes import side_scores
 from cg_ray.arena.rows import row_id
+from cg_ray.artifacts.contract import HeadToHeadSummary, write_document
 from cg_ray.artifacts.rows import RowsFile, accumulate_rows, iter_row_batches, open_rows
 from cg_ray.benchmarks.arena import WINNERS, Battle
 from cg_ray.config import MetricsConfig
@@ -281,4 +282,4 @@ def write_head_to_head(
     if models_table is not None:
         pq.write_table(models_table, out / S.MODEL_CONCEPTS_FILE)
         summary["model_concepts"] = models_table.to_pylist()
-    (out / S.HEAD_TO_HEAD_JSON).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    write_document(out / S.HEAD_TO_HEAD_JSON, HeadToHeadSummary, summary, ensure_ascii=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.arena.ratings import RATING_COLUMNS, Ratings
+from cg_ray.artifacts.contract import RatingsSummary, write_document
 
 RATINGS_FILE = S.RATINGS_PARQUET
 PAIRWISE_FILE = S.PAIRWISE_FILE
@@ -54,5 +54,4 @@ def write_ratings(out_dir: str | os.PathLike[str], ratings: Ratings, extra: dict
     )
     pq.write_table(pa.Table.from_pylist(pairs, schema=pair_schema), out / PAIRWISE_FILE)
     result = result | {"pairwise": pairs}
-    (out / RATINGS_JSON).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return result
+    return write_document(out / RATINGS_JSON, RatingsSummary, result, ensure_ascii=False)

@@ -1,7 +1,9 @@
 """The run-directory contract: where each artifact lives (`RunDir`, `ArenaDir`) and the typed, versioned
 JSON documents in it (`RunSummary` = summary.json, `RunManifest` = manifest.json, `ArenaSummary` =
-arena.json, `DiffSummary` = diff.json of `cg-ray diff`). File names come from `cg_ray.schemas` (the one list
-of them).
+arena.json, `DiffSummary` = diff.json of `cg-ray diff`, `RobustnessReport` = robustness.json,
+`RatingsSummary` = ratings.json, `HeadToHeadSummary` = head_to_head.json, `ExtractManifest` = the manifest of
+`cg-ray extract`, `TrainingStats` = an SAE's training.json). File names come from `cg_ray.schemas` (the one
+list of them).
 
 Every JSON document carries `format_version`. Readers accept documents without one (made before it
 existed, same layout as version 1) and refuse a newer version with a clear error instead of misreading it.
@@ -113,6 +115,52 @@ class DiffModelsSummary(_Versioned):
     hypotheses: list[dict[str, Any]]
 
 
+class RobustnessReport(_Versioned):
+    """robustness.json of `cg-ray robustness`: subsampling stds and the adversarial ablation's shifts."""
+
+    rows_file: str
+    config: dict[str, Any]
+    robustness: dict[str, Any]
+    subsampling: dict[str, Any]
+    adversarial_ablation: dict[str, Any]
+
+
+class RatingsSummary(_Versioned):
+    """ratings.json of the arena: Bradley–Terry / Elo per model (best first) and every pair that met."""
+
+    config: dict[str, Any]
+    n_battles: int
+    n_counted: int
+    models: list[dict[str, Any]]
+    pairwise: list[dict[str, Any]]
+
+
+class HeadToHeadSummary(_Versioned):
+    """head_to_head.json of the arena: the model pairs and the concepts each pair's first model wins on."""
+
+    pairs: list[dict[str, Any]]
+
+
+class ExtractManifest(_Versioned):
+    """ROWS.manifest.json beside the rows.parquet of `cg-ray extract`: the input, the reader, counts.
+
+    Only the reader is required to read one: other tools (and older versions) wrote shorter manifests."""
+
+    reader: dict[str, Any]
+    input: str | None = None
+    text: str | None = None
+    counts: dict[str, Any] = Field(default_factory=dict)
+    d_sae: int | None = None
+
+
+class TrainingStats(_Versioned):
+    """training.json beside an SAE trained by `cg-ray sae train`: its settings, tokens and time."""
+
+    config: dict[str, Any]
+    trained_tokens: int
+    seconds: float
+
+
 Doc = TypeVar("Doc", bound=_Versioned)
 
 
@@ -130,6 +178,18 @@ def write_document(path: Path, model: type[Doc], doc: dict[str, Any], **dumps: A
 
 
 def read_document(path: Path, model: type[Doc]) -> Doc:
+    """The document at `path` as `model`; a newer `format_version` is refused with an error naming the file."""
+    return _checked(path, _load(path), model)
+
+
+def read_mapping(path: Path, model: type[Doc]) -> dict[str, Any]:
+    """The document as the plain mapping it was written as, once checked against `model` like `read_document`."""
+    data = _load(path)
+    _checked(path, data, model)
+    return data
+
+
+def _load(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -138,6 +198,10 @@ def read_document(path: Path, model: type[Doc]) -> Doc:
         raise InputError(f"invalid JSON ({exc.msg})", path=str(path)) from None
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", path=str(path))
+    return data
+
+
+def _checked(path: Path, data: dict[str, Any], model: type[Doc]) -> Doc:
     version = data.get("format_version", 0)  # 0: written before documents were versioned; same layout
     if isinstance(version, int) and version > FORMAT_VERSION:
         raise InputError(
@@ -154,10 +218,7 @@ def read_document(path: Path, model: type[Doc]) -> Doc:
 
 def read_summary(run_dir: Path) -> dict[str, Any]:
     """summary.json as the plain mapping it was written as (checked against `RunSummary` first)."""
-    path = RunDir(run_dir).summary
-    read_document(path, RunSummary)
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
+    return read_mapping(RunDir(run_dir).summary, RunSummary)
 
 
 def read_arena_summary(arena_dir: Path) -> ArenaSummary:

@@ -10,13 +10,13 @@ not evidence either way. No weights fingerprint is recorded by the reader, so an
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cg_ray import schemas as S
-from cg_ray.errors import CgRayError, InputError
+from cg_ray.artifacts.contract import ExtractManifest, RunManifest, read_mapping
+from cg_ray.errors import CgRayError
 
 # Fields compared, in the order an error names them.
 FIELDS = (
@@ -61,22 +61,12 @@ def _name(path: Any) -> str | None:
     return None if path in (None, "", "auto") else Path(str(path)).name
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON ({exc.msg})", path=str(path)) from None
-    if not isinstance(data, dict):
-        raise InputError("expected a JSON object", path=str(path))
-    return data
-
-
 def _text_mode(text: Any) -> Any:
     return "prompt_response" if text == "both" else text  # older extract manifests spell it `both`
 
 
 def _from_run_manifest(path: Path, d_sae: int) -> ReaderIdentity:
-    data = _read(path)
+    data = read_mapping(path, RunManifest)
     reader = (data.get("config") or {}).get("reader") or {}
     resolved = data.get("reader") or {}
     actors = resolved.get("actors") or []
@@ -87,7 +77,7 @@ def _from_run_manifest(path: Path, d_sae: int) -> ReaderIdentity:
 
 
 def _from_extract_manifest(path: Path, d_sae: int) -> ReaderIdentity:
-    data = _read(path)
+    data = read_mapping(path, ExtractManifest)  # a newer format_version is refused, naming the file
     reader = data.get("reader") or {}
     sae = reader.get("sae") or {}
     values = _common(reader, sae.get("d_sae", d_sae), sae.get("spec"))

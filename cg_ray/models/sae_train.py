@@ -17,7 +17,6 @@ What we add around sae-lens' `LanguageModelSAETrainingRunner`, and why:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -28,8 +27,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cg_ray.artifacts.contract import TrainingStats, write_document
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.errors import ConfigError
+
+TRAINING_FILE = "training.json"  # beside the weights: settings, tokens, time (a `TrainingStats`)
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +221,7 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
     with atomic_directory(out, overwrite=overwrite) as tmp:
         for name in ("cfg.json", "sae_weights.safetensors"):
             shutil.copy2(work_dir / "final" / name, tmp / name)
-        (tmp / "training.json").write_text(json.dumps(stats, indent=2) + "\n")
+        write_document(tmp / TRAINING_FILE, TrainingStats, stats)
     log.info("trained %d tokens in %.0f s; SAE at %s", tokens, seconds, out)
     return out
 

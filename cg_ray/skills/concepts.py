@@ -13,7 +13,6 @@ least `min_rows` rows (fewer make χ_model a handful of rows' average) and on at
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,7 @@ class ConceptRows:
 
 def read_concept_rows(path: Path) -> ConceptRows:
     """rows.parquet written by `cg-ray extract` (scores may be null), with its manifest if beside it."""
-    from cg_ray.activations.extract import manifest_path
+    from cg_ray.activations.extract import read_manifest
     from cg_ray.artifacts.rows import iter_row_batches, open_rows
 
     rows = open_rows(path)
@@ -62,8 +61,8 @@ def read_concept_rows(path: Path) -> ConceptRows:
         )
     if len(set(ids)) != len(ids):
         raise InputError("a row id appears twice (read each row once)", path=str(path), field="row_id")
-    manifest = manifest_path(Path(path))
-    sae = json.loads(manifest.read_text()).get("reader", {}).get("sae", {}) if manifest.exists() else {}
+    manifest = read_manifest(Path(path))  # a newer format_version is refused, naming the file
+    sae = (manifest.reader.get("sae") or {}) if manifest is not None else {}
     return ConceptRows(ids, sparse.vstack(parts, format="csr").astype(np.float64), sae)
 
 
