@@ -2,8 +2,8 @@
 JSON documents in it (`RunSummary` = summary.json, `RunManifest` = manifest.json, `ArenaSummary` =
 arena.json, `DiffSummary` = diff.json of `cg-ray diff`, `RobustnessReport` = robustness.json,
 `RatingsSummary` = ratings.json, `HeadToHeadSummary` = head_to_head.json, `ExtractManifest` = the manifest of
-`cg-ray extract`, `TrainingStats` = an SAE's training.json). File names come from `cg_ray.schemas` (the one
-list of them).
+`cg-ray extract`, `TrainingStats` = an SAE's training.json, `SaeEvaluation` = its eval.json). File names come
+from `cg_ray.schemas` (the one list of them).
 
 Every JSON document carries `format_version`. Readers accept documents without one (made before it
 existed, same layout as version 1) and refuse a newer version with a clear error instead of misreading it.
@@ -159,6 +159,14 @@ class TrainingStats(_Versioned):
     config: dict[str, Any]
     trained_tokens: int
     seconds: float
+
+
+class SaeEvaluation(_Versioned):
+    """eval.json of `cg-ray sae eval`: held-out explained variance, L0 and dead latents of an SAE."""
+
+    explained_variance: float
+    l0: float
+    dead_latents: int
 
 
 Doc = TypeVar("Doc", bound=_Versioned)

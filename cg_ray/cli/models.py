@@ -114,6 +114,7 @@ def _reader(args: argparse.Namespace) -> Any:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from cg_ray.artifacts.contract import SaeEvaluation, write_document
     from cg_ray.artifacts.publish import atomic_file
     from cg_ray.models.corpus import split_corpus
     from cg_ray.models.sae_eval import evaluate
@@ -121,7 +122,7 @@ def _eval(args: argparse.Namespace) -> int:
     _, heldout = split_corpus(args.data_dir, args.heldout_fraction)
     result = evaluate(_reader(args), heldout)
     with atomic_file(args.out) as tmp:
-        tmp.write_text(json.dumps(result, indent=2) + "\n")
+        result = write_document(tmp, SaeEvaluation, result)
     print(json.dumps(result))
     return 0
 

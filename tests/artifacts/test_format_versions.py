@@ -1,5 +1,5 @@
 """Every JSON artifact carries `format_version` and is read through a model that refuses newer versions
-(issue #24): robustness.json, ratings.json, head_to_head.json, the extract manifest, training.json."""
+(issue #24): robustness.json, ratings.json, head_to_head.json, the extract manifest, training.json, eval.json."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from cg_ray.artifacts.contract import (
     HeadToHeadSummary,
     RatingsSummary,
     RobustnessReport,
+    SaeEvaluation,
     TrainingStats,
     read_document,
     read_mapping,
@@ -38,6 +39,7 @@ DOCUMENTS: list[tuple[str, Any, dict[str, Any]]] = [
     ("head_to_head.json", HeadToHeadSummary, {"pairs": [{"model_a": "A", "model_b": "B"}]}),
     ("rows.manifest.json", ExtractManifest, {"reader": {"sae": {"spec": "default"}}, "d_sae": 8, "text": "prompt"}),
     ("training.json", TrainingStats, {"config": {"k": 32}, "trained_tokens": 1000, "seconds": 2.5}),
+    ("eval.json", SaeEvaluation, {"explained_variance": 0.81, "l0": 32.0, "dead_latents": 3}),
 ]
 
 
