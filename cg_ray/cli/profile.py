@@ -36,6 +36,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
     from cg_ray.cli.metrics import metrics_config_from_args
+    from cg_ray.profile.strata import read_frame
     from cg_ray.profile.validate import ValidateConfig, validate
     from cg_ray.schemas import VALIDATE_FILE
 
@@ -52,7 +53,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     )
     rows = open_rows(args.rows, args.d_sae)
     table = load_row_table(rows, model=args.model)
-    report = validate(table, table.benchmark_codes, cfg)
+    report = validate(table, table.benchmark_codes, cfg, read_frame(rows, args.model))
     report["rows_file"] = str(args.rows)
     report["model"] = args.model
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
@@ -84,6 +85,17 @@ def _print(report: dict[str, Any], path: Path) -> None:
             sign = i < 2
             cells.append(f"{_fmt(v, sign)} [{_fmt(entry.get('low'), sign)}, {_fmt(entry.get('high'), sign)}]")
         print(f"{name:<8} {cells[0]:>24} {cells[1]:>24} {cells[2]:>24}")
+    beyond = report.get("beyond")
+    if beyond:
+        print(f"beyond the metadata (adjusted for {', '.join(beyond['adjusted_for']) or 'nothing'}):")
+        print(f"{'ranking':<14} {'lift@5':>8} {'lift@20':>8} {'resid@5':>8} {'resid@20':>8}")
+        for name, curves in beyond["rankings"].items():
+            cells = [
+                _fmt((_at(curves[c], "k", k) or (curves[c][-1] if curves[c] else {})).get("value"), True)
+                for c in ("lift", "residual_lift")
+                for k in (5, 20)
+            ]
+            print(f"{name:<14} " + " ".join(f"{c:>8}" for c in cells))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -126,10 +126,16 @@ def cell_keys(frame: RowFrame, fields: Sequence[str]) -> IntArray:
     return keys
 
 
-def expected_scores(frame: RowFrame, fields: Sequence[str], min_cell_rows: int = MIN_CELL_ROWS) -> FloatArray:
+def expected_scores(
+    frame: RowFrame,
+    fields: Sequence[str],
+    min_cell_rows: int = MIN_CELL_ROWS,
+    fit: npt.NDArray[np.bool_] | None = None,
+) -> FloatArray:
     """Each row's cell mean over scored rows; a cell with < `min_cell_rows` scored rows takes its parent's
-    (the same fields less the last), down to the suite mean. NaN only when no row is scored."""
-    scored = frame.scored
+    (the same fields less the last), down to the suite mean. NaN only when no row is scored. With `fit`,
+    the means come from the fit rows only and are applied to every row (held-out validation)."""
+    scored = frame.scored if fit is None else frame.scored & fit
     y = np.where(scored, frame.scores, 0.0)
     expected = np.full(frame.n_rows, np.nan)
     for depth in range(len(fields), -1, -1):

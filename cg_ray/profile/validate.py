@@ -33,9 +33,11 @@ from cg_ray.metrics.compute import CGResult, compute_metrics
 from cg_ray.metrics.robustness import RowTable
 from cg_ray.profile.grouping import pool_activity_from_csr
 from cg_ray.profile.ranking import eligible, weakness_order
+from cg_ray.profile.strata import RowFrame
+from cg_ray.profile.validate_beyond import beyond_validation
 from cg_ray.profile.weaknesses import POOL_FACTOR, profile_entries
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the `beyond` block (slices, failure modes, residual lift; validate_beyond.py)
 MIN_ROWS_PER_BENCHMARK = 10
 
 IntArray = npt.NDArray[np.int64]
@@ -300,8 +302,11 @@ def planted_recovery(found: Sequence[int], planted: set[int]) -> dict[str, float
     return {"precision": precision, "recall": recall, "f1": f1, "n_found": len(found), "n_planted": len(planted)}
 
 
-def validate(table: RowTable, strata: npt.NDArray[np.integer], cfg: ValidateConfig) -> dict[str, Any]:
-    """The whole evaluation (see the module doc); a JSON-ready dict with the documented keys."""
+def validate(
+    table: RowTable, strata: npt.NDArray[np.integer], cfg: ValidateConfig, frame: RowFrame | None = None
+) -> dict[str, Any]:
+    """The whole evaluation (see the module doc); a JSON-ready dict with the documented keys. With `frame`
+    (the same rows' metadata), also the `beyond` block: slices, failure modes, residual lift."""
     check_rows(table, cfg)
     test_mask = stratified_split(strata, cfg.test_fraction, cfg.seed)
     fit = subset(table, np.flatnonzero(~test_mask))
@@ -322,9 +327,26 @@ def validate(table: RowTable, strata: npt.NDArray[np.integer], cfg: ValidateConf
                 "n_test": int((mine & test_mask).sum()),
             }
         )
+    beyond = None
+    if frame is not None:
+        beyond = beyond_validation(
+            table,
+            frame,
+            test_mask,
+            fit,
+            test,
+            result,
+            rankings,
+            part.residual,
+            max_k=cfg.max_k,
+            n_bootstrap=cfg.n_bootstrap,
+            n_random=cfg.n_random,
+            seed=cfg.seed,
+        )
     return {
         "format_version": FORMAT_VERSION,
         "ranking": cfg.metrics.rank_by,
+        "beyond": beyond,
         "lift": lift_curve(part, rankings["new"], cfg),
         "low_performance": low_performance(part, rankings["new"], cfg),
         "baselines": {

@@ -41,6 +41,8 @@ def test_artifacts_of_a_small_run(write_rows, tmp_path: Path) -> None:
             S.OFFICIAL_SALIENCY_CSV,
             S.OFFICIAL_SCORES_CSV,
             *S.PROFILE_FILES,
+            S.SLICES_FILE,
+            S.FAILURE_MODES_FILE,
         ]
     )
     concepts = pq.read_table(out / S.CONCEPTS_FILE)

@@ -6,13 +6,14 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import cli
 from cg_ray.describe.outputs import DESCRIPTIONS_SCHEMA, read_descriptions, read_themes
 
-from .conftest import planted_rows
+from .conftest import planted_rows, rows_schema
 
 
 def test_describe_writes_descriptions_and_themes(
@@ -86,8 +87,16 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
     make_run: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rows = planted_rows(60)
-    rows[40]["metadata"] = "[1, 2]"
     run = make_run(rows)
+    # Metadata that is not a JSON object: `cg-ray metrics` (which now reads it for slices) refuses the rows,
+    # and so does describe on rows changed after the run; neither leaves anything behind.
+    rows[40]["metadata"] = "[1, 2]"
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=rows_schema()), bad)
+    assert cli.main(["metrics", "--rows", str(bad), "--out", str(tmp_path / "bad_run"), "--min-rows", "5"]) == 2
+    assert "row 40, field 'metadata': is not a JSON object" in capsys.readouterr().err
+    assert not (tmp_path / "bad_run").exists()
+    bad.replace(run / "rows.parquet")
     assert cli.main(["describe", str(run), "--no-tokens", "--concepts", "0"]) == 2
     assert "row 40, field 'metadata': is not a JSON object" in capsys.readouterr().err
     assert not (run / "descriptions.parquet").exists() and not (run / "themes.json").exists()
