@@ -1,11 +1,13 @@
 """One short readable sentence per concept, from the best source available.
 
-Order: an LLM explanation whose detection score is at least `LLM_MIN_SCORE` and at least that of every
-other scored candidate; else the SAE's label when it says something beyond punctuation / whitespace; else
-the metadata enrichment; else the concept's top spans / tokens in this suite when they contain words; else
-the punctuation / whitespace label or tokens, named readably ("line breaks", never a bare `'\\n'`). A
-token-list label (the default SAE's) gets the tokens it fires on in this suite added; when the chosen source
-is not the enrichment, the best enriched value is added as context.
+Order: an LLM explanation whose detection score is at least `LLM_MIN_SCORE` and at least that of every other
+scored candidate (a tie in detection goes to the better fuzzing score); else the SAE's label when it says
+something beyond punctuation / whitespace; else the metadata enrichment, never on a field the concept was
+ranked adjusted for (its residual gap already took that field out: naming it would restate the metadata);
+else the distinctive terms of the concept's rows (`cg_ray.profile.terms`); else the concept's top
+spans / tokens in this suite when they contain words; else the punctuation / whitespace label or tokens, named readably
+("line breaks", never a bare `'\\n'`). A token-list label (the default SAE's) gets the tokens it fires on in
+this suite added; when the chosen source is not the enrichment, the best enriched value is added as context.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ LLM_MIN_SCORE = 0.6  # balanced accuracy; 0.5 is chance
 
 @dataclass(frozen=True)
 class Candidate:
-    source: str  # llm | label | enrichment | ngrams | none
+    source: str  # llm | label | terms | enrichment | ngrams | none
     text: str
     informative: bool = True  # False: punctuation / whitespace only
     detection_score: float | None = None
+    fuzzing_score: float | None = None  # breaks ties in detection
 
 
 def _cap(text: str) -> str:
@@ -69,14 +72,23 @@ def ngram_candidate(spans: Sequence[str], tokens: Sequence[str]) -> Candidate | 
     return None
 
 
+def _at_least(c: Candidate, other: Candidate) -> bool:
+    """c scores at least as well as `other` by detection; a tie goes to the better fuzzing score (to c when
+    either has none)."""
+    d, o = c.detection_score or 0.0, other.detection_score or 0.0
+    if d != o:
+        return d > o
+    return c.fuzzing_score is None or other.fuzzing_score is None or c.fuzzing_score >= other.fuzzing_score
+
+
 def choose(candidates: Sequence[Candidate | None]) -> Candidate | None:
     present = [c for c in candidates if c is not None]
     llm = [c for c in present if c.source == "llm" and c.detection_score is not None]
-    others = [c.detection_score for c in present if c.source != "llm" and c.detection_score is not None]
-    for c in sorted(llm, key=lambda c: -(c.detection_score or 0.0)):
-        if (c.detection_score or 0.0) >= LLM_MIN_SCORE and all((c.detection_score or 0.0) >= o for o in others):
+    others = [c for c in present if c.source != "llm" and c.detection_score is not None]
+    for c in sorted(llm, key=lambda c: (-(c.detection_score or 0.0), -(c.fuzzing_score or 0.0))):
+        if (c.detection_score or 0.0) >= LLM_MIN_SCORE and all(_at_least(c, o) for o in others):
             return c
-    for source in ("label", "enrichment", "ngrams"):
+    for source in ("label", "enrichment", "terms", "ngrams"):
         for c in present:
             if c.source == source and c.informative:
                 return c
@@ -102,14 +114,19 @@ def describe_concept(
     spans: Sequence[str],
     tokens: Sequence[str],
     explanations: Sequence[Candidate] = (),
+    terms: Sequence[str] = (),
+    adjusted_for: Sequence[str] = (),
 ) -> Description:
-    """The concept's sentence. `explanations`: LLM (and other) candidates scored by `cg-ray explain`."""
+    """The concept's sentence. `explanations`: LLM (and other) candidates scored by `cg-ray explain`;
+    `terms`: its rows' distinctive terms; `adjusted_for`: the fields its residual gap was adjusted for."""
+    enriched = [e for e in enriched if e.field not in set(adjusted_for)]
     scored = {c.source: c for c in explanations}
 
     def with_score(c: Candidate | None) -> Candidate | None:
         if c is None or c.source not in scored:
             return c
-        return Candidate(c.source, c.text, c.informative, scored[c.source].detection_score)
+        s = scored[c.source]
+        return Candidate(c.source, c.text, c.informative, s.detection_score, s.fuzzing_score)
 
     from_label = label_candidate(label)
     named = label_token_names(label)
@@ -120,6 +137,7 @@ def describe_concept(
     candidates = [
         scored.get("llm"),
         with_score(from_label),
+        with_score(Candidate("terms", "Rows with " + ", ".join(f"“{t}”" for t in terms))) if terms else None,
         with_score(enrichment_candidate(enriched)),
         with_score(ngram_candidate(spans, tokens)),
     ]

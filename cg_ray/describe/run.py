@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from cg_ray import schemas as S
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.describe import outputs as O
 from cg_ray.describe.config import REPORT_TOP
@@ -182,13 +183,26 @@ def explanation_candidates(run_dir: Path) -> dict[int, list[Candidate]]:
     out: dict[int, list[Candidate]] = {}
     for r in pq.read_table(path).to_pylist():
         out.setdefault(int(r["concept_id"]), []).append(
-            Candidate(r["source"], r["description"], True, r["detection_score"])
+            Candidate(r["source"], r["description"], True, r["detection_score"], r.get("fuzzing_score"))
         )
+    return out
+
+
+def profile_terms(run_dir: Path) -> dict[int, list[str]]:
+    """concept → the distinctive terms of its rows, from the profile files that carry them."""
+    out: dict[int, list[str]] = {}
+    for name in S.PROFILE_FILES:
+        path = run_dir / name
+        if path.is_file() and "terms" in pq.read_schema(path).names:
+            for r in pq.read_table(path, columns=["concept_id", "terms"]).to_pylist():
+                if r["terms"]:
+                    out.setdefault(int(r["concept_id"]), list(r["terms"]))
     return out
 
 
 def build_outputs(a: Analysis, options: DescribeOptions) -> tuple[pa.Table, dict[str, Any]]:
     explained = explanation_candidates(a.run.path)
+    terms = profile_terms(a.run.path)
     rows: list[dict[str, Any]] = []
     texts: dict[int, str] = {}
     enrich_text: dict[int, list[str]] = {}
@@ -202,6 +216,8 @@ def build_outputs(a: Analysis, options: DescribeOptions) -> tuple[pa.Table, dict
             spans=ce.spans,
             tokens=ce.tokens,
             explanations=explained.get(c, []),
+            terms=terms.get(c, ()),
+            adjusted_for=concept.get("adjusted_for") or (),
         )
         texts[c] = d.text
         enrich_text[c] = [e.text() for e in ce.enriched]

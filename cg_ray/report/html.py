@@ -18,6 +18,7 @@ from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.outputs import read_sentences
 from cg_ray.errors import InputError
 from cg_ray.report import figures
+from cg_ray.report.beyond import failure_modes_section, slices_section
 from cg_ray.report.examples import ExampleRow, salient_rows
 from cg_ray.report.profile import load_profile, strengths_section, validate_section, weakness_section
 from cg_ray.report.readable import readable_html
@@ -201,8 +202,10 @@ def build_report(
 
     sections = [
         f'<section><div class="kpis">{kpi_html}</div></section>',
+        failure_modes_section(run),  # what the metadata does not explain, first
+        slices_section(run, top),  # then what it does
         weakness_section(run, summary, top, examples_of),
-        readable_html(run),  # `cg-ray describe`: descriptions and themes, right under the profile
+        readable_html(run),  # `cg-ray describe`: the described concepts, right under the profile
         validate_section(validate_path, _figure_html),
         f"<section><h2>Benchmarks</h2>{_benchmark_table(summary)}</section>",
         "<section><h2>Benchmark gaps</h2>" + _pair(figs["coverage"], figs["missing"]) + "</section>",

@@ -1,4 +1,4 @@
-"""The report's "Readable gaps" section: themes, and per described concept its description, metadata
+"""The report's "Readable gaps" section: per described concept its description, metadata
 enrichment and a highlighted in-suite example (from `cg-ray describe`; empty when it has not run)."""
 
 from __future__ import annotations
@@ -48,28 +48,6 @@ def _concept_rows(descriptions: list[dict[str, Any]]) -> str:
     return f"<table>{head}{''.join(body)}</table>"
 
 
-def _themes_html(themes: dict[str, Any]) -> str:
-    items = []
-    for t in themes.get("themes", []):
-        members = "; ".join(f"{c['concept_id']}: {_esc(c['description'])}" for c in t["concepts"])
-        rows = "".join(
-            f"<li>{_esc(r['benchmark'])}/{_esc(r['row_id'])} (score {_fmt(r['score'], 2)}): {_esc(r['snippet'])}</li>"
-            for r in t.get("representative_rows", [])
-        )
-        items.append(
-            f"<li><b>{_esc(t['name'])}</b> — {t['support']} rows, mean score {_fmt(t['mean_score'])}"
-            f'<div class="ex">{members}</div><details><summary>representative rows</summary><ul>{rows}</ul>'
-            "</details></li>"
-        )
-    if not items:
-        return "<p>No themes: the described concepts rarely fire on the same rows.</p>"
-    method = themes.get("method", {})
-    return (
-        f'<p class="ex">Concepts grouped by {_esc(method.get("similarity", ""))} '
-        f"(average linkage, Jaccard ≥ {method.get('min_jaccard', '')}).</p><ul>{''.join(items)}</ul>"
-    )
-
-
 def readable_html(run_dir: Path) -> str:
     """The section, or "" when the run has no descriptions.parquet."""
     descriptions = read_descriptions(run_dir)
@@ -84,11 +62,7 @@ def readable_html(run_dir: Path) -> str:
         if skipped
         else ""
     )
+    # The themes stay in themes.json; the report's groups of concepts are the failure modes at its top.
     return (
-        "<section><h2>Readable gaps</h2><h3>Themes</h3>"
-        + _themes_html(themes)
-        + "<h3>Described concepts</h3>"
-        + _concept_rows(descriptions)
-        + note
-        + "</section>"
+        "<section><h2>Readable gaps</h2><h3>Described concepts</h3>" + _concept_rows(descriptions) + note + "</section>"
     )

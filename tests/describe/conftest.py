@@ -72,13 +72,16 @@ def rows_schema() -> pa.Schema:
 
 @pytest.fixture
 def make_run(tmp_path: Path) -> Callable[..., Path]:
-    """make_run(rows=None, labels=None) -> a run directory made by `cg-ray metrics` over planted rows."""
+    """make_run(rows=None, labels=None, adjust_for="none") -> a run directory made by `cg-ray metrics`."""
 
-    def make(rows: list[dict[str, Any]] | None = None, labels: dict[int, str] | None = None) -> Path:
+    def make(
+        rows: list[dict[str, Any]] | None = None, labels: dict[int, str] | None = None, adjust_for: str = "none"
+    ) -> Path:
         table = pa.Table.from_pylist(rows if rows is not None else planted_rows(), schema=rows_schema())
         rows_path = tmp_path / "rows.parquet"
         pq.write_table(table, rows_path, row_group_size=128)
         args = ["metrics", "--rows", str(rows_path), "--out", str(tmp_path / "run"), "--min-rows", "5"]
+        args += ["--adjust-for", adjust_for]  # "none": these tests are about the enrichment itself
         if labels is not None:
             label_path = tmp_path / "labels.jsonl"
             label_path.write_text("".join(json.dumps({"concept_id": c, "label": t}) + "\n" for c, t in labels.items()))

@@ -103,3 +103,17 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
     assert cli.main(["describe", str(run), "--no-tokens", "--concepts", "99"]) == 2
     assert "concept 99 is not in concepts.parquet" in capsys.readouterr().err
     assert cli.main(["describe", str(tmp_path / "nowhere")]) == 2
+
+
+def test_a_concept_ranked_adjusted_for_a_field_is_not_described_by_its_value(make_run: Callable[..., Path]) -> None:
+    # Concept 0 fires on geometry rows; adjusted for `task` (auto: the weakest slice is task=geometry), naming
+    # "task = geometry" would restate the metadata: the distinctive terms of its rows describe it instead,
+    # and the enrichment stays beside the description as evidence.
+    run = make_run(labels={0: "',' | '.' | '\\n'"}, adjust_for="auto")
+    concepts = pq.read_table(run / "concepts.parquet").to_pylist()
+    assert concepts[0]["adjusted_for"][0] == "task"
+    assert cli.main(["describe", str(run), "--no-tokens", "--concepts", "0"]) == 0
+    zero = {r["concept_id"]: r for r in read_descriptions(run) or []}[0]
+    assert zero["source"] == "terms" and zero["description"].startswith("Rows with “")
+    assert "task = geometry" not in zero["description"] and "geometry" in zero["description"]
+    assert zero["metadata_enrichment"][0].startswith("task=geometry (×")
