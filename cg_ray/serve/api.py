@@ -7,6 +7,7 @@ uploads and analyses: anything else answers 404, exactly as if it did not exist.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -14,10 +15,9 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, Response
-from sqlalchemy import select
 
 from cg_ray.labels import ConceptLabels
-from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Store
+from cg_ray.serve.db import Store
 from cg_ray.serve.deps import Service
 from cg_ray.serve.edge import EdgeMiddleware
 from cg_ray.serve.encoding import Encoder
@@ -37,16 +37,12 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        # Analyses that were queued or running when the service stopped are run again: nothing is lost.
-        with store.session() as s:
-            active = select(Analysis).where(Analysis.status.in_(ACTIVE_STATUSES), Analysis.job_id.is_(None))
-            pending = [a.id for a in s.scalars(active)]
-        for analysis_id in pending:
-            log.info("resuming analysis %s after a restart", analysis_id)
-            service.start_analysis(analysis_id)
+        # Analyses queued or running when a replica stopped are claimed and run again (`leases.py`): by this
+        # replica at once if their lease was released or has expired, else once it expires; nothing is lost.
+        keeper = asyncio.get_running_loop().create_task(service.leases.keep(service.start_analysis))
         yield
-        for task in list(service.tasks.values()):
-            task.cancel()
+        keeper.cancel()
+        service.leases.stop()
 
     app = FastAPI(
         title="cg_ray",

@@ -1,7 +1,8 @@
 """Ray Serve application: `serve run serve_config.yaml` (import_path: cg_ray.serve.app:build_app).
 
 Two deployments: the encoder (reader + SAE, `@serve.batch`, GPUs and autoscaling from the args) and the
-FastAPI ingress, which holds a handle to the encoder and the SQL store.
+FastAPI ingress (two replicas by default), which holds a handle to the encoder and the SQL store; the
+replicas share the store and claim in-service analyses through its leases.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ class ServeArgs(ServiceSettings):
     # Ray Serve admits 5 concurrent requests per replica by default: with small requests from many
     # clients the ingress then starves the encoder's batches (measured: 5 rows/s with 64 clients).
     ingress_max_ongoing_requests: int = Field(256, ge=1, description="concurrent requests one ingress replica takes")
+    # Two by default: a crashed ingress replica is then no outage (the other answers while it restarts);
+    # analyses are claimed through the store's leases, so exactly one replica runs each (serve/leases.py).
+    ingress_replicas: int = Field(2, ge=1, description="ingress replicas (several share the store; see leases.py)")
 
 
 @serve.deployment(name="encoder")
@@ -173,7 +177,9 @@ def build_app(args: ServeArgs) -> Application:
         },
         max_ongoing_requests=max(8, enc.max_batch_size),
     ).bind(parsed.reader.model_dump(mode="json"), enc.reader_factory, enc.max_batch_size, enc.batch_wait_timeout_s)
-    settings = parsed.model_dump(exclude={"encoder", "ingress_max_ongoing_requests"}, mode="json")
-    ingress = Ingress.options(max_ongoing_requests=parsed.ingress_max_ongoing_requests)  # type: ignore[attr-defined]
+    settings = parsed.model_dump(exclude={"encoder", "ingress_max_ongoing_requests", "ingress_replicas"}, mode="json")
+    ingress = Ingress.options(  # type: ignore[attr-defined]
+        max_ongoing_requests=parsed.ingress_max_ongoing_requests, num_replicas=parsed.ingress_replicas
+    )
     app: Application = ingress.bind(settings, encoder)
     return app

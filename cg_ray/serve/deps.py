@@ -19,6 +19,7 @@ from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Store, Upload
 from cg_ray.serve.encoding import Encoder
 from cg_ray.serve.errors import api_error
 from cg_ray.serve.keys import verify_key
+from cg_ray.serve.leases import LeaseKeeper
 from cg_ray.serve.model_diffs import MODE as DIFF_MODELS
 from cg_ray.serve.model_diffs import run_diff_models
 from cg_ray.serve.settings import ServiceSettings
@@ -32,18 +33,26 @@ class Service:
     store: Store
     encoder: Encoder
     labels: ConceptLabels | None
-    tasks: dict[str, asyncio.Task[None]] = dataclasses.field(default_factory=dict)  # by analysis id
+    leases: LeaseKeeper = None  # type: ignore[assignment]  # this replica's leases; made from the store if None
+
+    def __post_init__(self) -> None:
+        if self.leases is None:
+            self.leases = LeaseKeeper(self.store)
+
+    @property
+    def tasks(self) -> dict[str, asyncio.Task[None]]:
+        """The analyses this replica runs, by id (cancel and shutdown stop them)."""
+        return self.leases.held
 
     def start_analysis(self, analysis_id: str) -> None:
-        """Run an in-service analysis in the background; the task is kept so cancel and shutdown can stop it."""
+        """Run an in-service analysis in the background if this replica wins its lease (with several ingress
+        replicas on one store, exactly one runs it)."""
         analysis = self.store.get_owned_any(Analysis, analysis_id)
         if analysis is not None and analysis.mode == DIFF_MODELS:
             work = run_diff_models(self.store, self.encoder, analysis_id, self.settings, self.labels)
         else:
             work = run_analysis(self.store, self.encoder, analysis_id, self.settings.analyses_dir, self.labels)
-        task = asyncio.get_running_loop().create_task(work)
-        self.tasks[analysis_id] = task
-        task.add_done_callback(lambda _: self.tasks.pop(analysis_id, None))
+        self.leases.start(analysis_id, work)
 
     def owned(self, model: type[Owned], owner: str, item_id: str) -> Owned:
         """The caller's own row, or 404 — the same answer whether it is someone else's or does not exist."""

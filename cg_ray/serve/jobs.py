@@ -105,7 +105,23 @@ def _client(settings: ServiceSettings, attempts: int = 10) -> Any:
     raise AssertionError("unreachable")
 
 
+SUBMIT_LEASE_S = 300.0
+
+
 def submit(settings: ServiceSettings, store: Store, analysis_id: str) -> str:
+    """Submit the analysis as a Ray job. Until its job id is stored it holds the analysis' lease, so no
+    ingress replica's lease loop takes it for an in-service analysis meanwhile."""
+    import uuid
+
+    holder = f"submit:{uuid.uuid4().hex[:12]}"
+    store.claim(analysis_id, holder, SUBMIT_LEASE_S)
+    try:
+        return _submit(settings, store, analysis_id)
+    finally:
+        store.release(analysis_id, holder)
+
+
+def _submit(settings: ServiceSettings, store: Store, analysis_id: str) -> str:
     analysis = store.get_owned_any(Analysis, analysis_id)
     uploads = [store.get_owned(Upload, analysis.owner, u) for u in analysis.upload_ids]
     work = (settings.analyses_dir / analysis_id).resolve()

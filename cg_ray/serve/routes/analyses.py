@@ -7,6 +7,7 @@ import asyncio
 
 import pyarrow.parquet as pq
 from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
 
 from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Upload, new_id
 from cg_ray.serve.deps import Owner, Service, ServiceDep
@@ -77,7 +78,7 @@ def check_running(service: Service, owner: str) -> None:
 
 @router.post("/analyses", status_code=202, response_model=AnalysisView)
 async def create_analysis(service: ServiceDep, owner: Owner, body: AnalysisRequest) -> AnalysisView:
-    uploads = check_request(service, owner, body)
+    uploads = await run_in_threadpool(check_request, service, owner, body)  # database and file reads: off the loop
     as_job = body.mode in ("generate", "arena") or sum(u.n_rows for u in uploads) > service.settings.small_analysis_rows
     analysis_id = new_id("ana")
     with service.store.session() as s:
