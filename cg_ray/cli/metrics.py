@@ -45,7 +45,7 @@ def add_metrics_options(p: argparse.ArgumentParser) -> None:
 
 def add_rows_options(
     p: argparse.ArgumentParser,
-    rows: str = "rows.parquet (see README: run directory)",
+    rows: str = "rows.parquet (see docs/usage.md: run directory)",
     out: str = "output directory (published atomically)",
 ) -> None:
     """The input rows.parquet (one evaluated model of it) and the output directory."""
@@ -64,12 +64,11 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import open_rows
     from cg_ray.artifacts.run_dir import link_or_copy, publish_metrics
-    from cg_ray.labels import load_labels
 
     config = metrics_config_from_args(args)
     started = time.perf_counter()
     rows = open_rows(args.rows, args.d_sae)
-    labels = load_labels(args.labels, args.labels_source, rows.d_sae) if args.labels else None
+    labels = _labels(args, rows.d_sae)
     ensure_output_free(args.out, args.overwrite)
     extra = {"rows_file": str(args.rows), "model_filter": args.model, "evaluated_model": args.model}
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
@@ -78,6 +77,19 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     _print_summary(args.out, published.summary, time.perf_counter() - started)
     _print_profile(args.out)
     return 0
+
+
+def _labels(args: argparse.Namespace, d_sae: int) -> Any:
+    """--labels when given; else the labels shipped with the reader that the rows' extract manifest or run
+    manifest names, if its SAE's weights still have the recorded fingerprint. One line says which, or why none."""
+    from cg_ray.labels import load_labels
+    from cg_ray.pipeline.recorded_labels import labels_for_rows
+
+    if args.labels:
+        return load_labels(args.labels, args.labels_source, d_sae)
+    labels, reason = labels_for_rows(args.rows, d_sae)
+    print(f"labels: {reason}" if labels is not None else f"no labels: {reason}; name a file with --labels")
+    return labels
 
 
 def _print_profile(out: Path) -> None:
@@ -177,7 +189,11 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(subparsers, "metrics", _cmd_metrics)
     add_rows_options(p)
-    add_labels_options(p, "concept labels (Neuronpedia export, JSONL or CSV)")
+    add_labels_options(
+        p,
+        "concept labels (Neuronpedia export, JSONL or CSV); default: those shipped with the reader that the "
+        "rows' extract manifest or manifest.json names, when its SAE's weights fingerprint still matches",
+    )
     add_metrics_options(p)
 
     r = add_command(subparsers, "robustness", _cmd_robustness)

@@ -112,16 +112,9 @@ def shipped_concept_labels(sae: dict[str, Any], ids: list[int]) -> dict[int, str
     """Labels of `ids` from the labels shipped beside the SAE the concept rows were read with, if that SAE is
     still the one on disk (its weights' fingerprint equals the recorded `weights_sha256`); {} otherwise — a
     retrained default SAE's labels would name other concepts."""
-    from cg_ray.activations.saes.base import file_fingerprint
-    from cg_ray.pipeline.runner import sae_folder, shipped_labels
+    from cg_ray.pipeline.recorded_labels import verified_shipped_labels
 
-    spec, d_sae, recorded = sae.get("spec"), sae.get("d_sae"), sae.get("weights_sha256")
-    if not spec or not d_sae:
-        return {}
-    weights = sae_folder(str(spec)) / "sae_weights.safetensors"
-    if not weights.is_file() or file_fingerprint(weights) != recorded:
-        return {}
-    labels = shipped_labels(str(spec), int(d_sae))
+    labels, _ = verified_shipped_labels(sae)
     if labels is None:
         return {}
     return {c: label for c in ids if (label := labels.get(int(c)))}

@@ -240,3 +240,23 @@ def test_sae_not_fitting_model_fails(
     assert cli.main([*argv, "--sae", "zip:whatever"]) == 2
     assert "cannot tell the kind of SAE" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_metrics_on_extracted_rows_use_the_labels_shipped_beside_the_sae(
+    tmp_path: Path, tiny_model_dir: Path, tiny_sae_dir: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cg-ray extract` then `cg-ray metrics`: the manifest names the SAE, whose labels ship beside it (#24)."""
+    sae_dir = tiny_sae_dir("topk")
+    (sae_dir / "labels.jsonl").write_text(
+        "".join(json.dumps({"concept_id": c, "label": f"c{c}"}) + "\n" for c in range(96))
+    )
+    out = tmp_path / "rows.parquet"
+    reader = ["--reader-model", str(tiny_model_dir), "--sae", f"saelens-disk:{sae_dir}", "--dtype", "float32"]
+    assert (
+        cli.main(["extract", "--input", str(write_jsonl(tmp_path / "in.jsonl", ROWS)), "--out", str(out), *reader]) == 0
+    )
+    assert cli.main(["metrics", "--rows", str(out), "--out", str(tmp_path / "run"), "--min-rows", "1"]) == 0
+    concepts = pq.read_table(tmp_path / "run" / S.CONCEPTS_FILE).to_pylist()
+    active = [c for c in concepts if c["n_active_rows"] > 0]
+    assert active and all(c["label"] == f"c{c['concept_id']}" for c in active)
+    assert "labels: the labels shipped with SAE" in capsys.readouterr().out
