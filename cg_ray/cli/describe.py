@@ -28,9 +28,26 @@ def register(subparsers: Any) -> None:
     _add_common(add_command(subparsers, "describe", _describe))
     e = add_command(subparsers, "explain", _explain)
     _add_common(e)
-    e.add_argument("--model", default="smollm2-135m-instruct", help="explainer: known name, HF dir or hub id")
-    e.add_argument("--backend", default="vllm", help="generation backend: vllm | hf | fake")
-    e.add_argument("--detect", type=int, default=6, help="held-out rows per class for detection")
+    e.add_argument("--config", type=Path, default=None, help="a YAML file with an `explain:` block (flags win)")
+    e.add_argument(
+        "--model", default=None, help="explainer: known name, HF dir or hub id; the served name with --endpoint"
+    )
+    e.add_argument("--backend", default=None, help="generation backend: vllm | hf | fake (default vllm)")
+    e.add_argument("--endpoint", default=None, help="OpenAI-compatible base URL (e.g. http://host:8000/v1)")
+    e.add_argument("--api-key-env", default=None, help="environment variable holding the endpoint's API key")
+    e.add_argument("--concurrency", type=int, default=None, help="endpoint requests in flight (default 8)")
+    e.add_argument("--timeout", type=float, default=None, help="seconds per endpoint request (default 60)")
+    e.add_argument("--price-in", type=float, default=None, help="USD per million prompt tokens (cost line)")
+    e.add_argument("--price-out", type=float, default=None, help="USD per million completion tokens")
+    e.add_argument(
+        "--n-detect",
+        "--detect",
+        dest="detect",
+        type=int,
+        default=None,
+        help="held-out rows per class for detection (default 20 with --endpoint, else 6)",
+    )
+    e.add_argument("--no-fuzz", action="store_true", help="skip the fuzzing score")
     e.add_argument("--name-themes", action="store_true", help="let the model name the themes too")
 
 
@@ -61,19 +78,63 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    """LLM explanations of concepts, scored by detection (balanced accuracy).
+    """LLM explanations of concepts, scored by detection and fuzzing (balanced accuracy).
 
     An instruct model explains each concept from its top rows (activating spans marked), then judges
-    held-out rows with and without the concept given each candidate description; writes
+    held-out rows with and without the concept given each candidate description; through the generation
+    backend or an OpenAI-compatible endpoint (--endpoint, --model, --api-key-env); writes
     RUN_DIR/explanations.parquet and refreshes descriptions.parquet / themes.json."""
-    from cg_ray.describe.explain import ExplainConfig, explain_run
+    from cg_ray.describe.endpoint import usage_line
+    from cg_ray.describe.explain import explain_run
 
-    config = ExplainConfig(
-        model=args.model, backend=args.backend, n_detect=args.detect, seed=args.seed, name_themes=args.name_themes
-    )
-    table, themes = explain_run(args.run_dir, _options(args), config)
+    table, themes = explain_run(args.run_dir, _options(args), _explain_config(args))
     _print(table, themes)
+    info = themes["summary"]["explainer"]
+    print(
+        f"explanations: {info['explanations']} read, {info['explanations_unreadable']} unreadable; "
+        f"judgements: {info['judgements']}, {info['judgements_unreadable']} unreadable"
+    )
+    if "usage" in info:
+        print(usage_line(info["usage"]))
     return 0
+
+
+def _explain_config(args: argparse.Namespace) -> Any:
+    """ExplainConfig from --config's `explain:` block, then the flags given."""
+    from cg_ray.describe.config import ExplainConfig
+    from cg_ray.errors import ConfigError
+
+    base: dict[str, Any] = {}
+    if args.config is not None:
+        import yaml
+
+        data = yaml.safe_load(args.config.read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict) or not isinstance(data.get("explain"), dict):
+            raise ConfigError(f"{args.config}: no `explain:` block")
+        base = dict(data["explain"])
+    flags = {
+        "model": args.model,
+        "backend": args.backend,
+        "endpoint": args.endpoint,
+        "api_key_env": args.api_key_env,
+        "concurrency": args.concurrency,
+        "timeout_s": args.timeout,
+        "price_in": args.price_in,
+        "price_out": args.price_out,
+        "n_detect": args.detect,
+    }
+    base.update({k: v for k, v in flags.items() if v is not None})
+    base["seed"] = args.seed
+    if args.no_fuzz:
+        base["fuzz"] = False
+    if args.name_themes:
+        base["name_themes"] = True
+    if base.get("endpoint") and "model" not in base:
+        raise ConfigError("--endpoint needs --model: the model name the endpoint serves")
+    try:
+        return ExplainConfig.model_validate(base)
+    except ValueError as exc:
+        raise ConfigError(f"explain settings: {exc}") from None
 
 
 def _print(table: Any, themes: dict[str, Any]) -> None:

@@ -5,9 +5,10 @@ Kept apart from the heavy modules so that the run config validates them without 
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Any, Final, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Concepts per ranking table of the report; the run's describe step describes as many, so that every
 # concept the report lists reads as a sentence.
@@ -26,14 +27,57 @@ class DescribeStepConfig(BaseModel):
 
 
 class ExplainConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """The explainer and judge of `cg-ray explain`: a generation backend (`backend`, `model`) or, when
+    `endpoint` is set, an OpenAI-compatible chat-completions API serving `model` (docs/explainer.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)  # a pasted key stays out
 
     model: str = "smollm2-135m-instruct"
-    backend: str = Field("vllm", description="generation backend: vllm | hf | fake")
+    backend: str = Field("vllm", description="generation backend: vllm | hf | fake (unused with `endpoint`)")
+    endpoint: str | None = Field(None, description="OpenAI-compatible base URL, e.g. http://host:8000/v1")
+    api_key_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="environment variable holding the endpoint's key"
+    )
+    concurrency: int = Field(8, ge=1, le=256, description="requests in flight at once (endpoint)")
+    timeout_s: float = Field(60.0, gt=0, description="per-request timeout (endpoint)")
+    retries: int = Field(5, ge=0, le=20, description="retries of a request on 429 / 5xx / timeouts (endpoint)")
+    price_in: float | None = Field(None, ge=0, description="USD per million prompt tokens, for the cost line")
+    price_out: float | None = Field(None, ge=0, description="USD per million completion tokens")
     dtype: Literal["float32", "bfloat16", "auto"] = "auto"  # resolved from the hardware (cg_ray.hardware)
+    engine: dict[str, Any] = Field(default_factory=dict, description="vLLM engine settings of the backend")
+    resources: dict[str, Any] = Field(default_factory=dict, description="Ray resources of the backend's stage")
     n_examples: int = Field(5, ge=1)
-    n_detect: int = Field(6, ge=1, description="held-out rows per class (with / without the concept)")
+    n_detect: int | None = Field(
+        None,
+        ge=1,
+        description="held-out rows per class (with / without the concept); None: 20 with an endpoint, else 6",
+    )
     seed: int = 0
     explain_tokens: int = Field(60, ge=8)
     detect_tokens: int = Field(24, ge=2, description="room for a fenced JSON answer")
+    fuzz: bool = Field(True, description="score fuzzing too (activating span marked) where spans can be read")
     name_themes: bool = Field(False, description="let the model name the themes (else enrichment / descriptions)")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.username or parts.password or parts.query:  # checked first: such a URL is never echoed
+            raise ValueError("endpoint must not carry credentials or a query: name the key with api_key_env")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"endpoint must be an http(s) URL such as http://host:8000/v1, not {url!r}")
+        return url.rstrip("/")
+
+    @property
+    def detect_rows(self) -> int:
+        """Held-out rows per class: `n_detect`, else 20 against an endpoint (Delphi's default) and 6 offline."""
+        if self.n_detect is not None:
+            return self.n_detect
+        return 20 if self.endpoint else 6
+
+    @property
+    def explainer(self) -> str:
+        """Who explained: the model, and the endpoint it was reached at (never a key)."""
+        return f"{self.model}@{self.endpoint}" if self.endpoint else self.model

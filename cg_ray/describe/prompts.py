@@ -1,5 +1,9 @@
 """Every prompt of `cg-ray explain`, and the parsing of the answers (JSON validated with pydantic).
 
+Detection asks whether a held-out text exhibits the described feature; fuzzing (Delphi's second score)
+shows a held-out active text with a span marked — its activating span, or as many words elsewhere — and asks
+whether the marked words match the description. Both quote the description verbatim.
+
 Small instruct models rarely answer in clean JSON: an explanation that is not JSON is accepted when its
 first line is a plausible sentence (recorded as parse="text"); a detection answer that is not JSON is read
 from its first "yes" / "no" word, and one with neither is "unparsed" and counts as wrong in the balanced
@@ -28,6 +32,14 @@ DETECT_TEMPLATE = """A hidden feature of a language model is described as: "{des
 Text: "{text}"
 
 Is this feature present in the text? Answer only with JSON: {{"answer": "yes"}} or {{"answer": "no"}}"""
+
+FUZZ_TEMPLATE = """A hidden feature of a language model is described as: "{description}"
+
+In the text below, a few words are marked with [[ and ]].
+
+Text: "{text}"
+
+Do the marked words match this feature? Answer only with JSON: {{"answer": "yes"}} or {{"answer": "no"}}"""
 
 THEME_TEMPLATE = """These descriptions belong to hidden features of a language model that are active on the same \
 texts:
@@ -71,6 +83,11 @@ def parse_theme_name(text: str) -> str | None:
 
 def detect_prompt(description: str, text: str) -> str:
     return DETECT_TEMPLATE.format(description=description, text=text[:MAX_TEXT_CHARS].replace('"', "'"))
+
+
+def fuzz_prompt(description: str, marked_text: str) -> str:
+    """Fuzzing (Delphi): is the marked span an instance of the description? (the description verbatim)"""
+    return FUZZ_TEMPLATE.format(description=description, text=marked_text[: 2 * MAX_TEXT_CHARS].replace('"', "'"))
 
 
 _OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)

@@ -1,0 +1,267 @@
+"""An OpenAI-compatible chat-completions API as the explainer and judge of `cg-ray explain`.
+
+`EndpointCompleter` has the `complete(prompts, max_tokens)` interface of the generation backend, so the
+explanation, detection and fuzzing prompts, their parsing and the choice of a description are the same
+whichever model answers. It speaks `POST {endpoint}/chat/completions` (a `vllm serve`, a hosted API) with
+httpx, at most `concurrency` requests in flight, a timeout per request and tenacity's retries with
+exponential backoff (and the server's `Retry-After`) on 429, 5xx, timeouts, dropped connections and
+unreadable bodies. `check()` (`GET {endpoint}/models`) names the endpoint in a clear error on a wrong key,
+a wrong URL or an unreachable host before any work. Greedy decoding (temperature 0) and a fixed `seed`.
+
+The key is read from the environment variable `api_key_env` names and sent only as an `Authorization:
+Bearer` header: it is never part of an error, a log line, a config dump or an artifact (tested).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from cg_ray.describe.config import ExplainConfig
+from cg_ray.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+MAX_RETRY_AFTER_S = 60.0
+
+
+class EndpointError(ConfigError):
+    """The endpoint cannot be used (wrong key, wrong URL or model, unreachable, every request failed)."""
+
+
+class _Retryable(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+class _Failed(Exception):
+    """One request that cannot succeed (e.g. HTTP 400 for a prompt over the context): its answer is ''."""
+
+
+@dataclass
+class Usage:
+    requests: int = 0  # sent, retries included
+    answered: int = 0
+    failed: int = 0  # given up after retries, or refused (4xx): answered with ''
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+
+def read_key(config: ExplainConfig) -> str | None:
+    if config.api_key_env is None:
+        return None
+    key = os.environ.get(config.api_key_env)
+    if not key:
+        raise ConfigError(f"explainer endpoint {config.endpoint}: environment variable {config.api_key_env} is not set")
+    return key
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = headers.get("retry-after")
+    try:
+        return None if value is None else max(0.0, min(float(value), MAX_RETRY_AFTER_S))
+    except ValueError:
+        return None  # an HTTP date: fall back to the backoff
+
+
+class EndpointCompleter:
+    def __init__(self, config: ExplainConfig, *, backoff_s: float = 0.5, max_backoff_s: float = 20.0) -> None:
+        import httpx
+
+        if config.endpoint is None:
+            raise ConfigError("EndpointCompleter needs explain.endpoint")
+        self.config = config
+        self.url = config.endpoint
+        self.usage = Usage()
+        self._lock = threading.Lock()
+        self._backoff = (backoff_s, max_backoff_s)
+        key = read_key(config)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=httpx.Timeout(config.timeout_s, connect=min(10.0, config.timeout_s)),
+            limits=httpx.Limits(max_connections=config.concurrency, max_keepalive_connections=config.concurrency),
+            follow_redirects=False,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _who(self) -> str:
+        return f"explainer endpoint {self.url}"
+
+    def _fatal(self, status: int, what: str) -> EndpointError:
+        if status in (401, 403):
+            how = f"the key in ${self.config.api_key_env}" if self.config.api_key_env else "no key (--api-key-env)"
+            return EndpointError(f"{self._who()} refused {what} with HTTP {status}: check {how}")
+        return EndpointError(
+            f"{self._who()}: {what} answered HTTP 404 (an OpenAI-compatible base URL usually ends in /v1; "
+            f"is model {self.config.model!r} served there?)"
+        )
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        """One attempt: the JSON body, or _Retryable / _Failed / EndpointError."""
+        import httpx
+
+        with self._lock:
+            self.usage.requests += 1
+        try:
+            r = self._client.request(method, self.url + path, json=body)
+        except httpx.TimeoutException:
+            raise _Retryable(f"timed out after {self.config.timeout_s:g} s") from None
+        except httpx.TransportError as exc:
+            raise _Retryable(f"cannot connect ({type(exc).__name__})") from None
+        if r.status_code in (401, 403, 404):
+            raise self._fatal(r.status_code, f"{method} {path}")
+        if r.status_code in RETRY_STATUS or r.status_code >= 500:
+            raise _Retryable(f"HTTP {r.status_code}", _retry_after(r.headers))
+        if r.status_code != 200:
+            raise _Failed(f"HTTP {r.status_code}: {r.text[:200]!r}")
+        try:
+            data = r.json()
+        except ValueError:
+            raise _Retryable("the body is not JSON") from None
+        if not isinstance(data, dict):
+            raise _Retryable("the body is not a JSON object")
+        return data
+
+    def _retrying(self, method: str, path: str, body: dict[str, Any] | None, parse: Any) -> Any:
+        from tenacity import (
+            RetryCallState,
+            Retrying,
+            retry_if_exception_type,
+            stop_after_attempt,
+            wait_exponential,
+            wait_random,
+        )
+
+        first, most = self._backoff
+        backoff = wait_exponential(multiplier=first, max=most) + wait_random(0, first)  # 1, 2, 4… × first
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, _Retryable) and exc.retry_after is not None:
+                return exc.retry_after
+            return float(backoff(state))
+
+        def count(state: RetryCallState) -> None:
+            with self._lock:
+                self.usage.retries += 1
+            exc = state.outcome.exception() if state.outcome else None
+            log.info("%s: %s %s: %s; retrying", self._who(), method, path, exc)
+
+        result: Any = None
+        for attempt in Retrying(
+            stop=stop_after_attempt(self.config.retries + 1),
+            wait=wait,
+            retry=retry_if_exception_type(_Retryable),
+            before_sleep=count,
+            reraise=True,
+        ):
+            with attempt:
+                result = parse(self._send(method, path, body))
+        return result
+
+    def check(self) -> None:
+        """`GET {endpoint}/models`: reachable, the key accepted, the model served (when the list says)."""
+        try:
+            data = self._retrying("GET", "/models", None, lambda d: d)
+        except _Retryable as exc:
+            raise EndpointError(f"{self._who()} is unreachable or failing: GET /models: {exc}") from None
+        except _Failed as exc:
+            raise EndpointError(f"{self._who()}: GET /models: {exc}") from None
+        served = [str(m.get("id")) for m in data.get("data") or [] if isinstance(m, dict)]
+        if served and self.config.model not in served:
+            listed = ", ".join(served[:10]) + (" …" if len(served) > 10 else "")
+            raise EndpointError(f"{self._who()} does not serve model {self.config.model!r} (it lists: {listed})")
+
+    def _one(self, prompt: str, max_tokens: int, stop: threading.Event) -> str:
+        if stop.is_set():
+            return ""
+        body = {
+            "model": self.config.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "seed": self.config.seed,
+        }
+
+        def parse(data: dict[str, Any]) -> tuple[str, int, int]:
+            try:
+                content = data["choices"][0]["message"].get("content") or ""
+            except (KeyError, IndexError, TypeError, AttributeError):
+                raise _Retryable("no choices[0].message in the answer") from None
+            got = data.get("usage")
+            usage: dict[str, Any] = got if isinstance(got, dict) else {}
+            return str(content), int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+
+        try:
+            content, p_tok, c_tok = self._retrying("POST", "/chat/completions", body, parse)
+            content = str(content)
+        except (_Retryable, _Failed) as exc:
+            log.warning("%s: a request failed (%s); its answer counts as unreadable", self._who(), exc)
+            with self._lock:
+                self.usage.failed += 1
+            return ""
+        except EndpointError:
+            stop.set()
+            raise
+        with self._lock:
+            self.usage.answered += 1
+            self.usage.prompt_tokens += p_tok
+            self.usage.completion_tokens += c_tok
+        return content
+
+    def complete(self, prompts: Sequence[str], max_tokens: int) -> list[str]:
+        """One chat completion per prompt, answers in the prompts' order."""
+        if not prompts:
+            return []
+        started, failed_before = time.perf_counter(), self.usage.failed
+        stop = threading.Event()
+        with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="cgray-endpoint") as pool:
+            futures = [pool.submit(self._one, p, max_tokens, stop) for p in prompts]
+            answers = [f.result() for f in futures]
+        self.usage.seconds += time.perf_counter() - started
+        failed = self.usage.failed - failed_before
+        if failed == len(prompts):
+            raise EndpointError(f"{self._who()}: all {failed} requests failed (see the log for why)")
+        log.info("%s: %d requests answered, %d failed", self._who(), len(prompts) - failed, failed)
+        return answers
+
+    def report(self) -> dict[str, Any]:
+        """Requests, tokens and cost (USD where prices are given): for the output and themes.json."""
+        out: dict[str, Any] = {"endpoint": self.url, "model": self.config.model, **asdict(self.usage)}
+        out["seconds"] = round(self.usage.seconds, 2)
+        price_in, price_out = self.config.price_in, self.config.price_out
+        if price_in is not None or price_out is not None:
+            out["cost_usd"] = round(
+                (self.usage.prompt_tokens * (price_in or 0.0) + self.usage.completion_tokens * (price_out or 0.0))
+                / 1e6,
+                6,
+            )
+        return out
+
+
+def usage_line(report: dict[str, Any]) -> str:
+    tokens = report["prompt_tokens"] + report["completion_tokens"]
+    cost = (
+        f"cost ${report['cost_usd']:.4f}"
+        if "cost_usd" in report
+        else "cost not priced (--price-in / --price-out USD per million tokens)"
+    )
+    return (
+        f"explainer {report['model']} at {report['endpoint']}: {report['answered']} answers, "
+        f"{report['requests']} requests ({report['retries']} retries, {report['failed']} failed), "
+        f"{tokens:,} tokens ({report['prompt_tokens']:,} prompt + {report['completion_tokens']:,} completion) "
+        f"in {report['seconds']:.1f} s; {cost}"
+    )

@@ -1,0 +1,181 @@
+"""`cg-ray explain` against a scripted OpenAI-compatible server: a capable explainer's sentence for the planted
+concept wins by detection and reaches descriptions.parquet, weaknesses.parquet and the report; a bad one
+loses to the offline candidates; the same seed gives the same prompts, rows and choice; the key is written
+nowhere (run directory, logs, manifest)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from cg_ray import cli
+from cg_ray.describe.config import ExplainConfig
+from cg_ray.describe.descriptions import Candidate, choose
+from cg_ray.describe.explain import explain_run
+from cg_ray.describe.fuzzing import SpanTexts, wrong_marking
+from cg_ray.describe.run import Analysis, DescribeOptions
+from tests.describe.endpoint_server import Script, serve
+
+KEY = "sk-test-9f3Kq-planted-secret"
+MARKER = re.compile(r"\b(w\d+|algebra|geometry|poetry)\b")
+
+
+def faithful_judge(prompt: str) -> str:
+    """Says yes exactly when the text (detection) or the marked words (fuzzing) contain a marker or topic the
+    description names; answers with a leading Yes or JSON no, as real models mix them."""
+    desc = re.search(r'described as: "(.*?)"\n', prompt).group(1)  # type: ignore[union-attr]
+    named = set(MARKER.findall(desc.lower()))
+    text = re.search(r'Text: "(.*)"', prompt, re.DOTALL).group(1)  # type: ignore[union-attr]
+    seen = " ".join(re.findall(r"\[\[(.*?)\]\]", text)) if "are marked with [[" in prompt else text
+    return "Yes, it is." if named & set(MARKER.findall(seen)) else '{"answer": "no"}'
+
+
+def explainer(good: bool) -> Callable[[str], str]:
+    def answer(prompt: str) -> str:
+        if prompt.startswith("Below are text excerpts"):
+            common = Counter(re.findall(r"\bw\d+\b", prompt)).most_common(1)[0][0]
+            if good and common == "w0":  # it understands the planted concept (0) only
+                return '{"description": "Texts containing the marker w0"}'
+            return "Rows about poetry" if not good else '{"description": "Poems and verse"}'
+        return faithful_judge(prompt)
+
+    return answer
+
+
+def marker_spans(a: Analysis, rows: Mapping[int, Sequence[int]]) -> SpanTexts:
+    """The activating span of a planted row: its marker `w<concept>` (what a token re-read would find)."""
+    out: SpanTexts = {}
+    for c, rs in rows.items():
+        for r in rs:
+            text = a.text_of(r)
+            m = re.search(rf"\bw{c}\b", text)
+            if m:
+                out[(c, r)] = (text, m.start(), m.end())
+    return out
+
+
+@pytest.fixture
+def run(make_run: Callable[..., Path]) -> Path:
+    from cg_ray.report.html import build_report
+
+    path = make_run(labels={0: "',' | '.'", 6: "'books' | 'house'"})
+    build_report(path)
+    return path
+
+
+def _explain(run: Path, url: str, **kw: object) -> dict[tuple[int, str], dict[str, object]]:
+    config = ExplainConfig.model_validate({"endpoint": url, "model": "scripted-model", **kw})
+    explain_run(run, DescribeOptions(concepts=(0, 6), tokens=False), config, span_reader=marker_spans)
+    return {(r["concept_id"], r["source"]): r for r in pq.read_table(run / "explanations.parquet").to_pylist()}
+
+
+def test_a_capable_explainer_wins_by_detection_and_reaches_every_output(run: Path) -> None:
+    script = Script(explainer(good=True))
+    with serve(script) as url:
+        by = _explain(run, url)
+    llm = by[(0, "llm")]
+    assert llm["description"] == "Texts containing the marker w0" and llm["parse"] == "json"
+    assert llm["n_positive"] == 20 and llm["n_negative"] == 20 and llm["n_fuzz"] == 40 and llm["n_unparsed"] == 0
+    assert llm["detection_score"] == 1.0 and llm["fuzzing_score"] == 1.0
+    enrich = by[(0, "enrichment")]  # "Rows with task = geometry": detects well, marks the wrong words
+    assert 0.8 <= enrich["detection_score"] < 1.0 and enrich["fuzzing_score"] < 0.6
+    assert by[(0, "label")]["detection_score"] == 0.5  # punctuation names nothing in the rows: always no
+    assert by[(6, "llm")]["detection_score"] <= 0.5  # "Poems and verse" does not detect concept 6
+    posts = [r["body"]["messages"][0]["content"] for r in script.requests if r["path"] == "/v1/chat/completions"]
+    n_candidates = len([k for k in by if k[0] == 0]) + len([k for k in by if k[0] == 6])
+    assert sum(p.startswith("Below are text excerpts") for p in posts) == 2  # one request per concept
+    judged = [p for p in posts if not p.startswith("Below are")]
+    assert len(judged) == sum(r["n_positive"] + r["n_negative"] + r["n_fuzz"] for r in by.values())  # type: ignore[misc]
+    assert n_candidates == len(by)
+    quoted = {str(r["description"]) for r in by.values()}
+    assert all(re.search(r'described as: "(.*?)"\n', p).group(1) in quoted for p in judged)  # type: ignore[union-attr]
+
+    described = {r["concept_id"]: r for r in pq.read_table(run / "descriptions.parquet").to_pylist()}
+    assert described[0]["source"] == "llm" and described[0]["description"].startswith("Texts containing the marker w0")
+    assert described[0]["detection_score"] == 1.0
+    assert described[6]["source"] != "llm"
+    weak = {r["concept_id"]: r for r in pq.read_table(run / "weaknesses.parquet").to_pylist()}
+    assert weak[0]["description"] == described[0]["description"]
+    assert "Texts containing the marker w0" in (run / "report.html").read_text(encoding="utf-8")
+    summary = json.loads((run / "themes.json").read_text())["summary"]["explainer"]
+    assert summary["usage"]["answered"] == len(posts) and summary["usage"]["failed"] == 0
+    assert summary["judgements_unreadable"] == 0 and summary["n_detect"] == 20
+
+
+def test_a_bad_explainer_loses_to_the_offline_candidates(run: Path) -> None:
+    with serve(Script(explainer(good=False))) as url:
+        by = _explain(run, url)
+    assert by[(0, "llm")]["description"] == "Rows about poetry" and by[(0, "llm")]["parse"] == "text"
+    assert by[(0, "llm")]["detection_score"] < by[(0, "enrichment")]["detection_score"]  # type: ignore[operator]
+    described = {r["concept_id"]: r for r in pq.read_table(run / "descriptions.parquet").to_pylist()}
+    assert described[0]["source"] not in ("llm", "none") and described[6]["source"] not in ("llm", "none")
+
+
+def test_the_same_seed_gives_the_same_prompts_rows_and_choice(run: Path) -> None:
+    outputs, prompts = [], []
+    for _ in range(2):
+        script = Script(explainer(good=True))
+        with serve(script) as url:
+            by = _explain(run, url, seed=3, concurrency=4)
+        outputs.append({k: {f: v for f, v in r.items() if f != "model"} for k, r in by.items()})  # model@URL:port
+        prompts.append(sorted(r["body"]["messages"][0]["content"] for r in script.requests if "body" in r))
+        prompts[-1].append(pq.read_table(run / "descriptions.parquet").column("description").to_pylist())
+    assert outputs[0] == outputs[1] and prompts[0] == prompts[1]
+    script = Script(explainer(good=True))
+    with serve(script) as url:
+        other = _explain(run, url, seed=4)
+    assert other[(0, "llm")]["source"] == "llm"
+    assert sorted(r["body"]["messages"][0]["content"] for r in script.requests if "body" in r) != prompts[0][:-1]
+
+
+def test_ties_in_detection_go_to_fuzzing() -> None:
+    import numpy as np
+
+    llm = Candidate("llm", "Texts with w0", detection_score=0.9, fuzzing_score=0.7)
+    assert choose([llm, Candidate("enrichment", "Rows with geometry", detection_score=0.9, fuzzing_score=0.6)]) == llm
+    better = Candidate("enrichment", "Rows with geometry", detection_score=0.9, fuzzing_score=0.8)
+    assert choose([llm, better]) == better
+    assert choose([llm, Candidate("label", "Tokens", detection_score=0.95)]).source == "label"  # type: ignore[union-attr]
+    text = "row 3 about geometry: w0 w7"
+    wrong = wrong_marking(text, text.index("w0"), text.index("w0") + 2, np.random.default_rng(0))
+    assert wrong is not None and "[[w0]]" not in wrong and wrong.count("[[") == 1
+
+
+def test_the_key_is_written_nowhere(
+    run: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("CGRAY_TEST_KEY", KEY)
+    script = Script(explainer(good=True), key=KEY, faults=__import__("collections").deque([[("status", 429)]]))
+    with serve(script) as url:
+        args = ["explain", str(run), "--concepts", "0,6", "--no-tokens", "--endpoint", url, "--model", "scripted-model"]
+        assert cli.main([*args, "--api-key-env", "CGRAY_TEST_KEY", "--price-in", "0.2", "--price-out", "0.6"]) == 0
+    out = capsys.readouterr()
+    assert all(r["auth"] == f"Bearer {KEY}" for r in script.requests)
+    assert re.search(
+        r"explainer scripted-model at http://127\.0\.0\.1:\d+/v1: \d+ answers, \d+ requests \(1 retries", out.out
+    )
+    assert "cost $0.00" in out.out and "judgements: " in out.out
+    for path in run.rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+    assert KEY not in out.out + out.err + caplog.text
+    # a run config's `explain:` goes into manifest.json as the variable's name, never its value
+    from cg_ray.pipeline.config import parse_run_config
+    from cg_ray.pipeline.manifest import StageTimer, build_manifest
+
+    data = yaml.safe_load(Path("jobs/default.yaml").read_text())
+    data["explain"] = {"endpoint": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "CGRAY_TEST_KEY"}
+    config = parse_run_config(data)
+    manifest = json.dumps(
+        build_manifest(config=config.model_dump(mode="json"), reader=None, timer=StageTimer(), counts={})
+    )
+    assert '"api_key_env": "CGRAY_TEST_KEY"' in manifest and KEY not in manifest
