@@ -67,8 +67,9 @@ def analyse(rows: RowsFile, result: CGResult, model: str | None, cfg: MetricsCon
     expected = expected_scores(frame, adjusted_for)
     acc = ResidualAccumulator(rows.d_sae)
     for start, batch in _positions(rows, model, frame):
-        residual = batch.scores - expected[start : start + len(batch)]
-        acc.add(batch.offsets, batch.concept_ids, batch.concept_acts, residual)
+        acc.add(
+            batch.offsets, batch.concept_ids, batch.concept_acts, batch.scores, expected[start : start + len(batch)]
+        )
     res = acc.finish()
     order = residual_order(res, eligible(result) & (np.nan_to_num(res.residual) < 0))
     return Beyond(frame, slices, adjusted_for, notes, expected, res, order)

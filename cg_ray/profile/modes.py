@@ -5,10 +5,10 @@ The pool is the head of the residual order (`residual.residual_order`, concepts 
 Concepts are grouped greedily in rank order: each joins the first better-ranked group whose leading concept's
 active-row set it overlaps with Jaccard ≥ `mode_jaccard` (0.3, as the themes), else starts a group. A mode's
 rows are the rows where any member is active; its residual is the plain mean of r = score − e over its
-scored rows, with a t interval, and modes are ranked by that interval's upper end. A mode whose rows are
-≥ 0.8 Jaccard-identical to a better mode's is folded into it, so near-identical entries never fill the list
-twice. Row statistics of any set of concepts ("classes": the modes, and single profile concepts) come from
-one streaming pass (`ClassStats`): memory O(classes² + classes × kept rows).
+scored rows, with a Wilson-based interval (`summarise`), and modes are ranked by that interval's upper end.
+A mode whose rows are ≥ 0.8 Jaccard-identical to a better mode's is folded into it, so near-identical entries
+never fill the list twice. Row statistics of any set of concepts ("classes": the modes, and single profile
+concepts) come from one streaming pass (`ClassStats`): memory O(classes² + classes × kept rows).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse, stats
+from scipy import sparse
 
+from cg_ray.metrics.uncertainty import wilson_interval
 from cg_ray.profile.grouping import PoolActivity, group_near_duplicates
 
 MODE_JACCARD = 0.3
@@ -56,7 +57,7 @@ class ClassStats:
         self.n_pool = len(pool)
         self.n_rows = np.zeros(self.n, dtype=np.int64)  # every active row, scored or not
         self.n_scored = np.zeros(self.n, dtype=np.int64)
-        self.sums = np.zeros((4, self.n))  # Σ score, Σ expected, Σ r, Σ r² over scored rows
+        self.sums = np.zeros((2, self.n))  # Σ score, Σ expected over scored rows
         self.inter = np.zeros((self.n, self.n), dtype=np.int64)
         self.keep_rows = keep_rows
         self._cls = np.zeros(0, dtype=np.int64)
@@ -86,9 +87,8 @@ class ClassStats:
         self.n_rows += np.asarray(member.sum(axis=0), dtype=np.int64).ravel()
         self.inter += np.rint((member.T @ member).toarray()).astype(np.int64)
         scored = ~np.isnan(scores)
-        r = np.where(scored, scores - expected, 0.0)
         s = scored.astype(np.float64)
-        for k, v in enumerate((np.where(scored, scores, 0.0), np.where(scored, expected, 0.0), r, r * r)):
+        for k, v in enumerate((np.where(scored, scores, 0.0), np.where(scored, expected, 0.0))):
             self.sums[k] += member.T @ v
         self.n_scored += np.rint(member.T @ s).astype(np.int64)
         coo = weight.tocoo()
@@ -122,19 +122,22 @@ class ClassSummary:
 
 
 def summarise(st: ClassStats, confidence: float = 0.95) -> list[ClassSummary]:
+    """Per class: its residual = mean score − mean cell mean over its scored rows, with the Wilson interval
+    of the mean score shifted by the mean cell mean (conservative for any scores in [0, 1], as for the
+    concepts' residuals: `residual.py`)."""
+    n = st.n_scored.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score, expected = st.sums[0] / n, st.sums[1] / n
+    low, high = wilson_interval(np.where(n >= 2, score, np.nan), n, confidence)
     out = []
     for k in range(st.n):
-        n = int(st.n_scored[k])
-        if n == 0:
+        if st.n_scored[k] == 0:
             out.append(ClassSummary(int(st.n_rows[k]), 0, None, None, None, None, None))
             continue
-        score, expected, r, r2 = st.sums[:, k] / n
-        low = high = None
-        if n >= 2:
-            sd = np.sqrt(max(r2 - r * r, 0.0) * n / (n - 1))
-            half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * sd / np.sqrt(n))
-            low, high = max(r - half, -1.0), min(r + half, 1.0)
-        out.append(ClassSummary(int(st.n_rows[k]), n, float(score), float(expected), float(r), low, high))
+        lo = None if np.isnan(low[k]) else float(low[k] - expected[k])
+        hi = None if np.isnan(high[k]) else float(high[k] - expected[k])
+        r = float(score[k] - expected[k])
+        out.append(ClassSummary(int(st.n_rows[k]), int(st.n_scored[k]), float(score[k]), float(expected[k]), r, lo, hi))
     return out
 
 

@@ -1,15 +1,18 @@
 """Residual (metadata-adjusted) gaps: how much worse a concept's rows score than their own cells predict.
 
-For each scored row, r = score − e, with e the mean score of the row's cell (`strata.expected_scores` over
-the fields adjusted for). Per concept c, over the scored rows where it is active (s̃ > 0):
+For each scored row, e = the mean score of the row's cell (`strata.expected_scores` over the fields adjusted
+for). Per concept c, over the scored rows where it is active (s̃ > 0):
 
-    residual(c) = Σ s̃ r / Σ s̃
+    residual(c) = Σ s̃ (m − e) / Σ s̃ = χ̃(c) − ẽ(c)
 
-the generalisation of the difficulty-adjusted gap from benchmark means to any stratification (adjusted for
-`benchmark` alone it is that gap pooled by rows instead of by benchmarks). Its interval: the sandwich
-variance of a weighted mean, Σ s̃² (r − r̄)² / (Σ s̃)², with a t quantile on n_eff − 1 degrees of freedom,
-n_eff = (Σ s̃)² / Σ s̃² (Kish). A concept that only tracks a metadata value adjusted for has residual ≈ 0
-and an interval covering 0. All five sums are additive over rows, so this streams: memory O(d_sae).
+(χ̃ the s̃-weighted mean score, ẽ the s̃-weighted mean of the cells' means): the generalisation of the
+difficulty-adjusted gap from benchmark means to any stratification. Its interval is n_eff-based, as the
+X_model interval (`metrics.uncertainty`): the Wilson interval of χ̃ with n_eff = (Σ s̃)² / Σ s̃² trials,
+shifted by ẽ (the cell means, estimated from many more rows, are treated as known). Wilson's Bernoulli
+variance bounds that of any score in [0, 1] with the same mean, so the interval is conservative for graded
+scores, and unlike a sample variance it never collapses to a point when all the rows fail. A concept that
+only tracks a metadata value adjusted for has residual ≈ 0 and an interval covering 0. The four sums are
+additive over rows, so this streams: memory O(d_sae).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
+
+from cg_ray.metrics.uncertainty import wilson_interval
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -26,43 +30,40 @@ MIN_N_EFF = 2.0  # below this the interval is undefined (NaN) and the concept is
 
 
 class ResidualAccumulator:
-    """Σ s̃, Σ s̃², Σ s̃ r, Σ s̃² r, Σ s̃² r² per concept over scored active rows."""
+    """Σ s̃, Σ s̃², Σ s̃ m, Σ s̃ e per concept over scored active rows."""
 
     def __init__(self, d_sae: int) -> None:
         self.d_sae = d_sae
-        self.sums = np.zeros((5, d_sae), dtype=np.float64)
+        self.sums = np.zeros((4, d_sae), dtype=np.float64)
 
     def add(
         self,
         offsets: npt.NDArray[np.int64],
         concept_ids: npt.NDArray[np.integer],
         concept_acts: npt.NDArray[np.floating],
-        residuals: FloatArray,
+        scores: FloatArray,
+        expected: FloatArray,
     ) -> None:
-        """Rows as CSR (offsets start at 0) with one residual per row (NaN: unscored, skipped)."""
-        r = np.repeat(residuals, np.diff(offsets))
+        """Rows as CSR (offsets start at 0) with each row's score (NaN: unscored, skipped) and cell mean."""
+        lengths = np.diff(offsets)
+        m, e = np.repeat(scores, lengths), np.repeat(expected, lengths)
         w = np.asarray(concept_acts, dtype=np.float64)
-        ok = (w > 0) & ~np.isnan(r)
+        ok = (w > 0) & ~np.isnan(m) & ~np.isnan(e)
         if not ok.any():
             return
-        ids, w, r = np.asarray(concept_ids)[ok], w[ok], r[ok]
-        w2 = w * w
-        for k, weights in enumerate((w, w2, w * r, w2 * r, w2 * r * r)):
+        ids, w, m, e = np.asarray(concept_ids)[ok], w[ok], m[ok], e[ok]
+        for k, weights in enumerate((w, w * w, w * m, w * e)):
             self.sums[k] += np.bincount(ids, weights=weights, minlength=self.d_sae)
 
     def finish(self, confidence: float = 0.95) -> Residuals:
-        s_w, s_w2, s_wr, s_w2r, s_w2r2 = self.sums
+        s_w, s_w2, s_wm, s_we = self.sums
         with np.errstate(divide="ignore", invalid="ignore"):
-            mean = np.where(s_w > 0, s_wr / s_w, np.nan)
+            chi = np.where(s_w > 0, s_wm / s_w, np.nan)
+            cell = np.where(s_w > 0, s_we / s_w, np.nan)
             n_eff = np.where(s_w2 > 0, s_w * s_w / s_w2, np.nan)
-            # Σ s̃² (r − r̄)² expanded into the accumulated sums.
-            spread = np.maximum(s_w2r2 - 2 * mean * s_w2r + mean * mean * s_w2, 0.0)
-            se = np.sqrt(spread) / s_w
-            t = stats.t.ppf(0.5 + confidence / 2, np.maximum(n_eff - 1, 1.0))
         defined = n_eff >= MIN_N_EFF
-        low = np.where(defined, np.clip(mean - t * se, -1.0, 1.0), np.nan)
-        high = np.where(defined, np.clip(mean + t * se, -1.0, 1.0), np.nan)
-        return Residuals(mean, low, high, n_eff)
+        low, high = wilson_interval(np.where(defined, chi, np.nan), n_eff, confidence)
+        return Residuals(chi - cell, np.clip(low - cell, -1.0, 1.0), np.clip(high - cell, -1.0, 1.0), n_eff)
 
 
 @dataclass(frozen=True)

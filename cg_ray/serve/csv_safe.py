@@ -35,6 +35,10 @@ def neutralize(cell: str) -> str:
 
 
 def _safe_column(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+        # CSV has no lists: one cell of values joined by "; " (e.g. a concept's `adjusted_for` fields).
+        joined = [None if v is None else "; ".join(map(str, v)) for v in column.to_pylist()]
+        column = pa.chunked_array([pa.array(joined, pa.string())])
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         return column  # numbers, booleans: never a formula
     risky = pc.match_substring_regex(column, _FORMULA_REGEX)

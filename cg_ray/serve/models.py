@@ -164,15 +164,65 @@ class ProfileEntry(BaseModel):
     members: list[int]
     metadata_enrichment: list[str]
     example_row_ids: list[str]
+    residual: float | None = Field(None, description="mean score − cell mean over its rows (s̃-weighted)")
+    residual_low: float | None = None
+    residual_high: float | None = None
+    adjusted_for: list[str] | None = Field(None, description="the row fields whose cell means were subtracted")
+    terms: list[str] | None = Field(None, description="distinctive terms of its rows against the suite")
 
 
-class ProfileResponse(BaseModel):
-    kind: Literal["weaknesses", "strengths", "coverage_gaps"]
+class SliceEntry(BaseModel):
+    """One row of slices.parquet: a conjunction of metadata values whose mean score is confidently low."""
+
+    rank: int
+    slice: str
+    conditions: dict[str, str]
+    n_rows: int
+    mean_score: float
+    low: float
+    high: float
+    example_row_ids: list[str]
+
+
+class FailureModeEntry(BaseModel):
+    """One row of failure_modes.parquet: concepts firing on the same rows that score below their cells."""
+
+    rank: int
+    description: str
+    terms: list[str]
+    concept_ids: list[int]
+    n_rows: int
+    n_scored: int
+    mean_score: float | None
+    expected_score: float | None
+    residual: float | None
+    residual_low: float | None
+    residual_high: float | None
+    adjusted_for: list[str]
+    example_row_ids: list[str]
+
+
+class _ProfileBase(BaseModel):
+    adjusted_for: list[str] | None = None
     rank_by: str | None
     duplicate_jaccard: float | None
     confidence: float | None
     total: int
+
+
+class ProfileResponse(_ProfileBase):
+    kind: Literal["weaknesses", "strengths", "coverage_gaps"]
     items: list[ProfileEntry]
+
+
+class SlicesResponse(_ProfileBase):
+    kind: Literal["slices"]
+    items: list[SliceEntry]
+
+
+class FailureModesResponse(_ProfileBase):
+    kind: Literal["failure_modes"]
+    items: list[FailureModeEntry]
 
 
 class SummaryView(_Open):

@@ -31,11 +31,13 @@ SortKey = Literal[
     "adjusted_gap_high",
     "n_eff",
 ]
-ProfileKind = Literal["weaknesses", "strengths", "coverage_gaps"]
+ProfileKind = Literal["weaknesses", "strengths", "coverage_gaps", "slices", "failure_modes"]
 PROFILE_FILES: dict[str, str] = {
     "weaknesses": S.WEAKNESSES_FILE,
     "strengths": S.STRENGTHS_FILE,
     "coverage_gaps": S.COVERAGE_GAPS_FILE,
+    "slices": S.SLICES_FILE,
+    "failure_modes": S.FAILURE_MODES_FILE,
 }
 
 DOWNLOADS = {
@@ -51,6 +53,8 @@ DOWNLOADS = {
     S.WEAKNESSES_FILE: S.WEAKNESSES_FILE,
     S.STRENGTHS_FILE: S.STRENGTHS_FILE,
     S.COVERAGE_GAPS_FILE: S.COVERAGE_GAPS_FILE,
+    S.SLICES_FILE: S.SLICES_FILE,
+    S.FAILURE_MODES_FILE: S.FAILURE_MODES_FILE,
 }
 
 
@@ -120,13 +124,19 @@ def profile(run_dir: str | Path, kind: ProfileKind = "weaknesses", limit: int = 
         return None
     table = pq.read_table(path)
     settings = summary(run_dir).get("profile", {})
+    items = [{k: _clean(v) for k, v in r.items()} for r in table.slice(0, limit).to_pylist()]
+    if kind == "slices":
+        for item in items:
+            item["conditions"] = json.loads(item["conditions"])
+    beyond = settings.get("beyond") or {}
     return {
         "kind": kind,
+        "adjusted_for": beyond.get("adjusted_for"),
         "rank_by": settings.get("rank_by"),
         "duplicate_jaccard": settings.get("duplicate_jaccard"),
         "confidence": settings.get("confidence"),
         "total": table.num_rows,
-        "items": [{k: _clean(v) for k, v in r.items()} for r in table.slice(0, limit).to_pylist()],
+        "items": items,
     }
 
 

@@ -126,6 +126,19 @@ def test_upload_analysis_results_end_to_end(client, key, settings) -> None:
     strengths = client.get(f"/v1/analyses/{aid}/weaknesses", headers=key, params={"kind": "strengths"}).json()
     assert strengths["kind"] == "strengths"
     assert client.get(f"/v1/analyses/{aid}/weaknesses", headers=key, params={"kind": "nope"}).status_code == 422
+    # Beyond the metadata: the weakest slices (here: by benchmark, the upload's only field) and failure modes.
+    slices = client.get(f"/v1/analyses/{aid}/weaknesses", headers=key, params={"kind": "slices"})
+    assert slices.status_code == 200, slices.text
+    sl = slices.json()
+    assert sl["kind"] == "slices" and [s["conditions"] for s in sl["items"]] in (
+        [{"benchmark": "math"}, {"benchmark": "trivia"}],
+        [{"benchmark": "trivia"}, {"benchmark": "math"}],
+    )
+    assert [s["high"] for s in sl["items"]] == sorted(s["high"] for s in sl["items"])
+    assert all(s["low"] <= s["mean_score"] <= s["high"] and s["n_rows"] == 20 for s in sl["items"])
+    modes = client.get(f"/v1/analyses/{aid}/weaknesses", headers=key, params={"kind": "failure_modes"}).json()
+    assert modes["kind"] == "failure_modes" and modes["adjusted_for"] == ["benchmark"]
+    assert all(m["description"] and m["residual_low"] <= m["residual"] <= m["residual_high"] for m in modes["items"])
     by_bound = client.get(
         f"/v1/analyses/{aid}/concepts", headers=key, params={"sort": "X_model_high", "scored_only": True}
     ).json()

@@ -89,7 +89,9 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
                 {
                     "id": i,
                     # "please" in half the rows: a concept with enough support for the weakness profile.
-                    "prompt": f"{'please ' if i % 2 else ''}{words[i % 10]} {words[(i * 3) % 10]} {i}",
+                    # "diagram" on exactly the failed rows: a failure mode the explorer must put into words.
+                    "prompt": f"{'please ' if i % 2 else ''}{'diagram ' if i % 3 == 0 else ''}"
+                    f"{words[i % 10]} {words[(i * 3) % 10]} {i}",
                     "response": str(i),
                     "score": float(i % 3 != 0),
                 }
@@ -112,6 +114,14 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         # The themes panel (`cg-ray describe` ran as part of the analysis).
         expect(page.locator("#themes-body")).to_contain_text(re.compile(r"rows · mean score|No themes"))
         page.locator("#themes").screenshot(path=str(ARTIFACTS / "explorer-themes.png"))
+        # First, the failure modes beyond the metadata, in words: the "diagram" rows, with their residual.
+        modes = page.locator("#modes-table tbody tr")
+        expect(modes.first).to_be_visible()
+        first_mode = modes.first.locator("td").nth(1)
+        expect(first_mode).to_contain_text("Rows with “diagram”")
+        expect(first_mode).not_to_contain_text("no label")
+        expect(modes.first.locator("td").nth(2)).to_contain_text("-")
+        page.locator("#beyond").screenshot(path=str(ARTIFACTS / "explorer-failure-modes.png"))
         # The weakness profile: ranked entries with intervals and support; a row opens the concept.
         expect(page.locator("#profile-table")).to_have_attribute("aria-busy", "false")
         profile = page.locator("#profile-table tbody tr")

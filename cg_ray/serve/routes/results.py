@@ -17,7 +17,9 @@ from cg_ray.serve.models import (
     ConceptDetail,
     ConceptPage,
     Distributions,
+    FailureModesResponse,
     ProfileResponse,
+    SlicesResponse,
     SubsetCoverage,
     SummaryView,
     ThemesView,
@@ -62,14 +64,15 @@ def get_concepts(
     )
 
 
-@router.get("/weaknesses", response_model=ProfileResponse)
+@router.get("/weaknesses", response_model=ProfileResponse | SlicesResponse | FailureModesResponse)
 def get_weaknesses(
     analysis_id: str,
     run_dir: FinishedRun,
     kind: results.ProfileKind = "weaknesses",
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> dict[str, Any]:
-    """The weakness profile (or strengths / coverage gaps) in rank order, with intervals and groups."""
+    """The weakness profile (or strengths / coverage gaps / weakest slices / failure modes beyond the
+    metadata) in rank order, with intervals."""
     out = results.profile(run_dir, kind, limit)
     if out is None:
         raise api_error(404, f"analysis {analysis_id!r} has no {kind} profile (made by an older version)")

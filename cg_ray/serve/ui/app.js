@@ -47,7 +47,7 @@ async function showAnalysis(id) {
   state.offset = 0;
   $("compare-analyses").hidden = false;
   // Unhide first: plotly sizes a plot from its container, and a hidden one has no width.
-  for (const section of ["overview", "profile", "concepts", "compare", "relations"]) $(section).hidden = false;
+  for (const section of ["overview", "beyond", "profile", "concepts", "compare", "relations"]) $(section).hidden = false;
   $("compare-with").innerHTML = (state.finished || []).map((a) => `<option value="${esc(a)}">${esc(a)}</option>`).join("");
   $("diff-detail").innerHTML = "";
   document.querySelector("#diff-table tbody").innerHTML = "";
@@ -72,9 +72,37 @@ async function showAnalysis(id) {
   Plotly.newPlot("per-benchmark", names.map((b) => ({ type: "box", name: b, y: dist.per_benchmark_chi_model[b] || [], boxpoints: false })),
     Object.assign({}, LAYOUT, { title: T("χ_model per benchmark"), showlegend: false }), PLOT);
   $("analysis-status").textContent = "";
+  await loadBeyond();
   await loadProfile();
   await loadConcepts();
   await loadThemes();
+}
+
+// What the metadata does not explain (failure modes), then what it does (the weakest slices).
+async function loadBeyond() {
+  const base = `/v1/analyses/${state.analysis}/weaknesses?limit=10&kind=`;
+  let modes, slices;
+  try {
+    [modes, slices] = await Promise.all([api(base + "failure_modes"), api(base + "slices")]);
+  } catch (e) {
+    $("modes-note").innerHTML = `<span class="err">${esc(e.message)}</span>`;
+    return;
+  }
+  const adjusted = (modes.adjusted_for || []).join(", ") || "nothing: the suite mean";
+  $("modes-note").textContent = modes.total
+    ? `concepts that fire on the same rows, whose rows score below their own metadata cell (adjusted for ${adjusted}); most confidently below first`
+    : `no group of concepts scores confidently below its cells (adjusted for ${adjusted})`;
+  document.querySelector("#modes-table tbody").innerHTML = modes.items.map((m) => `
+    <tr><td class="num">${m.rank}</td><td><b>${esc(m.description)}</b></td>
+    <td class="num">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span></td>
+    <td class="num">${fmt(m.mean_score)} vs ${fmt(m.expected_score)}</td><td class="num">${m.n_rows.toLocaleString()}</td>
+    <td>${esc(m.concept_ids.slice(0, 6).join(", "))}</td></tr>`).join("");
+  $("slices-note").textContent = slices.total
+    ? "conjunctions of metadata values (and benchmark) whose mean score is confidently low"
+    : "no metadata field or second benchmark to slice by";
+  document.querySelector("#slices-table tbody").innerHTML = slices.items.map((s) => `
+    <tr><td class="num">${s.rank}</td><td>${esc(s.slice)}</td>
+    <td class="num">${fmt(s.mean_score)} <span class="muted">${ci(s.low, s.high)}</span></td><td class="num">${s.n_rows.toLocaleString()}</td></tr>`).join("");
 }
 
 async function loadProfile() {
