@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.describe import outputs as O
 from cg_ray.describe.config import ExplainConfig
-from cg_ray.describe.descriptions import enrichment_candidate, label_candidate, ngram_candidate
+from cg_ray.describe.descriptions import Candidate, enrichment_candidate, label_candidate, ngram_candidate
 from cg_ray.describe.fuzzing import SpanReader, SpanTexts, fuzz_pairs, reader_spans
 from cg_ray.describe.prompts import (
     detect_prompt,
@@ -39,7 +39,7 @@ from cg_ray.describe.prompts import (
     parse_theme_name,
     theme_prompt,
 )
-from cg_ray.describe.run import Analysis, DescribeOptions, analyse, build_outputs, write_outputs
+from cg_ray.describe.run import Analysis, DescribeOptions, analyse, build_outputs, profile_terms, write_outputs
 from cg_ray.describe.spans import marked
 from cg_ray.errors import ConfigError
 
@@ -145,6 +145,11 @@ def held_out(a: Analysis, concept: int, n: int, seed: int) -> tuple[list[str], l
     return [a.text_of(r) for r in pos], [a.text_of(r) for r in neg]
 
 
+def terms_candidate(terms: Sequence[str]) -> Candidate | None:
+    """The distinctive-terms sentence `describe_concept` builds, so that it is judged like the others."""
+    return Candidate("terms", "Rows with " + ", ".join(f"“{t}”" for t in terms)) if terms else None
+
+
 Found = dict[int, list[tuple[str, str, str]]]  # concept → [(source, text, how the explanation was parsed)]
 
 
@@ -160,14 +165,17 @@ def _candidates(a: Analysis, completer: Completer, config: ExplainConfig) -> tup
     answers = completer.complete([explain_prompt(shown[c]) for c in concepts], config.explain_tokens)
     candidates: Found = {}
     raw: dict[int, str] = {}
+    terms = profile_terms(a.run.path)
     for c, answer in zip(concepts, answers, strict=True):
         text, how = parse_explanation(answer)
         ce = a.per_concept[c]
         raw[c] = answer
         found: list[tuple[str, str, str]] = [("llm", text, str(how))] if text else []
+        adjusted = set(a.run.concepts[c].get("adjusted_for") or ())  # as describe_concept leaves them out
         for cand in (
             label_candidate(a.run.concepts[c].get("label")),
-            enrichment_candidate(ce.enriched),
+            terms_candidate(terms.get(c, ())),
+            enrichment_candidate([e for e in ce.enriched if e.field not in adjusted]),
             ngram_candidate(ce.spans, ce.tokens),
         ):
             if cand is not None:

@@ -67,7 +67,15 @@ def test_explain_scores_every_candidate_and_describe_uses_the_best(make_run: Cal
     explain_run(run, options, config, completer=model)
     table = pq.read_table(run / "explanations.parquet").to_pylist()
     by = {(r["concept_id"], r["source"]): r for r in table}
-    assert set(by) == {(0, "llm"), (0, "label"), (0, "enrichment"), (6, "llm"), (6, "label")}
+    assert set(by) == {
+        (0, "llm"),
+        (0, "label"),
+        (0, "enrichment"),
+        (6, "llm"),
+        (6, "label"),
+        (0, "terms"),
+        (6, "terms"),
+    }
     # the expected score, recomputed from the same held-out rows and the scripted judge
     a = analyse(run, options)
     pos, neg = held_out(a, 0, 10, 0)
