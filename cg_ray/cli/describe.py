@@ -22,6 +22,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dtype", choices=("auto", "float32", "bfloat16"), default=None, help="reader dtype for the re-read"
     )
+    p.add_argument("--reader", default=None, help="the reader, if the run records none: default|MODEL@SAE|manifest")
 
 
 def register(subparsers: Any) -> None:
@@ -61,6 +62,7 @@ def _options(args: argparse.Namespace) -> Any:
         seed=args.seed,
         tokens=not args.no_tokens,
         dtype=args.dtype,
+        reader=args.reader,
     )
 
 

@@ -20,7 +20,7 @@ from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.descriptions import Candidate, describe_concept
 from cg_ray.describe.enrichment import Enriched, enrich
 from cg_ray.describe.evidence import Evidence, read_rows, scan
-from cg_ray.describe.rundir import Run, open_run, read_settings, row_text, select_concepts
+from cg_ray.describe.rundir import READER_HELP, Run, open_run, read_settings, row_text, select_concepts
 from cg_ray.describe.spans import activating_span, snippet, top_spans, top_tokens
 from cg_ray.describe.themes import FORMAT_VERSION, MIN_JACCARD, group, theme_name, theme_rows
 
@@ -40,6 +40,7 @@ class DescribeOptions:
     alpha: float = 0.05
     min_jaccard: float = MIN_JACCARD
     reader_overrides: dict[str, Any] = field(default_factory=dict)
+    reader: str | None = None  # `--reader`: names the run's reader when it records none (see rundir.named_reader)
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Analysis:
     records: dict[int, dict[str, Any]]  # file row → id, benchmark, score, texts, metadata
     token_detail: dict[str, Any]
     text_mode: str = "prompt_response"  # which text of a row the reader read (prompt | response | prompt_response)
+    reader_unknown: str | None = None  # why the run's reader could not be established (None: it was)
 
     def text_of(self, row: int) -> str:
         """The row's text as the reader read it (raw form), for snippets and detection."""
@@ -68,7 +70,7 @@ class Analysis:
 
 
 def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
-    run = open_run(run_dir)
+    run = open_run(run_dir, options.reader)
     selection = select_concepts(run, options.concepts, options.top)
     ids = selection.concept_ids
     log.info("describing %d concepts of %s", len(ids), run_dir)
@@ -81,6 +83,8 @@ def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
     enriched = enrich(ev, alpha=options.alpha)
     settings = read_settings(run)
     text_mode = settings.text if not isinstance(settings, str) else "prompt_response"
+    if isinstance(settings, str):
+        log.warning("cannot establish the reader of %s (%s): no activating spans; %s", run_dir, settings, READER_HELP)
     details, token_info = _token_details(run, ev, records, options)
     per_concept: dict[int, ConceptEvidence] = {}
     for j, c in enumerate(ev.concept_ids):
@@ -107,7 +111,8 @@ def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
         per_concept[c] = ConceptEvidence(
             examples, top_tokens(got, j) if got else [], top_spans(got, j) if got else [], enriched.get(c, [])
         )
-    return Analysis(run, ev, selection.reasons, per_concept, records, token_info, text_mode)
+    unknown = settings if isinstance(settings, str) else None
+    return Analysis(run, ev, selection.reasons, per_concept, records, token_info, text_mode, unknown)
 
 
 def plain_text(rec: dict[str, Any], mode: str = "prompt_response") -> str:
@@ -285,6 +290,7 @@ def _themes(
         },
         "themes": themes,
         "unthemed": [ev.concept_ids[i] for i in order if ev.concept_ids[i] not in themed],
+        "reader_unknown": a.reader_unknown,  # why the reader is not known (spans not re-read), or null
         "summary": {
             "n_concepts": len(ev.concept_ids),
             "n_rows": ev.n_rows,

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.activations.config import DEFAULT_READER_FACTORY
+from cg_ray.artifacts.contract import ExtractManifest, RunManifest, read_mapping
 from cg_ray.artifacts.rows import RowsFile, open_rows
 from cg_ray.config import canonical_text_mode
 from cg_ray.errors import InputError
@@ -24,9 +25,10 @@ class Run:
     rows: RowsFile
     concepts: dict[int, dict[str, Any]]  # concept_id → its concepts.parquet row
     summary: dict[str, Any]
+    reader: str | None = None  # the reader named by the user (`--reader`), over what the run records
 
 
-def open_run(path: Path) -> Run:
+def open_run(path: Path, reader: str | None = None) -> Run:
     if not path.is_dir():
         raise InputError("not a run directory", path=str(path))
     for name in (S.ROWS_FILE, S.CONCEPTS_FILE, S.SUMMARY_FILE):
@@ -36,7 +38,7 @@ def open_run(path: Path) -> Run:
     table = pq.read_table(path / S.CONCEPTS_FILE).to_pylist()
     concepts = {int(r["concept_id"]): r for r in table}
     summary = json.loads((path / S.SUMMARY_FILE).read_text(encoding="utf-8"))
-    return Run(path, rows, concepts, summary)
+    return Run(path, rows, concepts, summary, reader)
 
 
 @dataclass(frozen=True)
@@ -91,48 +93,80 @@ class ReadSettings:
     source: str  # which manifest said so
 
 
-def read_settings(run: Run) -> ReadSettings | str:
-    """The run's reader settings, or the reason they are unknown."""
-    manifest = run.path / "manifest.json"
-    if manifest.is_file():  # `cg-ray run`
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-        reader = dict(data.get("config", {}).get("reader") or {})
-        if not reader:
-            return f"{manifest} has no reader settings"
-        factory = (data.get("reader") or {}).get("factory", DEFAULT_READER_FACTORY)
-        if factory != DEFAULT_READER_FACTORY:
-            return f"the run was read by a stand-in reader ({factory})"
-        text = canonical_text_mode(reader.pop("text", "prompt"), warn=False)
-        reader.pop("resources", None)
-        return ReadSettings(reader, text, False, str(manifest))
-    rows_file = run.summary.get("rows_file")
-    if rows_file:
-        from cg_ray.activations.extract import manifest_path
+READER_HELP = "name it with --reader: default (the embedded reader), MODEL@SAE, or the manifest of its rows"
 
-        path = manifest_path(Path(rows_file))
+
+def read_settings(run: Run) -> ReadSettings | str:
+    """The run's reader settings — from `--reader` when given, else from the run's manifest or the extract
+    manifest beside its rows file — or the reason they are unknown."""
+    if run.reader is not None:
+        return named_reader(run.reader)
+    manifest = run.path / S.MANIFEST_FILE
+    if manifest.is_file():  # `cg-ray run`
+        return _from_run_manifest(manifest)
+    rows_file = run.summary.get("rows_file")
+    if not rows_file:
+        return "the run has no manifest saying how its rows were read"
+    from cg_ray.activations.extract import manifest_path
+
+    given = Path(rows_file)
+    places = [manifest_path(given), manifest_path(run.path / given), manifest_path(run.path.parent / given.name)]
+    for path in dict.fromkeys(places):
         if path.is_file():  # `cg-ray extract` + `cg-ray metrics`
-            data = json.loads(path.read_text(encoding="utf-8"))
-            r = data.get("reader") or {}
-            tokens = r.get("tokens") or {}
-            try:
-                reader = {
-                    "model": r["model"],
-                    "sae": r["sae"]["spec"],
-                    "layer": r["layer"],
-                    "dtype": r["dtype"],
-                    "max_tokens": r["max_tokens"],
-                    "padding_side": r.get("padding_side", "right"),
-                    "exclude_bos": tokens["exclude_bos"],
-                    "prepend_bos": tokens["prepend_bos"],
-                    "sink_positions": tokens["sink_positions"],
-                    "exclude_special_tokens": tokens["exclude_special_tokens"],
-                }
-            except (KeyError, TypeError) as exc:
-                return f"{path} lacks reader setting {exc}"
-            text = canonical_text_mode(str(data.get("text", "prompt")), warn=False)  # `both` in older manifests
-            return ReadSettings(reader, text, bool(data.get("chat_template")), str(path))
-        return f"no extract manifest beside {rows_file}"
-    return "the run has no manifest saying how its rows were read"
+            return _from_extract_manifest(path)
+    return f"no extract manifest beside {rows_file}"
+
+
+def named_reader(reader: str) -> ReadSettings | str:
+    """`--reader`: `default` (the embedded reader's settings), `MODEL@SAE` (reader defaults otherwise), or a
+    manifest file (`manifest.json` of `cg-ray run`, `ROWS.manifest.json` of `cg-ray extract`). The rows are
+    taken to have been read from their prompt, as `cg-ray extract` and `cg-ray run` do by default, unless a
+    manifest says otherwise."""
+    path = Path(reader)
+    if path.is_file():
+        return _from_run_manifest(path) if path.name == S.MANIFEST_FILE else _from_extract_manifest(path)
+    if reader == "default":
+        return ReadSettings({}, "prompt", False, "--reader default")
+    model, sep, sae = reader.partition("@")
+    if not (sep and model and sae):
+        raise InputError(f"{reader!r} is not default, MODEL@SAE or a manifest file", field="--reader")
+    return ReadSettings({"model": model, "sae": sae}, "prompt", False, f"--reader {reader}")
+
+
+def _from_run_manifest(manifest: Path) -> ReadSettings | str:
+    data = read_mapping(manifest, RunManifest)
+    reader = dict(data.get("config", {}).get("reader") or {})
+    if not reader:
+        return f"{manifest} has no reader settings"
+    factory = (data.get("reader") or {}).get("factory", DEFAULT_READER_FACTORY)
+    if factory != DEFAULT_READER_FACTORY:
+        return f"the run was read by a stand-in reader ({factory})"
+    text = canonical_text_mode(reader.pop("text", "prompt"), warn=False)
+    reader.pop("resources", None)
+    return ReadSettings(reader, text, False, str(manifest))
+
+
+def _from_extract_manifest(path: Path) -> ReadSettings | str:
+    data = read_mapping(path, ExtractManifest)
+    r = data.get("reader") or {}
+    tokens = r.get("tokens") or {}
+    try:
+        reader = {
+            "model": r["model"],
+            "sae": r["sae"]["spec"],
+            "layer": r["layer"],
+            "dtype": r["dtype"],
+            "max_tokens": r["max_tokens"],
+            "padding_side": r.get("padding_side", "right"),
+            "exclude_bos": tokens["exclude_bos"],
+            "prepend_bos": tokens["prepend_bos"],
+            "sink_positions": tokens["sink_positions"],
+            "exclude_special_tokens": tokens["exclude_special_tokens"],
+        }
+    except (KeyError, TypeError) as exc:
+        return f"{path} lacks reader setting {exc}"
+    text = canonical_text_mode(str(data.get("text", "prompt")), warn=False)  # `both` in older manifests
+    return ReadSettings(reader, text, bool(data.get("chat_template")), str(path))
 
 
 def row_text(record: dict[str, Any], settings: ReadSettings, tokenizer: Any) -> tuple[str, bool] | None:
