@@ -1,4 +1,4 @@
-"""The CG formulas (README, "The method, exactly") on stacked per-benchmark sums. Pure numpy.
+"""The CG formulas (docs/method.md) on stacked per-benchmark sums. Pure numpy.
 
 Undefined values (χ_model of an inactive pair, X_model of a concept no scored row activates) are NaN
 here; writers turn them into nulls, never 0 or NaN in outputs.

@@ -19,7 +19,7 @@ From the additive sums Σ s̃, Σ s̃² and Σ m·s̃ over the scored rows of ea
   exactly 0 or 1 still has a variance); μ_b, estimated from all of b's rows, is treated as known.
 
 Coverage of these nominal 95% intervals is measured on the synthetic suite with planted truth
-(tests/metrics/test_uncertainty.py; README).
+(tests/metrics/test_uncertainty.py; docs/method.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The metrics engine against a brute-force dense implementation of the README's "The method, exactly",
+"""The metrics engine against a brute-force dense implementation of docs/method.md,
 and its invariants."""
 
 from __future__ import annotations
