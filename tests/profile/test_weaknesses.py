@@ -55,7 +55,7 @@ def _rows(n: int = 200, seed: int = 0) -> list[dict]:
 def test_upper_bound_ranking_demotes_low_support_and_merges_near_duplicates(write_rows, tmp_path: Path) -> None:
     rows = write_rows(_rows(), d_sae=6)
     out = tmp_path / "run"
-    assert run("metrics", "--rows", rows, "--out", out, "--min-rows", 1) == 0
+    assert run("metrics", "--rows", rows, "--out", out, "--min-rows", 1, "--rank-by", "upper_bound") == 0
     weak = pq.read_table(out / S.WEAKNESSES_FILE)
     assert weak.schema.equals(S.PROFILE_SCHEMA)
     w = weak.to_pylist()
@@ -76,11 +76,26 @@ def test_upper_bound_ranking_demotes_low_support_and_merges_near_duplicates(writ
     assert pq.read_table(plain / S.WEAKNESSES_FILE).column("concept_id").to_pylist()[0] == 3
     # The filters still apply: 3 (4 rows) is gone with --min-rows 10.
     filtered = tmp_path / "filtered"
-    assert run("metrics", "--rows", rows, "--out", filtered, "--min-rows", 10) == 0
+    assert run("metrics", "--rows", rows, "--out", filtered, "--min-rows", 10, "--rank-by", "upper_bound") == 0
     assert 3 not in pq.read_table(filtered / S.WEAKNESSES_FILE).column("concept_id").to_pylist()
     # A stricter threshold keeps 1 and 2 apart.
     apart = tmp_path / "apart"
-    assert run("metrics", "--rows", rows, "--out", apart, "--min-rows", 1, "--duplicate-jaccard", 0.99) == 0
+    assert (
+        run(
+            "metrics",
+            "--rows",
+            rows,
+            "--out",
+            apart,
+            "--min-rows",
+            1,
+            "--duplicate-jaccard",
+            0.99,
+            "--rank-by",
+            "upper_bound",
+        )
+        == 0
+    )
     assert pq.read_table(apart / S.WEAKNESSES_FILE).column("members").to_pylist()[:2] == [[2], [1]]
 
     strengths = pq.read_table(out / S.STRENGTHS_FILE).column("concept_id").to_pylist()
