@@ -31,6 +31,9 @@ class EncoderOptions(BaseModel):
     min_replicas: int = Field(1, ge=0)
     max_replicas: int = Field(2, ge=1)
     target_ongoing_requests: float = Field(4, gt=0)
+    upscale_delay_s: float = Field(30.0, ge=0, description="load must persist this long before a replica is added")
+    downscale_delay_s: float = Field(600.0, ge=0, description="idle this long before a replica is removed")
+    look_back_period_s: float = Field(30.0, gt=0, description="window the ongoing requests are averaged over")
     max_batch_size: int = Field(64, ge=1, description="rows per forward pass across concurrent requests")
     batch_wait_timeout_s: float = Field(0.02, ge=0)
     reader_factory: str = Field(DEFAULT_READER_FACTORY, description='"module:attr" building the reader')
@@ -48,6 +51,9 @@ class ServeArgs(ServiceSettings):
     # Two by default: a crashed ingress replica is then no outage (the other answers while it restarts);
     # analyses are claimed through the store's leases, so exactly one replica runs each (serve/leases.py).
     ingress_replicas: int = Field(2, ge=1, description="ingress replicas (several share the store; see leases.py)")
+    ingress_num_cpus: float = Field(
+        1, ge=0, description="logical CPUs of one ingress replica (0: it fits on a 0-CPU head)"
+    )
 
 
 @serve.deployment(name="encoder")
@@ -56,6 +62,7 @@ class EncoderDeployment:
         from cg_ray.pipeline.reader_stage import reader_from_config
 
         self.reader = reader_from_config(reader_config, factory)
+        self.factory = factory
         # serve.batch wraps the method in a queue object that takes its limits at run time.
         batcher: Any = self.encode_batch
         batcher.set_max_batch_size(max_batch_size)
@@ -81,7 +88,7 @@ class EncoderDeployment:
         return [(a.concept_ids, a.concept_acts, a.n_tokens) for a in acts]
 
     def info(self) -> dict[str, Any]:
-        return {"d_sae": int(self.reader.d_sae), "describe": self.reader.describe()}
+        return {"d_sae": int(self.reader.d_sae), "describe": self.reader.describe(), "factory": self.factory}
 
 
 class _Row:
@@ -141,13 +148,21 @@ class Ingress:
         self.settings = ServiceSettings(**settings)
         info = await encoder.info.remote()
         self.encoder = RemoteEncoder(encoder, info)
+        self.reader_factory = str(info.get("factory", ""))
 
     def __serve_build_asgi_app__(self) -> Any:
         from cg_ray.labels import load_labels
+        from cg_ray.pipeline.runner import shipped_labels
         from cg_ray.serve.api import create_api
         from cg_ray.serve.db import Store
 
-        labels = load_labels(self.settings.labels, d_sae=self.encoder.d_sae) if self.settings.labels else None
+        # Without a labels file, the labels that ship with the reader's SAE (the default's): an upload's
+        # concepts then read as words, not "(no label)".
+        labels = (
+            load_labels(self.settings.labels, d_sae=self.encoder.d_sae)
+            if self.settings.labels
+            else shipped_labels(self.settings.reader.sae, self.encoder.d_sae, self.reader_factory)
+        )
         store = Store(self.settings.db_url)
         return create_api(self.settings, store, self.encoder, labels)
 
@@ -174,12 +189,18 @@ def build_app(args: ServeArgs) -> Application:
             "min_replicas": enc.min_replicas,
             "max_replicas": enc.max_replicas,
             "target_ongoing_requests": enc.target_ongoing_requests,
+            "upscale_delay_s": enc.upscale_delay_s,
+            "downscale_delay_s": enc.downscale_delay_s,
+            "look_back_period_s": enc.look_back_period_s,
         },
         max_ongoing_requests=max(8, enc.max_batch_size),
     ).bind(parsed.reader.model_dump(mode="json"), enc.reader_factory, enc.max_batch_size, enc.batch_wait_timeout_s)
-    settings = parsed.model_dump(exclude={"encoder", "ingress_max_ongoing_requests", "ingress_replicas"}, mode="json")
+    ingress_options = {"ingress_max_ongoing_requests", "ingress_replicas", "ingress_num_cpus"}
+    settings = parsed.model_dump(exclude={"encoder", *ingress_options}, mode="json")
     ingress = Ingress.options(  # type: ignore[attr-defined]
-        max_ongoing_requests=parsed.ingress_max_ongoing_requests, num_replicas=parsed.ingress_replicas
+        max_ongoing_requests=parsed.ingress_max_ongoing_requests,
+        num_replicas=parsed.ingress_replicas,
+        ray_actor_options={"num_cpus": parsed.ingress_num_cpus},
     )
     app: Application = ingress.bind(settings, encoder)
     return app
