@@ -79,6 +79,21 @@ def check_model(config: ExplainConfig) -> None:
         raise ConfigError(f"explainer model {config.model!r} cannot be loaded: {exc}") from None
 
 
+def backend_generation(config: ExplainConfig, max_tokens: int) -> Any:
+    """The `GenerationConfig` of the explainer's backend: greedy, seeded; `engine` / `resources` override."""
+    from cg_ray.generation.config import GenerationConfig
+
+    return GenerationConfig.model_validate(
+        {
+            "backend": config.backend,
+            "model": config.model,
+            "sampling": {"max_tokens": max_tokens, "temperature": 0.0, "seed": config.seed},
+            "engine": {"dtype": config.dtype, "max_model_len": 2048, **config.engine},
+            "resources": {"num_cpus": 1, "batch_size": 32, **config.resources},
+        }
+    )
+
+
 class BackendCompleter:
     """Prompts through the generation backend (`cg_ray.generation`) on a local Ray instance."""
 
@@ -91,19 +106,10 @@ class BackendCompleter:
 
         from cg_ray.benchmarks.rows import make_row, rows_table
         from cg_ray.generation import make_generator
-        from cg_ray.generation.config import GenerationConfig
 
         if not prompts:
             return []
-        gen = GenerationConfig.model_validate(
-            {
-                "backend": self.config.backend,
-                "model": self.config.model,
-                "sampling": {"max_tokens": max_tokens, "temperature": 0.0, "seed": self.config.seed},
-                "engine": {"dtype": self.config.dtype, "max_model_len": 2048, **self.config.engine},
-                "resources": {"num_cpus": 1, "batch_size": 32, **self.config.resources},
-            }
-        )
+        gen = backend_generation(self.config, max_tokens)
         if not ray.is_initialized():
             if os.environ.get("RAY_ADDRESS"):  # a Ray job (`ray job submit`, jobs/explain_gpu.yaml): its cluster
                 ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)

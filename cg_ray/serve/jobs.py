@@ -67,6 +67,7 @@ def job_config(settings: ServiceSettings, analysis: Analysis, uploads: list[Uplo
             text=canonical_text_mode(analysis.options.get("text", "prompt"), warn=False),  # stored before the rename
         ),
         metrics=MetricsConfig.model_validate(analysis.options.get("metrics", {})),
+        explain=settings.explain,
     )
 
 

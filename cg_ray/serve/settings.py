@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from cg_ray.activations.config import ReaderConfig
+from cg_ray.describe.config import ExplainConfig
 from cg_ray.generation.config import GenerationConfig
 
 
@@ -51,6 +52,11 @@ class ServiceSettings(BaseModel):
     generation: GenerationConfig = Field(
         default_factory=lambda: GenerationConfig(backend="vllm", model="smollm2-135m-instruct"),
         description="the evaluated model of `generate` analyses (run as Ray jobs)",
+    )
+    explain: ExplainConfig | None = Field(
+        None,
+        description="LLM explanations in analyses run as Ray jobs (their run config's `explain:`, e.g. an "
+        "OpenAI-compatible endpoint); the key, if any, is read from `api_key_env` on the cluster",
     )
     ray_address: str | None = Field(
         None, description="Ray dashboard address for job submission (e.g. http://127.0.0.1:8265); None: auto"

@@ -179,3 +179,47 @@ def test_the_key_is_written_nowhere(
         build_manifest(config=config.model_dump(mode="json"), reader=None, timer=StageTimer(), counts={})
     )
     assert '"api_key_env": "CGRAY_TEST_KEY"' in manifest and KEY not in manifest
+
+
+def test_the_gpu_job_file_parses_into_a_gpu_vllm_explainer() -> None:
+    """jobs/explain_gpu.yaml (not run here: no GPU) validates as `cg-ray explain --config` reads it."""
+    import argparse
+
+    from cg_ray.cli.describe import _explain_config, register
+    from cg_ray.describe.explain import backend_generation
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["explain", "runs/x", "--config", "jobs/explain_gpu.yaml", "--n-detect", "10"])
+    config = _explain_config(args)
+    assert config.model == "meta-llama/Llama-3.1-8B-Instruct" and config.endpoint is None
+    assert config.detect_rows == 10 and config.fuzz and config.name_themes  # the flag wins over the file
+    gen = backend_generation(config, config.explain_tokens)
+    assert gen.on_gpu and gen.resources.num_gpus == 1 and gen.engine.dtype == "bfloat16"
+    assert gen.engine.max_model_len == 4096 and gen.sampling.temperature == 0.0
+
+
+def test_the_service_setting_reaches_the_run_config_of_its_ray_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow as pa
+
+    from cg_ray.pipeline.config import parse_run_config
+    from cg_ray.serve.db import Analysis, Upload
+    from cg_ray.serve.jobs import job_config
+    from cg_ray.serve.settings import ServiceSettings
+    from cg_ray.serve.uploads import UPLOAD_SCHEMA
+
+    monkeypatch.setenv("CGRAY_TEST_KEY", KEY)
+    path = tmp_path / "u.parquet"
+    row = {"row_id": "1", "benchmark": "a", "prompt": "p", "response": "r", "reference": None, "score": 1.0}
+    pq.write_table(pa.Table.from_pylist([row], schema=UPLOAD_SCHEMA), path)
+    upload = Upload(id="u", owner="k", name="u", n_rows=1, benchmarks=["a"], fields={}, path=str(path))
+    explain = {"endpoint": "https://llm.example/v1", "model": "big", "api_key_env": "CGRAY_TEST_KEY"}
+    settings = ServiceSettings(data_dir=tmp_path, explain=explain)
+    analysis = Analysis(id="x", owner="k", upload_ids=["u"], mode="precomputed", options={"text": "prompt"})
+    job = job_config(settings, analysis, [upload], tmp_path / "w").model_dump(mode="json", exclude_unset=True)
+    config = parse_run_config(job)  # what the job's job.yaml holds
+    assert config.explain is not None and config.explain.endpoint == "https://llm.example/v1"
+    assert config.explain.detect_rows == 20 and KEY not in json.dumps(job)
+    assert ServiceSettings(data_dir=tmp_path).explain is None
