@@ -95,11 +95,26 @@ def _labels(args: argparse.Namespace, d_sae: int) -> Any:
 def _print_profile(out: Path) -> None:
     import pyarrow.parquet as pq
 
+    modes = out / S.FAILURE_MODES_FILE
+    if modes.is_file() and (top := pq.read_table(modes).slice(0, 5).to_pylist()):
+        adjusted = ", ".join(top[0]["adjusted_for"]) or "nothing: the suite mean"
+        print(f"failure modes beyond the metadata (adjusted for {adjusted}; residual [95% interval], rows):")
+        for m in top:
+            print(
+                f"  {m['rank']:>3}. residual {m['residual']:+.3f} [{m['residual_low']:+.3f}, {m['residual_high']:+.3f}]"
+                f"  {m['n_rows']:>6} rows  {m['description'][:90]}"
+            )
+    slices = out / S.SLICES_FILE
+    if slices.is_file() and (weakest := pq.read_table(slices).slice(0, 3).to_pylist()):
+        print("weakest slices (mean score [95% interval], scored rows):")
+        for sl in weakest:
+            bounds = f"[{_fmt(sl['low'])}, {_fmt(sl['high'])}]"
+            print(f"  {sl['rank']:>3}. {_fmt(sl['mean_score'])} {bounds}  {sl['n_rows']:>6}  {sl['slice']}")
     path = out / S.WEAKNESSES_FILE
     if not path.is_file():
         return
     entries = pq.read_table(path).slice(0, 5).to_pylist()
-    print("weakness profile (most confidently weak first; X_model [95% interval], support):")
+    print("weakness profile (the profile's order; X_model [95% interval], support):")
     for e in entries:
         merged = f" +{len(e['members']) - 1} merged" if len(e["members"]) > 1 else ""
         label = e["description"] or "(no label)"

@@ -202,7 +202,7 @@ def build_report(
 
     sections = [
         f'<section><div class="kpis">{kpi_html}</div></section>',
-        failure_modes_section(run),  # what the metadata does not explain, first
+        failure_modes_section(run, top),  # what the metadata does not explain, first
         slices_section(run, top),  # then what it does
         weakness_section(run, summary, top, examples_of),
         readable_html(run),  # `cg-ray describe`: the described concepts, right under the profile
