@@ -163,8 +163,14 @@ class Ingress:
             if self.settings.labels
             else shipped_labels(self.settings.reader.sae, self.encoder.d_sae, self.reader_factory)
         )
+        from cg_ray.serve.leases import LeaseKeeper, replica_name
+
         store = Store(self.settings.db_url)
-        return create_api(self.settings, store, self.encoder, labels)
+        app = create_api(self.settings, store, self.encoder, labels)
+        # Leases name the Serve replica that holds them (its id ends the replica actor's name), so a record
+        # of who ran what can be read against the replicas that were killed.
+        app.state.service.leases = LeaseKeeper(store, name=replica_name(serve.get_replica_context().replica_tag))
+        return app
 
 
 def parse_serve_args(args: ServeArgs | Mapping[str, Any]) -> ServeArgs:

@@ -31,9 +31,10 @@ class LeasePolicy:
     poll_s: float = 2.0  # renew held leases and look for claimable work this often (well under ttl_s)
 
 
-def replica_name() -> str:
-    """Unique per replica process and start: host, pid and a random suffix (read in the lease records)."""
-    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+def replica_name(prefix: str = "") -> str:
+    """Unique per replica process and start: `prefix` (a Serve replica's id), host, pid and a random suffix."""
+    name = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return f"{prefix[:30]}:{name}" if prefix else name
 
 
 class LeaseKeeper:
