@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.contract import read_summary
+from cg_ray.artifacts.contract import RobustnessReport, read_mapping, read_summary
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.config import REPORT_TOP
@@ -114,7 +113,7 @@ def _robustness_html(run_dir: Path) -> str:
     path = run_dir / "robustness" / "robustness.json"
     if not path.is_file():
         return ""
-    rob = json.loads(path.read_text(encoding="utf-8"))
+    rob = read_mapping(path, RobustnessReport)  # refuses a newer format, naming the file
     sub, abl = rob["subsampling"], rob["adversarial_ablation"]
     rc = abl["random_control"]
     return (

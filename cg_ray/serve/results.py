@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.contract import ArenaDir, read_summary
+from cg_ray.artifacts.contract import ArenaDir, HeadToHeadSummary, RatingsSummary, read_mapping, read_summary
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.outputs import read_sentences
 from cg_ray.report.examples import salient_rows
@@ -202,8 +202,8 @@ def subset_coverage(run_dir: str | Path, benchmarks: list[str]) -> dict[str, Any
 def arena_view(run_dir: Path, model_analyses: dict[str, str]) -> dict[str, Any]:
     """An arena analysis' ratings and head-to-head concepts, with each model's own analysis id."""
     arena = ArenaDir(run_dir)
-    ratings = json.loads(arena.ratings.read_text(encoding="utf-8"))
-    h2h = json.loads(arena.head_to_head_json.read_text(encoding="utf-8"))
+    ratings = read_mapping(arena.ratings, RatingsSummary)  # refuses a newer format, naming the file
+    h2h = read_mapping(arena.head_to_head_json, HeadToHeadSummary)
     return {
         "ratings": ratings["models"],
         "model_analyses": model_analyses,
