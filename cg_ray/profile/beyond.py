@@ -173,7 +173,9 @@ def _f(x: float | None) -> float | None:
 
 def mode_description(terms: Terms, members: Sequence[int], labels: dict[int, str]) -> str:
     sentence = terms.sentence()
-    named = [labels[c] for c in members if labels.get(c)]
+    # Free-text labels only: a token-list label ("'-' | 'ix' | '2'") comes from the SAE's labelling corpus and
+    # says less about these rows than their own terms.
+    named = [labels[c] for c in members if labels.get(c) and " | " not in labels[c]]
     if sentence and named:
         return f"{sentence}; concepts: {', '.join(named[:2])}"
     if sentence:
