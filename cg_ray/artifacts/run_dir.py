@@ -1,4 +1,4 @@
-"""Write the metrics artifacts of a run directory (see README "Run directory")."""
+"""Write the metrics artifacts of a run directory (see docs/usage.md, "Run directory")."""
 
 from __future__ import annotations
 

@@ -145,7 +145,7 @@ class ConceptDetail(ConceptRow):
 
 
 class ProfileEntry(BaseModel):
-    """One entry of a weakness profile (see README, run directory: weaknesses.parquet)."""
+    """One entry of a weakness profile (see docs/usage.md, run directory: weaknesses.parquet)."""
 
     rank: int
     concept_id: int
