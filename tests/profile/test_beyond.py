@@ -198,3 +198,26 @@ def test_nested_and_high_cardinality_fields_are_skipped_and_listed(write_rows, t
     assert parse_adjust_for("auto", frame, ["kind"])[0] == ["benchmark", "kind"]
     with pytest.raises(InputError, match="'nope'"):
         parse_adjust_for("nope", frame)
+
+
+def test_validate_judges_modes_slices_and_rankings_by_held_out_residual_lift(tmp_path: Path) -> None:
+    table, _ = planted(3000, seed=1)
+    table = table.filter(table.column("score").is_valid())  # validate needs a score on every row
+    pq.write_table(table, tmp_path / "rows.parquet")
+    out = tmp_path / "val"
+    args = ["validate", "--rows", str(tmp_path / "rows.parquet"), "--out", str(out), "--bootstrap", "200"]
+    assert main([*args, "--random", "40"]) == 0
+    report = json.loads((out / S.VALIDATE_FILE).read_text())
+    assert report["format_version"] == 2
+    beyond = report["beyond"]
+    assert beyond["adjusted_for"] == ["type", "level"]
+    assert beyond["slices"][0] == "type=geo & level=Level 5"  # built on the fit part only
+    assert sorted(beyond["failure_modes"][0]) == [5, 6]
+    curves = beyond["rankings"]
+    assert set(curves) == {"slices", "failure_modes", "residual", "new", "paper", "random"}
+    mode = curves["failure_modes"]["residual_lift"][0]
+    # The figure rows score well below their fit-part cells on held-out rows; a slice, by construction, not.
+    assert mode["k"] == 1 and mode["high"] < -0.15
+    assert abs(curves["slices"]["residual_lift"][0]["value"]) < 0.1
+    assert curves["slices"]["lift"][0]["value"] < -0.25  # ... though by plain lift it is the weakest rows
+    assert mode["value"] < curves["random"]["residual_lift"][0]["low"]
