@@ -35,25 +35,8 @@ from cg_ray.serve.local_serve import (
 )
 
 # re-exported: the benchmark and the tests reach the local service through this module
-__all__ = [
-    "APP",
-    "DEFAULT_READER",
-    "FAKE_READER",
-    "LoadFault",
-    "Plan",
-    "Report",
-    "deploy",
-    "deploy_and_run",
-    "free_port",
-    "jsonl",
-    "kill_replica",
-    "local_serve",
-    "replica_names",
-    "tenant",
-    "texts",
-]
-
-# ---------------------------------------------------------------- load and fault
+__all__ = ["APP", "DEFAULT_READER", "FAKE_READER", "LoadFault", "Plan", "Report", "deploy", "deploy_and_run"]
+__all__ += ["free_port", "jsonl", "kill_replica", "local_serve", "replica_names", "tenant", "texts"]
 
 
 @dataclasses.dataclass
@@ -98,6 +81,17 @@ class Report:
     outcomes: dict[str, dict[str, Any]]  # analysis id: its final view (or what it was at the deadline)
     lost: list[str]  # accepted ids their owner could not read back after the load
     leaks: list[str]  # another tenant's id seen or readable by a tenant
+    killed_ingress: str = ""  # the ingress replica's actor name (it ends with the replica id its leases carry)
+    lease_owners: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # from the store, after the run
+
+    def runs(self) -> dict[str, int]:
+        """From the store's leases: analyses claimed once, taken over from the killed replica, run twice (0)."""
+        victim = self.killed_ingress.rsplit("#", 1)[-1] or "?"
+        counts = {"once": 0, "taken_over": 0, "twice": 0}
+        for analysis_id in self.outcomes:
+            held = self.lease_owners.get(analysis_id, [])[:-1]  # every claimer before the last
+            counts["once" if not held else "taken_over" if all(victim in o for o in held) else "twice"] += 1
+        return counts
 
     def in_window(self, call: Call) -> bool:
         return call.start <= self.ingress_back_at and call.end >= self.ingress_killed_at
@@ -148,6 +142,8 @@ class Report:
             "unfinished": len(self.unfinished()),
             "lost": len(self.lost),
             "leaks": len(self.leaks),
+            "runs": self.runs(),
+            "in_flight_at_kill": sum(1 for c in self.calls if c.start <= self.ingress_killed_at <= c.end),
         }
 
     def lines(self) -> list[str]:
@@ -172,6 +168,8 @@ class Report:
             f"  analyses: {sum(f['analyses'].values())} ({codes(f['analyses'])}), of which "
             f"{f['unacknowledged']} created by requests answered 5xx; not finished or failed without a reason: "
             f"{f['unfinished']}; accepted ids lost: {f['lost']}; cross-tenant leaks: {f['leaks']}",
+            f"  ingress replica killed: {self.killed_ingress or '-'}; {f['in_flight_at_kill']} requests in flight "
+            f"then; analyses run (store's leases): {codes(f['runs'])}",
         ]
         return out
 
@@ -211,6 +209,7 @@ class LoadFault:
         self.unacknowledged: dict[int, list[str]] = {t: [] for t in range(len(tenants))}
         self.seed_analysis: dict[int, str] = {}
         self.back = asyncio.Event()  # set when the restarted ingress answers
+        self.killed_ingress = ""
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -242,6 +241,7 @@ class LoadFault:
             outcomes,
             lost,
             leaks,
+            self.killed_ingress,
         )
 
     async def seed(self, client: httpx.AsyncClient) -> None:
@@ -279,7 +279,7 @@ class LoadFault:
         await asyncio.to_thread(kill_replica, "encoder")
         await asyncio.sleep(max(0.0, self.plan.restart_ingress_at * before - self.now()))
         ingress_at = self.now()
-        await asyncio.to_thread(kill_replica, "ingress")
+        self.killed_ingress = await asyncio.to_thread(kill_replica, "ingress")
         while True:  # a probe waits in Serve's queue until a replica takes it: no short timeout
             with contextlib.suppress(httpx.HTTPError):
                 if (await client.get("/readyz", timeout=300)).status_code == 200:
@@ -387,7 +387,13 @@ class LoadFault:
 
 
 def deploy_and_run(port: int, data: Path, factory: str, plan: Plan) -> Report:
-    """Deploy the app with two encoder replicas on `data`, make the plan's tenants, run the plan."""
+    """Deploy the app (two encoder replicas, the default two ingress replicas) on `data`, make the plan's
+    tenants, run the plan; the store's lease records (who ran each analysis) come with the report."""
+    from cg_ray.serve.db import Store
+    from cg_ray.serve.settings import ServiceSettings
+
     base = deploy(port, data, factory, 64, replicas=2, max_concurrent_analyses=plan.max_concurrent_analyses)
     tenants = [tenant(data, f"tenant-{t}") for t in range(plan.tenants)]
-    return asyncio.run(LoadFault(base, tenants, plan).run())
+    report = asyncio.run(LoadFault(base, tenants, plan).run())
+    report.lease_owners = Store(ServiceSettings(data_dir=data).db_url).lease_owners()
+    return report
