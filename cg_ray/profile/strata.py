@@ -22,6 +22,7 @@ from cg_ray.artifacts.row_batch import RowsFile
 from cg_ray.errors import InputError
 from cg_ray.profile.metadata import MAX_VALUES, MetadataCoder
 
+AUTO_FIELDS = 2  # `--adjust-for auto`: metadata fields taken from the best slices, besides `benchmark`
 MIN_CELL_ROWS = 5  # a cell with fewer scored rows borrows its parent's mean (drop its last field)
 MISSING = "(missing)"
 
@@ -162,11 +163,8 @@ def parse_adjust_for(spec: str, frame: RowFrame, best_fields: Sequence[str] = ()
     if spec == "none":
         return [], notes
     if spec == "auto":
-        fields = [S.BENCHMARK] if S.BENCHMARK in frame.codes else []
-        for name in best_fields:
-            if name != S.BENCHMARK and name not in fields and len(fields) < (3 if fields else 2):
-                fields.append(name)
-        return fields, notes
+        extra = [name for name in dict.fromkeys(best_fields) if name != S.BENCHMARK][:AUTO_FIELDS]
+        return ([S.BENCHMARK] if S.BENCHMARK in frame.codes else []) + extra, notes
     fields = []
     for raw in spec.split(","):
         name = raw.strip()

@@ -221,3 +221,25 @@ def test_validate_judges_modes_slices_and_rankings_by_held_out_residual_lift(tmp
     assert abs(curves["slices"]["residual_lift"][0]["value"]) < 0.1
     assert curves["slices"]["lift"][0]["value"] < -0.25  # ... though by plain lift it is the weakest rows
     assert mode["value"] < curves["random"]["residual_lift"][0]["low"]
+
+
+def test_auto_adjusts_for_benchmark_and_at_most_two_fields_of_the_best_slices(write_rows) -> None:
+    from cg_ray.artifacts.rows import open_rows
+    from cg_ray.profile.strata import parse_adjust_for, read_frame
+
+    rows = [
+        {
+            "row_id": str(i),
+            "benchmark": "only",
+            "score": float(i % 2),
+            "concept_ids": [0],
+            "concept_acts": [1.0],
+            "metadata": json.dumps({"a": i % 3, "b": i % 5, "c": i % 7}),
+        }
+        for i in range(200)
+    ]
+    schema = S.rows_schema_with_d_sae(2).append(S.METADATA_FIELD)
+    table = pa.Table.from_pylist([{**r, "model": None, "n_tokens": 1} for r in rows], schema=schema)
+    frame = read_frame(open_rows(write_rows(table=table, d_sae=2)))
+    assert "single value" in frame.skipped["benchmark"]  # one benchmark: nothing to adjust for there
+    assert parse_adjust_for("auto", frame, ["c", "a", "b"])[0] == ["c", "a"]
