@@ -335,6 +335,7 @@ def main() -> None:
     os.environ[MARKS_ENV] = str(marks)
     cluster = FakeCluster(tmp, args.node_cpus, args.max_nodes, args.idle_s)
     monitor: Monitor | None = None
+    figures: dict[str, Any] = {}
     try:
         cluster.start()
         env = {MARKS_ENV: str(marks), "CG_AUTOSCALE_DELAY": str(args.read_delay), "PYTHONPATH": str(HERE)}
@@ -355,7 +356,6 @@ def main() -> None:
         monitor.join(5)
         figures = summarize(monitor, n_rows, seconds)
         write_outputs(args, monitor.samples, figures)
-        print(figures["line"])
     finally:
         if monitor is not None:
             monitor.done.set()
@@ -368,6 +368,7 @@ def main() -> None:
         ray.shutdown()
         cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    print(figures["line"], flush=True)  # last, after the shutdown (whose log lines Ray may print)
 
 
 def _connect(address: str, env: dict[str, str]) -> bool:
