@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.rows import DEFAULT_BATCH_ROWS, RowsFile, iter_row_batches
-from cg_ray.profile.metadata import MetadataCoder
 from cg_ray.errors import InputError
+from cg_ray.profile.metadata import MetadataCoder
 
 
 @dataclass
