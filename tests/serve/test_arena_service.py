@@ -89,7 +89,7 @@ def test_arena_analysis_as_a_ray_job(tmp_path: Path, job_cluster: str) -> None:
         body = {"upload_ids": [up["id"]], "mode": "arena", "min_battles": 5, "metrics": {"min_rows": 1}}
         a = client.post("/v1/analyses", headers=headers, json=body).json()
         a = wait_for(client, headers, a["id"], timeout=500, interval=2)
-        assert a["status"] == "succeeded", a
+        assert a["status"] == "succeeded", json.dumps(a)
         arena = client.get(f"/v1/analyses/{a['id']}/arena", headers=headers).json()
         ratings = {m["model"]: m["bt"] for m in arena["ratings"]}
         assert ratings["alpha"] > ratings["beta"]  # alpha won 2 of 3
