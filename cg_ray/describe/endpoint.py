@@ -80,6 +80,8 @@ class EndpointCompleter:
 
         if config.endpoint is None:
             raise ConfigError("EndpointCompleter needs explain.endpoint")
+        if logging.getLogger("httpx").level == logging.NOTSET:  # one INFO line per request otherwise
+            logging.getLogger("httpx").setLevel(logging.WARNING)
         self.config = config
         self.url = config.endpoint
         self.usage = Usage()
