@@ -46,6 +46,11 @@ def rows_table(uploads: pa.Table, encoded: list[Encoded], model: str | None, d_s
         S.rows_schema_with_d_sae(d_sae)
         .append(pa.field("prompt", pa.string()))
         .append(pa.field("response", pa.string()))
+        .append(S.METADATA_FIELD)
+    )
+    # Uploads stored before metadata was kept have no such column: their rows have none.
+    metadata = (
+        uploads.column(S.METADATA) if S.METADATA in uploads.column_names else pa.nulls(uploads.num_rows, pa.string())
     )
     return pa.Table.from_arrays(
         [
@@ -58,6 +63,7 @@ def rows_table(uploads: pa.Table, encoded: list[Encoded], model: str | None, d_s
             packed.concept_acts,
             uploads.column("prompt"),
             uploads.column("response"),
+            metadata,
         ],
         schema=schema,
     )
@@ -132,7 +138,7 @@ async def run_analysis(
         for upload_id in analysis.upload_ids:
             upload = store.get_owned(Upload, analysis.owner, upload_id)
             uploads.append(pq.read_table(upload.path))
-        table = pa.concat_tables(uploads)
+        table = pa.concat_tables(uploads, promote_options="default")  # older uploads lack `metadata`
         texts = reader_texts(table, canonical_text_mode(analysis.options.get("text", "prompt_response"), warn=False))
         encoded = await encode_in_chunks(
             store, analysis_id, texts, lambda start, stop: encoder.encode(texts[start:stop])

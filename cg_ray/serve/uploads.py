@@ -9,6 +9,7 @@ are never taken from the client.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -32,8 +33,11 @@ UPLOAD_SCHEMA = pa.schema(
         pa.field("response", pa.string()),
         pa.field("reference", pa.string()),
         pa.field("score", pa.float64()),
+        # The row's metadata as a JSON object string (flat values), for slices and residual gaps; null: none.
+        pa.field("metadata", pa.string()),
     ]
 )
+MAX_METADATA_FIELDS = 32
 
 # The benchmark files' suffixes; an upload named .json is read as JSONL too (browsers label .jsonl so).
 FORMATS = {**FORMAT_BY_SUFFIX, ".json": "jsonl"}
@@ -70,7 +74,7 @@ class UploadError(InputError):
 # An upload's fields unless the client's mapping names others: besides the mapping's own defaults, an upload
 # looks for a per-row benchmark, a response and a score. The parts below are for benchmark sources only.
 UPLOAD_DEFAULTS: dict[str, str] = {"benchmark": "benchmark", "response": "response", "score": "score"}
-SOURCE_ONLY = ("reference_index_base", "choices", "model", "metadata")
+SOURCE_ONLY = ("reference_index_base", "choices", "model")
 
 
 def upload_mapping(given: FieldMapping | None = None) -> FieldMapping:
@@ -273,7 +277,34 @@ def _row(
         "response": response,
         "reference": _text(get("reference"), line, mapping.reference or "reference", limits.max_field_chars),
         "score": _score(get("score"), line, mapping.score or "score"),
+        "metadata": _metadata(record, mapping, line, limits),
     }
+
+
+def _metadata(record: Mapping[str, Any], mapping: FieldMapping, line: int, limits: Limits) -> str | None:
+    """The row's metadata: the fields `mapping.metadata` names, else the record's `metadata` object. Values
+    must be flat (string, number, boolean, null) and short; the result is a JSON object string."""
+    if mapping.metadata is not None:
+        values = {name: dotted_get(record, name) for name in mapping.metadata}
+        values = {k: v for k, v in values.items() if v is not MISSING}
+        field = "mapping.metadata"
+    else:
+        raw = record.get("metadata")
+        if raw is None:
+            return None
+        if not isinstance(raw, Mapping):
+            raise UploadError(INVALID, "expected an object of flat values", line=line, field="metadata")
+        values, field = dict(raw), "metadata"
+    if len(values) > MAX_METADATA_FIELDS:
+        raise UploadError(TOO_LARGE, f"more than {MAX_METADATA_FIELDS} metadata fields", line=line, field=field)
+    for name, value in values.items():
+        if not (value is None or isinstance(value, str | bool | int | float)):
+            raise UploadError(INVALID, "a metadata value must be a string, number or boolean", line=line, field=name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UploadError(INVALID, "a metadata number must be finite", line=line, field=name)
+        if len(str(name)) > limits.max_name_chars or len(str(value)) > limits.max_field_chars:
+            raise UploadError(TOO_LARGE, "metadata name or value too long", line=line, field=str(name)[:40])
+    return json.dumps(values, sort_keys=True, ensure_ascii=False) if values else None
 
 
 def check_name(name: str, limits: Limits, field: str, *, line: int | None = None) -> None:

@@ -200,6 +200,7 @@ def test_upload_mapping_is_the_benchmark_field_mapping(client, key) -> None:
         "response": "response",
         "reference": "reference",
         "score": "score",
+        "metadata": None,  # null: the record's own `metadata` object, if it has one
     }
     body = {"name": "mini", "rows": rows, "mapping": {"prompt": "q.text", "choices": "opts"}}
     r = client.post("/v1/uploads/json", headers=key, json=body)
@@ -356,3 +357,29 @@ def test_score_endpoint(client, key) -> None:
     assert client.post("/v1/score", headers=key, json={"texts": ["  "]}).status_code == 422
     assert client.post("/v1/score", headers=key, json={"texts": []}).status_code == 422
     assert client.post("/v1/score", headers=key, json={"texts": ["x"] * 65}).status_code == 413
+
+
+def test_upload_metadata_reaches_slices_and_residual_gaps(client, key) -> None:
+    # 60 rows, one benchmark; `kind` is metadata. Rows of kind "hard" fail, and so do rows with "diagram"
+    # in every kind: the slice names the first, the failure mode (adjusted for kind) the second.
+    rows = [
+        {
+            "id": f"r{i}",
+            "prompt": f"{'diagram ' if i % 4 == 0 else ''}question {i} about {'cats' if i % 2 else 'dogs'}",
+            "response": "answer",
+            "score": float(i % 3 != 0 and i % 4 != 0),
+            "metadata": {"kind": "hard" if i % 3 == 0 else "easy", "source": "same"},
+        }
+        for i in range(60)
+    ]
+    up = upload(client, key, jsonl(rows)).json()
+    a = client.post("/v1/analyses", headers=key, json={"upload_ids": [up["id"]], "text": "prompt"}).json()
+    status = wait_for(client, key, a["id"])
+    assert status["status"] == "succeeded", status
+    sl = client.get(f"/v1/analyses/{a['id']}/weaknesses", headers=key, params={"kind": "slices"}).json()
+    assert sl["items"][0]["conditions"] == {"kind": "hard"} and sl["items"][0]["n_rows"] == 20
+    modes = client.get(f"/v1/analyses/{a['id']}/weaknesses", headers=key, params={"kind": "failure_modes"}).json()
+    assert modes["adjusted_for"] == ["kind"]
+    # A nested metadata value is refused with the line and field named.
+    bad = upload(client, key, jsonl([{"id": "x", "prompt": "p", "metadata": {"tags": ["a"]}}]))
+    assert bad.status_code in (400, 422) and "tags" in bad.text and "line 1" in bad.text
