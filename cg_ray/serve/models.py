@@ -200,6 +200,7 @@ class FailureModeEntry(BaseModel):
     residual_high: float | None
     adjusted_for: list[str]
     example_row_ids: list[str]
+    examples: list[Example] = Field([], description="the example rows with benchmark, score and text")
 
 
 class _ProfileBase(BaseModel):

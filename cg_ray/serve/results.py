@@ -17,6 +17,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.contract import ArenaDir, HeadToHeadSummary, RatingsSummary, read_mapping, read_summary
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.outputs import read_sentences
+from cg_ray.report.beyond import row_texts
 from cg_ray.report.examples import salient_rows
 
 SortKey = Literal[
@@ -128,6 +129,10 @@ def profile(run_dir: str | Path, kind: ProfileKind = "weaknesses", limit: int = 
     if kind == "slices":
         for item in items:
             item["conditions"] = json.loads(item["conditions"])
+    if kind == "failure_modes":  # the evidence beside each mode: its example rows' texts
+        texts = row_texts(Path(run_dir), {rid for item in items for rid in item["example_row_ids"]})
+        for item in items:
+            item["examples"] = [{"row_id": rid, **texts[rid]} for rid in item["example_row_ids"] if rid in texts]
     beyond = settings.get("beyond") or {}
     return {
         "kind": kind,

@@ -120,6 +120,7 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         first_mode = modes.first.locator("td").nth(1)
         expect(first_mode).to_contain_text("Rows with “diagram”")
         expect(first_mode).not_to_contain_text("no label")
+        expect(first_mode.locator("mark").first).to_have_text("diagram")  # its example rows, the term marked
         expect(modes.first.locator("td").nth(2)).to_contain_text("-")
         page.locator("#beyond").screenshot(path=str(ARTIFACTS / "explorer-failure-modes.png"))
         # The weakness profile: ranked entries with intervals and support; a row opens the concept.

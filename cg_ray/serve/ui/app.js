@@ -78,6 +78,23 @@ async function showAnalysis(id) {
   await loadThemes();
 }
 
+// A snippet of `text` around the first of `terms`, escaped, each term in <mark>.
+function marked(text, terms) {
+  const words = (terms || []).filter((t) => t.trim()).sort((a, b) => b.length - a.length);
+  if (!text) return "";
+  const re = words.length ? new RegExp(words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|"), "gi") : null;
+  const first = re ? text.search(re) : -1;
+  const start = Math.max(0, first - 60);
+  const snippet = (start ? "…" : "") + text.slice(start, start + 220) + (start + 220 < text.length ? "…" : "");
+  if (!re) return esc(snippet);
+  let out = "", last = 0;
+  for (const m of snippet.matchAll(re)) {
+    out += esc(snippet.slice(last, m.index)) + `<mark>${esc(m[0])}</mark>`;
+    last = m.index + m[0].length;
+  }
+  return out + esc(snippet.slice(last));
+}
+
 // What the metadata does not explain (failure modes), then what it does (the weakest slices).
 async function loadBeyond() {
   const base = `/v1/analyses/${state.analysis}/weaknesses?limit=10&kind=`;
@@ -93,7 +110,7 @@ async function loadBeyond() {
     ? `concepts that fire on the same rows, whose rows score below their own metadata cell (adjusted for ${adjusted}); most confidently below first`
     : `no group of concepts scores confidently below its cells (adjusted for ${adjusted})`;
   document.querySelector("#modes-table tbody").innerHTML = modes.items.map((m) => `
-    <tr><td class="num">${m.rank}</td><td><b>${esc(m.description)}</b></td>
+    <tr><td class="num">${m.rank}</td><td><b>${esc(m.description)}</b>${(m.examples || []).slice(0, 2).map((x) => `<div class="muted">${esc(x.benchmark)}/${esc(x.row_id)} (score ${fmt(x.score, 2)}): ${marked(x.text, m.terms)}</div>`).join("")}</td>
     <td class="num">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span></td>
     <td class="num">${fmt(m.mean_score)} vs ${fmt(m.expected_score)}</td><td class="num">${m.n_rows.toLocaleString()}</td>
     <td>${esc(m.concept_ids.slice(0, 6).join(", "))}</td></tr>`).join("");
