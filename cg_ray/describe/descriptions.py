@@ -99,6 +99,13 @@ def choose(candidates: Sequence[Candidate | None]) -> Candidate | None:
     return None
 
 
+def span_first(terms: Sequence[str], spans: Sequence[str]) -> list[str]:
+    """The terms, those inside the concept's activating spans first (the span up-weighting of the terms: the
+    metrics rank terms over whole rows; `describe` knows where in a row the concept fires)."""
+    lowered = [s.lower() for s in spans]
+    return sorted(terms, key=lambda t: not any(t.lower() in s for s in lowered))
+
+
 @dataclass(frozen=True)
 class Description:
     text: str
@@ -137,7 +144,9 @@ def describe_concept(
     candidates = [
         scored.get("llm"),
         with_score(from_label),
-        with_score(Candidate("terms", "Rows with " + ", ".join(f"“{t}”" for t in terms))) if terms else None,
+        with_score(Candidate("terms", "Rows with " + ", ".join(f"“{t}”" for t in span_first(terms, spans))))
+        if terms
+        else None,
         with_score(enrichment_candidate(enriched)),
         with_score(ngram_candidate(spans, tokens)),
     ]

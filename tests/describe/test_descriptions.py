@@ -74,3 +74,11 @@ def test_a_context_label_is_an_informative_label_and_gets_the_in_suite_tokens() 
     )
     free = describe_concept(1, label="Mentions of geometry", enriched=[], spans=[], tokens=["\n"])
     assert free.text == "Mentions of geometry."  # a free-text label is not told which tokens it fired on
+
+
+def test_terms_inside_the_activating_spans_lead_the_sentence() -> None:
+    from cg_ray.describe.descriptions import describe_concept, span_first
+
+    assert span_first(["see", "how many", "four"], ["How many pens", "four"]) == ["how many", "four", "see"]
+    d = describe_concept(7, label=None, enriched=[], spans=["[asy] draw"], tokens=[], terms=["shown", "draw"])
+    assert d.source == "terms" and d.text.startswith("Rows with “draw”, “shown”")
