@@ -28,7 +28,13 @@ import pyarrow.parquet as pq
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.describe import outputs as O
 from cg_ray.describe.config import ExplainConfig
-from cg_ray.describe.descriptions import Candidate, enrichment_candidate, label_candidate, ngram_candidate
+from cg_ray.describe.descriptions import (
+    Candidate,
+    enrichment_candidate,
+    label_candidate,
+    ngram_candidate,
+    span_first,
+)
 from cg_ray.describe.fuzzing import SpanReader, SpanTexts, fuzz_pairs, reader_spans
 from cg_ray.describe.prompts import (
     detect_prompt,
@@ -151,9 +157,9 @@ def held_out(a: Analysis, concept: int, n: int, seed: int) -> tuple[list[str], l
     return [a.text_of(r) for r in pos], [a.text_of(r) for r in neg]
 
 
-def terms_candidate(terms: Sequence[str]) -> Candidate | None:
+def terms_candidate(terms: Sequence[str], spans: Sequence[str]) -> Candidate | None:
     """The distinctive-terms sentence `describe_concept` builds, so that it is judged like the others."""
-    return Candidate("terms", "Rows with " + ", ".join(f"“{t}”" for t in terms)) if terms else None
+    return Candidate("terms", "Rows with " + ", ".join(f"“{t}”" for t in span_first(terms, spans))) if terms else None
 
 
 Found = dict[int, list[tuple[str, str, str]]]  # concept → [(source, text, how the explanation was parsed)]
@@ -180,7 +186,7 @@ def _candidates(a: Analysis, completer: Completer, config: ExplainConfig) -> tup
         adjusted = set(a.run.concepts[c].get("adjusted_for") or ())  # as describe_concept leaves them out
         for cand in (
             label_candidate(a.run.concepts[c].get("label")),
-            terms_candidate(terms.get(c, ())),
+            terms_candidate(terms.get(c, ()), ce.spans),
             enrichment_candidate([e for e in ce.enriched if e.field not in adjusted]),
             ngram_candidate(ce.spans, ce.tokens),
         ):
