@@ -35,6 +35,7 @@ from cg_ray.describe.descriptions import (
     ngram_candidate,
     span_first,
 )
+from cg_ray.describe.explain_modes import explain_modes
 from cg_ray.describe.fuzzing import SpanReader, SpanTexts, fuzz_pairs, reader_spans
 from cg_ray.describe.prompts import (
     detect_prompt,
@@ -330,6 +331,12 @@ def explain_run(
     if config.name_themes:
         name_themes(themes, completer, config)
     themes["summary"]["explainer"] = _summary(records, completer, config)
+    # The failure modes too (after the concepts, so the endpoint's usage below counts both).
+    modes = explain_modes(run_dir, completer, config, a.run.summary.get("model_filter"))
+    themes["summary"]["explainer"]["failure_modes"] = modes
+    report = getattr(completer, "report", None)
+    if callable(report):
+        themes["summary"]["explainer"]["usage"] = report()
     write_outputs(run_dir, descriptions, themes)
     return descriptions, themes
 

@@ -201,6 +201,8 @@ class FailureModeEntry(BaseModel):
     adjusted_for: list[str]
     example_row_ids: list[str]
     examples: list[Example] = Field([], description="the example rows with benchmark, score and text")
+    description_source: str | None = Field(None, description="terms, or llm after `cg-ray explain` won")
+    detection_score: float | None = None
 
 
 class _ProfileBase(BaseModel):

@@ -91,11 +91,15 @@ def test_a_capable_explainer_wins_by_detection_and_reaches_every_output(run: Pat
     assert by[(6, "llm")]["detection_score"] <= 0.5  # "Poems and verse" does not detect concept 6
     posts = [r["body"]["messages"][0]["content"] for r in script.requests if r["path"] == "/v1/chat/completions"]
     n_candidates = len([k for k in by if k[0] == 0]) + len([k for k in by if k[0] == 6])
-    assert sum(p.startswith("Below are text excerpts") for p in posts) == 2  # one request per concept
+    modes = json.loads((run / "themes.json").read_text())["summary"]["explainer"]["failure_modes"]
+    # one request per concept and one per failure mode
+    assert sum(p.startswith("Below are text excerpts") for p in posts) == 2 + modes["modes"]
     judged = [p for p in posts if not p.startswith("Below are")]
-    assert len(judged) == sum(r["n_positive"] + r["n_negative"] + r["n_fuzz"] for r in by.values())  # type: ignore[misc]
+    concept_judgements = sum(r["n_positive"] + r["n_negative"] + r["n_fuzz"] for r in by.values())  # type: ignore[misc]
+    assert len(judged) == concept_judgements + modes["judgements"]
     assert n_candidates == len(by)
-    quoted = {str(r["description"]) for r in by.values()}
+    mode_candidates = pq.read_table(run / "mode_explanations.parquet").column("description").to_pylist()
+    quoted = {str(r["description"]) for r in by.values()} | set(mode_candidates)
     assert all(re.search(r'described as: "(.*?)"\n', p).group(1) in quoted for p in judged)  # type: ignore[union-attr]
 
     described = {r["concept_id"]: r for r in pq.read_table(run / "descriptions.parquet").to_pylist()}
