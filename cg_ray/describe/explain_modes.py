@@ -62,6 +62,46 @@ def mode_weights(rows_path: Path, modes: Sequence[Sequence[int]], model: str | N
     return weights, read_frame(rows, model).file_rows
 
 
+def pick_rows(
+    weights: np.ndarray, file_rows: np.ndarray, config: ExplainConfig
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Per mode (file rows): the shown examples (most activating), held-out rows of the mode and rows of none
+    of its concepts, seeded."""
+    rng = np.random.default_rng(config.seed)
+    shown, pos, neg = [], [], []
+    for k in range(weights.shape[1]):
+        w = weights[:, k]
+        inside = np.flatnonzero(w > 0)
+        inside = inside[np.lexsort((inside, -w[inside]))]  # most activating first
+        outside = np.flatnonzero(w == 0)
+        shown.append(file_rows[inside[: config.n_examples]])
+        rest = inside[config.n_examples :]
+        pos.append(np.sort(file_rows[rng.choice(rest, size=min(config.detect_rows, rest.size), replace=False)]))
+        neg.append(np.sort(file_rows[rng.choice(outside, size=min(config.detect_rows, outside.size), replace=False)]))
+    return shown, pos, neg
+
+
+def with_choices(table: pa.Table, sources: list[str], descriptions: list[str], scores: list[float | None]) -> pa.Table:
+    """failure_modes.parquet with the chosen descriptions of its first modes, their source and score."""
+    n, n_rest = len(sources), table.num_rows - len(sources)
+    terms_texts = [m.get("terms_description") or m["description"] for m in table.to_pylist()]
+    kept = table.column("description").to_pylist()[n:]
+    table = table.set_column(
+        table.schema.get_field_index("description"), "description", pa.array(descriptions + kept, pa.string())
+    )
+    extra = {
+        "terms_description": pa.array(terms_texts, pa.string()),
+        "description_source": pa.array(sources + ["terms"] * n_rest, pa.string()),
+        "detection_score": pa.array(scores + [None] * n_rest, pa.float64()),
+    }
+    for name, col in extra.items():
+        if name in table.column_names:
+            table = table.set_column(table.schema.get_field_index(name), name, col)
+        else:
+            table = table.append_column(name, col)
+    return table
+
+
 def explain_modes(run_dir: Path, completer: Any, config: ExplainConfig, model: str | None = None) -> dict[str, Any]:
     """Explain and judge the run's top failure modes; rewrite failure_modes.parquet. A summary back."""
     path = run_dir / S.FAILURE_MODES_FILE
@@ -73,17 +113,7 @@ def explain_modes(run_dir: Path, completer: Any, config: ExplainConfig, model: s
         return {"modes": 0}
     rows_path = run_dir / S.ROWS_FILE
     weights, file_rows = mode_weights(rows_path, [m["concept_ids"] for m in modes], model)
-    rng = np.random.default_rng(config.seed)
-    shown, pos, neg = [], [], []
-    for k in range(len(modes)):
-        w = weights[:, k]
-        inside = np.flatnonzero(w > 0)
-        inside = inside[np.lexsort((inside, -w[inside]))]  # most activating first
-        outside = np.flatnonzero(w == 0)
-        shown.append(file_rows[inside[: config.n_examples]])
-        rest = inside[config.n_examples :]
-        pos.append(np.sort(file_rows[rng.choice(rest, size=min(config.detect_rows, rest.size), replace=False)]))
-        neg.append(np.sort(file_rows[rng.choice(outside, size=min(config.detect_rows, outside.size), replace=False)]))
+    shown, pos, neg = pick_rows(weights, file_rows, config)
     needed = np.unique(np.concatenate([*shown, *pos, *neg, np.zeros(0, np.int64)]))
     columns = [c for c in TEXT_COLUMNS if c in pq.read_schema(rows_path).names]
     texts: dict[int, str] = (
@@ -129,22 +159,7 @@ def explain_modes(run_dir: Path, completer: Any, config: ExplainConfig, model: s
         sources.append(best[0])
         descriptions.append(best[1])
         scores.append(best[2])
-    n_rest = table.num_rows - len(modes)
-    terms_texts = [m.get("terms_description") or m["description"] for m in table.to_pylist()]
-    kept = table.column("description").to_pylist()[len(modes) :]
-    table = table.set_column(
-        table.schema.get_field_index("description"), "description", pa.array(descriptions + kept, pa.string())
-    )
-    extra = {
-        "terms_description": pa.array(terms_texts, pa.string()),
-        "description_source": pa.array(sources + ["terms"] * n_rest, pa.string()),
-        "detection_score": pa.array(scores + [None] * n_rest, pa.float64()),
-    }
-    for name, col in extra.items():
-        if name in table.column_names:
-            table = table.set_column(table.schema.get_field_index(name), name, col)
-        else:
-            table = table.append_column(name, col)
+    table = with_choices(table, sources, descriptions, scores)
     with atomic_file(path) as tmp:
         pq.write_table(table, tmp)
     with atomic_file(run_dir / MODE_EXPLANATIONS_FILE) as tmp:
