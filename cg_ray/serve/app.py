@@ -51,8 +51,9 @@ class ServeArgs(ServiceSettings):
     # Two by default: a crashed ingress replica is then no outage (the other answers while it restarts);
     # analyses are claimed through the store's leases, so exactly one replica runs each (serve/leases.py).
     ingress_replicas: int = Field(2, ge=1, description="ingress replicas (several share the store; see leases.py)")
+    # Half a CPU each: two replicas then take what one did before (Serve's default is 1 CPU a replica).
     ingress_num_cpus: float = Field(
-        1, ge=0, description="logical CPUs of one ingress replica (0: it fits on a 0-CPU head)"
+        0.5, ge=0, description="logical CPUs of one ingress replica (0: it fits on a 0-CPU head)"
     )
 
 

@@ -53,7 +53,9 @@ def test_load_with_an_encoder_replica_and_the_ingress_killed(monkeypatch) -> Non
     assert 0 < figures["encoder_killed_at_s"] < start < end
     assert any(c.start < figures["encoder_killed_at_s"] for c in report.calls)
     assert any(figures["encoder_killed_at_s"] < c.start < start for c in report.calls)
-    assert sum(c.start >= end for c in report.calls) == round(report.plan.requests * report.plan.after_restart)
+    # At least the last fifth: with two ingress replicas (the default) the other one answers at once, so the
+    # scheduled load is still going when the probe comes back.
+    assert sum(c.start >= end for c in report.calls) >= round(report.plan.requests * report.plan.after_restart)
     assert not report.server_errors_outside_window(), report.server_errors_outside_window()
     for kind, k in figures["by_kind"].items():  # every kind of request was served, not just answered
         ok = 404 if kind == "probe" else 200
