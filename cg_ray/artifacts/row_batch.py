@@ -54,7 +54,8 @@ def _first(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def _cast(column: pa.Array | pa.ChunkedArray, name: str, rows: RowsFile, first_row: int) -> pa.Array:
+def cast_column(column: pa.Array | pa.ChunkedArray, name: str, rows: RowsFile, first_row: int) -> pa.Array:
+    """A rows.parquet column as its schema type; a clear error naming the file and field when it cannot be."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     expected = _EXPECTED_TYPES[name]
     if array.type == expected:
@@ -170,7 +171,7 @@ def _check_concept_values(
 def validate_batch(table: pa.Table, rows: RowsFile, first_row: int) -> RowBatch:
     path = str(rows.path)
     names = [c for c in rows.columns if c != S.MODEL]
-    cols = {name: _cast(table.column(name), name, rows, first_row) for name in names}
+    cols = {name: cast_column(table.column(name), name, rows, first_row) for name in names}
     for name in names:
         if name != S.SCORE:
             _check_no_nulls(cols[name], name, rows, first_row)

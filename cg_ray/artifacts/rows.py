@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -172,8 +172,15 @@ class DuplicateKeyCheck:
             )
 
 
-def accumulate_rows(rows: RowsFile, *, model: str | None = None, batch_rows: int = DEFAULT_BATCH_ROWS) -> CGAccumulator:
-    """Stream the whole file into per-benchmark sums (memory O(benchmarks × d_sae + rows' keys))."""
+def accumulate_rows(
+    rows: RowsFile,
+    *,
+    model: str | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    observe: Callable[[RowBatch], None] | None = None,
+) -> CGAccumulator:
+    """Stream the whole file into per-benchmark sums (memory O(benchmarks × d_sae + rows' keys)); `observe`
+    sees every batch too (another streaming analysis sharing this one read of the activations)."""
     acc = CGAccumulator(rows.d_sae)
     started = last_report = time.perf_counter()
     for batch in iter_row_batches(rows, model=model, batch_rows=batch_rows):
@@ -189,6 +196,8 @@ def accumulate_rows(rows: RowsFile, *, model: str | None = None, batch_rows: int
             batch.concept_ids,
             batch.concept_acts,
         )
+        if observe is not None:
+            observe(batch)
     return acc
 
 

@@ -19,6 +19,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.row_batch import RowBatch
 from cg_ray.artifacts.rows import RowsFile, iter_row_batches
 from cg_ray.config import MetricsConfig
 from cg_ray.labels import ConceptLabels
@@ -60,19 +61,40 @@ class Beyond:
         }
 
 
+class ResidualPass:
+    """The residual gaps, accumulated batch by batch beside the metrics' own pass (`observe` is handed every
+    batch the aggregation streams), so the activations are read once for both. The metadata frame, the
+    slices and the cell means come first, from the light columns alone."""
+
+    def __init__(self, rows: RowsFile, model: str | None, cfg: MetricsConfig) -> None:
+        self.frame = read_frame(rows, model)
+        fr = self.frame
+        self.slices = weakest_slices(fr, cfg.top_k, cfg.slice_order, cfg.slice_min_rows) if fr.codes else []
+        self.adjusted_for, self.notes = parse_adjust_for(cfg.adjust_for, fr, best_fields(self.slices))
+        self.expected = expected_scores(fr, self.adjusted_for)
+        self.acc = ResidualAccumulator(rows.d_sae)
+        self.seen = 0
+        self.path = rows.path
+
+    def observe(self, batch: RowBatch) -> None:
+        e = self.expected[self.seen : self.seen + len(batch)]
+        self.acc.add(batch.offsets, batch.concept_ids, batch.concept_acts, batch.scores, e)
+        self.seen += len(batch)
+
+    def finish(self, result: CGResult) -> Beyond:
+        if self.seen != self.frame.n_rows:
+            raise RuntimeError(f"{self.path}: {self.seen} rows streamed but {self.frame.n_rows} in the metadata frame")
+        res = self.acc.finish()
+        order = residual_order(res, eligible(result) & (np.nan_to_num(res.residual) < 0))
+        return Beyond(self.frame, self.slices, self.adjusted_for, self.notes, self.expected, res, order)
+
+
 def analyse(rows: RowsFile, result: CGResult, model: str | None, cfg: MetricsConfig) -> Beyond:
-    frame = read_frame(rows, model)
-    slices = weakest_slices(frame, cfg.top_k, cfg.slice_order, cfg.slice_min_rows) if frame.codes else []
-    adjusted_for, notes = parse_adjust_for(cfg.adjust_for, frame, best_fields(slices))
-    expected = expected_scores(frame, adjusted_for)
-    acc = ResidualAccumulator(rows.d_sae)
-    for start, batch in _positions(rows, model, frame):
-        acc.add(
-            batch.offsets, batch.concept_ids, batch.concept_acts, batch.scores, expected[start : start + len(batch)]
-        )
-    res = acc.finish()
-    order = residual_order(res, eligible(result) & (np.nan_to_num(res.residual) < 0))
-    return Beyond(frame, slices, adjusted_for, notes, expected, res, order)
+    """The same in a pass of its own (for callers that already have the metrics)."""
+    residuals = ResidualPass(rows, model, cfg)
+    for batch in iter_row_batches(rows, model=model):
+        residuals.observe(batch)
+    return residuals.finish(result)
 
 
 def _positions(rows: RowsFile, model: str | None, frame: RowFrame) -> Any:

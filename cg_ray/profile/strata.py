@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.row_batch import RowsFile
+from cg_ray.artifacts.row_batch import RowsFile, cast_column
 from cg_ray.errors import InputError
 from cg_ray.profile.metadata import MAX_VALUES, MetadataCoder
 
@@ -87,7 +87,7 @@ def read_frame(rows: RowsFile, model: str | None = None, max_values: int = MAX_V
                 take = pa.array(sel)
                 file_rows.append(first + sel)
                 ids.extend(str(x) for x in rb.column(S.ROW_ID).take(take).to_pylist())
-                score = rb.column(S.SCORE).take(take).cast(pa.float64())
+                score = cast_column(rb.column(S.SCORE).take(take), S.SCORE, rows, first)
                 scores.append(pc.fill_null(score, float("nan")).to_numpy(zero_copy_only=False))
                 names_ = rb.column(S.BENCHMARK).take(take).to_pylist()
                 bench.append(np.array([bench_index.setdefault(str(b), len(bench_index)) for b in names_], np.int32))
