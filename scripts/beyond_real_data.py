@@ -18,19 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def _write(path: Path, rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps(r) + "\n")
-    tmp.replace(path)
-    print(f"{path}: {len(rows)} rows")
+from trust_real_data import _jsonl, _write  # the same JSONL reading / atomic writing (scripts/ is on sys.path)
 
 
 def prepare(data: Path, work: Path) -> None:

@@ -38,6 +38,7 @@ from cg_ray.describe.descriptions import (
 from cg_ray.describe.explain_modes import explain_modes
 from cg_ray.describe.fuzzing import SpanReader, SpanTexts, fuzz_pairs, reader_spans
 from cg_ray.describe.prompts import (
+    balanced_accuracy,
     detect_prompt,
     explain_prompt,
     fuzz_prompt,
@@ -130,15 +131,6 @@ class BackendCompleter:
         out = make_generator(gen).generate(ray.data.from_arrow(rows_table(rows)))
         answers = {r["row_id"]: r["response"] or "" for r in out.take_all()}
         return [answers[f"p{i:06d}"] for i in range(len(prompts))]
-
-
-def balanced_accuracy(on_positive: Sequence[bool | None], on_negative: Sequence[bool | None]) -> float | None:
-    """(TPR + TNR) / 2; an unparsed answer counts as wrong in both classes."""
-    if not on_positive or not on_negative:
-        return None
-    tpr = sum(1 for p in on_positive if p is True) / len(on_positive)
-    tnr = sum(1 for p in on_negative if p is False) / len(on_negative)
-    return (tpr + tnr) / 2
 
 
 def held_out_rows(a: Analysis, concept: int, n: int, seed: int) -> tuple[list[int], list[int]]:
@@ -327,16 +319,11 @@ def explain_run(
     table = pa.Table.from_pylist(records, schema=O.EXPLANATIONS_SCHEMA)
     with atomic_file(run_dir / O.EXPLANATIONS_FILE) as tmp:
         pq.write_table(table, tmp)
+    modes = explain_modes(run_dir, completer, config, a.run.summary.get("model_filter"))  # the failure modes too
     descriptions, themes = build_outputs(a, options)
     if config.name_themes:
         name_themes(themes, completer, config)
-    themes["summary"]["explainer"] = _summary(records, completer, config)
-    # The failure modes too (after the concepts, so the endpoint's usage below counts both).
-    modes = explain_modes(run_dir, completer, config, a.run.summary.get("model_filter"))
-    themes["summary"]["explainer"]["failure_modes"] = modes
-    report = getattr(completer, "report", None)
-    if callable(report):
-        themes["summary"]["explainer"]["usage"] = report()
+    themes["summary"]["explainer"] = {**_summary(records, completer, config), "failure_modes": modes}
     write_outputs(run_dir, descriptions, themes)
     return descriptions, themes
 

@@ -25,8 +25,9 @@ from cg_ray.artifacts.publish import atomic_file
 from cg_ray.artifacts.rows import iter_row_batches, open_rows
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.descriptions import LLM_MIN_SCORE
-from cg_ray.describe.prompts import detect_prompt, explain_prompt, parse_explanation, parse_judgement
+from cg_ray.describe.prompts import balanced_accuracy, detect_prompt, explain_prompt, parse_explanation, parse_judgement
 from cg_ray.profile.beyond import TEXT_COLUMNS, read_texts
+from cg_ray.profile.modes import ClassStats
 from cg_ray.profile.strata import read_frame
 
 MODE_EXPLANATIONS_FILE = "mode_explanations.parquet"
@@ -34,30 +35,14 @@ SNIPPET_CHARS = 400
 MAX_MODES = 20
 
 
-def _balanced(pos: Sequence[bool | None], neg: Sequence[bool | None]) -> float | None:
-    if not pos or not neg:
-        return None
-    return (sum(p is True for p in pos) / len(pos) + sum(n is False for n in neg) / len(neg)) / 2
-
-
 def mode_weights(rows_path: Path, modes: Sequence[Sequence[int]], model: str | None) -> tuple[np.ndarray, np.ndarray]:
     """(rows × modes summed member s̃, the file row of each row): one streaming pass over rows.parquet."""
-    from scipy import sparse
-
     rows = open_rows(rows_path)
-    members = sorted({c for m in modes for c in m})
-    slot = np.full(rows.d_sae, -1, dtype=np.int64)
-    slot[members] = np.arange(len(members))
-    pairs = np.array([(slot[c], k) for k, m in enumerate(modes) for c in m], dtype=np.int64).reshape(-1, 2)
-    member = sparse.csr_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(len(members), len(modes)))
-    parts = []
-    for batch in iter_row_batches(rows, model=model):
-        s_ = slot[np.asarray(batch.concept_ids, dtype=np.int64)]
-        acts = np.asarray(batch.concept_acts, dtype=np.float64)
-        hit = (s_ >= 0) & (acts > 0)
-        row_of = np.repeat(np.arange(len(batch)), np.diff(batch.offsets))[hit]
-        inc = sparse.csr_matrix((acts[hit], (row_of, s_[hit])), shape=(len(batch), len(members)))
-        parts.append(np.asarray((inc @ member).todense(), dtype=np.float32))
+    stats = ClassStats(modes, rows.d_sae, keep_rows=0)
+    parts = [
+        stats.weights(b.offsets, b.concept_ids, b.concept_acts).toarray().astype(np.float32)
+        for b in iter_row_batches(rows, model=model)
+    ]
     weights = np.concatenate(parts) if parts else np.zeros((0, len(modes)), np.float32)
     return weights, read_frame(rows, model).file_rows
 
@@ -146,7 +131,7 @@ def explain_modes(run_dir: Path, completer: Any, config: ExplainConfig, model: s
         (p if label else n).append(parse_judgement(answer))
     records, sources, scores, descriptions = [], [], [], []
     for k, (m, cands) in enumerate(zip(modes, candidates, strict=True)):
-        scored = [(src, text, _balanced(*votes.get((k, i), ([], [])))) for i, (src, text) in enumerate(cands)]
+        scored = [(src, text, balanced_accuracy(*votes.get((k, i), ([], [])))) for i, (src, text) in enumerate(cands)]
         records += [
             {"rank": m["rank"], "source": src, "description": text, "detection_score": score, "model": config.explainer}
             for src, text, score in scored

@@ -128,3 +128,12 @@ def parse_judgement(text: str) -> bool | None:
             continue
     word = re.search(r"\b(yes|no)\b", text, flags=re.IGNORECASE)  # the first yes / no anywhere
     return None if word is None else word.group(1).lower() == "yes"
+
+
+def balanced_accuracy(on_positive: Sequence[bool | None], on_negative: Sequence[bool | None]) -> float | None:
+    """(TPR + TNR) / 2 of parsed judgements; an unparsed answer counts as wrong in both classes."""
+    if not on_positive or not on_negative:
+        return None
+    tpr = sum(1 for p in on_positive if p is True) / len(on_positive)
+    tnr = sum(1 for p in on_negative if p is False) / len(on_negative)
+    return (tpr + tnr) / 2

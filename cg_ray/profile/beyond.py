@@ -1,17 +1,18 @@
 """Beyond what the metadata says: slices, residual gaps, failure modes and distinctive terms of one run.
 
-`analyse` reads rows.parquet's light columns once (`strata.read_frame`), finds the weakest slices, picks
-the fields to adjust for, and streams the activations once for the residual gaps. `describe_classes` then
-streams them once more for the failure modes' groups (active-row Jaccard) and once for the row statistics
-and example rows of every class (the modes and the profile entries), and reads the texts of the kept rows
-and a seeded background sample for their distinctive terms. Every pass is O(batch) in memory.
+`ResidualPass` reads rows.parquet's light columns once (`strata.read_frame`), finds the weakest slices,
+picks the fields to adjust for, and accumulates the residual gaps from the batches of the metrics' own pass
+over the activations. `describe_classes` then streams them once more for the failure modes' groups
+(active-row Jaccard) and once for the row statistics and example rows of every class (the modes and the
+profile entries), and reads the texts of the kept rows and a seeded background sample for their distinctive
+terms. Every pass is O(batch) in memory.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -82,19 +83,10 @@ class ResidualPass:
         self.seen += len(batch)
 
     def finish(self, result: CGResult) -> Beyond:
-        if self.seen != self.frame.n_rows:
-            raise RuntimeError(f"{self.path}: {self.seen} rows streamed but {self.frame.n_rows} in the metadata frame")
+        _check_streamed(self.path, self.seen, self.frame)
         res = self.acc.finish()
         order = residual_order(res, eligible(result) & (np.nan_to_num(res.residual) < 0))
         return Beyond(self.frame, self.slices, self.adjusted_for, self.notes, self.expected, res, order)
-
-
-def analyse(rows: RowsFile, result: CGResult, model: str | None, cfg: MetricsConfig) -> Beyond:
-    """The same in a pass of its own (for callers that already have the metrics)."""
-    residuals = ResidualPass(rows, model, cfg)
-    for batch in iter_row_batches(rows, model=model):
-        residuals.observe(batch)
-    return residuals.finish(result)
 
 
 def _positions(rows: RowsFile, model: str | None, frame: RowFrame) -> Any:
@@ -103,8 +95,12 @@ def _positions(rows: RowsFile, model: str | None, frame: RowFrame) -> Any:
     for batch in iter_row_batches(rows, model=model):
         yield start, batch
         start += len(batch)
-    if start != frame.n_rows:
-        raise RuntimeError(f"{rows.path}: {start} rows streamed but {frame.n_rows} in the metadata frame")
+    _check_streamed(rows.path, start, frame)
+
+
+def _check_streamed(path: Path, seen: int, frame: RowFrame) -> None:
+    if seen != frame.n_rows:  # the activations and the metadata frame must be the same rows, in order
+        raise RuntimeError(f"{path}: {seen} rows streamed but {frame.n_rows} in the metadata frame")
 
 
 def describe_classes(
@@ -149,8 +145,9 @@ def _examples(stats: ClassStats, k: int, beyond: Beyond) -> list[str]:
     """The class's most activating scored rows that fall below their cell, else its most activating rows."""
     pos, _ = stats.top_rows(k)
     r = beyond.frame.scores[pos] - beyond.expected[pos]
-    failing = pos[np.nan_to_num(r, nan=0.0) < 0]
-    chosen = list(failing[:EXAMPLES]) + [p for p in pos if p not in set(failing[:EXAMPLES])]
+    failing = pos[np.nan_to_num(r, nan=0.0) < 0][:EXAMPLES]
+    taken = set(failing.tolist())
+    chosen = list(failing) + [p for p in pos if p not in taken]
     return [beyond.frame.row_ids[int(p)] for p in chosen[:EXAMPLES]]
 
 
@@ -238,7 +235,3 @@ def modes_table(
 
 def slices_file(beyond: Beyond) -> pa.Table:
     return slices_table(beyond.frame, beyond.slices)
-
-
-def conditions(table: pa.Table) -> list[dict[str, str]]:
-    return [json.loads(c) for c in table.column("conditions").to_pylist()]

@@ -26,6 +26,16 @@ DEFAULT_JACCARD = 0.8
 EXAMPLE_ROWS = 5
 
 
+def top_per_group(
+    groups: npt.NDArray[np.int64], keys: npt.NDArray[np.floating], k: int, tiebreak: np.ndarray | None = None
+) -> npt.NDArray[np.int64]:
+    """Indices of the k largest keys of each group (ties: smaller `tiebreak` first, else input order)."""
+    order = np.lexsort((-keys, groups) if tiebreak is None else (tiebreak, -keys, groups))
+    first = np.searchsorted(groups[order], groups[order], side="left")
+    kept: npt.NDArray[np.int64] = order[np.arange(order.size) - first < k]
+    return kept
+
+
 class PoolActivity:
     """Streaming statistics of a pool of concepts' active rows (s̃ > 0), in O(pool² + pool × examples):
 
@@ -65,16 +75,12 @@ class PoolActivity:
 
     def _keep_top(self, slots: np.ndarray, acts: np.ndarray, row_ids: pa.Array, rows: np.ndarray) -> None:
         # Candidates: the current tops and this batch's active elements; keep the largest s̃ per concept.
-        order = np.lexsort((-acts, slots))
-        first = np.searchsorted(slots[order], slots[order], side="left")
-        keep = order[np.arange(order.size) - first < self.examples]
+        keep = top_per_group(slots, acts, self.examples)
         ids = np.asarray(row_ids.take(pa.array(rows[keep])).cast(pa.string()).to_pylist(), dtype=object)
         slot = np.concatenate([self._top_slot, slots[keep]])
         act = np.concatenate([self._top_act, acts[keep]])
         rid = np.concatenate([self._top_id, ids])
-        order = np.lexsort((-act, slot))
-        first = np.searchsorted(slot[order], slot[order], side="left")
-        keep = order[np.arange(order.size) - first < self.examples]
+        keep = top_per_group(slot, act, self.examples)
         self._top_slot, self._top_act, self._top_id = slot[keep], act[keep], rid[keep]
 
     def example_row_ids(self, concept: int) -> list[str]:

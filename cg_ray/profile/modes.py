@@ -21,7 +21,7 @@ import numpy.typing as npt
 from scipy import sparse
 
 from cg_ray.metrics.uncertainty import wilson_interval
-from cg_ray.profile.grouping import PoolActivity, group_near_duplicates
+from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, top_per_group
 
 MODE_JACCARD = 0.3
 DUPLICATE_JACCARD = 0.8
@@ -74,15 +74,9 @@ class ClassStats:
         expected: FloatArray,
     ) -> None:
         """One batch as CSR; `positions` are the rows' frame indices, `expected` their cell means."""
-        n = len(offsets) - 1
-        slots = self.slot_of[np.asarray(concept_ids, dtype=np.int64)]
-        acts = np.asarray(concept_acts, dtype=np.float64)
-        hit = (slots >= 0) & (acts > 0)
-        if not hit.any():
+        weight = self.weights(offsets, concept_ids, concept_acts)
+        if not weight.nnz:
             return
-        row_of = np.repeat(np.arange(n), np.diff(offsets))[hit]
-        inc = sparse.csr_matrix((acts[hit], (row_of, slots[hit])), shape=(n, self.n_pool))
-        weight = (inc @ self.member).tocsr()  # rows × classes: summed member s̃
         member = (weight > 0).astype(np.float64)
         self.n_rows += np.asarray(member.sum(axis=0), dtype=np.int64).ravel()
         self.inter += np.rint((member.T @ member).toarray()).astype(np.int64)
@@ -94,13 +88,23 @@ class ClassStats:
         coo = weight.tocoo()
         self._keep(coo.col.astype(np.int64), coo.data, np.asarray(positions)[coo.row])
 
+    def weights(
+        self, offsets: IntArray, concept_ids: npt.NDArray[np.integer], concept_acts: npt.NDArray[np.floating]
+    ) -> sparse.csr_matrix:
+        """rows × classes: each row's summed s̃ of each class's members (CSR rows, offsets start at 0)."""
+        n = len(offsets) - 1
+        slots = self.slot_of[np.asarray(concept_ids, dtype=np.int64)]
+        acts = np.asarray(concept_acts, dtype=np.float64)
+        hit = (slots >= 0) & (acts > 0)
+        row_of = np.repeat(np.arange(n), np.diff(offsets))[hit]
+        inc = sparse.csr_matrix((acts[hit], (row_of, slots[hit])), shape=(n, self.n_pool))
+        return (inc @ self.member).tocsr()
+
     def _keep(self, cls: IntArray, w: FloatArray, pos: IntArray) -> None:
         cls = np.concatenate([self._cls, cls])
         w = np.concatenate([self._w, w])
         pos = np.concatenate([self._pos, pos])
-        order = np.lexsort((pos, -w, cls))
-        first = np.searchsorted(cls[order], cls[order], side="left")
-        keep = order[np.arange(order.size) - first < self.keep_rows]
+        keep = top_per_group(cls, w, self.keep_rows, tiebreak=pos)
         self._cls, self._w, self._pos = cls[keep], w[keep], pos[keep]
 
     def top_rows(self, k: int) -> tuple[IntArray, FloatArray]:

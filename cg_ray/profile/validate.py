@@ -34,7 +34,7 @@ from cg_ray.metrics.robustness import RowTable
 from cg_ray.profile.grouping import pool_activity_from_csr
 from cg_ray.profile.ranking import eligible, weakness_order
 from cg_ray.profile.strata import RowFrame
-from cg_ray.profile.validate_beyond import beyond_validation
+from cg_ray.profile.validate_beyond import beyond_validation, draw_summary
 from cg_ray.profile.weaknesses import POOL_FACTOR, profile_entries
 
 FORMAT_VERSION = 2  # 2: the `beyond` block (slices, failure modes, residual lift; validate_beyond.py)
@@ -266,29 +266,14 @@ def random_baseline(part: TestPart, pool: IntArray, size: int, cfg: ValidateConf
         sizes.append([e["value"] for e in lp["by_size"]])
         rows.append([e["value"] for e in lp["by_rows"]])
 
-    def summarise(values: list[list[float | None]], key: str, labels: Sequence[int]) -> list[dict[str, Any]]:
-        arr = np.array([[np.nan if v is None else v for v in row] for row in values], dtype=np.float64)
-        out = []
-        for j, label in enumerate(labels):
-            col = arr[:, j][~np.isnan(arr[:, j])] if arr.size else np.zeros(0)
-            out.append(
-                {
-                    key: label,
-                    "value": float(col.mean()) if col.size else None,
-                    "low": float(np.quantile(col, 0.025)) if col.size else None,
-                    "high": float(np.quantile(col, 0.975)) if col.size else None,
-                }
-            )
-        return out
-
     n_k = min(cfg.max_k, size, pool.size)
     n_m = min(size, pool.size)
     return {
         "n_draws": cfg.n_random,
-        "lift": summarise(lifts, "k", list(range(1, n_k + 1))),
+        "lift": draw_summary(lifts, "k", list(range(1, n_k + 1))),
         "low_performance": {
-            "by_size": summarise(sizes, "M", list(range(1, n_m + 1))),
-            "by_rows": summarise(rows, "N", list(cfg.covered_rows)),
+            "by_size": draw_summary(sizes, "M", list(range(1, n_m + 1))),
+            "by_rows": draw_summary(rows, "N", list(cfg.covered_rows)),
         },
     }
 
@@ -338,6 +323,7 @@ def validate(
             result,
             rankings,
             part.residual,
+            part.incidence,
             max_k=cfg.max_k,
             n_bootstrap=cfg.n_bootstrap,
             n_random=cfg.n_random,

@@ -35,15 +35,6 @@ BoolArray = npt.NDArray[np.bool_]
 POOL_FACTOR = 4
 
 
-def _incidence(table: RowTable) -> sparse.csc_matrix:
-    row_of = np.repeat(np.arange(table.n_rows), np.diff(table.offsets))
-    active = table.concept_acts > 0
-    return sparse.csc_matrix(
-        (np.ones(int(active.sum())), (row_of[active], table.concept_ids[active].astype(np.int64))),
-        shape=(table.n_rows, table.d_sae),
-    )
-
-
 def fit_modes(
     fit: RowTable, expected: FloatArray, result: CGResult, cfg: MetricsConfig
 ) -> tuple[list[list[int]], list[int]]:
@@ -91,13 +82,16 @@ def beyond_validation(
     result: CGResult,
     rankings: dict[str, list[int]],
     benchmark_residual: FloatArray,
+    incidence: sparse.csc_matrix,
     *,
     max_k: int,
     n_bootstrap: int,
     n_random: int,
     seed: int,
 ) -> dict[str, Any]:
-    """The `beyond` block of validate.json (see the module doc). `frame` holds the same rows as `table`."""
+    """The `beyond` block of validate.json (see the module doc). `frame` holds the same rows as `table`;
+    `benchmark_residual` and `incidence` are the test rows' score − benchmark mean and rows × concepts
+    activity (`validate.TestPart`)."""
     cfg = result.config
     fit_frame = frame.subset(np.flatnonzero(~test_mask))
     slices = weakest_slices(fit_frame, max_k, cfg.slice_order, cfg.slice_min_rows) if fit_frame.codes else []
@@ -106,7 +100,7 @@ def beyond_validation(
     fit_modes_, residual_concepts = fit_modes(fit, expected[~test_mask], result, cfg)
     test_frame = frame.subset(np.flatnonzero(test_mask))
     residual = test.scores - expected[test_mask]
-    inc = _incidence(test)
+    inc = incidence
 
     def concept_flags(concepts: Sequence[int]) -> list[BoolArray]:
         return [inc[:, [c]].toarray().ravel() > 0 for c in concepts]
@@ -152,18 +146,24 @@ def _random(
             draws[key].append(
                 [np.nan if e["value"] is None else e["value"] for e in _curve(flags, values, max_k, 0, 0)]
             )
-    out: dict[str, list[dict[str, Any]]] = {}
-    for key, rows in draws.items():
-        arr = np.array(rows, dtype=np.float64).reshape(len(rows), -1)
-        out[key] = []
-        for j in range(arr.shape[1]):
-            col = arr[:, j][~np.isnan(arr[:, j])]
-            out[key].append(
-                {
-                    "k": j + 1,
-                    "value": float(col.mean()) if col.size else None,
-                    "low": float(np.quantile(col, 0.025)) if col.size else None,
-                    "high": float(np.quantile(col, 0.975)) if col.size else None,
-                }
-            )
+    return {
+        key: draw_summary(rows, "k", list(range(1, len(rows[0]) + 1)) if rows else []) for key, rows in draws.items()
+    }
+
+
+def draw_summary(values: Sequence[Sequence[float | None]], key: str, labels: Sequence[int]) -> list[dict[str, Any]]:
+    """Per position along the draws' curves: the mean over the draws and their 2.5–97.5 percentiles (a
+    position no draw reaches, or one all draws leave undefined, gets nulls)."""
+    arr = np.array([[np.nan if v is None else v for v in row] for row in values], dtype=np.float64)
+    out = []
+    for j, label in enumerate(labels):
+        col = arr[:, j][~np.isnan(arr[:, j])] if arr.ndim == 2 and j < arr.shape[1] else np.zeros(0)
+        out.append(
+            {
+                key: label,
+                "value": float(col.mean()) if col.size else None,
+                "low": float(np.quantile(col, 0.025)) if col.size else None,
+                "high": float(np.quantile(col, 0.975)) if col.size else None,
+            }
+        )
     return out
