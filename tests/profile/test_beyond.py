@@ -243,3 +243,22 @@ def test_auto_adjusts_for_benchmark_and_at_most_two_fields_of_the_best_slices(wr
     frame = read_frame(open_rows(write_rows(table=table, d_sae=2)))
     assert "single value" in frame.skipped["benchmark"]  # one benchmark: nothing to adjust for there
     assert parse_adjust_for("auto", frame, ["c", "a", "b"])[0] == ["c", "a"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "named"),
+    [
+        ("--slice-order", "0", "slice_order"),
+        ("--slice-min-rows", "0", "slice_min_rows"),
+        ("--mode-jaccard", "2", "mode_jaccard"),
+    ],
+)
+def test_bad_beyond_options_are_refused_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, named: str
+) -> None:
+    table, _ = planted(200)
+    pq.write_table(table, tmp_path / "rows.parquet")
+    code = main(["metrics", "--rows", str(tmp_path / "rows.parquet"), "--out", str(tmp_path / "o"), flag, value])
+    assert code != 0
+    assert named in capsys.readouterr().err.replace("-", "_")
+    assert not (tmp_path / "o").exists()
