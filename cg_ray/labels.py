@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from cg_ray.benchmarks.files import iter_records
 from cg_ray.errors import InputError
+from cg_ray.io.records import iter_records
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cg_ray.benchmarks.files import iter_jsonl
 from cg_ray.config import TextMode
 from cg_ray.errors import InputError
+from cg_ray.io.records import iter_jsonl
 
 Turns = tuple[str, ...]
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from cg_ray.benchmarks.files import NO_LIMITS, ReadLimits, iter_json_lines, iter_records
 from cg_ray.errors import InputError, LimitExceeded
+from cg_ray.io.records import NO_LIMITS, ReadLimits, iter_json_lines, iter_records
 
 WINNERS: Final = ("model_a", "model_b", "tie", "tie (bothbad)")
 Side = Literal["a", "b"]

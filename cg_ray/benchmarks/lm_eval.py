@@ -12,11 +12,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from cg_ray.benchmarks.files import iter_records, located
 from cg_ray.benchmarks.mapping import dotted_get, render_prompt, required
 from cg_ray.benchmarks.rows import BenchmarkRow, as_references, as_score, as_text, make_row
 from cg_ray.benchmarks.sources import LmEvalSource
 from cg_ray.errors import InputError
+from cg_ray.io.records import iter_records, located
 
 # Tried in order when no metric is configured.
 DEFAULT_METRICS = ("acc", "exact_match", "acc_norm", "em", "f1", "bleu")

@@ -9,11 +9,11 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from cg_ray.benchmarks.files import iter_records, located
 from cg_ray.benchmarks.mapping import map_record, required
 from cg_ray.benchmarks.rows import BenchmarkRow, as_score, as_text
 from cg_ray.benchmarks.sources import FieldMapping, LocalSource, ModelOutputsSource, NormalizedSource
 from cg_ray.errors import InputError
+from cg_ray.io.records import iter_records, located
 
 NORMALIZED_FIELDS = FieldMapping(
     id="id", prompt="prompt", reference="reference", choices="choices", metadata=["metadata"]

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cg_ray.benchmarks.files import FileFormat
+from cg_ray.io.records import FileFormat
 
 
 class _Strict(BaseModel):

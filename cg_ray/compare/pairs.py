@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cg_ray.benchmarks.files import existing_file, iter_jsonl
 from cg_ray.errors import InputError
+from cg_ray.io.records import existing_file, iter_jsonl
 
 ID_FIELDS = ("id", "question_id")
 RESPONSE_FIELDS = ("response", "output")

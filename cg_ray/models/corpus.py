@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cg_ray.benchmarks.files import iter_jsonl
 from cg_ray.errors import InputError
+from cg_ray.io.records import iter_jsonl
 
 
 @dataclass(frozen=True)

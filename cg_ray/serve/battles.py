@@ -26,8 +26,8 @@ def validate_battles(
     """Parse every battle from the uploaded bytes (the loader names the line or record, and the field, of a
     bad one); store the file only if all are valid. Returns the stored path and a summary (battles, models)."""
     from cg_ray.benchmarks.arena import parse_uploaded_battles
-    from cg_ray.benchmarks.files import ReadLimits
     from cg_ray.errors import InputError, LimitExceeded
+    from cg_ray.io.records import ReadLimits
 
     suffix = Path(filename).suffix.lower()
     if suffix not in SUFFIXES:

@@ -1,7 +1,7 @@
 """Parse and validate an uploaded benchmark (JSONL / CSV / Parquet bytes, or JSON rows) into a table.
 
 Nothing is stored unless the whole upload is valid. Files are read by the one record reader
-(`cg_ray.benchmarks.files`) and mapped with the one `FieldMapping` (`cg_ray.benchmarks.sources`). Errors
+(`cg_ray.io.records`) and mapped with the one `FieldMapping` (`cg_ray.benchmarks.sources`). Errors
 carry their kind (the API edge turns it into an HTTP status), the line (1-based, as editors count; a
 Parquet row's 1-based position) and the field. Parquet is read with pyarrow (no pickle anywhere); paths
 are never taken from the client.
@@ -17,10 +17,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from cg_ray.benchmarks.files import FORMAT_BY_SUFFIX, ReadLimits, iter_json_lines, iter_records
 from cg_ray.benchmarks.mapping import MISSING, dotted_get
 from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.errors import InputError, LimitExceeded
+from cg_ray.io.records import FORMAT_BY_SUFFIX, ReadLimits, iter_json_lines, iter_records
 from cg_ray.serve.settings import Limits
 
 CHARS_PER_TOKEN_BOUND = 8  # no tokenizer at upload time: reject text that cannot fit max_tokens_per_row

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cg_ray.benchmarks.files import JsonLine, iter_json_lines, iter_jsonl, iter_records
 from cg_ray.errors import InputError
+from cg_ray.io.records import JsonLine, iter_json_lines, iter_jsonl, iter_records
 
 
 def test_json_lines_from_bytes_and_gzip_count_lines_from_one(tmp_path: Path) -> None:
