@@ -52,6 +52,7 @@ def safe_name(model: str) -> str:
 
 
 def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory: str = DEFAULT_READER_FACTORY) -> Path:
+    from cg_ray.activations.saes.labels import shipped_labels
     from cg_ray.arena.concepts import head_to_head, load_model_activations, model_concepts_table, write_head_to_head
     from cg_ray.arena.outcomes import BattleArrays
     from cg_ray.arena.outputs import write_ratings
@@ -63,7 +64,7 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     from cg_ray.artifacts.run_dir import publish_metrics
     from cg_ray.benchmarks.arena import load_battles
     from cg_ray.labels import load_labels
-    from cg_ray.pipeline.runner import init_ray, shipped_labels
+    from cg_ray.pipeline.runner import init_ray
     from cg_ray.pipeline.shards import ensure_free
     from cg_ray.report.html import build_report
 

@@ -98,9 +98,9 @@ def names_factory(config: Any, factory: str = DEFAULT_READER_FACTORY) -> Any:
     a described run directory (--descriptions-from) first."""
 
     def make(d_sae: int) -> Any:
+        from cg_ray.activations.saes.labels import shipped_labels
         from cg_ray.describe.outputs import read_sentences
         from cg_ray.labels import load_labels
-        from cg_ray.pipeline.runner import shipped_labels
 
         labels = (
             load_labels(config.labels, d_sae=d_sae)

@@ -82,8 +82,8 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
 def _labels(args: argparse.Namespace, d_sae: int) -> Any:
     """--labels when given; else the labels shipped with the reader that the rows' extract manifest or run
     manifest names, if its SAE's weights still have the recorded fingerprint. One line says which, or why none."""
+    from cg_ray.activations.saes.labels import labels_for_rows
     from cg_ray.labels import load_labels
-    from cg_ray.pipeline.recorded_labels import labels_for_rows
 
     if args.labels:
         return load_labels(args.labels, args.labels_source, d_sae)

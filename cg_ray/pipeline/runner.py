@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
+from cg_ray.activations.saes.labels import shipped_labels
 from cg_ray.artifacts.contract import RunDir, RunManifest, write_document
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.generation.local_ray import start_local_ray
@@ -304,31 +305,6 @@ def _metrics(run_dir: Path, config: RunConfig, factory: str) -> dict[str, Any]:
     labels = shipped_labels(config.reader.sae, rows.d_sae, factory)
     extra = {"rows_file": S.ROWS_FILE, "evaluated_model": config.generation.model}
     return publish_metrics(run_dir, config.metrics, labels, extra, rows=rows).summary
-
-
-LABEL_FILES = ("labels.jsonl", "labels.csv")
-
-
-def sae_folder(sae_spec: str) -> Path:
-    """Where an SAE spec's files live: the shipped default's folder, or the spec's own location."""
-    from cg_ray.activations.saes.spec import default_sae_dir, parse_sae_spec
-
-    spec = parse_sae_spec(sae_spec)
-    return default_sae_dir() if spec.kind == "default" else Path(spec.location)
-
-
-def shipped_labels(sae_spec: str, d_sae: int, factory: str = DEFAULT_READER_FACTORY) -> Any:
-    """Labels shipped beside the SAE (the default SAE's, or a sae-lens directory's), when there are any.
-    Only for the real reader: a stand-in reader (tests) has its own concept space."""
-    if factory != DEFAULT_READER_FACTORY:
-        return None
-    from cg_ray.labels import load_labels
-
-    folder = sae_folder(sae_spec)
-    for name in LABEL_FILES:
-        if (folder / name).is_file():
-            return load_labels(folder / name, d_sae=d_sae)
-    return None
 
 
 __all__ = ["RunOptions", "run"]

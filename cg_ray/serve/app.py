@@ -152,8 +152,8 @@ class Ingress:
         self.reader_factory = str(info.get("factory", ""))
 
     def __serve_build_asgi_app__(self) -> Any:
+        from cg_ray.activations.saes.labels import shipped_labels
         from cg_ray.labels import load_labels
-        from cg_ray.pipeline.runner import shipped_labels
         from cg_ray.serve.api import create_api
         from cg_ray.serve.db import Store
 

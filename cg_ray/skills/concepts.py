@@ -112,7 +112,7 @@ def shipped_concept_labels(sae: dict[str, Any], ids: list[int]) -> dict[int, str
     """Labels of `ids` from the labels shipped beside the SAE the concept rows were read with, if that SAE is
     still the one on disk (its weights' fingerprint equals the recorded `weights_sha256`); {} otherwise — a
     retrained default SAE's labels would name other concepts."""
-    from cg_ray.pipeline.recorded_labels import verified_shipped_labels
+    from cg_ray.activations.saes.labels import verified_shipped_labels
 
     labels, _ = verified_shipped_labels(sae)
     if labels is None:

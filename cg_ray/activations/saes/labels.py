@@ -1,4 +1,5 @@
-"""The labels of the reader that read a rows file, found from what the rows record about it.
+"""The labels shipped beside an SAE, and those of the reader that read a rows file, found from what the rows
+record about it.
 
 `cg-ray extract` writes `ROWS.manifest.json` beside the rows (its `reader.sae`: spec, d_sae, the weights'
 fingerprint); `cg-ray run` writes `manifest.json` beside `rows.parquet` (the reader spec in its config, the
@@ -18,11 +19,32 @@ from typing import Any
 
 from cg_ray import schemas as S
 from cg_ray.activations.config import DEFAULT_READER_FACTORY
-from cg_ray.labels import ConceptLabels
+from cg_ray.labels import ConceptLabels, load_labels
 
 log = logging.getLogger(__name__)
 
 WEIGHTS_FILE = "sae_weights.safetensors"
+LABEL_FILES = ("labels.jsonl", "labels.csv")
+
+
+def sae_folder(sae_spec: str) -> Path:
+    """Where an SAE spec's files live: the shipped default's folder, or the spec's own location."""
+    from cg_ray.activations.saes.spec import default_sae_dir, parse_sae_spec
+
+    spec = parse_sae_spec(sae_spec)
+    return default_sae_dir() if spec.kind == "default" else Path(spec.location)
+
+
+def shipped_labels(sae_spec: str, d_sae: int, factory: str = DEFAULT_READER_FACTORY) -> ConceptLabels | None:
+    """Labels shipped beside the SAE (the default SAE's, or a sae-lens directory's), when there are any.
+    Only for the real reader: a stand-in reader (tests) has its own concept space."""
+    if factory != DEFAULT_READER_FACTORY:
+        return None
+    folder = sae_folder(sae_spec)
+    for name in LABEL_FILES:
+        if (folder / name).is_file():
+            return load_labels(folder / name, d_sae=d_sae)
+    return None
 
 
 @dataclass(frozen=True)
@@ -65,7 +87,6 @@ def verified_shipped_labels(
     """The labels shipped beside the SAE `sae` names, if its weights on disk match the recorded fingerprint,
     and a one-line reason either way."""
     from cg_ray.activations.saes.base import file_fingerprint
-    from cg_ray.pipeline.runner import sae_folder, shipped_labels
 
     spec, d_sae, recorded = sae.get("spec"), sae.get("d_sae"), sae.get("weights_sha256")
     if factory != DEFAULT_READER_FACTORY:
