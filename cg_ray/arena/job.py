@@ -58,7 +58,8 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     from cg_ray.arena.outputs import write_ratings
     from cg_ray.arena.ratings import rate
     from cg_ray.arena.rows import RowCounts, iter_model_rows, select_models
-    from cg_ray.artifacts.contract import ArenaDir, ArenaSummary, write_document
+    from cg_ray.artifacts.contract import ArenaSummary, write_document
+    from cg_ray.artifacts.layout import ArenaDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import open_rows
     from cg_ray.artifacts.run_dir import publish_metrics

@@ -1,9 +1,9 @@
-"""The run-directory contract: where each artifact lives (`RunDir`, `ArenaDir`) and the typed, versioned
-JSON documents in it (`RunSummary` = summary.json, `RunManifest` = manifest.json, `ArenaSummary` =
+"""The run-directory contract: the typed, versioned JSON documents of a run (where each lives and how a
+published run is updated: `cg_ray.artifacts.layout`): (`RunSummary` = summary.json, `RunManifest` = manifest.json, `ArenaSummary` =
 arena.json, `DiffSummary` = diff.json of `cg-ray diff`, `RobustnessReport` = robustness.json,
 `RatingsSummary` = ratings.json, `HeadToHeadSummary` = head_to_head.json, `ExtractManifest` = the manifest of
-`cg-ray extract`, `TrainingStats` = an SAE's training.json, `SaeEvaluation` = its eval.json). File names come
-from `cg_ray.schemas` (the one list of them).
+`cg-ray extract`, `TrainingStats` = an SAE's training.json, `SaeEvaluation` = its eval.json, `Themes` =
+themes.json of `cg-ray describe`, `ValidateReport` = validate.json). File names come from `cg_ray.schemas`.
 
 Every JSON document carries `format_version`. Readers accept documents without one (made before it
 existed, same layout as version 1) and refuse a newer version with a clear error instead of misreading it.
@@ -14,48 +14,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cg_ray import schemas as S
 from cg_ray.errors import InputError
 
 FORMAT_VERSION = 1
 
 
-class RunDir:
-    """A published run directory (`cg-ray metrics`, `cg-ray run`, a service analysis, one arena model)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.rows = path / S.ROWS_FILE
-        self.summary = path / S.SUMMARY_FILE
-        self.manifest = path / S.MANIFEST_FILE
-        self.report = path / S.REPORT_FILE
-
-    def __truediv__(self, name: str) -> Path:
-        """Any other artifact, by its name in `cg_ray.schemas` (`run / S.CONCEPTS_FILE`)."""
-        return self.path / name
-
-
-class ArenaDir:
-    """A published arena run: ratings, head-to-head tables, and a `RunDir` per model of interest."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.summary = path / S.ARENA_FILE
-        self.ratings_dir = path / S.RATINGS_DIR
-        self.ratings = self.ratings_dir / S.RATINGS_JSON
-        self.head_to_head_json = path / S.HEAD_TO_HEAD_JSON
-
-    def model(self, folder: str) -> RunDir:
-        return RunDir(self.path / S.ARENA_MODELS_DIR / folder)
-
-
 class _Versioned(BaseModel):
     # Producers add fields over time (the `extra_summary` of each producer): kept, not refused.
     model_config = ConfigDict(extra="allow")
+
+    version: ClassVar[int] = FORMAT_VERSION  # the newest layout this cg_ray reads and writes (per document)
 
     format_version: int = Field(FORMAT_VERSION, ge=0, description="layout version of this document")
 
@@ -75,12 +47,16 @@ class RunSummary(_Versioned):
 
 
 class RunManifest(_Versioned):
-    """manifest.json of `cg-ray run`: what produced the run (config, versions, timings, counts)."""
+    """manifest.json: what produced the run (`cg-ray run`: config, versions, timings, counts) and the steps
+    that updated it after it was published (`steps`: describe, explain, validate, robustness, report). A run
+    made by `cg-ray metrics` gets a manifest with its first post-publish step: only `cg_ray_version` and
+    `steps` then."""
 
     cg_ray_version: str
-    config: dict[str, Any]
-    counts: dict[str, Any]
-    stages: dict[str, Any]
+    config: dict[str, Any] = Field(default_factory=dict)
+    counts: dict[str, Any] = Field(default_factory=dict)
+    stages: dict[str, Any] = Field(default_factory=dict)
+    steps: list[dict[str, Any]] = Field(default_factory=list)  # {step, at, files, ...} in the order they ran
 
 
 class ArenaSummary(_Versioned):
@@ -169,17 +145,38 @@ class SaeEvaluation(_Versioned):
     dead_latents: int
 
 
+class Themes(_Versioned):
+    """themes.json of `cg-ray describe` / `cg-ray explain`: co-active concept groups and the summary."""
+
+    method: dict[str, Any]
+    themes: list[dict[str, Any]]
+    unthemed: list[int]
+    summary: dict[str, Any]
+
+
+class ValidateReport(_Versioned):
+    """validate.json of `cg-ray validate`: held-out lift / low-performance curves of the weakness profile."""
+
+    version: ClassVar[int] = 2  # 2: the `beyond` block (slices, failure modes, residual lift)
+
+    split: dict[str, Any]
+    lift: list[dict[str, Any]]
+    low_performance: dict[str, Any]
+    baselines: dict[str, Any]
+
+
 Doc = TypeVar("Doc", bound=_Versioned)
+Versioned = _Versioned  # the base of every document model (the run-directory layout names them)
 
 
-def versioned(doc: dict[str, Any]) -> dict[str, Any]:
+def versioned(doc: dict[str, Any], version: int = FORMAT_VERSION) -> dict[str, Any]:
     """The document with `format_version` first (the only field this contract adds to what producers write)."""
-    return {"format_version": FORMAT_VERSION, **doc}
+    return {"format_version": version, **doc}
 
 
 def write_document(path: Path, model: type[Doc], doc: dict[str, Any], **dumps: Any) -> dict[str, Any]:
     """Check `doc` against its model, then write it as JSON exactly as given (with its format version)."""
-    out = versioned(doc)
+    out = versioned(doc, model.version)
     model.model_validate(out)
     path.write_text(json.dumps(out, indent=2, **dumps) + "\n", encoding="utf-8")
     return out
@@ -211,9 +208,9 @@ def _load(path: Path) -> dict[str, Any]:
 
 def _checked(path: Path, data: dict[str, Any], model: type[Doc]) -> Doc:
     version = data.get("format_version", 0)  # 0: written before documents were versioned; same layout
-    if isinstance(version, int) and version > FORMAT_VERSION:
+    if isinstance(version, int) and version > model.version:
         raise InputError(
-            f"format_version {version} is newer than this cg_ray reads ({FORMAT_VERSION}): upgrade cg_ray",
+            f"format_version {version} is newer than this cg_ray reads ({model.version}): upgrade cg_ray",
             path=str(path),
             field="format_version",
         )
@@ -222,12 +219,3 @@ def _checked(path: Path, data: dict[str, Any], model: type[Doc]) -> Doc:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InputError(first["msg"], path=str(path), field=".".join(map(str, first["loc"]))) from None
-
-
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    """summary.json as the plain mapping it was written as (checked against `RunSummary` first)."""
-    return read_mapping(RunDir(run_dir).summary, RunSummary)
-
-
-def read_arena_summary(arena_dir: Path) -> ArenaSummary:
-    return read_document(ArenaDir(arena_dir).summary, ArenaSummary)

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from scipy import sparse
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.contract import read_summary
+from cg_ray.artifacts.layout import read_summary
 from cg_ray.artifacts.rows import iter_row_batches, open_rows
 from cg_ray.compare.identity import ReaderIdentity, reader_identity
 from cg_ray.errors import InputError

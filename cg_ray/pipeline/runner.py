@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.activations.saes.labels import shipped_labels
-from cg_ray.artifacts.contract import RunDir, RunManifest, write_document
+from cg_ray.artifacts.contract import RunManifest, write_document
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.generation.local_ray import start_local_ray
 from cg_ray.generation.vllm import cpu_engine_env, generation_dtype

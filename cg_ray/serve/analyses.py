@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.activations.packing import pack_concepts
-from cg_ray.artifacts.contract import RunDir
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.config import canonical_text_mode
 from cg_ray.labels import ConceptLabels

@@ -180,7 +180,7 @@ def refresh(settings: ServiceSettings, store: Store, analysis: Analysis) -> None
 def register_arena_models(store: Store, analysis: Analysis, run_dir: Path) -> None:
     """Each model's CG run of an arena analysis becomes an analysis of its own, so every result route and
     the explorer show it like any other; the arena analysis lists them."""
-    from cg_ray.artifacts.contract import read_arena_summary
+    from cg_ray.artifacts.layout import read_arena_summary
 
     models = read_arena_summary(run_dir).models
     children = {}

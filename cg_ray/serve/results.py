@@ -14,7 +14,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.contract import ArenaDir, HeadToHeadSummary, RatingsSummary, read_mapping, read_summary
+from cg_ray.artifacts.contract import HeadToHeadSummary, RatingsSummary, read_mapping
+from cg_ray.artifacts.layout import ArenaDir, read_summary
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.outputs import read_sentences
 from cg_ray.report.beyond import row_texts

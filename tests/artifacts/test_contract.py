@@ -7,13 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cg_ray.artifacts.contract import (
-    FORMAT_VERSION,
-    ArenaSummary,
-    read_arena_summary,
-    read_summary,
-    write_document,
-)
+from cg_ray.artifacts.contract import FORMAT_VERSION, ArenaSummary, write_document
+from cg_ray.artifacts.layout import read_arena_summary, read_summary
 from cg_ray.errors import InputError
 
 ARENA = {"config": {}, "models": {"m/a": "m_a"}, "row_counts": {}, "seconds": 1.5}

@@ -1,0 +1,296 @@
+"""Where every artifact of a run directory lives, and the only code that joins those paths.
+
+`RUN_ARTIFACTS` names each file of a run directory once (its path inside the run, its kind, the command
+that writes it and, for JSON, its `cg_ray.artifacts.contract` model); `ARENA_ARTIFACTS` does the same for an
+arena run. `RunDir` / `ArenaDir` hand out those paths (an unknown name is refused), read them through their
+models, and `RunDir.update` is the one way a step after publishing (describe, explain, validate, robustness,
+report) changes a published run: every file replaced atomically, the step recorded in manifest.json, and the
+derived files that show what changed (the report) rebuilt through the function the registry names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import importlib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cg_ray import __version__
+from cg_ray import schemas as S
+from cg_ray.artifacts import contract as C
+from cg_ray.artifacts.publish import atomic_file
+from cg_ray.errors import CgRayError, InputError
+
+Kind = Literal["json", "parquet", "html", "csv"]
+# What `RunDir.update` writes for one file: a JSON document, text, bytes, a table, or a writer of the file.
+Content: TypeAlias = "dict[str, Any] | str | bytes | pa.Table | Callable[[Path], None]"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    name: str  # path inside the run directory
+    kind: Kind
+    written_by: str  # the command / step that writes it
+    model: type[C.Versioned] | None = None  # JSON: the document model it is read through
+
+
+def _registry(*artifacts: Artifact) -> dict[str, Artifact]:
+    return {a.name: a for a in artifacts}
+
+
+ROBUSTNESS_JSON = f"{S.ROBUSTNESS_DIR}/{S.ROBUSTNESS_FILE}"
+ROBUSTNESS_CONCEPTS = f"{S.ROBUSTNESS_DIR}/{S.ROBUSTNESS_CONCEPTS_FILE}"
+
+RUN_ARTIFACTS: dict[str, Artifact] = _registry(
+    Artifact(S.ROWS_FILE, "parquet", "metrics"),
+    Artifact(S.CONCEPTS_FILE, "parquet", "metrics"),
+    Artifact(S.BENCHMARK_CONCEPTS_FILE, "parquet", "metrics"),
+    Artifact(S.SUMMARY_FILE, "json", "metrics", C.RunSummary),
+    *(Artifact(name, "parquet", "metrics") for name in S.PROFILE_FILES),
+    Artifact(S.SLICES_FILE, "parquet", "metrics"),
+    Artifact(S.FAILURE_MODES_FILE, "parquet", "metrics"),  # explain rewrites its descriptions
+    *(Artifact(n, "csv", "metrics") for n in (S.OFFICIAL_COVERAGE_CSV, S.OFFICIAL_SALIENCY_CSV, S.OFFICIAL_SCORES_CSV)),
+    Artifact(S.MANIFEST_FILE, "json", "run", C.RunManifest),  # every post-publish step is recorded in it
+    Artifact(S.REPORT_FILE, "html", "report"),
+    Artifact(S.DESCRIPTIONS_FILE, "parquet", "describe"),
+    Artifact(S.THEMES_FILE, "json", "describe", C.Themes),
+    Artifact(S.EXPLANATIONS_FILE, "parquet", "explain"),
+    Artifact(S.MODE_EXPLANATIONS_FILE, "parquet", "explain"),
+    Artifact(S.VALIDATE_FILE, "json", "validate", C.ValidateReport),
+    Artifact(ROBUSTNESS_JSON, "json", "robustness", C.RobustnessReport),
+    Artifact(ROBUSTNESS_CONCEPTS, "parquet", "robustness"),
+)
+
+ARENA_RATINGS_JSON = f"{S.RATINGS_DIR}/{S.RATINGS_JSON}"
+ARENA_ARTIFACTS: dict[str, Artifact] = _registry(
+    Artifact(S.ARENA_FILE, "json", "arena", C.ArenaSummary),
+    Artifact(ARENA_RATINGS_JSON, "json", "arena", C.RatingsSummary),
+    Artifact(f"{S.RATINGS_DIR}/{S.RATINGS_PARQUET}", "parquet", "arena"),
+    Artifact(f"{S.RATINGS_DIR}/{S.PAIRWISE_FILE}", "parquet", "arena"),
+    Artifact(S.HEAD_TO_HEAD_FILE, "parquet", "arena"),
+    Artifact(S.HEAD_TO_HEAD_JSON, "json", "arena", C.HeadToHeadSummary),
+    Artifact(S.MODEL_CONCEPTS_FILE, "parquet", "arena"),
+)
+
+# Derived files: rebuilt (when the run has one) after a step changes a file they show. Named by import path
+# so that the steps which trigger a rebuild do not import the code that renders it (describe ↛ report).
+REBUILT_BY: dict[str, str] = {S.REPORT_FILE: "cg_ray.report.html:build_report"}
+REPORT_SHOWS = frozenset(
+    {S.DESCRIPTIONS_FILE, S.THEMES_FILE, *S.PROFILE_FILES, S.FAILURE_MODES_FILE, S.VALIDATE_FILE, ROBUSTNESS_JSON}
+)
+
+
+class _Layout:
+    """A directory whose files are the registry's `ARTIFACTS`."""
+
+    ARTIFACTS: dict[str, Artifact] = {}
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r})"
+
+    def artifact(self, name: str) -> Artifact:
+        try:
+            return self.ARTIFACTS[name]
+        except KeyError:
+            raise CgRayError(f"{name!r} is not an artifact of a {type(self).__name__} (see cg_ray.artifacts.layout)")
+
+    def file(self, name: str) -> Path:
+        """The path of artifact `name` (refused when the registry does not name it)."""
+        return self.path / self.artifact(name).name
+
+    __truediv__ = file
+
+    def has(self, name: str) -> bool:
+        return self.file(name).is_file()
+
+    def read_json(self, name: str) -> dict[str, Any]:
+        """A JSON artifact as written, once checked against its model (a newer format_version is refused)."""
+        return C.read_mapping(self.file(name), self._model(name))
+
+    def read_doc(self, name: str) -> C.Versioned:
+        return C.read_document(self.file(name), self._model(name))
+
+    def read_json_if_present(self, name: str) -> dict[str, Any] | None:
+        return self.read_json(name) if self.has(name) else None
+
+    def write_json(self, name: str, doc: dict[str, Any], **dumps: Any) -> dict[str, Any]:
+        """Write a JSON artifact while the directory is being built (before it is published)."""
+        return C.write_document(self.file(name), self._model(name), doc, **dumps)
+
+    def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table | None:
+        """A Parquet artifact (None when the directory has none); unreadable files are named."""
+        path = self.file(name)
+        if not path.is_file():
+            return None
+        try:
+            return pq.read_table(path, columns=columns)
+        except (pa.ArrowInvalid, OSError, KeyError) as exc:
+            raise InputError(f"unreadable Parquet ({exc})", path=str(path)) from None
+
+    def write_table(self, name: str, table: pa.Table) -> None:
+        path = self.file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path)
+
+    def _model(self, name: str) -> type[C.Versioned]:
+        artifact = self.artifact(name)
+        if artifact.model is None:
+            raise CgRayError(f"{name} is a {artifact.kind} artifact, not a JSON document")
+        return artifact.model
+
+
+class RunDir(_Layout):
+    """A run directory (`cg-ray metrics`, `cg-ray run`, a service analysis, one arena model)."""
+
+    ARTIFACTS = RUN_ARTIFACTS
+
+    @property
+    def rows(self) -> Path:
+        return self.file(S.ROWS_FILE)
+
+    @property
+    def summary(self) -> Path:
+        return self.file(S.SUMMARY_FILE)
+
+    @property
+    def manifest(self) -> Path:
+        return self.file(S.MANIFEST_FILE)
+
+    @property
+    def report(self) -> Path:
+        return self.file(S.REPORT_FILE)
+
+    def require(self, *names: str, hint: str = "run `cg-ray metrics` first") -> None:
+        """Refuse a directory that lacks any of `names`, naming the first missing file."""
+        if not self.path.is_dir():
+            raise InputError("not a run directory", path=str(self.path))
+        for name in names:
+            if not self.has(name):
+                raise InputError(f"not a run directory: {name} is missing ({hint})", path=str(self.path))
+
+    def read_summary(self) -> dict[str, Any]:
+        return self.read_json(S.SUMMARY_FILE)
+
+    def steps(self) -> list[dict[str, Any]]:
+        """The post-publish steps recorded in manifest.json, oldest first."""
+        manifest = self.read_json_if_present(S.MANIFEST_FILE)
+        return list((manifest or {}).get("steps") or [])
+
+    def update(
+        self,
+        step: str,
+        files: Mapping[str, Content],
+        details: Mapping[str, Any] | None = None,
+        *,
+        rebuild: bool = True,
+    ) -> list[str]:
+        """Replace `files` of a published run, each atomically (all written before any is replaced), record
+        `{step, at, files, **details}` in manifest.json, then rebuild the derived files that show them."""
+        self.require(S.SUMMARY_FILE, hint="only a published run can be updated")
+        names = list(files)
+        with _locked(self.path), contextlib.ExitStack() as stack:
+            for name, content in files.items():
+                tmp = stack.enter_context(atomic_file(self.file(name)))
+                _write(self.artifact(name), tmp, content)
+            stack.close()  # every file written: now each replaces its target
+            self._record(step, names, dict(details or {}))
+        if rebuild:
+            self._rebuild(set(names))
+        return names
+
+    def _record(self, step: str, names: list[str], details: dict[str, Any]) -> None:
+        manifest = self.read_json_if_present(S.MANIFEST_FILE) or {"cg_ray_version": __version__}
+        at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        manifest["steps"] = [*(manifest.get("steps") or []), {"step": step, "at": at, "files": names, **details}]
+        with atomic_file(self.manifest) as tmp:
+            C.write_document(tmp, C.RunManifest, manifest, default=str)
+
+    def _rebuild(self, changed: set[str]) -> None:
+        for name, target in REBUILT_BY.items():
+            if name in changed or not self.has(name) or not changed & REPORT_SHOWS:
+                continue
+            module, _, function = target.partition(":")
+            getattr(importlib.import_module(module), function)(self.path)
+
+
+class ArenaDir(_Layout):
+    """A published arena run: ratings, head-to-head tables, and a `RunDir` per model of interest."""
+
+    ARTIFACTS = ARENA_ARTIFACTS
+
+    @property
+    def summary(self) -> Path:
+        return self.file(S.ARENA_FILE)
+
+    @property
+    def ratings_dir(self) -> Path:
+        return self.path / S.RATINGS_DIR
+
+    @property
+    def ratings(self) -> Path:
+        return self.file(ARENA_RATINGS_JSON)
+
+    @property
+    def head_to_head_json(self) -> Path:
+        return self.file(S.HEAD_TO_HEAD_JSON)
+
+    def model(self, folder: str) -> RunDir:
+        return RunDir(self.path / S.ARENA_MODELS_DIR / folder)
+
+    def models(self) -> list[RunDir]:
+        root = self.path / S.ARENA_MODELS_DIR
+        return [RunDir(p) for p in sorted(root.iterdir()) if p.is_dir()] if root.is_dir() else []
+
+
+def read_summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """summary.json as the plain mapping it was written as (checked against `RunSummary` first)."""
+    return RunDir(run_dir).read_summary()
+
+
+def read_arena_summary(arena_dir: str | os.PathLike[str]) -> C.ArenaSummary:
+    return C.read_document(ArenaDir(arena_dir).summary, C.ArenaSummary)
+
+
+def _write(artifact: Artifact, tmp: Path, content: Content) -> None:
+    if callable(content):
+        content(tmp)
+    elif isinstance(content, pa.Table):
+        pq.write_table(content, tmp)
+    elif isinstance(content, dict):
+        if artifact.model is None:
+            raise CgRayError(f"{artifact.name} is not a JSON artifact")
+        C.write_document(tmp, artifact.model, content, ensure_ascii=False, allow_nan=False)
+    elif isinstance(content, bytes):
+        tmp.write_bytes(content)
+    else:
+        tmp.write_text(content, encoding="utf-8")
+    if artifact.model is not None:  # whatever wrote it: versioned and readable through its model
+        C.read_document(tmp, artifact.model)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One update of a run directory at a time (its manifest is read, extended and replaced)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def dumps(doc: Any) -> str:
+    """JSON text as the run directory's documents are written (for a `Content` that is text)."""
+    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
