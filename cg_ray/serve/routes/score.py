@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body
 
-from cg_ray.metrics.batch import score_batch
 from cg_ray.serve.deps import Owner, ServiceDep
 from cg_ray.serve.errors import ErrorBody, api_error
 from cg_ray.serve.models import ScoreRequest, ScoreResponse
+from cg_ray.serve.score_summary import score_batch
 
 router = APIRouter(prefix="/v1", tags=["score"], responses={413: {"model": ErrorBody}, 422: {"model": ErrorBody}})
 
@@ -32,7 +32,7 @@ def check_texts(body: ScoreRequest, max_rows: int, max_chars: int) -> None:
 
 
 @router.post("/score", response_model=ScoreResponse, response_model_exclude_unset=True)
-async def score(service: ServiceDep, owner: Owner, body: Annotated[ScoreRequest, Body()]) -> dict[str, Any]:
+async def score(service: ServiceDep, owner: Owner, body: Annotated[ScoreRequest, Body()]) -> ScoreResponse:
     del owner  # any valid key may score
     limits = service.settings.limits
     check_texts(body, limits.max_score_rows, limits.max_tokens_per_row * 8)
