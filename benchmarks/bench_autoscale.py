@@ -46,7 +46,7 @@ class MarkedReader:
     DELAY_S = float(os.environ.get("CG_AUTOSCALE_DELAY", "0.3"))
 
     def __init__(self) -> None:
-        from cg_ray.fakes import HashingReader
+        from cg_ray.testing.fakes import HashingReader
 
         self.inner = HashingReader(d_sae=64)
         self.d_sae = self.inner.d_sae
@@ -93,7 +93,7 @@ class FakeCluster:
     def __init__(self, tmp: Path, node_cpus: float, max_nodes: int, idle_s: float) -> None:
         import ray._private.services as services
 
-        from cg_ray.serve.local_serve import free_port
+        from cg_ray.testing.local_serve import free_port
 
         self.tmp, self.port = tmp, free_port()
         self.ip = services.get_node_ip_address()
@@ -258,7 +258,7 @@ def run_serve(tmp: Path, monitor: Monitor, encoder_max: int, burst_s: float, cli
     from ray import serve
 
     from cg_ray.serve.app import ServeArgs, build_app
-    from cg_ray.serve.local_serve import APP, free_port, tenant, texts
+    from cg_ray.testing.local_serve import APP, free_port, tenant, texts
 
     port = free_port()
     serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port})

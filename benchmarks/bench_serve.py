@@ -31,8 +31,8 @@ from typing import Any
 
 import httpx
 
-from cg_ray.serve import loadfault as lf
-from cg_ray.serve.loadfault import texts
+from cg_ray.testing import loadfault as lf
+from cg_ray.testing.loadfault import texts
 
 ANALYSIS_ROWS = 3000  # long enough that the replica is killed while the analysis is still reading
 

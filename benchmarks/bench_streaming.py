@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-FAKE_READER = "cg_ray.fakes:HashingReader.from_config"
+FAKE_READER = "cg_ray.testing.fakes:HashingReader.from_config"
 
 
 def child(rows: int, out: Path, resume: bool, shard_rows: int) -> None:

@@ -48,7 +48,7 @@ def test_arena_job(ray_module, tmp_path: Path) -> None:
             "metrics": {"min_rows": 10},  # frequent words only: not the one-row question numbers
         }
     )
-    out = run_arena(config, reader_factory="cg_ray.fakes:HashingReader.from_config")
+    out = run_arena(config, reader_factory="cg_ray.testing.fakes:HashingReader.from_config")
     ratings = json.loads((out / "ratings" / "ratings.json").read_text())
     by_model = {m["model"]: m for m in ratings["models"]}
     assert by_model["alpha"]["bt"] > by_model["beta"]["bt"]
@@ -60,7 +60,7 @@ def test_arena_job(ray_module, tmp_path: Path) -> None:
     assert pq.read_table(out / "models" / "alpha" / S.ROWS_FILE)["score"].to_pylist().count(1.0) == 40
     table = pq.read_table(out / "model_concepts.parquet").to_pylist()
     # The word "careful" appears only in won answers: it tops what each model wins on.
-    from cg_ray.fakes import word_concept
+    from cg_ray.testing.fakes import word_concept
 
     careful = word_concept("careful", 256)
     for model in ("alpha", "beta"):

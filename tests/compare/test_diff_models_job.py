@@ -17,9 +17,9 @@ from cg_ray.compare.models_config import DiffModelsConfig, load_diff_models_conf
 from cg_ray.compare.models_job import ReadResult, diff_models
 from cg_ray.compare.models_outputs import HTML_FILE, JSON_FILE, TABLE_FILE, write_diff_models
 from cg_ray.errors import InputError
-from cg_ray.fakes import HashingReader, word_concept
+from cg_ray.testing.fakes import HashingReader, word_concept
 
-FAKE = "cg_ray.fakes:HashingReader.from_config"
+FAKE = "cg_ray.testing.fakes:HashingReader.from_config"
 FILLER = [
     "alpha",
     "beta",

@@ -18,7 +18,7 @@ from cg_ray import schemas as S
 from cg_ray.pipeline.config import parse_run_config
 from cg_ray.pipeline.runner import RunOptions, run
 
-FAKE_READER = "cg_ray.fakes:HashingReader.from_config"
+FAKE_READER = "cg_ray.testing.fakes:HashingReader.from_config"
 
 
 def config_dict(out: Path, name: str = "t", per_kind: int = 12) -> dict:
@@ -147,7 +147,7 @@ def test_kill_and_resume_recomputes_only_unfinished_shards(tmp_path: Path) -> No
     env = {**os.environ, "TMPDIR": "/tmp"}
     args = [sys.executable, "-c", DRIVER, json.dumps(cfg)]
     proc = subprocess.Popen(
-        [*args, "fresh", "cg_ray.fakes:SlowHashingReader.from_config"], env=env, start_new_session=True
+        [*args, "fresh", "cg_ray.testing.fakes:SlowHashingReader.from_config"], env=env, start_new_session=True
     )
     partial = tmp_path / "resumed" / "t.partial"
     deadline = time.monotonic() + 120

@@ -44,7 +44,7 @@ def test_two_node_cluster_spreads_reader_actors_and_matches_one_node(tmp_path: P
         cfg["reader"]["resources"] = {"num_cpus": 3, "min_actors": 2, "max_actors": 2, "batch_size": 4}
         # The slow fake (same outputs, 0.5 s a batch) keeps the work long enough for both actors to take some,
         # whichever starts first.
-        slow = "cg_ray.fakes:SlowHashingReader.from_config"
+        slow = "cg_ray.testing.fakes:SlowHashingReader.from_config"
         out = run(parse_run_config(cfg), RunOptions(shard_rows=4, reader_factory=slow, report=False))
         nodes = json.loads((out / "manifest.json").read_text())["counts"]["rows_per_reader_node"]
         assert len(nodes) == 2 and all(n > 0 for n in nodes.values()), nodes

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from cg_ray.fakes import HashingReader
 from cg_ray.serve.api import create_api
 from cg_ray.serve.db import Store
 from cg_ray.serve.encoding import LocalEncoder
 from cg_ray.serve.keys import create_key
 from cg_ray.serve.settings import Limits, ServiceSettings
+from cg_ray.testing.fakes import HashingReader
 
 
 @pytest.fixture

@@ -273,8 +273,8 @@ class GatedEncoder:
     """The real in-process encoder, held at a gate so analyses stay 'running' as long as a test needs."""
 
     def __init__(self, gate) -> None:
-        from cg_ray.fakes import HashingReader
         from cg_ray.serve.encoding import LocalEncoder
+        from cg_ray.testing.fakes import HashingReader
 
         self.inner = LocalEncoder(HashingReader(d_sae=64))
         self.d_sae = self.inner.d_sae

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from cg_ray.fakes import HashingReader
 from cg_ray.serve.api import create_api
 from cg_ray.serve.db import Store
 from cg_ray.serve.encoding import LocalEncoder
 from cg_ray.serve.keys import create_key
 from cg_ray.serve.settings import ServiceSettings
+from cg_ray.testing.fakes import HashingReader
 from tests.serve.conftest import wait_for
 
 

@@ -33,12 +33,12 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not in
 def server(tmp_path: Path):
     import uvicorn
 
-    from cg_ray.fakes import HashingReader
     from cg_ray.serve.api import create_api
     from cg_ray.serve.db import Store
     from cg_ray.serve.encoding import LocalEncoder
     from cg_ray.serve.keys import create_key
     from cg_ray.serve.settings import ServiceSettings
+    from cg_ray.testing.fakes import HashingReader
 
     settings = ServiceSettings(data_dir=tmp_path / "data")
     store = Store(settings.db_url)
@@ -223,7 +223,7 @@ def test_diff_models_in_the_explorer(server) -> None:
     table sorted by Δ, its forest plot, and a concept's paired examples; then the analysis picked itself."""
     from playwright.sync_api import expect, sync_playwright
 
-    from cg_ray.fakes import word_concept
+    from cg_ray.testing.fakes import word_concept
 
     base, key = server
     headers = {"X-API-Key": key}

@@ -106,10 +106,10 @@ def test_storage_quota(tmp_path) -> None:
 
     import pyarrow.parquet as pq
 
-    from cg_ray.fakes import HashingReader
     from cg_ray.serve.api import create_api
     from cg_ray.serve.encoding import LocalEncoder
     from cg_ray.serve.uploads import parse_file
+    from cg_ray.testing.fakes import HashingReader
     from tests.serve.test_api import ROWS, jsonl
 
     buf = io.BytesIO()

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cg_ray.fakes import word_concept
+from cg_ray.testing.fakes import word_concept
 from tests.serve.conftest import wait_for
 from tests.serve.test_api import jsonl, upload
 
@@ -163,11 +163,11 @@ def test_bad_requests_are_4xx_naming_the_field(client, key, other_key) -> None:
 def test_over_the_service_size_is_413(settings, tmp_path) -> None:
     from fastapi.testclient import TestClient
 
-    from cg_ray.fakes import HashingReader
     from cg_ray.serve.api import create_api
     from cg_ray.serve.db import Store
     from cg_ray.serve.encoding import LocalEncoder
     from cg_ray.serve.keys import create_key
+    from cg_ray.testing.fakes import HashingReader
 
     small = settings.model_copy(update={"small_analysis_rows": 10})
     store = Store(small.db_url)

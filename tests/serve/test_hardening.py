@@ -218,12 +218,12 @@ def test_failed_analysis_shows_no_server_path(client, key, settings, monkeypatch
 def test_unexpected_exception_is_a_500_with_a_request_id_only(settings, monkeypatch) -> None:
     from fastapi.testclient import TestClient
 
-    from cg_ray.fakes import HashingReader
     from cg_ray.serve.api import create_api
     from cg_ray.serve.db import Store
     from cg_ray.serve.encoding import LocalEncoder
     from cg_ray.serve.keys import create_key
     from cg_ray.serve.routes import uploads as upload_routes
+    from cg_ray.testing.fakes import HashingReader
 
     store = Store(settings.db_url)
     headers = {"X-API-Key": create_key(store, "alice")[1]}

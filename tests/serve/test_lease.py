@@ -158,10 +158,10 @@ def test_two_service_apps_on_one_store_run_queued_analyses_once(settings, monkey
     by a replica that died before running them are run once, by one of the two, end to end."""
     from fastapi.testclient import TestClient
 
-    from cg_ray.fakes import HashingReader
     from cg_ray.serve import analyses
     from cg_ray.serve.api import create_api
     from cg_ray.serve.encoding import LocalEncoder
+    from cg_ray.testing.fakes import HashingReader
 
     store = Store(settings.db_url)
     headers = {"X-API-Key": create_key(store, "alice")[1]}

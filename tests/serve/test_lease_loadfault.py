@@ -21,7 +21,7 @@ GRACE_S = 2.0
 
 @pytest.mark.slow
 def test_two_ingress_replicas_one_killed_under_load(monkeypatch) -> None:
-    from cg_ray.serve.loadfault import FAKE_READER, Plan, deploy_and_run, local_serve, replica_names
+    from cg_ray.testing.loadfault import FAKE_READER, Plan, deploy_and_run, local_serve, replica_names
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     tmp = Path(tempfile.mkdtemp(prefix="cgh", dir="/tmp"))  # short: Ray's socket paths have a length limit

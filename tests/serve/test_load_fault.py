@@ -24,8 +24,8 @@ import pytest
 @pytest.mark.slow
 def test_load_with_an_encoder_replica_and_the_ingress_killed(monkeypatch) -> None:
     from cg_ray.serve.db import Analysis, Store, Upload
-    from cg_ray.serve.loadfault import FAKE_READER, Plan, deploy_and_run, local_serve
     from cg_ray.serve.settings import ServiceSettings
+    from cg_ray.testing.loadfault import FAKE_READER, Plan, deploy_and_run, local_serve
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     tmp = Path(tempfile.mkdtemp(prefix="cgf", dir="/tmp"))  # short: Ray's socket paths have a length limit

@@ -48,7 +48,7 @@ def test_serve_app_end_to_end(monkeypatch) -> None:
     from ray import serve
 
     from cg_ray.serve.app import build_app
-    from cg_ray.serve.local_serve import local_serve, tenant
+    from cg_ray.testing.local_serve import local_serve, tenant
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     tmp = Path(tempfile.mkdtemp(prefix="cgs", dir="/tmp"))  # short: Ray's socket paths have a length limit
@@ -58,7 +58,7 @@ def test_serve_app_end_to_end(monkeypatch) -> None:
             app = build_app(
                 {
                     "data_dir": str(data),
-                    "encoder": {"reader_factory": "cg_ray.fakes:HashingReader.from_config", "num_cpus": 0.5},
+                    "encoder": {"reader_factory": "cg_ray.testing.fakes:HashingReader.from_config", "num_cpus": 0.5},
                 }
             )
             serve.run(app, name="cg_ray", route_prefix="/")

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from cg_ray.serve.local_serve import (
+from cg_ray.testing.local_serve import (
     APP,
     DEFAULT_READER,
     FAKE_READER,

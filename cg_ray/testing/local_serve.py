@@ -12,7 +12,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-FAKE_READER = "cg_ray.fakes:HashingReader.from_config"
+FAKE_READER = "cg_ray.testing.fakes:HashingReader.from_config"
 DEFAULT_READER = "cg_ray.activations.reader:ConceptReader.from_config"
 APP = "cg_ray"
 SENTENCE = (
