@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cg_ray import schemas as S
 from cg_ray.artifacts.contract import ExtractManifest, RunManifest, read_mapping
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import CgRayError
 
 # Fields compared, in the order an error names them.
@@ -104,9 +104,9 @@ def extract_manifest_candidates(run_dir: Path, rows_file: str) -> list[Path]:
 def reader_identity(run_dir: Path, summary: dict[str, Any]) -> ReaderIdentity:
     """The run's reader as recorded (an identity with only d_sae and no source when nothing says more)."""
     d_sae = int(summary["d_sae"])
-    manifest = run_dir / S.MANIFEST_FILE
-    if manifest.is_file():
-        return _from_run_manifest(manifest, d_sae)
+    manifest = RunDir(run_dir).manifest
+    if manifest.is_file() and (read_mapping(manifest, RunManifest).get("config") or {}).get("reader"):
+        return _from_run_manifest(manifest, d_sae)  # `cg-ray run` (a manifest of post-publish steps only: on)
     rows_file = summary.get("rows_file")
     if rows_file:
         for candidate in extract_manifest_candidates(run_dir, str(rows_file)):

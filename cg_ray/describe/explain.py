@@ -23,9 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from cg_ray.artifacts.publish import atomic_file
 from cg_ray.describe import outputs as O
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.descriptions import (
@@ -35,7 +33,7 @@ from cg_ray.describe.descriptions import (
     ngram_candidate,
     span_first,
 )
-from cg_ray.describe.explain_modes import explain_modes
+from cg_ray.describe.explain_modes import mode_files
 from cg_ray.describe.fuzzing import SpanReader, SpanTexts, fuzz_pairs, reader_spans
 from cg_ray.describe.prompts import (
     balanced_accuracy,
@@ -317,14 +315,13 @@ def explain_run(
         spans = (span_reader or reader_spans(options))(a, wanted)
     records = explain(a, completer, config, spans)
     table = pa.Table.from_pylist(records, schema=O.EXPLANATIONS_SCHEMA)
-    with atomic_file(run_dir / O.EXPLANATIONS_FILE) as tmp:
-        pq.write_table(table, tmp)
-    modes = explain_modes(run_dir, completer, config, a.run.summary.get("model_filter"))  # the failure modes too
-    descriptions, themes = build_outputs(a, options)
+    modes, files = mode_files(run_dir, completer, config, a.run.summary.get("model_filter"))  # the failure modes
+    descriptions, themes = build_outputs(a, options, table)
     if config.name_themes:
         name_themes(themes, completer, config)
     themes["summary"]["explainer"] = {**_summary(records, completer, config), "failure_modes": modes}
-    write_outputs(run_dir, descriptions, themes)
+    # One post-publish step: the explanations, the explained modes, descriptions, themes and profiles.
+    write_outputs(run_dir, descriptions, themes, "explain", {**files, O.EXPLANATIONS_FILE: table})
     return descriptions, themes
 
 

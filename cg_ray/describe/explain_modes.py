@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.publish import atomic_file
+from cg_ray.artifacts.layout import Content, RunDir
 from cg_ray.artifacts.rows import iter_row_batches, open_rows
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.descriptions import LLM_MIN_SCORE
@@ -30,7 +30,7 @@ from cg_ray.profile.beyond import TEXT_COLUMNS, read_texts
 from cg_ray.profile.modes import ClassStats
 from cg_ray.profile.strata import read_frame
 
-MODE_EXPLANATIONS_FILE = "mode_explanations.parquet"
+MODE_EXPLANATIONS_FILE = S.MODE_EXPLANATIONS_FILE
 SNIPPET_CHARS = 400
 MAX_MODES = 20
 
@@ -88,15 +88,26 @@ def with_choices(table: pa.Table, sources: list[str], descriptions: list[str], s
 
 
 def explain_modes(run_dir: Path, completer: Any, config: ExplainConfig, model: str | None = None) -> dict[str, Any]:
-    """Explain and judge the run's top failure modes; rewrite failure_modes.parquet. A summary back."""
-    path = run_dir / S.FAILURE_MODES_FILE
-    if not path.is_file():
-        return {"modes": 0, "reason": "the run has no failure_modes.parquet"}
-    table = pq.read_table(path)
+    """Explain and judge the run's top failure modes; rewrite failure_modes.parquet (a post-publish step of
+    the run). A summary back."""
+    summary, files = mode_files(run_dir, completer, config, model)
+    if files:
+        RunDir(run_dir).update("explain-modes", files, summary)
+    return summary
+
+
+def mode_files(
+    run_dir: Path, completer: Any, config: ExplainConfig, model: str | None = None
+) -> tuple[dict[str, Any], dict[str, Content]]:
+    """The explained failure modes (failure_modes.parquet, mode_explanations.parquet) and a summary."""
+    run = RunDir(run_dir)
+    table = run.read_table(S.FAILURE_MODES_FILE)
+    if table is None:
+        return {"modes": 0, "reason": "the run has no failure_modes.parquet"}, {}
     modes = table.to_pylist()[:MAX_MODES]
     if not modes:
-        return {"modes": 0}
-    rows_path = run_dir / S.ROWS_FILE
+        return {"modes": 0}, {}
+    rows_path = run.rows
     weights, file_rows = mode_weights(rows_path, [m["concept_ids"] for m in modes], model)
     shown, pos, neg = pick_rows(weights, file_rows, config)
     needed = np.unique(np.concatenate([*shown, *pos, *neg, np.zeros(0, np.int64)]))
@@ -144,9 +155,9 @@ def explain_modes(run_dir: Path, completer: Any, config: ExplainConfig, model: s
         sources.append(best[0])
         descriptions.append(best[1])
         scores.append(best[2])
-    table = with_choices(table, sources, descriptions, scores)
-    with atomic_file(path) as tmp:
-        pq.write_table(table, tmp)
-    with atomic_file(run_dir / MODE_EXPLANATIONS_FILE) as tmp:
-        pq.write_table(pa.Table.from_pylist(records), tmp)
-    return {"modes": len(modes), "explained_by_llm": sum(s == "llm" for s in sources), "judgements": len(prompts)}
+    files: dict[str, Content] = {
+        S.FAILURE_MODES_FILE: with_choices(table, sources, descriptions, scores),
+        MODE_EXPLANATIONS_FILE: pa.Table.from_pylist(records),
+    }
+    llm = sum(s == "llm" for s in sources)
+    return {"modes": len(modes), "explained_by_llm": llm, "judgements": len(prompts)}, files

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import InputError
 
 DESCRIPTIONS_FILE: Final = S.DESCRIPTIONS_FILE  # the weakness profile reads it too (cg_ray.profile)
-THEMES_FILE: Final = "themes.json"
-EXPLANATIONS_FILE: Final = "explanations.parquet"
+THEMES_FILE: Final = S.THEMES_FILE
+EXPLANATIONS_FILE: Final = S.EXPLANATIONS_FILE
 
 DESCRIPTIONS_SCHEMA: Final = pa.schema(
     [
@@ -58,15 +58,16 @@ EXPLANATIONS_SCHEMA: Final = pa.schema(
 
 
 def read_descriptions(run_dir: Path) -> list[dict[str, Any]] | None:
-    path = run_dir / DESCRIPTIONS_FILE
-    if not path.is_file():
+    run = RunDir(run_dir)
+    table = run.read_table(DESCRIPTIONS_FILE)
+    if table is None:
         return None
-    rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
-    for r in rows:
+    rows: list[dict[str, Any]] = table.to_pylist()
+    for i, r in enumerate(rows):
         try:
             r["examples"] = json.loads(r["examples"])
         except (TypeError, json.JSONDecodeError):
-            raise InputError("invalid JSON", path=str(path), field="examples") from None
+            raise InputError("invalid JSON", path=str(run / DESCRIPTIONS_FILE), row=i, field="examples") from None
     return rows
 
 
@@ -76,13 +77,5 @@ def read_sentences(run_dir: Path) -> dict[int, str]:
 
 
 def read_themes(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / THEMES_FILE
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON ({exc.msg})", path=str(path)) from None
-    if not isinstance(data, dict) or "themes" not in data:
-        raise InputError("not a themes file (no 'themes')", path=str(path))
-    return data
+    """themes.json through its model (a newer format_version, or one without `themes`, is refused)."""
+    return RunDir(run_dir).read_json_if_present(THEMES_FILE)

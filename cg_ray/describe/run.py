@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.publish import atomic_file
+from cg_ray.artifacts.layout import Content, RunDir
 from cg_ray.describe import outputs as O
 from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.descriptions import Candidate, describe_concept
@@ -181,12 +181,13 @@ def _token_details(
     return details, info
 
 
-def explanation_candidates(run_dir: Path) -> dict[int, list[Candidate]]:
-    path = run_dir / O.EXPLANATIONS_FILE
-    if not path.is_file():
+def explanation_candidates(run_dir: Path, table: pa.Table | None = None) -> dict[int, list[Candidate]]:
+    """The scored candidates of `cg-ray explain`: `table` (being written now), else the run's file."""
+    table = table if table is not None else RunDir(run_dir).read_table(O.EXPLANATIONS_FILE)
+    if table is None:
         return {}
     out: dict[int, list[Candidate]] = {}
-    for r in pq.read_table(path).to_pylist():
+    for r in table.to_pylist():
         out.setdefault(int(r["concept_id"]), []).append(
             Candidate(r["source"], r["description"], True, r["detection_score"], r.get("fuzzing_score"))
         )
@@ -196,8 +197,9 @@ def explanation_candidates(run_dir: Path) -> dict[int, list[Candidate]]:
 def profile_terms(run_dir: Path) -> dict[int, list[str]]:
     """concept → the distinctive terms of its rows, from the profile files that carry them."""
     out: dict[int, list[str]] = {}
+    run = RunDir(run_dir)
     for name in S.PROFILE_FILES:
-        path = run_dir / name
+        path = run / name
         if path.is_file() and "terms" in pq.read_schema(path).names:
             for r in pq.read_table(path, columns=["concept_id", "terms"]).to_pylist():
                 if r["terms"]:
@@ -205,8 +207,10 @@ def profile_terms(run_dir: Path) -> dict[int, list[str]]:
     return out
 
 
-def build_outputs(a: Analysis, options: DescribeOptions) -> tuple[pa.Table, dict[str, Any]]:
-    explained = explanation_candidates(a.run.path)
+def build_outputs(
+    a: Analysis, options: DescribeOptions, explanations: pa.Table | None = None
+) -> tuple[pa.Table, dict[str, Any]]:
+    explained = explanation_candidates(a.run.path, explanations)
     terms = profile_terms(a.run.path)
     rows: list[dict[str, Any]] = []
     texts: dict[int, str] = {}
@@ -245,11 +249,11 @@ def build_outputs(a: Analysis, options: DescribeOptions) -> tuple[pa.Table, dict
             }
         )
     table = pa.Table.from_pylist(rows, schema=O.DESCRIPTIONS_SCHEMA)
-    return table, _themes(a, options, texts, enrich_text)
+    return table, _themes(a, options, texts, enrich_text, explanations is not None)
 
 
 def _themes(
-    a: Analysis, options: DescribeOptions, texts: dict[int, str], enrich_text: dict[int, list[str]]
+    a: Analysis, options: DescribeOptions, texts: dict[int, str], enrich_text: dict[int, list[str]], explained: bool
 ) -> dict[str, Any]:
     ev = a.evidence
     order = sorted(range(len(ev.concept_ids)), key=lambda i: -ev.n_active[ev.concept_ids[i]])
@@ -304,7 +308,7 @@ def _themes(
                 "alpha": options.alpha,
             },
             "token_detail": a.token_detail,
-            "explanations": (a.run.path / O.EXPLANATIONS_FILE).is_file(),
+            "explanations": explained or RunDir(a.run.path).has(O.EXPLANATIONS_FILE),
             "seed": options.seed,
         },
     }
@@ -327,15 +331,19 @@ def try_describe(run_dir: Path, options: DescribeOptions) -> bool:
     return True
 
 
-def write_outputs(run_dir: Path, table: pa.Table, themes: dict[str, Any]) -> None:
-    """Both files atomically; then the run's report (when it has one) is rebuilt to show them."""
-    with atomic_file(run_dir / O.DESCRIPTIONS_FILE) as tmp_d, atomic_file(run_dir / O.THEMES_FILE) as tmp_t:
-        pq.write_table(table, tmp_d)
-        tmp_t.write_text(json.dumps(themes, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
-    from cg_ray.profile.descriptions import apply_descriptions
+def write_outputs(
+    run_dir: Path,
+    table: pa.Table,
+    themes: dict[str, Any],
+    step: str = "describe",
+    more: dict[str, Content] | None = None,
+) -> None:
+    """descriptions.parquet, themes.json and the profiles rewritten with them (`more` files too) in one
+    post-publish step of the run: each replaced atomically, the step recorded in manifest.json, and the run's
+    report (when it has one) rebuilt by that step to show them."""
+    from cg_ray.profile.descriptions import described_profiles
 
-    apply_descriptions(run_dir)  # the weakness profile's `description` / `metadata_enrichment` columns
-    if (run_dir / "report.html").is_file():
-        from cg_ray.report.html import build_report
-
-        build_report(run_dir)
+    run = RunDir(run_dir)
+    files: dict[str, Content] = {**(more or {}), O.DESCRIPTIONS_FILE: table, O.THEMES_FILE: themes}
+    files.update(described_profiles(run_dir, table))  # the profiles' `description` / `metadata_enrichment`
+    run.update(step, files, {"concepts": table.num_rows})

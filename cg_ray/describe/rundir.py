@@ -3,7 +3,6 @@ describe, and — when the run says how its rows were read — the reader and th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ import pyarrow.parquet as pq
 from cg_ray import schemas as S
 from cg_ray.activations.config import DEFAULT_READER_FACTORY
 from cg_ray.artifacts.contract import ExtractManifest, RunManifest, read_mapping
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import RowsFile, open_rows
 from cg_ray.config import canonical_text_mode
 from cg_ray.errors import InputError
@@ -29,15 +29,12 @@ class Run:
 
 
 def open_run(path: Path, reader: str | None = None) -> Run:
-    if not path.is_dir():
-        raise InputError("not a run directory", path=str(path))
-    for name in (S.ROWS_FILE, S.CONCEPTS_FILE, S.SUMMARY_FILE):
-        if not (path / name).is_file():
-            raise InputError(f"missing {name} (run `cg-ray metrics` first)", path=str(path))
-    rows = open_rows(path / S.ROWS_FILE)
-    table = pq.read_table(path / S.CONCEPTS_FILE).to_pylist()
+    run = RunDir(path)
+    run.require(S.ROWS_FILE, S.CONCEPTS_FILE, S.SUMMARY_FILE)
+    rows = open_rows(run.rows)
+    table = pq.read_table(run / S.CONCEPTS_FILE).to_pylist()
     concepts = {int(r["concept_id"]): r for r in table}
-    summary = json.loads((path / S.SUMMARY_FILE).read_text(encoding="utf-8"))
+    summary = run.read_summary()
     return Run(path, rows, concepts, summary, reader)
 
 
@@ -70,7 +67,7 @@ def select_concepts(run: Run, explicit: Sequence[int] | None, top: int) -> Selec
             for r in rows[:top]:
                 reasons.setdefault(int(r["concept_id"]), []).append(why)
     for name in S.PROFILE_FILES:  # the weakness profile's concepts, when present, are described too
-        path = run.path / name
+        path = RunDir(run.path) / name
         if path.is_file():
             schema = pq.read_schema(path)
             if "concept_id" not in schema.names:
@@ -101,8 +98,8 @@ def read_settings(run: Run) -> ReadSettings | str:
     manifest beside its rows file — or the reason they are unknown."""
     if run.reader is not None:
         return named_reader(run.reader)
-    manifest = run.path / S.MANIFEST_FILE
-    if manifest.is_file():  # `cg-ray run`
+    manifest = RunDir(run.path).manifest
+    if manifest.is_file() and _records_reader(manifest):  # `cg-ray run` (not a steps-only manifest)
         return _from_run_manifest(manifest)
     rows_file = run.summary.get("rows_file")
     if not rows_file:
@@ -131,6 +128,10 @@ def named_reader(reader: str) -> ReadSettings | str:
     if not (sep and model and sae):
         raise InputError(f"{reader!r} is not default, MODEL@SAE or a manifest file", field="--reader")
     return ReadSettings({"model": model, "sae": sae}, "prompt", False, f"--reader {reader}")
+
+
+def _records_reader(manifest: Path) -> bool:
+    return bool(read_mapping(manifest, RunManifest).get("config", {}).get("reader"))
 
 
 def _from_run_manifest(manifest: Path) -> ReadSettings | str:

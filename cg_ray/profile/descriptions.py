@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.publish import atomic_file
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import InputError
 
 Descriptions = dict[int, tuple[str | None, list[str]]]
@@ -22,13 +22,18 @@ Descriptions = dict[int, tuple[str | None, list[str]]]
 
 def load_descriptions(run_dir: Path) -> Descriptions | None:
     """`run_dir/descriptions.parquet` as {concept_id: (description, metadata_enrichment)}; None when absent."""
-    path = Path(run_dir) / S.DESCRIPTIONS_FILE
+    path = RunDir(run_dir) / S.DESCRIPTIONS_FILE
     if not path.exists():
         return None
     try:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputError(f"not a Parquet file ({exc})", path=str(path)) from None
+    return descriptions_of(table, path)
+
+
+def descriptions_of(table: pa.Table, path: Path) -> Descriptions:
+    """{concept_id: (description, metadata_enrichment)} of a descriptions table (`path` names it in errors)."""
     for f in S.DESCRIPTIONS_SCHEMA:
         if f.name not in table.column_names:
             raise InputError(f"missing column (present: {table.column_names})", path=str(path), field=f.name)
@@ -66,23 +71,27 @@ def with_descriptions(table: pa.Table, descriptions: Descriptions) -> pa.Table:
     )
 
 
+def described_profiles(run_dir: str | Path, descriptions: pa.Table) -> dict[str, pa.Table]:
+    """The run's profile files with their descriptions taken from `descriptions` (those the run has)."""
+    run = RunDir(run_dir)
+    found = descriptions_of(descriptions, run / S.DESCRIPTIONS_FILE)
+    return {
+        name: with_descriptions(table, found) for name in S.PROFILE_FILES if (table := run.read_table(name)) is not None
+    }
+
+
 def apply_descriptions(run_dir: str | Path) -> int:
-    """Rewrite the run directory's profile files with `descriptions.parquet`; each file replaced atomically.
+    """Rewrite the run directory's profile files with `descriptions.parquet` (one post-publish step: each
+    file replaced atomically, recorded in manifest.json).
 
     Returns the number of profile entries that got a description; 0 (nothing rewritten) without the file.
     """
-    run = Path(run_dir)
-    descriptions = load_descriptions(run)
+    run = RunDir(run_dir)
+    descriptions = load_descriptions(run.path)
     if descriptions is None:
         return 0
-    updated = 0
-    for name in S.PROFILE_FILES:
-        path = run / name
-        if not path.exists():
-            continue
-        table = pq.read_table(path)
-        updated += sum(1 for c in table.column("concept_id").to_pylist() if c in descriptions)
-        new = with_descriptions(table, descriptions)
-        with atomic_file(path) as tmp:
-            pq.write_table(new, tmp)
+    tables = {name: table for name in S.PROFILE_FILES if (table := run.read_table(name)) is not None}
+    updated = sum(1 for t in tables.values() for c in t.column("concept_id").to_pylist() if c in descriptions)
+    if tables:
+        run.update("descriptions", {name: with_descriptions(t, descriptions) for name, t in tables.items()})
     return updated

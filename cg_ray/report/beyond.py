@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.layout import RunDir
 
 SNIPPET_CHARS = 260
 EXAMPLES = 3
@@ -33,13 +34,13 @@ def _ci(value: float | None, low: float | None, high: float | None, signed: bool
 
 
 def read_table(run: Path, name: str) -> list[dict[str, Any]]:
-    path = run / name
-    return pq.read_table(path).to_pylist() if path.is_file() else []
+    table = RunDir(run).read_table(name)
+    return table.to_pylist() if table is not None else []
 
 
 def row_texts(run: Path, row_ids: set[str]) -> dict[str, dict[str, Any]]:
     """row_id → {benchmark, score, text} for the wanted rows (one pass over the light columns)."""
-    path = run / S.ROWS_FILE
+    path = RunDir(run).rows
     if not row_ids or not path.is_file():
         return {}
     names = pq.read_schema(path).names

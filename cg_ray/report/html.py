@@ -10,12 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.contract import RobustnessReport, read_mapping, read_summary
-from cg_ray.artifacts.publish import atomic_file
+from cg_ray.artifacts.layout import ROBUSTNESS_JSON, RunDir
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.outputs import read_sentences
-from cg_ray.errors import InputError
 from cg_ray.report import figures
 from cg_ray.report.beyond import failure_modes_section, slices_section
 from cg_ray.report.examples import ExampleRow, salient_rows
@@ -110,10 +108,9 @@ def _pair(left: Any, right: Any) -> str:
 
 
 def _robustness_html(run_dir: Path) -> str:
-    path = run_dir / "robustness" / "robustness.json"
-    if not path.is_file():
+    rob = RunDir(run_dir).read_json_if_present(ROBUSTNESS_JSON)  # refuses a newer format, naming the file
+    if rob is None:
         return ""
-    rob = read_mapping(path, RobustnessReport)  # refuses a newer format, naming the file
     sub, abl = rob["subsampling"], rob["adversarial_ablation"]
     rc = abl["random_control"]
     return (
@@ -167,22 +164,21 @@ def _figures(summary: dict[str, Any], concepts: pa.Table, pairs: pa.Table) -> di
 def build_report(
     run_dir: str | Path, examples_per_concept: int = 3, top: int = REPORT_TOP, validate: str | Path | None = None
 ) -> Path:
-    """RUN/report.html; shows RUN/validate.json (or the `validate` file given) when there is one."""
-    run = Path(run_dir)
-    needed = [S.SUMMARY_FILE, S.CONCEPTS_FILE, S.BENCHMARK_CONCEPTS_FILE, S.ROWS_FILE]
-    for name in needed:
-        if not (run / name).is_file():
-            raise InputError(f"not a run directory: {name} is missing (run `cg-ray metrics` first)", path=str(run))
-    summary = read_summary(run)
-    concepts = pq.read_table(run / S.CONCEPTS_FILE)
-    pairs = pq.read_table(run / S.BENCHMARK_CONCEPTS_FILE)
+    """RUN/report.html (a post-publish step of the run); shows RUN/validate.json (or the `validate` file
+    given) when there is one."""
+    run_files = RunDir(run_dir)
+    run = run_files.path
+    run_files.require(S.SUMMARY_FILE, S.CONCEPTS_FILE, S.BENCHMARK_CONCEPTS_FILE, S.ROWS_FILE)
+    summary = run_files.read_summary()
+    concepts = pq.read_table(run_files / S.CONCEPTS_FILE)
+    pairs = pq.read_table(run_files / S.BENCHMARK_CONCEPTS_FILE)
     rankings = {k: v[:top] for k, v in summary["rankings"].items() if isinstance(v, list)}
     profiles = [
         e["concept_id"] for name in (S.WEAKNESSES_FILE, S.STRENGTHS_FILE) for e in load_profile(run, name)[:top]
     ]
     wanted = sorted({e["concept_id"] for entries in rankings.values() for e in entries} | set(profiles))
     described = read_sentences(run)
-    examples = salient_rows(open_rows(run / S.ROWS_FILE), wanted, examples_per_concept, summary.get("model_filter"))
+    examples = salient_rows(open_rows(run_files.rows), wanted, examples_per_concept, summary.get("model_filter"))
 
     cfg = summary["config"]
     filters = f"active in ≥ {cfg['min_benchmarks']} benchmark(s) and ≥ {cfg['min_rows']} rows"
@@ -194,7 +190,7 @@ def build_report(
         ("least_covered", "Least covered concepts (lowest non-missing X_bench)"),
         ("most_covered", "Most covered concepts"),
     ]
-    validate_path = Path(validate) if validate is not None else run / S.VALIDATE_FILE
+    validate_path = Path(validate) if validate is not None else run_files / S.VALIDATE_FILE
 
     def examples_of(concept: int) -> str:
         return _examples_html(examples.get(concept, []))
@@ -228,7 +224,5 @@ def build_report(
         f"<header><h1>Competency gaps — {_esc(run.name)}</h1><p>{subtitle}</p></header>"
         f"<main>{''.join(sections)}</main></body></html>"
     )
-    out = run / REPORT_FILE
-    with atomic_file(out) as tmp:
-        tmp.write_text(page, encoding="utf-8")
-    return out
+    run_files.update("report", {REPORT_FILE: page}, rebuild=False)
+    return run_files.report

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
-import pyarrow.parquet as pq
 from plotly.subplots import make_subplots
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.contract import ValidateReport, read_mapping
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.report.figures import LAYOUT
 
 SERIES = (
@@ -36,8 +36,8 @@ def _interval(value: float | None, low: float | None, high: float | None, signed
 
 
 def load_profile(run: Path, name: str = S.WEAKNESSES_FILE) -> list[dict[str, Any]]:
-    path = run / name
-    return pq.read_table(path).to_pylist() if path.is_file() else []
+    table = RunDir(run).read_table(name)
+    return table.to_pylist() if table is not None else []
 
 
 def profile_table(entries: list[dict[str, Any]], examples_html: Callable[[int], str]) -> str:
@@ -147,7 +147,7 @@ def validate_figure(report: dict[str, Any]) -> go.Figure:
 def validate_section(path: Path | None, figure_html: Callable[[Any], str]) -> str:
     if path is None or not path.is_file():
         return ""
-    report = json.loads(path.read_text(encoding="utf-8"))
+    report = read_mapping(path, ValidateReport)  # refuses a newer format, naming the file
     split = report["split"]
     rows = []
     for key, name, _ in SERIES:
