@@ -1,9 +1,9 @@
-"""The run-directory contract: the typed, versioned JSON documents of a run (where each lives and how a
-published run is updated: `cg_ray.artifacts.layout`): (`RunSummary` = summary.json, `RunManifest` = manifest.json, `ArenaSummary` =
-arena.json, `DiffSummary` = diff.json of `cg-ray diff`, `RobustnessReport` = robustness.json,
-`RatingsSummary` = ratings.json, `HeadToHeadSummary` = head_to_head.json, `ExtractManifest` = the manifest of
-`cg-ray extract`, `TrainingStats` = an SAE's training.json, `SaeEvaluation` = its eval.json, `Themes` =
-themes.json of `cg-ray describe`, `ValidateReport` = validate.json). File names come from `cg_ray.schemas`.
+"""The run-directory contract: the typed, versioned JSON documents of a run (where each file lives and how
+a published run is updated: `cg_ray.artifacts.layout`). `RunSummary` = summary.json, `RunManifest` =
+manifest.json, `ArenaSummary` = arena.json, `DiffSummary` = diff.json of `cg-ray diff`, `RobustnessReport` =
+robustness.json, `RatingsSummary` = ratings.json, `HeadToHeadSummary` = head_to_head.json, `ExtractManifest`
+= the manifest of `cg-ray extract`, `TrainingStats` = an SAE's training.json, `SaeEvaluation` = its eval.json,
+`Themes` = themes.json of `cg-ray describe`, `ValidateReport` = validate.json. Names: `cg_ray.schemas`.
 
 Every JSON document carries `format_version`. Readers accept documents without one (made before it
 existed, same layout as version 1) and refuse a newer version with a clear error instead of misreading it.

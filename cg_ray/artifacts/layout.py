@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -92,7 +92,7 @@ REPORT_SHOWS = frozenset(
 class _Layout:
     """A directory whose files are the registry's `ARTIFACTS`."""
 
-    ARTIFACTS: dict[str, Artifact] = {}
+    ARTIFACTS: ClassVar[dict[str, Artifact]] = {}
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -104,7 +104,9 @@ class _Layout:
         try:
             return self.ARTIFACTS[name]
         except KeyError:
-            raise CgRayError(f"{name!r} is not an artifact of a {type(self).__name__} (see cg_ray.artifacts.layout)")
+            raise CgRayError(
+                f"{name!r} is not an artifact of a {type(self).__name__} (see cg_ray.artifacts.layout)"
+            ) from None
 
     def file(self, name: str) -> Path:
         """The path of artifact `name` (refused when the registry does not name it)."""
@@ -212,7 +214,7 @@ class RunDir(_Layout):
 
     def _record(self, step: str, names: list[str], details: dict[str, Any]) -> None:
         manifest = self.read_json_if_present(S.MANIFEST_FILE) or {"cg_ray_version": __version__}
-        at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         manifest["steps"] = [*(manifest.get("steps") or []), {"step": step, "at": at, "files": names, **details}]
         with atomic_file(self.manifest) as tmp:
             C.write_document(tmp, C.RunManifest, manifest, default=str)
