@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -27,3 +29,53 @@ def test_module_and_function_sizes(path: Path) -> None:
         and node.end_lineno - node.lineno + 1 > 80
     ]
     assert not long, f"{path.name}: functions over 80 lines: {long}"
+
+
+# ---- the layering is a design (issue #24): few layers, purity and independence contracts, no harness
+
+CONTRACTS = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"][
+    "contracts"
+]
+HARNESS = PACKAGE / "testing"
+
+
+def layers() -> list[list[str]]:
+    (contract,) = [c for c in CONTRACTS if c["type"] == "layers"]
+    return [[m.strip() for m in re.split(r"[|:]", layer)] for layer in contract["layers"]]
+
+
+def test_at_most_eight_layers_naming_every_package() -> None:
+    assert len(layers()) <= 8
+    named = {m for layer in layers() for m in layer}
+    # every package and top-level module of cg_ray sits in a layer, except the harness outside them
+    tops = {f"cg_ray.{p.stem}" for p in PACKAGE.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+    tops -= {"cg_ray.__init__", "cg_ray.testing", "cg_ray.artifacts"}
+    artifacts = {f"cg_ray.artifacts.{p.stem}" for p in (PACKAGE / "artifacts").glob("*.py") if p.stem != "__init__"}
+    assert tops | artifacts <= named, f"not in a layer: {sorted((tops | artifacts) - named)}"
+
+
+def test_purity_and_independence_contracts() -> None:
+    forbidden = [c for c in CONTRACTS if c["type"] == "forbidden"]
+    pure = [c for c in forbidden if {"cg_ray.metrics", "cg_ray.profile"} <= set(c["source_modules"])]
+    assert pure and {"torch", "ray", "transformers", "vllm", "cg_ray.serve", "cg_ray.pipeline"} <= set(
+        pure[0]["forbidden_modules"]
+    )
+    assert any(c["type"] == "independence" and len(c["modules"]) >= 2 for c in CONTRACTS)
+    # the siblings of several layers are declared independent (`|`), not merely allowed to import each other (`:`)
+    (contract,) = [c for c in CONTRACTS if c["type"] == "layers"]
+    assert sum("|" in layer for layer in contract["layers"]) >= 3
+    harness = [c for c in forbidden if c["forbidden_modules"] == ["cg_ray.testing"]]
+    layered = {".".join(m.split(".")[:2]) for layer in layers() for m in layer}  # cg_ray.artifacts.rows -> artifacts
+    assert harness and layered <= set(harness[0]["source_modules"]), "every layered package is kept off the harness"
+
+
+def test_no_test_harness_in_the_product_packages() -> None:
+    stray = [
+        str(p.relative_to(PACKAGE))
+        for p in MODULES
+        if HARNESS not in p.parents and p.stem in {"fakes", "loadfault", "local_serve"}
+    ]
+    assert not stray, f"test harness modules belong in cg_ray/testing/: {stray}"
+    source = [p for p in MODULES if HARNESS not in p.parents]
+    users = [str(p.relative_to(PACKAGE)) for p in source if "cg_ray.testing" in p.read_text(encoding="utf-8")]
+    assert not users, f"product modules naming the harness: {users}"

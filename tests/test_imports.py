@@ -27,6 +27,10 @@ MODULES = (
     "cg_ray.generation.vllm",
     "cg_ray.generation.hf",
     "cg_ray.generation.fake",
+    "cg_ray.io.records",
+    "cg_ray.activations.saes.labels",
+    "cg_ray.serve.score_summary",
+    "cg_ray.testing.fakes",
 )
 
 
