@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 
 from cg_ray import __version__
 from cg_ray import schemas as S
@@ -32,7 +33,7 @@ from cg_ray.errors import CgRayError, InputError
 
 Kind = Literal["json", "parquet", "html", "csv"]
 # What `RunDir.update` writes for one file: a JSON document, text, bytes, a table, or a writer of the file.
-Content: TypeAlias = "dict[str, Any] | str | bytes | pa.Table | Callable[[Path], None]"
+Content: TypeAlias = "dict[str, Any] | str | bytes | pa.Table | Callable[[Path], object]"
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,12 @@ class RunDir(_Layout):
     def report(self) -> Path:
         return self.file(S.REPORT_FILE)
 
+    @classmethod
+    def published(cls, path: str | os.PathLike[str]) -> RunDir | None:
+        """The run directory at `path` when it is a published run (has summary.json), else None."""
+        run = cls(path)
+        return run if run.has(S.SUMMARY_FILE) else None
+
     def require(self, *names: str, hint: str = "run `cg-ray metrics` first") -> None:
         """Refuse a directory that lacks any of `names`, naming the first missing file."""
         if not self.path.is_dir():
@@ -273,7 +280,11 @@ def _write(artifact: Artifact, tmp: Path, content: Content) -> None:
     elif isinstance(content, dict):
         if artifact.model is None:
             raise CgRayError(f"{artifact.name} is not a JSON artifact")
-        C.write_document(tmp, artifact.model, content, ensure_ascii=False, allow_nan=False)
+        try:
+            C.write_document(tmp, artifact.model, content, ensure_ascii=False, allow_nan=False)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise InputError(first["msg"], path=artifact.name, field=".".join(map(str, first["loc"]))) from None
     elif isinstance(content, bytes):
         tmp.write_bytes(content)
     else:

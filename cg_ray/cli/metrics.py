@@ -161,13 +161,16 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from cg_ray.artifacts.contract import RobustnessReport, write_document
+    from cg_ray.artifacts.layout import ROBUSTNESS_CONCEPTS, ROBUSTNESS_JSON, RunDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
     from cg_ray.metrics.robustness import adversarial_ablation, subsampling
 
     config = metrics_config_from_args(args)
     robust = from_args(RobustnessConfig, args)
-    ensure_output_free(args.out, args.overwrite)
+    # RUN/robustness of a published run: a post-publish step of the run; else a directory of its own
+    run = RunDir.published(args.out.parent) if args.out.name == S.ROBUSTNESS_DIR else None
+    ensure_output_free(run / ROBUSTNESS_JSON if run else args.out, args.overwrite)
     rows = open_rows(args.rows, args.d_sae)
     table = load_row_table(rows, model=args.model)
     full = table.accumulate()
@@ -175,18 +178,22 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
     ablation = adversarial_ablation(table, full, config, robust)
     result = {"rows_file": str(args.rows), "config": config.model_dump(), "robustness": robust.model_dump()}
     result |= {"subsampling": report, "adversarial_ablation": ablation}
-    with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-        write_document(tmp / S.ROBUSTNESS_FILE, RobustnessReport, result)
-        pq.write_table(
-            pa.table(
-                {
-                    "concept_id": pa.array(np.arange(rows.d_sae, dtype=np.int32)),
-                    "X_model_std": pa.array(per_concept["X_model_std"], pa.float64(), from_pandas=True),
-                    "X_bench_std": pa.array(per_concept["X_bench_std"], pa.float64()),
-                }
-            ),
-            tmp / S.ROBUSTNESS_CONCEPTS_FILE,
+    stds = pa.table(
+        {
+            "concept_id": pa.array(np.arange(rows.d_sae, dtype=np.int32)),
+            "X_model_std": pa.array(per_concept["X_model_std"], pa.float64(), from_pandas=True),
+            "X_bench_std": pa.array(per_concept["X_bench_std"], pa.float64()),
+        }
+    )
+    if run is not None:
+        write_json = lambda tmp: write_document(tmp, RobustnessReport, result)  # noqa: E731 (NaN kept as before)
+        run.update(
+            "robustness", {ROBUSTNESS_JSON: write_json, ROBUSTNESS_CONCEPTS: stds}, {"rows_file": str(args.rows)}
         )
+    else:
+        with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
+            write_document(tmp / S.ROBUSTNESS_FILE, RobustnessReport, result)
+            pq.write_table(stds, tmp / S.ROBUSTNESS_CONCEPTS_FILE)
     print(
         f"subsampling ({report['repeats']}× dropping {report['drop_fraction']:.0%} per benchmark): "
         f"mean std X_model {_fmt(report['X_model_std_mean'])}, X_bench {_fmt(report['X_bench_std_mean'])}"

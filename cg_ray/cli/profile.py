@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     Split rows into fit / test parts (stratified by benchmark, seeded), build the weakness profile on the fit
     part, and measure on the test part how low the profiled concepts' rows score: the new ranking, the paper's
     plain X_model ranking and random concepts side by side."""
+    from cg_ray.artifacts.contract import ValidateReport, write_document
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
     from cg_ray.cli.metrics import metrics_config_from_args
@@ -42,7 +43,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.test_fraction < 1.0:  # also checked by argparse; kept for programmatic callers
         raise ConfigError(f"--test-fraction must be strictly between 0 and 1, got {args.test_fraction}")
-    ensure_output_free(args.out, args.overwrite)
+    run = RunDir.published(args.out)  # into a published run: a post-publish step of it
+    ensure_output_free(run / VALIDATE_FILE if run else args.out, args.overwrite)
     cfg = ValidateConfig(
         test_fraction=args.test_fraction,
         seed=args.seed,
@@ -56,8 +58,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     report = validate(table, table.benchmark_codes, cfg, read_frame(rows, args.model))
     report["rows_file"] = str(args.rows)
     report["model"] = args.model
-    with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-        (tmp / VALIDATE_FILE).write_text(json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    if run is not None:
+        run.update("validate", {VALIDATE_FILE: report}, {"rows_file": str(args.rows)})
+    else:
+        with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
+            write_document(tmp / VALIDATE_FILE, ValidateReport, report, allow_nan=False)
     _print(report, args.out / VALIDATE_FILE)
     return 0
 
@@ -102,7 +107,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from cg_ray.cli.metrics import add_metrics_options, add_rows_options
 
     p = add_command(subparsers, "validate", _cmd_validate)
-    add_rows_options(p, "rows.parquet with a score on every row", "output directory for validate.json (atomic)")
+    add_rows_options(
+        p,
+        "rows.parquet with a score on every row",
+        "output directory for validate.json (atomic); a run directory gets it as a post-publish step",
+    )
     p.add_argument("--test-fraction", type=_fraction, default=0.2, help="held-out fraction per benchmark (0.2)")
     p.add_argument("--seed", type=int, default=0, help="split, bootstrap and random-baseline seed (0)")
     p.add_argument("--max-k", type=int, default=20, help="lift for the top 1..K weaknesses (20)")
