@@ -74,6 +74,42 @@ def _retry_after(headers: Any) -> float | None:
         return None  # an HTTP date: fall back to the backoff
 
 
+class BatchProgress:
+    """A log line every `every_s` seconds while a batch runs: done / total, rate and time left.
+
+    A judge pass against a slow endpoint is thousands of requests and can take hours; without this the
+    command is silent from the first request to the last."""
+
+    def __init__(self, who: str, total: int, every_s: float = 30.0) -> None:
+        self.who, self.total, self.every_s = who, total, every_s
+        self.done = 0
+        self.started = self.last = time.perf_counter()
+        self._lock = threading.Lock()
+
+    def tick(self) -> None:
+        with self._lock:
+            self.done += 1
+            now = time.perf_counter()
+            if now - self.last < self.every_s or self.done == self.total:
+                return
+            self.last = now
+            rate = self.done / max(now - self.started, 1e-9)
+            left_s = (self.total - self.done) / rate
+        log.info(
+            "%s: %d / %d requests answered (%.2f/s, about %s left)",
+            self.who,
+            self.done,
+            self.total,
+            rate,
+            _duration(left_s),
+        )
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{seconds:.0f} s" if seconds < 90 else f"{minutes} min" if minutes < 90 else f"{minutes / 60:.1f} h"
+
+
 class EndpointCompleter:
     def __init__(self, config: ExplainConfig, *, backoff_s: float = 0.5, max_backoff_s: float = 20.0) -> None:
         import httpx
@@ -230,8 +266,11 @@ class EndpointCompleter:
             return []
         started, failed_before = time.perf_counter(), self.usage.failed
         stop = threading.Event()
+        progress = BatchProgress(self._who(), len(prompts))
         with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="cgray-endpoint") as pool:
             futures = [pool.submit(self._one, p, max_tokens, stop) for p in prompts]
+            for f in futures:
+                f.add_done_callback(lambda _f: progress.tick())
             answers = [f.result() for f in futures]
         self.usage.seconds += time.perf_counter() - started
         failed = self.usage.failed - failed_before

@@ -3,6 +3,7 @@ timeouts, bounded concurrency, and clear errors before any work on a wrong key, 
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 from collections import deque
@@ -146,3 +147,15 @@ def test_settings_reject_credentials_in_the_url_and_count_20_held_out_rows() -> 
     priced = client("http://h/v1", price_in=0.5, price_out=1.5)
     priced.usage.prompt_tokens, priced.usage.completion_tokens = 2_000_000, 1_000_000
     assert priced.report()["cost_usd"] == pytest.approx(2.5) and "cost $2.5000" in usage_line(priced.report())
+
+
+def test_a_long_batch_reports_its_progress(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cg_ray.describe import endpoint
+
+    # every answer but the last gets a line: done / total, a rate and the time left
+    monkeypatch.setattr(endpoint, "BatchProgress", functools.partial(endpoint.BatchProgress, every_s=0.0))
+    with serve(Script(echo)) as url, caplog.at_level(logging.INFO, logger=endpoint.__name__):
+        client(url, concurrency=2).complete([f"p{i}" for i in range(6)], 4)
+    lines = [r.getMessage() for r in caplog.records if "requests answered (" in r.getMessage()]
+    assert [int(line.split(": ")[1].split(" / ")[0]) for line in lines] == [1, 2, 3, 4, 5]
+    assert all(" / 6 requests answered" in line and "left)" in line and url in line for line in lines)
