@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from cg_ray.generation.vllm import cpu_engine_env, generation_dtype
 from cg_ray.hardware import hardware_info
 from cg_ray.pipeline.config import RunConfig
 from cg_ray.pipeline.describe_step import check_explainer, describe_published_run
+from cg_ray.pipeline.inputs import INPUT_DIR, StagedInput
 from cg_ray.pipeline.manifest import StageTimer, build_manifest
 from cg_ray.pipeline.reader_stage import (
     ACTOR_COLUMN,
@@ -45,7 +48,7 @@ from cg_ray.pipeline.shards import (
     ShardStore,
     ensure_free,
     fingerprint,
-    shard_assignment,
+    pending_shards,
     work_dir_for,
 )
 
@@ -100,23 +103,28 @@ def init_ray(config: RunConfig) -> None:
     start_local_ray(config.generation)
 
 
-def _pending_dataset(table: pa.Table, plan: ShardPlan, positions: list[int]) -> Any:
+def _pending_dataset(staged: StagedInput, pending: list[int]) -> Any:
+    """The pending shards' staged files, read by tasks pinned to the driver's node (whose disk holds them;
+    what `local://` paths do, without their deprecation). 0 CPUs: they fit a head kept free of tasks."""
+    import ray
     import ray.data
 
-    sub = table.take(pa.array(positions, pa.int64()))
-    blocks = max(1, min(len(positions) // max(plan.shard_rows, 1), 64))
-    return ray.data.from_arrow(sub).repartition(blocks)
+    return ray.data.read_parquet(
+        [str(staged.path(s).resolve()) for s in pending],
+        num_cpus=0,
+        label_selector={"ray.io/node-id": ray.get_runtime_context().get_node_id()},
+        override_num_blocks=max(1, min(len(pending), 64)),
+    )
 
 
-def _locator(table: pa.Table, plan: ShardPlan) -> Any:
+def _locator(staged: StagedInput, plan: ShardPlan) -> Any:
     """Tags output rows with their input position and shard. Stages keep `row_id` (unique in a suite) but
     may drop other columns, so the position is looked up here rather than carried through the graph."""
-    position_of = {row_id: i for i, row_id in enumerate(table["row_id"].to_pylist())}
 
     def locate(batch: pa.Table) -> pa.Table:
-        positions = [position_of[r] for r in batch["row_id"].to_pylist()]
+        positions = staged.index.locate(batch["row_id"].to_pylist())
         batch = batch.append_column(ORDER_COLUMN, pa.array(positions, pa.int64()))
-        return batch.append_column(SHARD_COLUMN, pa.array([plan.shard_of(i) for i in positions], pa.int32()))
+        return batch.append_column(SHARD_COLUMN, pa.array(positions // plan.shard_rows, pa.int32()))
 
     return locate
 
@@ -157,9 +165,7 @@ def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool) -
 
 
 def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: str | None = None) -> Path:
-    from cg_ray.benchmarks import load_benchmarks
-    from cg_ray.benchmarks.rows import rows_table
-    from cg_ray.scoring.apply import check_parsed, stats_from_rows
+    from cg_ray.scoring.apply import check_parsed, stats_from_counts
 
     out = Path(config.output_dir) / config.name
     ensure_free(out, options.overwrite)
@@ -167,48 +173,53 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
     timer = StageTimer()
 
     timer.start("load")
-    table = rows_table(load_benchmarks(config.benchmarks))
-    timer.stop("load", table.num_rows)
+    staged = _stage(config, out, options.shard_rows)
+    timer.stop("load", staged.n_rows)
 
-    keys = (f"{b}\0{r}" for b, r in zip(table["benchmark"].to_pylist(), table["row_id"].to_pylist(), strict=True))
     resolved = config.model_dump(mode="json")
-    plan = ShardPlan(table.num_rows, options.shard_rows, fingerprint(resolved, keys))
-    store = ShardStore.open(work_dir_for(out), plan, resume=options.resume)
+    plan = ShardPlan(staged.n_rows, options.shard_rows, fingerprint(resolved, staged.keys()))
+    try:
+        store = ShardStore.open(work_dir_for(out), plan, resume=options.resume)
+    except BaseException:
+        shutil.rmtree(staged.dir, ignore_errors=True)
+        raise
+    staged.move_to(store.dir / INPUT_DIR)
     done = store.done()
-    positions = shard_assignment(plan, done)
+    pending = pending_shards(plan, done)
+    n_pending = sum(plan.shard_size(s) for s in pending)
     log.info(
         "%d rows in %d shards; %d finished earlier, %d rows to compute",
         plan.n_rows,
         plan.n_shards,
         len(done),
-        len(positions),
+        n_pending,
     )
 
     timer.start("generate+score+read")
-    ray_data_stats = _compute_shards(table, plan, store, positions, config, options)
-    timer.stop("generate+score+read", len(positions))
+    ray_data_stats = _compute_shards(staged, plan, store, pending, config, options)
+    timer.stop("generate+score+read", n_pending)
 
-    facts = ShardFacts.read(store)  # one pass over the shards' small columns; the rows are read by assemble
-    assembled = store.assemble(output_schema(facts.d_sae))
-    scoring = stats_from_rows(facts.scoring_rows)
-    check_parsed(scoring)  # a scorer that parsed nothing fails the run before anything is published
-
+    d_sae = int(pq.read_table(store.path(0), columns=[D_SAE_COLUMN])[D_SAE_COLUMN][0].as_py())
+    facts = ShardFacts(d_sae)
     timer.start("metrics")
     with atomic_directory(out, overwrite=options.overwrite) as tmp:
-        pq.write_table(assembled, tmp / S.ROWS_FILE)
+        # One pass over the shards, streaming: rows.parquet, and the counts below (facts.observe).
+        n_rows = store.assemble(output_schema(d_sae), tmp / S.ROWS_FILE, observe=facts.observe)
+        scoring = stats_from_counts(facts.scoring_counts())
+        check_parsed(scoring)  # a scorer that parsed nothing fails the run before anything is published
         summary = _metrics(tmp, config, options.reader_factory)
-        timer.stop("metrics", assembled.num_rows)
+        timer.stop("metrics", n_rows)
         manifest = build_manifest(
             config=resolved,
             reader={"factory": options.reader_factory, "d_sae": facts.d_sae, "actors": facts.reader_actors()},
             timer=timer,
             counts={
-                "rows": assembled.num_rows,
+                "rows": n_rows,
                 "shards": plan.n_shards,
                 "shards_resumed": len(done),
                 "scoring": {k: v.as_dict() for k, v in scoring.items()},
-                "rows_per_reader_node": facts.rows_per_node(),
-                "rows_without_tokens": int(pc.sum(pc.equal(assembled[S.N_TOKENS], 0)).as_py() or 0),
+                "rows_per_reader_node": dict(facts.nodes),
+                "rows_without_tokens": facts.without_tokens,
             },
             extra=_manifest_extra(config, plan, ray_data_stats, config_source),
         )
@@ -220,7 +231,7 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
     store.remove()
     timer.start("describe")  # after publishing: not in the manifest's stages, printed below
     describe_published_run(out, config.describe, config.explain, config.seed)
-    timer.stop("describe", assembled.num_rows)
+    timer.stop("describe", n_rows)
     print(timer.table())
     median = summary["suite"]["median_X_model"]
     print(
@@ -230,17 +241,29 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
     return out
 
 
+def _stage(config: RunConfig, out: Path, shard_rows: int) -> StagedInput:
+    """The input rows on disk beside the run (moved into the work directory once the plan is checked)."""
+    from cg_ray.pipeline.inputs import stage_inputs
+
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.input-", dir=out.parent))
+    try:
+        return stage_inputs(config.benchmarks, staging, shard_rows)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
 def _compute_shards(
-    table: pa.Table, plan: ShardPlan, store: ShardStore, positions: list[int], config: RunConfig, options: RunOptions
+    staged: StagedInput, plan: ShardPlan, store: ShardStore, pending: list[int], config: RunConfig, options: RunOptions
 ) -> str:
     """Stream the unfinished shards through the Ray Data graph into the store; Ray Data's per-stage stats."""
-    if not positions:
+    if not pending:
         return "(nothing to compute: every shard was finished earlier)"
     init_ray(config)
     collector = ShardCollector(store)
-    locate = _locator(table, plan)
-    needs_judge = "judge" in set(table["scorer"].to_pylist())
-    output = _graph(_pending_dataset(table, plan, positions), config, options, needs_judge)
+    locate = _locator(staged, plan)
+    needs_judge = "judge" in staged.scorers
+    output = _graph(_pending_dataset(staged, pending), config, options, needs_judge)
     for batch in output.iter_batches(batch_format="pyarrow", batch_size=None):
         for shard in collector.add(locate(batch)):
             log.info("shard %d/%d finished", shard + 1, plan.n_shards)
@@ -267,35 +290,38 @@ def _manifest_extra(
     }
 
 
-@dataclass(frozen=True)
 class ShardFacts:
-    """The finished shards' bookkeeping columns (SAE width, scoring status, reader node and actor)."""
+    """Counts over the finished shards' bookkeeping columns (scoring status, reader node and actor), taken
+    shard by shard as rows.parquet is assembled. Dicts keep first-seen order, as a pass over all rows would."""
 
-    table: pa.Table
+    def __init__(self, d_sae: int) -> None:
+        self.d_sae = d_sae
+        self.scoring: dict[tuple[str, str, str], int] = {}
+        self.nodes: dict[str, int] = {}
+        self.actors: set[str] = set()
+        self.without_tokens = 0
+        self.shards = 0
 
-    @classmethod
-    def read(cls, store: ShardStore) -> ShardFacts:
-        columns = ["benchmark", "scorer", "score_status", D_SAE_COLUMN, NODE_COLUMN, ACTOR_COLUMN]
-        shards = (pq.read_table(store.path(s), columns=columns) for s in range(store.plan.n_shards))
-        return cls(pa.concat_tables(shards))
+    def observe(self, shard: pa.Table) -> None:
+        widths = pc.unique(shard[D_SAE_COLUMN]).to_pylist()
+        if widths and widths != [self.d_sae]:
+            raise RuntimeError(f"shard {self.shards} was read with SAE width {widths}, the run with {self.d_sae}")
+        keys = ["benchmark", "scorer", "score_status"]
+        for rec in shard.select(keys).group_by(keys, use_threads=False).aggregate([([], "count_all")]).to_pylist():
+            key = (rec["benchmark"], rec["scorer"], rec["score_status"])
+            self.scoring[key] = self.scoring.get(key, 0) + rec["count_all"]
+        for c in pc.value_counts(shard[NODE_COLUMN]).to_pylist():
+            self.nodes[c["values"]] = self.nodes.get(c["values"], 0) + int(c["counts"])
+        self.actors.update(v for v in pc.unique(shard[ACTOR_COLUMN]).to_pylist() if v)
+        self.without_tokens += int(pc.sum(pc.equal(shard[S.N_TOKENS], 0)).as_py() or 0)
+        self.shards += 1
 
-    @property
-    def d_sae(self) -> int:
-        return int(self.table.column(D_SAE_COLUMN)[0].as_py())
-
-    @property
-    def scoring_rows(self) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = self.table.select(["benchmark", "scorer", "score_status"]).to_pylist()
-        return rows
-
-    def rows_per_node(self) -> dict[str, int]:
-        counts = pc.value_counts(self.table.column(NODE_COLUMN)).to_pylist()
-        return {c["values"]: int(c["counts"]) for c in counts}
+    def scoring_counts(self) -> list[dict[str, Any]]:
+        return [{"benchmark": b, "scorer": s, "score_status": st, "count": n} for (b, s, st), n in self.scoring.items()]
 
     def reader_actors(self) -> list[dict[str, Any]]:
         """The distinct reader actors of the run (resolved dtype, device, hardware)."""
-        values = pc.unique(self.table.column(ACTOR_COLUMN)).to_pylist()
-        return [json.loads(v) for v in sorted(v for v in values if v)]
+        return [json.loads(v) for v in sorted(self.actors)]
 
 
 def _metrics(run_dir: Path, config: RunConfig, factory: str) -> dict[str, Any]:

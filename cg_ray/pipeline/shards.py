@@ -1,8 +1,9 @@
 """Resumable work: input rows are cut into fixed shards; each finished shard is persisted atomically.
 
-The work directory `<out>.partial/` holds `plan.json` (the input fingerprint and shard layout) and one
-Parquet file per finished shard. A re-run with `--resume` skips finished shards; the final rows.parquet
-is assembled from all shards in input order, so it is identical whatever happened in between.
+The work directory `<out>.partial/` holds `plan.json` (the input fingerprint and shard layout), the staged
+input rows (`input/`, see `inputs.py`) and one Parquet file per finished shard. A re-run with `--resume`
+skips finished shards; the final rows.parquet is assembled from all shards in input order (streaming, one
+shard at a time), so it is identical whatever happened in between.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import json
 import os
 import shutil
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -27,6 +29,7 @@ from cg_ray.errors import CgRayError
 SHARD_COLUMN = "_shard"
 ORDER_COLUMN = "_order"  # position of the row in the input, restores input order at assembly
 PLAN_FILE = "plan.json"
+ROW_GROUP_ROWS = 65_536  # rows.parquet's row groups: a few shards each, bounded whatever the suite's size
 
 
 def fingerprint(config: Mapping[str, Any], row_keys: Iterable[str]) -> str:
@@ -95,14 +98,32 @@ class ShardStore:
         with atomic_file(self.path(shard)) as tmp:
             pq.write_table(table, tmp)
 
-    def assemble(self, schema: pa.Schema) -> pa.Table:
-        """All shards, in input order, without the bookkeeping columns."""
+    def assemble(self, schema: pa.Schema, dest: Path, observe: Callable[[pa.Table], None] | None = None) -> int:
+        """Write all shards to `dest` in input order, without the bookkeeping columns; the rows written.
+
+        Streams: one shard (and one row group's buffer) in memory at a time, so the driver's memory does not
+        grow with the suite. `dest` appears complete or not at all (a temporary file, then a rename).
+        `observe` sees each shard with its bookkeeping columns (the runner's counts)."""
         missing = sorted(set(range(self.plan.n_shards)) - self.done())
         if missing:
             raise RuntimeError(f"cannot assemble: shards {missing[:10]} are not finished")
-        table = pa.concat_tables(pq.read_table(self.path(s)) for s in range(self.plan.n_shards))
-        table = table.sort_by(ORDER_COLUMN)
-        return table.select(schema.names).cast(schema)
+        written, buffered, buffer = 0, 0, []
+        with atomic_file(dest) as tmp, pq.ParquetWriter(tmp, schema) as writer:
+            for s in range(self.plan.n_shards):
+                shard = pq.read_table(self.path(s))
+                if not _in_order(shard[ORDER_COLUMN], s * self.plan.shard_rows, self.plan.shard_size(s)):
+                    raise RuntimeError(f"{self.path(s)} does not hold shard {s}'s rows in input order")
+                if observe is not None:
+                    observe(shard)
+                buffer.append(shard.select(schema.names).cast(schema))
+                buffered += shard.num_rows
+                if buffered >= ROW_GROUP_ROWS:
+                    writer.write_table(pa.concat_tables(buffer), row_group_size=ROW_GROUP_ROWS)
+                    written, buffered, buffer = written + buffered, 0, []
+            if buffer or not written:
+                writer.write_table(pa.concat_tables(buffer) if buffer else schema.empty_table())
+                written += buffered
+        return written
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -138,7 +159,21 @@ class ShardCollector:
 
 def shard_assignment(plan: ShardPlan, done: set[int]) -> list[int]:
     """Input positions still to compute."""
-    return [i for i in range(plan.n_rows) if plan.shard_of(i) not in done]
+    return [
+        i
+        for s in pending_shards(plan, done)
+        for i in range(s * plan.shard_rows, s * plan.shard_rows + plan.shard_size(s))
+    ]
+
+
+def pending_shards(plan: ShardPlan, done: set[int]) -> list[int]:
+    return [s for s in range(plan.n_shards) if s not in done]
+
+
+def _in_order(order: pa.ChunkedArray, start: int, size: int) -> bool:
+    """The shard holds exactly the positions start .. start+size-1, ascending (as `ShardCollector` writes)."""
+    values = order.to_numpy()
+    return len(values) == size and bool((values == np.arange(start, start + size)).all())
 
 
 def work_dir_for(out: Path) -> Path:
