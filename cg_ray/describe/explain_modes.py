@@ -159,5 +159,5 @@ def mode_files(
         S.FAILURE_MODES_FILE: with_choices(table, sources, descriptions, scores),
         MODE_EXPLANATIONS_FILE: pa.Table.from_pylist(records),
     }
-    llm = sum(s == "llm" for s in sources)
-    return {"modes": len(modes), "explained_by_llm": llm, "judgements": len(prompts)}, files
+    by_llm = sum(s == "llm" for s in sources)
+    return {"modes": len(modes), "explained_by_llm": by_llm, "judgements": len(prompts)}, files
