@@ -37,7 +37,9 @@ def pairwise_rows(ratings: Ratings) -> list[dict[str, Any]]:
     return rows
 
 
-def write_ratings(out_dir: str | os.PathLike[str], ratings: Ratings, extra: dict[str, Any] | None = None) -> dict:
+def write_ratings(
+    out_dir: str | os.PathLike[str], ratings: Ratings, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Write the three files into an existing directory; returns the JSON document written."""
     out = Path(out_dir)
     result = ratings.as_dict() | (extra or {})

@@ -170,7 +170,9 @@ def _bootstrap_mean(x: FloatArray, cfg: ValidateConfig, seed: int) -> tuple[floa
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def lift_curve(part: TestPart, concepts: Sequence[int], cfg: ValidateConfig, with_intervals: bool = True) -> list[dict]:
+def lift_curve(
+    part: TestPart, concepts: Sequence[int], cfg: ValidateConfig, with_intervals: bool = True
+) -> list[dict[str, Any]]:
     out = []
     for k in range(1, min(cfg.max_k, len(concepts)) + 1):
         rows = part.covered(concepts[:k])
@@ -215,7 +217,9 @@ def _curves(
     return by_size, np.stack(by_rows, axis=-1)
 
 
-def low_performance(part: TestPart, concepts: Sequence[int], cfg: ValidateConfig, with_intervals: bool = True) -> dict:
+def low_performance(
+    part: TestPart, concepts: Sequence[int], cfg: ValidateConfig, with_intervals: bool = True
+) -> dict[str, Any]:
     k = len(concepts)
     empty: dict[str, Any] = {"by_size": [], "by_rows": []}
     if not k:
