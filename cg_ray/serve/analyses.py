@@ -1,16 +1,21 @@
 """Run an analysis inside the service: read the uploads' texts with the encoder, then the CG metrics.
 
 Written to a temporary directory and published atomically, so a failed or interrupted analysis never
-leaves a half-written run; its status row says what happened.
+leaves a half-written run; its status row says what happened. The metrics are CPU work: an `Offload` runs
+them off the event loop — in a Ray task on the replica's node under Ray Serve (`RayTasks`: another process,
+so the ingress keeps its GIL for requests), in a thread when the service runs in one process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -73,20 +78,75 @@ class Withdrawn(Exception):
     """The analysis was cancelled or deleted while its metrics were computed: nothing is published."""
 
 
-def _compute_and_publish(
-    rows: pa.Table, out: Path, labels: ConceptLabels | None, options: dict[str, Any], wanted: Callable[[], bool]
-) -> None:
+def _compute_run(rows: pa.Table, labels: ConceptLabels | None, options: dict[str, Any], folder: Path) -> None:
+    """The run's files (rows, metrics, descriptions) into `folder`, which the caller publishes."""
     from cg_ray.artifacts.run_dir import publish_metrics
     from cg_ray.config import MetricsConfig
+    from cg_ray.describe.run import DescribeOptions, try_describe
 
     config = MetricsConfig.model_validate(options.get("metrics", {}))
-    with atomic_directory(out, overwrite=True) as tmp:
-        pq.write_table(rows, RunDir(tmp).rows)
-        publish_metrics(tmp, config, labels, {"source": "service"})
-        from cg_ray.describe.run import DescribeOptions, try_describe
+    pq.write_table(rows, RunDir(folder).rows)
+    publish_metrics(folder, config, labels, {"source": "service"})
+    try_describe(folder, DescribeOptions(tokens=False))  # descriptions and themes; never fails the analysis
 
-        try_describe(tmp, DescribeOptions(tokens=False))  # descriptions and themes; never fails the analysis
-        if not wanted():  # a thread is not cancelled with its task: it checks before publishing
+
+T = TypeVar("T")
+Offload = Callable[..., Awaitable[Any]]  # `await offload(fn, *args)`: fn(*args) off the event loop
+
+
+async def in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """In a thread of this process (the service without Ray: one process, tests)."""
+    return await asyncio.to_thread(fn, *args)
+
+
+@functools.cache
+def _remote(fn: Callable[..., Any]) -> Any:
+    import ray
+
+    return ray.remote(fn)  # exported once per function, not per call
+
+
+@dataclasses.dataclass(frozen=True)
+class RayTasks:
+    """A Ray task per call, pinned to this replica's node (its uploads and analyses folder are local to it),
+    `num_cpus` logical CPUs each. Cancelled, it cancels the task and waits (up to `stop_wait_s`) for it to stop,
+    so the caller's folder is not removed under a task still writing into it."""
+
+    num_cpus: float = 0.25
+    stop_wait_s: float = 10.0
+
+    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        ref = _remote(fn).options(num_cpus=self.num_cpus, scheduling_strategy=here).remote(*args)
+        try:
+            result: T = await ref
+            return result
+        except asyncio.CancelledError:
+            ray.cancel(ref)  # a KeyboardInterrupt in the task: its own `finally` blocks run
+            with contextlib.suppress(Exception):  # TaskCancelledError, or the result if it won the race
+                await asyncio.wait_for(_settled(ref), self.stop_wait_s)
+            raise
+
+
+async def _settled(ref: Any) -> None:
+    await ref
+
+
+async def compute_and_publish(
+    offload: Offload,
+    out: Path,
+    wanted: Callable[[], bool],
+    compute: Callable[..., object],
+    *args: Any,
+) -> None:
+    """`compute(*args, folder)` off the event loop into a temporary folder, published as `out` only if the
+    analysis is still wanted then (not cancelled or deleted meanwhile); else nothing is published."""
+    with atomic_directory(out, overwrite=True) as tmp:
+        await offload(compute, *args, tmp)
+        if not await asyncio.to_thread(wanted):
             raise Withdrawn()
 
 
@@ -130,15 +190,24 @@ async def encode_in_chunks(
     return encoded
 
 
+def read_uploads(store: Store, analysis: Analysis) -> pa.Table:
+    uploads = []
+    for upload_id in analysis.upload_ids:
+        upload = store.get_owned(Upload, analysis.owner, upload_id)
+        uploads.append(pq.read_table(upload.path))
+    return pa.concat_tables(uploads, promote_options="default")  # older uploads lack `metadata`
+
+
 async def run_analysis(
-    store: Store, encoder: Encoder, analysis_id: str, analyses_dir: Path, labels: ConceptLabels | None
+    store: Store,
+    encoder: Encoder,
+    analysis_id: str,
+    analyses_dir: Path,
+    labels: ConceptLabels | None,
+    offload: Offload = in_thread,
 ) -> None:
     async def work(analysis: Analysis, wanted: Callable[[], bool]) -> Path:
-        uploads = []
-        for upload_id in analysis.upload_ids:
-            upload = store.get_owned(Upload, analysis.owner, upload_id)
-            uploads.append(pq.read_table(upload.path))
-        table = pa.concat_tables(uploads, promote_options="default")  # older uploads lack `metadata`
+        table = await asyncio.to_thread(read_uploads, store, analysis)
         texts = reader_texts(table, canonical_text_mode(analysis.options.get("text", "prompt_response"), warn=False))
         encoded = await encode_in_chunks(
             store, analysis_id, texts, lambda start, stop: encoder.encode(texts[start:stop])
@@ -146,7 +215,7 @@ async def run_analysis(
         rows = rows_table(table, encoded, analysis.options.get("model"), encoder.d_sae)
         store.update_analysis(analysis_id, progress=0.9, message="computing metrics")
         out = analyses_dir / analysis_id
-        await asyncio.to_thread(_compute_and_publish, rows, out, labels, analysis.options, wanted)
+        await compute_and_publish(offload, out, wanted, _compute_run, rows, labels, analysis.options)
         return out
 
     await run_guarded(store, analysis_id, work)

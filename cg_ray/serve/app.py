@@ -55,6 +55,9 @@ class ServeArgs(ServiceSettings):
     ingress_num_cpus: float = Field(
         0.5, ge=0, description="logical CPUs of one ingress replica (0: it fits on a 0-CPU head)"
     )
+    # An analysis' metrics run in a Ray task on the ingress replica's node, not in the replica: in its
+    # threads they competed with the requests for the GIL (status reads took seconds under load).
+    analysis_num_cpus: float = Field(0.25, ge=0, description="logical CPUs of one analysis' metrics task")
 
 
 @serve.deployment(name="encoder")
@@ -145,8 +148,11 @@ class RemoteEncoder:
 @serve.deployment(name="ingress")
 @serve.ingress()
 class Ingress:
-    async def __init__(self, settings: dict[str, Any], encoder: DeploymentHandle) -> None:  # type: ignore[misc]
+    async def __init__(  # type: ignore[misc]
+        self, settings: dict[str, Any], encoder: DeploymentHandle, analysis_num_cpus: float = 0.25
+    ) -> None:
         self.settings = ServiceSettings(**settings)
+        self.analysis_num_cpus = analysis_num_cpus
         info = await encoder.info.remote()
         self.encoder = RemoteEncoder(encoder, info)
         self.reader_factory = str(info.get("factory", ""))
@@ -171,6 +177,9 @@ class Ingress:
         # Leases name the Serve replica that holds them (its id ends the replica actor's name), so a record
         # of who ran what can be read against the replicas that were killed.
         app.state.service.leases = LeaseKeeper(store, name=replica_name(serve.get_replica_context().replica_tag))
+        from cg_ray.serve.analyses import RayTasks
+
+        app.state.service.offload = RayTasks(num_cpus=self.analysis_num_cpus)
         return app
 
 
@@ -202,12 +211,12 @@ def build_app(args: ServeArgs) -> Application:
         },
         max_ongoing_requests=max(8, enc.max_batch_size),
     ).bind(parsed.reader.model_dump(mode="json"), enc.reader_factory, enc.max_batch_size, enc.batch_wait_timeout_s)
-    ingress_options = {"ingress_max_ongoing_requests", "ingress_replicas", "ingress_num_cpus"}
+    ingress_options = {"ingress_max_ongoing_requests", "ingress_replicas", "ingress_num_cpus", "analysis_num_cpus"}
     settings = parsed.model_dump(exclude={"encoder", *ingress_options}, mode="json")
     ingress = Ingress.options(  # type: ignore[attr-defined]
         max_ongoing_requests=parsed.ingress_max_ongoing_requests,
         num_replicas=parsed.ingress_replicas,
         ray_actor_options={"num_cpus": parsed.ingress_num_cpus},
     )
-    app: Application = ingress.bind(settings, encoder)
+    app: Application = ingress.bind(settings, encoder, parsed.analysis_num_cpus)
     return app

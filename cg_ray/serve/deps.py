@@ -14,7 +14,7 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, Header, Request
 
 from cg_ray.labels import ConceptLabels
-from cg_ray.serve.analyses import run_analysis
+from cg_ray.serve.analyses import Offload, in_thread, run_analysis
 from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Store, Upload
 from cg_ray.serve.encoding import Encoder
 from cg_ray.serve.errors import api_error
@@ -34,6 +34,7 @@ class Service:
     encoder: Encoder
     labels: ConceptLabels | None
     leases: LeaseKeeper = None  # type: ignore[assignment]  # this replica's leases; made from the store if None
+    offload: Offload = in_thread  # where analyses' metrics run; Ray Serve's ingress: Ray tasks (analyses.RayTasks)
 
     def __post_init__(self) -> None:
         if self.leases is None:
@@ -51,7 +52,9 @@ class Service:
         if analysis is not None and analysis.mode == DIFF_MODELS:
             work = run_diff_models(self.store, self.encoder, analysis_id, self.settings, self.labels)
         else:
-            work = run_analysis(self.store, self.encoder, analysis_id, self.settings.analyses_dir, self.labels)
+            work = run_analysis(
+                self.store, self.encoder, analysis_id, self.settings.analyses_dir, self.labels, self.offload
+            )
         self.leases.start(analysis_id, work)
 
     def owned(self, model: type[Owned], owner: str, item_id: str) -> Owned:

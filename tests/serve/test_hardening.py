@@ -205,7 +205,7 @@ def test_failed_analysis_shows_no_server_path(client, key, settings, monkeypatch
     def boom(*args, **kwargs):
         raise RuntimeError(f"cannot write {settings.data_dir.resolve()}/analyses/tmp123/summary.json")
 
-    monkeypatch.setattr(analyses, "_compute_and_publish", boom)
+    monkeypatch.setattr(analyses, "_compute_run", boom)
     up = upload(client, key).json()["id"]
     analysis_id = client.post("/v1/analyses", headers=key, json={"upload_ids": [up]}).json()["id"]
     status = wait_for(client, key, analysis_id)
