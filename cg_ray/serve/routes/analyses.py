@@ -11,11 +11,12 @@ from fastapi.concurrency import run_in_threadpool
 
 from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Upload, new_id
 from cg_ray.serve.deps import Owner, Service, ServiceDep
-from cg_ray.serve.errors import ErrorBody, api_error
+from cg_ray.serve.errors import api_error
 from cg_ray.serve.lifecycle import cancel_analysis, delete_analysis
 from cg_ray.serve.models import AnalysisRequest, AnalysisView, Deleted
+from cg_ray.serve.routes import error_responses
 
-router = APIRouter(prefix="/v1", tags=["analyses"], responses={404: {"model": ErrorBody}})
+router = APIRouter(prefix="/v1", tags=["analyses"], responses=error_responses(404))
 
 
 def check_bounds(service: Service, owner: str, body: AnalysisRequest) -> list[Upload]:
@@ -112,7 +113,7 @@ def get_analysis(service: ServiceDep, owner: Owner, analysis_id: str) -> Analysi
     return AnalysisView.model_validate(service.current(owner, analysis_id))
 
 
-@router.post("/analyses/{analysis_id}/cancel", response_model=AnalysisView, responses={409: {"model": ErrorBody}})
+@router.post("/analyses/{analysis_id}/cancel", response_model=AnalysisView, responses=error_responses(409))
 async def cancel(service: ServiceDep, owner: Owner, analysis_id: str) -> AnalysisView:
     """Stop a queued or running analysis (its task, or its Ray job); it is marked `cancelled`, never re-run."""
     return AnalysisView.model_validate(await cancel_analysis(service, owner, analysis_id))

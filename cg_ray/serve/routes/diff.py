@@ -15,17 +15,18 @@ from fastapi import APIRouter, Query
 from cg_ray.compare.identity import ReaderMismatch
 from cg_ray.errors import InputError
 from cg_ray.serve.deps import Owner, ServiceDep, finished_run
-from cg_ray.serve.errors import ErrorBody, api_error
+from cg_ray.serve.errors import api_error
 from cg_ray.serve.models import DiffView
+from cg_ray.serve.routes import error_responses
 
 router = APIRouter(
     prefix="/v1",
     tags=["results"],
-    responses={
-        404: {"model": ErrorBody},
-        409: {"model": ErrorBody, "description": "an analysis has not succeeded"},
-        422: {"model": ErrorBody, "description": "the analyses cannot be compared (reader, no shared rows)"},
-    },
+    responses=error_responses(
+        404,
+        s409="an analysis has not succeeded",
+        s422="the analyses cannot be compared (reader, no shared rows)",
+    ),
 )
 
 

@@ -13,10 +13,11 @@ from cg_ray.errors import InputError
 from cg_ray.serve import model_diff_results
 from cg_ray.serve.db import Analysis, Upload, new_id
 from cg_ray.serve.deps import FinishedDiffModels, Owner, Service, ServiceDep
-from cg_ray.serve.errors import ErrorBody, api_error
+from cg_ray.serve.errors import api_error
 from cg_ray.serve.model_diffs import MODE, pair_sides, request_sides
 from cg_ray.serve.models import AnalysisView, DiffModelsConceptDetail, DiffModelsRequest, DiffModelsView
 from cg_ray.serve.redact import scrub_paths
+from cg_ray.serve.routes import error_responses
 from cg_ray.serve.routes.analyses import check_running
 
 MAX_TOP, MAX_EXAMPLES = 100, 20
@@ -24,12 +25,9 @@ MAX_TOP, MAX_EXAMPLES = 100, 20
 router = APIRouter(
     prefix="/v1/diff-models",
     tags=["diff-models"],
-    responses={
-        404: {"model": ErrorBody},
-        409: {"model": ErrorBody, "description": "the analysis has not succeeded"},
-        413: {"model": ErrorBody},
-        422: {"model": ErrorBody, "description": "the uploads cannot be paired (field and line named)"},
-    },
+    responses=error_responses(
+        404, 413, s409="the analysis has not succeeded", s422="the uploads cannot be paired (field and line named)"
+    ),
 )
 
 

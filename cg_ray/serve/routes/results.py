@@ -11,7 +11,7 @@ from cg_ray.serve import readable, results
 from cg_ray.serve.csv_safe import parquet_as_safe_csv, safe_csv_file
 from cg_ray.serve.db import Analysis
 from cg_ray.serve.deps import FinishedRun, Owner, ServiceDep
-from cg_ray.serve.errors import ErrorBody, api_error
+from cg_ray.serve.errors import api_error
 from cg_ray.serve.models import (
     ArenaView,
     ConceptDetail,
@@ -24,11 +24,12 @@ from cg_ray.serve.models import (
     SummaryView,
     ThemesView,
 )
+from cg_ray.serve.routes import error_responses
 
 router = APIRouter(
     prefix="/v1/analyses/{analysis_id}",
     tags=["results"],
-    responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody, "description": "the analysis has not succeeded"}},
+    responses=error_responses(404, s409="the analysis has not succeeded"),
 )
 
 
@@ -102,7 +103,7 @@ def get_distributions(run_dir: FinishedRun) -> dict[str, Any]:
     return results.distributions(run_dir)
 
 
-@router.get("/coverage", response_model=SubsetCoverage, responses={422: {"model": ErrorBody}})
+@router.get("/coverage", response_model=SubsetCoverage, responses=error_responses(422))
 def get_subset_coverage(run_dir: FinishedRun, benchmarks: Annotated[list[str], Query(min_length=1)]) -> dict[str, Any]:
     out = results.subset_coverage(run_dir, benchmarks)
     if out is None:

@@ -7,11 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Body
 
 from cg_ray.serve.deps import Owner, ServiceDep
-from cg_ray.serve.errors import ErrorBody, api_error
+from cg_ray.serve.errors import api_error
 from cg_ray.serve.models import ScoreRequest, ScoreResponse
+from cg_ray.serve.routes import error_responses
 from cg_ray.serve.score_summary import score_batch
 
-router = APIRouter(prefix="/v1", tags=["score"], responses={413: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+router = APIRouter(prefix="/v1", tags=["score"], responses=error_responses(413, 422))
 
 
 def check_texts(body: ScoreRequest, max_rows: int, max_chars: int) -> None:

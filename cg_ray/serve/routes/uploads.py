@@ -19,12 +19,13 @@ from cg_ray.artifacts.publish import atomic_file
 from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.serve.db import Upload, new_id
 from cg_ray.serve.deps import Owner, Service, ServiceDep
-from cg_ray.serve.errors import ErrorBody, api_error, upload_error
+from cg_ray.serve.errors import api_error, upload_error
 from cg_ray.serve.lifecycle import check_quota, delete_upload
 from cg_ray.serve.models import Deleted, JsonUpload, UploadView
+from cg_ray.serve.routes import error_responses
 from cg_ray.serve.uploads import ParsedUpload, UploadError, check_name, mapping_record, parse_file, parse_rows
 
-router = APIRouter(prefix="/v1", tags=["uploads"], responses={422: {"model": ErrorBody}})
+router = APIRouter(prefix="/v1", tags=["uploads"], responses=error_responses(422))
 
 
 def record_upload(
@@ -182,7 +183,7 @@ def get_upload(service: ServiceDep, owner: Owner, upload_id: str) -> UploadView:
     return UploadView.model_validate(service.owned(Upload, owner, upload_id))
 
 
-@router.delete("/uploads/{upload_id}", response_model=Deleted, responses={409: {"model": ErrorBody}})
+@router.delete("/uploads/{upload_id}", response_model=Deleted, responses=error_responses(409))
 def remove_upload(service: ServiceDep, owner: Owner, upload_id: str) -> Deleted:
     """Delete the upload's file and record (refused while a running analysis reads it)."""
     delete_upload(service, owner, upload_id)
