@@ -7,7 +7,7 @@ Result views that mirror a run directory's tables declare the columns clients re
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -15,6 +15,8 @@ from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.compare.models_config import DiffModelsMethod
 from cg_ray.config import MetricsConfig, TextMode
 from cg_ray.serve.redact import MAX_CHARS, scrub_paths
+
+Item = TypeVar("Item")
 
 
 class _Open(BaseModel):
@@ -125,11 +127,17 @@ class ConceptRow(_Open):
     label: str | None = None
 
 
-class ConceptPage(BaseModel):
+class Page(BaseModel, Generic[Item]):
+    """A page of a sorted list: `total` items in all, `limit` of them from `offset`."""
+
     total: int
     offset: int
     limit: int
-    items: list[ConceptRow]
+    items: list[Item]
+
+
+class ConceptPage(Page[ConceptRow]):
+    """A page of concepts.parquet."""
 
 
 class Example(_Open):
@@ -373,20 +381,16 @@ class DiffModelsConcept(_Open):
     replicated: bool | None = Field(description="a hypothesis' held-out check; null for other concepts")
 
 
-class DiffModelsView(BaseModel):
+class DiffModelsView(Page[DiffModelsConcept]):
     """A diff-models analysis: hypotheses.json's counts and hypotheses, and a page of its concepts."""
 
     id: str
+    method: str
     models: dict[str, str]
     counts: dict[str, Any]
     replication: dict[str, Any]
     config: dict[str, Any]
-    method: str
     hypotheses: list[dict[str, Any]]
-    total: int
-    offset: int
-    limit: int
-    items: list[DiffModelsConcept]
 
 
 class DiffModelsConceptDetail(DiffModelsConcept):
