@@ -26,8 +26,8 @@ class ReaderConfig(BaseModel):
     device: str = Field(default="auto", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda', 'cuda:1'…")
     token_budget: int | Literal["auto"] = Field(
         default="auto",
-        description="padded tokens per forward batch; auto: 512 on CPU (measured fastest there: batches that "
-        "stay in cache), 8192 on CUDA",
+        description="tokens per forward batch (packed: real tokens; padded: rows × longest); auto: resolved "
+        "per device in cg_ray.activations.reader (measured fastest there)",
     )
 
     @field_validator("token_budget")
@@ -53,9 +53,22 @@ class ReaderConfig(BaseModel):
         description="drop the tokenizer's special tokens; auto: as the SAE was trained, else no",
     )
     sae_chunk_tokens: int = Field(default=4096, ge=1, description="tokens per SAE encode call (bounds memory)")
-    compile: bool = Field(
-        default=False,
-        description="torch.compile the truncated model (dynamic shapes, widths padded to multiples of 64). "
-        "Measured on one H100: Gemma-2-2B to layer 20 85k -> 137k tokens/s, Llama-3.1-8B to layer 19 "
-        "45k -> 57k, after ~100 s of compilation: worth it for suites of tens of millions of tokens",
+    compile: bool | Literal["auto"] = Field(
+        default="auto",
+        description="torch.compile the truncated model (dynamic shapes). auto: compile when the tokens the "
+        "job will read pay for the compilation on this device (cg_ray.activations.compile_plan: a recorded "
+        "compile cost and speed-up against the eager throughput measured on the first batch). Measured on "
+        "one H100: Gemma-2-2B to layer 20 85k -> 137k tokens/s, Llama-3.1-8B to layer 19 45k -> 57k, after "
+        "~100 s of compilation: worth it for suites of tens of millions of tokens",
     )
+    packing: bool = Field(
+        default=True,
+        description="rows concatenated into one sequence per batch, each attending only to itself (no "
+        "padding); models that cannot take a custom attention function fall back to padded batches",
+    )
+    share_prefixes: bool = Field(
+        default=True,
+        description="with packing: rows starting with the same tokens (one question answered by several "
+        "models) compute that prefix once",
+    )
+    min_shared_tokens: int = Field(default=16, ge=1, description="shortest prefix worth sharing")

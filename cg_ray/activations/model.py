@@ -130,3 +130,13 @@ def forward_to_layer(
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     base(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
     return capture.take()
+
+
+@torch.inference_mode()
+def forward_packed(
+    base: Any, capture: LayerCapture, input_ids: torch.Tensor, position_ids: torch.Tensor
+) -> torch.Tensor:
+    """Hidden states after the hooked layer for one packed sequence (1, T, d): no attention mask (the
+    packed attention function reads the row layout), positions restarting with every row group."""
+    base(input_ids=input_ids, position_ids=position_ids, use_cache=False)
+    return capture.take()

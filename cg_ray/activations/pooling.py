@@ -31,30 +31,74 @@ def pool_batch(
     chunk_tokens: int,
     pool: Literal["mean", "max"] = "mean",
 ) -> list[RowActs]:
+    """Padded batch: hidden (rows, width, d), counted (rows, width)."""
+    rows, cols = counted.nonzero(as_tuple=True)
+    pair_token = torch.arange(rows.shape[0], device=hidden.device)
+    return pool_tokens(hidden[rows, cols], pair_token, rows, hidden.shape[0], sae, chunk_tokens, pool)
+
+
+@torch.inference_mode()
+def pool_tokens(
+    tokens: torch.Tensor,
+    pair_token: torch.Tensor,
+    pair_row: torch.Tensor,
+    n_rows: int,
+    sae: SaeEncoder,
+    chunk_tokens: int,
+    pool: Literal["mean", "max"] = "mean",
+) -> list[RowActs]:
+    """tokens (n, d) each encoded once; (pair_token[i], pair_row[i]) says token pair_token[i] counts for
+    row pair_row[i] (a token of a shared prefix counts for every row of its group); pair_token ascending.
+    A TopK SAE takes the sparse path: only its k (value, feature) pairs per token are scattered into the
+    row sums — no dense (tokens, d_sae) matrix is built."""
     if pool not in ("mean", "max"):
         raise ValueError(f"unknown pooling {pool!r} (mean or max)")
-    n_rows = hidden.shape[0]
-    rows, cols = counted.nonzero(as_tuple=True)
-    tokens = hidden[rows, cols]
-    sums: torch.Tensor | None = None
-    for start in range(0, tokens.shape[0], chunk_tokens):
-        acts = sae.encode(tokens[start : start + chunk_tokens]).float()
-        if sums is None:
-            fill = float("-inf") if pool == "max" else 0.0
-            sums = torch.full((n_rows, acts.shape[-1]), fill, dtype=torch.float32, device=acts.device)
+    d_sae = sae.info.d_sae
+    device = tokens.device
+    k = getattr(sae, "topk_k", None)
+    # Activations are ≥ 0, so a max starts from 0 on the sparse path; the dense path keeps -inf so that
+    # an SAE with negative outputs still pools right.
+    fill = float("-inf") if pool == "max" and k is None else 0.0
+    sums = torch.full((n_rows * d_sae,), fill, dtype=torch.float32, device=device)
+    bounds = torch.searchsorted(
+        pair_token, torch.arange(0, tokens.shape[0] + chunk_tokens, chunk_tokens, device=device)
+    )
+    bounds_list = bounds.cpu().tolist()
+    for c, start in enumerate(range(0, tokens.shape[0], chunk_tokens)):
+        x = tokens[start : start + chunk_tokens]
+        lo, hi = bounds_list[c], bounds_list[c + 1]
+        which = pair_token[lo:hi] - start
+        identity = hi - lo == x.shape[0]  # every token counts for one row only: no gather needed
+        if k is not None:
+            values, indices = sae.encode_topk(x)  # type: ignore[attr-defined]
+            if not identity:
+                values, indices = values[which], indices[which]
+            flat = (pair_row[lo:hi].unsqueeze(1) * d_sae + indices).flatten()
+            vals = values.float().flatten()
+            if pool == "max":
+                sums.scatter_reduce_(0, flat, vals, "amax")
+            else:
+                sums.index_add_(0, flat, vals)
+            continue
+        acts = sae.encode(x).float()
+        if not identity:
+            acts = acts[which]
+        table = sums.view(n_rows, d_sae)
         if pool == "max":
-            index = rows[start : start + chunk_tokens].unsqueeze(1).expand_as(acts)
-            sums.scatter_reduce_(0, index, acts, "amax")
+            table.scatter_reduce_(0, pair_row[lo:hi].unsqueeze(1).expand_as(acts), acts, "amax")
         else:
-            sums.index_add_(0, rows[start : start + chunk_tokens], acts)
-    counts = counted.sum(dim=1)
-    if sums is None:  # no token counted in the whole batch
-        empty = RowActs(np.zeros(0, np.int32), np.zeros(0, np.float32), 0)
-        return [empty] * n_rows
+            table.index_add_(0, pair_row[lo:hi], acts)
+    table = sums.view(n_rows, d_sae)
+    counts = torch.bincount(pair_row, minlength=n_rows)
     if pool == "max":  # a row without a counted token has no maximum: 0, as its mean would be
-        means = torch.where(torch.isneginf(sums), torch.zeros_like(sums), sums)
+        means = torch.where(torch.isneginf(table), torch.zeros_like(table), table)
     else:
-        means = sums / counts.clamp(min=1).unsqueeze(1).to(sums.dtype)
+        means = table / counts.clamp(min=1).unsqueeze(1).to(table.dtype)
+    return _sparse_rows(means, counts)
+
+
+def _sparse_rows(means: torch.Tensor, counts: torch.Tensor) -> list[RowActs]:
+    n_rows = means.shape[0]
     nz_rows, nz_cols = means.nonzero(as_tuple=True)  # row-major: concept ids ascend within a row
     values = means[nz_rows, nz_cols]
     per_row = torch.bincount(nz_rows, minlength=n_rows).cpu().tolist()

@@ -7,26 +7,38 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from cg_ray.activations import compile_plan
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.activations.model import (
     LayerCapture,
     LoadedModel,
     decoder_layers,
+    forward_packed,
     forward_to_layer,
     load_model,
     resolve_device,
     truncate,
 )
-from cg_ray.activations.pooling import RowActs, pool_batch
+from cg_ray.activations.pooling import RowActs, pool_batch, pool_tokens
 from cg_ray.activations.saes import SaeEncoder, load_sae
 from cg_ray.activations.tokens import (
     TokenPolicy,
     counted_mask,
+    counted_tokens,
     pad,
     plan_batches,
     resolve_policy,
     tokenize,
     tokenize_from,
+)
+from cg_ray.activations.varlen import (
+    PackedBatch,
+    pack,
+    packed_blocks,
+    packing_supported,
+    plan_groups,
+    plan_packed_batches,
+    use_varlen_attention,
 )
 from cg_ray.errors import ConfigError, InputError
 from cg_ray.hardware import hardware_info
@@ -45,13 +57,16 @@ def resolve_layer(requested: int | None, from_sae: int | None, sae_source: str) 
 
 
 CPU_TOKEN_BUDGET = 512  # bench on 2 cores: 2.6k tokens/s at 512 vs 1.6k at 8192 (GSM8K rows, bf16)
+CPU_PACKED_BUDGET = 512  # packed (real tokens only): see docs/reader.md, "Performance"
 CUDA_TOKEN_BUDGET = 8192
 
 
-def resolve_token_budget(budget: int | str, device: Any) -> int:
+def resolve_token_budget(budget: int | str, device: Any, packed: bool = False) -> int:
     if isinstance(budget, int):
         return budget
-    return CUDA_TOKEN_BUDGET if str(device).startswith("cuda") else CPU_TOKEN_BUDGET
+    if str(device).startswith("cuda"):
+        return CUDA_TOKEN_BUDGET
+    return CPU_PACKED_BUDGET if packed else CPU_TOKEN_BUDGET
 
 
 class ConceptReader:
@@ -71,19 +86,29 @@ class ConceptReader:
         self.capture = LayerCapture(decoder_layers(loaded.base)[layer])
         param = next(loaded.base.parameters())
         self.device, self.dtype = param.device, param.dtype
-        self.token_budget = resolve_token_budget(config.token_budget, self.device)
+        # Packed rows need the model to take our attention function; otherwise rows are padded.
+        self.packing_off = (
+            "packing: false in the reader config" if not config.packing else packing_supported(loaded.base)
+        )
+        self.packed = self.packing_off is None
+        if self.packed:
+            use_varlen_attention(loaded.base)
+        self.token_budget = resolve_token_budget(config.token_budget, self.device, self.packed)
         self.sae = sae.to(self.device, self.dtype)
         self.pad_multiple = 1
-        if config.compile:
-            import torch
-
-            # Dynamic shapes and widths rounded to 64: a handful of compiled graphs for any suite.
-            loaded.base.forward = torch.compile(loaded.base.forward, dynamic=True)
-            self.pad_multiple = 64
+        self.compiled = False
+        self.planned_tokens: int | None = None
+        self.compile_decision: compile_plan.CompileDecision | None = None
+        if config.compile is True:
+            self.compile_decision = compile_plan.fixed(True)
+            self._compile()
+        elif config.compile is False:
+            self.compile_decision = compile_plan.fixed(False)
         self.policy: TokenPolicy = resolve_policy(config, info, loaded.tokenizer)
         self.stats = {
             "rows": 0,
-            "tokens_forward": 0,
+            "tokens_read": 0,  # the rows' tokens
+            "tokens_forward": 0,  # tokens run through the model (fewer where rows share a prefix)
             "tokens_counted": 0,
             "truncated_rows": 0,
             "seconds": 0.0,
@@ -144,6 +169,30 @@ class ConceptReader:
         self.stats["truncated_rows"] += truncated
         return self.read_ids(seqs, progress=progress, count_from=firsts, pool=pool)
 
+    def _compile(self) -> None:
+        import torch
+
+        # Dynamic shapes: a handful of compiled graphs for any suite (padded widths rounded to 64).
+        self.model.base.forward = torch.compile(self.model.base.forward, dynamic=True)
+        self.pad_multiple = 1 if self.packed else 64
+        self.compiled = True
+
+    def plan(self, total_tokens: int) -> None:
+        """The tokens the whole job will read (for `compile: auto`), when reading comes in several calls."""
+        self.planned_tokens = total_tokens
+
+    def _decide_compile(self, call_tokens: int, batch_tokens: int, batch_s: float) -> None:
+        """`compile: auto`, once, after the first eager batch has given this device's eager rate."""
+        if self.compile_decision is not None:
+            return
+        planned = max(self.planned_tokens or 0, call_tokens)
+        kind = compile_plan.device_kind(self.device)
+        cost = compile_plan.recorded_cost(kind, hardware_info().line())
+        self.compile_decision = compile_plan.decide(planned, batch_tokens / max(batch_s, 1e-9), cost)
+        log.info("compile: auto -> %s", self.compile_decision.reason)
+        if self.compile_decision.compile:
+            self._compile()
+
     def read_ids(
         self,
         seqs: Sequence[Sequence[int]],
@@ -152,30 +201,80 @@ class ConceptReader:
         count_from: Sequence[int] | None = None,
         pool: Literal["mean", "max"] = "mean",
     ) -> list[RowActs]:
-        """s̃ per row, in input order. Rows are batched longest-first under the token budget.
+        """s̃ per row, in input order. Rows are packed (or padded, longest-first) under the token budget.
         `count_from`: per row, the first token position that counts (the tokens before are context)."""
         import torch
 
         started = time.perf_counter()
         results: list[RowActs | None] = [None] * len(seqs)
+        call_tokens = sum(len(s) for s in seqs)
         done = 0
-        for batch in plan_batches([len(s) for s in seqs], self.token_budget):
-            ids, mask = pad([seqs[i] for i in batch], self.policy.pad_id, self.config.padding_side, self.pad_multiple)
-            ids, mask = ids.to(self.device), mask.to(self.device)
-            hidden = forward_to_layer(self.model.base, self.capture, ids, mask)
-            first = None if count_from is None else torch.as_tensor([count_from[i] for i in batch], dtype=torch.long)
-            counted = counted_mask(ids, mask, self.policy, first)
-            pooled = pool_batch(hidden, counted, self.sae, self.config.sae_chunk_tokens, pool)
-            for i, row in zip(batch, pooled, strict=True):
+        batches: list[Any]
+        if self.packed:
+            min_shared = self.config.min_shared_tokens if self.config.share_prefixes else None
+            batches = plan_packed_batches(plan_groups(seqs, min_shared, self.token_budget), self.token_budget)
+        else:
+            batches = plan_batches([len(s) for s in seqs], self.token_budget)
+        for batch in batches:
+            t0 = time.perf_counter()
+            if self.packed:
+                rows, pooled, forwarded, counted = self._packed_batch(pack(seqs, batch), count_from, pool)
+            else:
+                rows = batch
+                ids, mask = pad(
+                    [seqs[i] for i in batch], self.policy.pad_id, self.config.padding_side, self.pad_multiple
+                )
+                ids, mask = ids.to(self.device), mask.to(self.device)
+                hidden = forward_to_layer(self.model.base, self.capture, ids, mask)
+                first = (
+                    None if count_from is None else torch.as_tensor([count_from[i] for i in batch], dtype=torch.long)
+                )
+                keep = counted_mask(ids, mask, self.policy, first)
+                pooled = pool_batch(hidden, keep, self.sae, self.config.sae_chunk_tokens, pool)
+                forwarded, counted = int(mask.sum()), int(keep.sum())
+            for i, row in zip(rows, pooled, strict=True):
                 results[i] = row
-            self.stats["tokens_forward"] += int(mask.sum())
-            self.stats["tokens_counted"] += int(counted.sum())
-            done += len(batch)
+            read = sum(len(seqs[i]) for i in rows)
+            self.stats["tokens_read"] += read
+            self.stats["tokens_forward"] += forwarded
+            self.stats["tokens_counted"] += counted
+            self._decide_compile(call_tokens, read, time.perf_counter() - t0)
+            done += len(rows)
             if progress is not None:
                 progress(done, len(seqs))
         self.stats["rows"] += len(seqs)
         self.stats["seconds"] += time.perf_counter() - started
         return [r for r in results if r is not None]
+
+    def _packed_batch(
+        self, packed: PackedBatch, count_from: Sequence[int] | None, pool: Literal["mean", "max"]
+    ) -> tuple[list[int], list[RowActs], int, int]:
+        import torch
+
+        ids = packed.input_ids.to(self.device)
+        with packed_blocks(packed.blocks):
+            hidden = forward_packed(self.model.base, self.capture, ids, packed.position_ids.to(self.device))[0]
+        lengths = torch.as_tensor([len(t) for t in packed.row_tokens])
+        index = torch.cat(packed.row_tokens).to(self.device)  # packed position of each row's tokens
+        row = torch.repeat_interleave(torch.arange(len(packed.rows)), lengths).to(self.device)
+        position = torch.cat([torch.arange(n) for n in lengths.tolist()]).to(self.device)
+        first = None
+        if count_from is not None:
+            first = torch.as_tensor([count_from[r] for r in packed.rows], dtype=torch.long, device=self.device)[row]
+        keep = counted_tokens(ids[0, index], position, self.policy, first)
+        # Each packed token is encoded once; a shared prefix token counts for every row of its group.
+        tokens, pair_token = torch.unique(index[keep], return_inverse=True)
+        order = torch.argsort(pair_token, stable=True)
+        pooled = pool_tokens(
+            hidden[tokens],
+            pair_token[order],
+            row[keep][order],
+            len(packed.rows),
+            self.sae,
+            self.config.sae_chunk_tokens,
+            pool,
+        )
+        return packed.rows, pooled, int(ids.shape[1]), int(keep.sum())
 
     def describe(self) -> dict[str, Any]:
         """The resolved reader, for the run manifest."""
@@ -199,7 +298,12 @@ class ConceptReader:
             },
             "tokens": self.policy.describe(),
             "token_budget": self.token_budget,
+            "packing": self.packed,
+            "packing_off": self.packing_off,  # why rows were padded, when they were
+            "share_prefixes": self.packed and self.config.share_prefixes,
             "compile": self.config.compile,
+            "compiled": self.compiled,
+            "compile_decision": None if self.compile_decision is None else self.compile_decision.describe(),
             "max_tokens": self.config.max_tokens,
             "padding_side": self.config.padding_side,
         }

@@ -152,9 +152,18 @@ def counted_mask(
     each row's first counted position — not before it (the context of a response)."""
     real = attention_mask.bool()
     position = attention_mask.long().cumsum(-1) - 1  # position within the row, padding-independent
-    keep = real & (position >= policy.sink_positions)
-    if count_from is not None:
-        keep &= position >= count_from.to(position.device).unsqueeze(1)
+    first = None if count_from is None else count_from.to(position.device).unsqueeze(1)
+    return real & counted_tokens(input_ids, position, policy, first)
+
+
+def counted_tokens(
+    input_ids: torch.Tensor, position: torch.Tensor, policy: TokenPolicy, first: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The policy's test on tokens given their position within their row (any shape; `first`, the row's
+    first counted position, broadcast against them). Shared by the padded and the packed paths."""
+    keep = position >= policy.sink_positions
+    if first is not None:
+        keep &= position >= first
     if policy.exclude_bos and policy.bos_id is not None:
         keep &= ~((position == 0) & (input_ids == policy.bos_id))
     if policy.exclude_special_tokens and policy.special_ids:

@@ -71,19 +71,36 @@ class DenseSae:
         self.pre_scale = move(self.pre_scale)
         return self
 
-    @torch.no_grad()
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    @property
+    def topk_k(self) -> int | None:
+        """k for a TopK SAE (then `encode_topk` gives the k values and indices per token), else None."""
+        return self.k if self.architecture == "topk" else None
+
+    def _pre(self, x: torch.Tensor) -> torch.Tensor:
         x = x.to(self.W_enc.dtype)
         if self.b_in is not None:
             x = x - self.b_in
-        pre = x @ self.W_enc + self.b_enc
+        return x @ self.W_enc + self.b_enc
+
+    @torch.no_grad()
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        if self.architecture == "topk":
+            values, indices = self.encode_topk(x)
+            return torch.zeros((*x.shape[:-1], self.W_enc.shape[1]), dtype=values.dtype, device=values.device).scatter_(
+                -1, indices, values
+            )
+        pre = self._pre(x)
         if self.architecture == "relu":
             return pre.relu()
-        if self.architecture == "jumprelu":
-            assert self.threshold is not None
-            return pre.relu() * (pre > self.threshold).to(pre.dtype)
+        assert self.threshold is not None
+        return pre.relu() * (pre > self.threshold).to(pre.dtype)
+
+    @torch.no_grad()
+    def encode_topk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The k non-zero candidates per token: (values ≥ 0, feature indices), each (n, k)."""
+        assert self.k is not None, "encode_topk needs a TopK SAE"
+        pre = self._pre(x)
         if self.pre_scale is not None:
             pre = pre * self.pre_scale
-        assert self.k is not None
         values, indices = pre.topk(self.k, dim=-1, sorted=False)
-        return torch.zeros_like(pre).scatter_(-1, indices, values.relu())
+        return values.relu(), indices

@@ -14,6 +14,7 @@ from cg_ray.errors import InputError
 class SaeLensSae:
     def __init__(self, sae: Any, *, backend: str, source: str, fingerprint: str | None = None) -> None:
         self.sae = sae.eval()
+        self._dec_norm: torch.Tensor | None = None  # cached ‖W_dec row‖ (TopK pre-activation scale)
         meta = getattr(sae.cfg, "metadata", None)
         seqpos = getattr(meta, "seqpos_slice", None)
         excl = getattr(meta, "exclude_special_tokens", None)
@@ -38,7 +39,33 @@ class SaeLensSae:
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> SaeLensSae:
         self.sae.to(device=device, dtype=dtype)
+        self._dec_norm = None
         return self
+
+    @property
+    def topk_k(self) -> int | None:
+        """k when this is sae-lens' inference TopK SAE (its `encode` is the one `encode_topk` mirrors)."""
+        from sae_lens import TopKSAE
+        from sae_lens.saes.topk_sae import TopK
+
+        fn = getattr(self.sae, "activation_fn", None)
+        if type(self.sae) is TopKSAE and isinstance(fn, TopK) and not fn.use_sparse_activations:
+            return int(fn.k)
+        return None
+
+    @torch.no_grad()
+    def encode_topk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """sae-lens' TopK encode without the dense scatter: (values ≥ 0, feature indices), each (n, k)."""
+        k = self.topk_k
+        assert k is not None, "encode_topk needs sae-lens' TopK SAE"
+        sae = self.sae
+        pre = sae.hook_sae_acts_pre(sae.process_sae_in(x) @ sae.W_enc + sae.b_enc)
+        if sae.cfg.rescale_acts_by_decoder_norm:
+            if self._dec_norm is None:  # sae-lens recomputes it on every call
+                self._dec_norm = sae.W_dec.norm(dim=-1)
+            pre = pre * self._dec_norm
+        values, indices = torch.topk(pre, k=k, dim=-1, sorted=False)
+        return values.relu(), indices
 
     @torch.no_grad()
     def encode(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,99 @@
+"""`compile: auto`: compile the reader only when the job's tokens pay for the compilation on this device.
+
+Compiling costs a fixed time C once and then runs `speedup` times faster than eager. With T tokens to read
+at an eager rate r (measured on the job's first batch), compiling saves T/r · (1 − 1/speedup) seconds; we
+compile when that exceeds C. C and speedup are per device kind, recorded from measurements: the built-in
+figures below, replaced by the figures of the last compiled run on this machine when one was recorded
+(`record_compile`, a small JSON file in the cg_ray cache).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CompileCost:
+    compile_s: float  # one-off compilation time
+    speedup: float  # compiled / eager throughput afterwards
+    source: str  # where the figures come from
+
+
+# Measured once per device kind (docs/performance.md). CUDA: one H100, Gemma-2-2B to layer 20, 85k -> 137k
+# tokens/s after ~100 s. CPU: 2-core AVX2 EPYC, SmolLM2-135M to layer 20 (docs/reader.md, "compile: auto").
+BUILTIN: dict[str, CompileCost] = {
+    "cuda": CompileCost(compile_s=100.0, speedup=1.6, source="H100, Gemma-2-2B to layer 20 (bench_gpu.py)"),
+    "cpu": CompileCost(compile_s=75.0, speedup=1.10, source="2-core AVX2 EPYC, SmolLM2-135M to layer 20"),
+}
+
+
+@dataclass(frozen=True)
+class CompileDecision:
+    compile: bool
+    planned_tokens: int
+    eager_tokens_per_s: float | None
+    cost: CompileCost | None
+    reason: str
+
+    def describe(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["cost"] = None if self.cost is None else asdict(self.cost)
+        return out
+
+
+def device_kind(device: Any) -> str:
+    return "cuda" if str(device).startswith("cuda") else "cpu"
+
+
+def decide(planned_tokens: int, eager_tokens_per_s: float, cost: CompileCost) -> CompileDecision:
+    """Compile iff the eager seconds saved on the planned tokens exceed the compilation time."""
+    if eager_tokens_per_s <= 0 or cost.speedup <= 1.0:
+        return CompileDecision(False, planned_tokens, eager_tokens_per_s, cost, "compiling would not be faster")
+    eager_s = planned_tokens / eager_tokens_per_s
+    saved = eager_s * (1.0 - 1.0 / cost.speedup)
+    verdict = saved > cost.compile_s
+    reason = (
+        f"{planned_tokens} tokens at {eager_tokens_per_s:.0f} tokens/s eager = {eager_s:.1f} s; compiling "
+        f"({cost.compile_s:.0f} s, {cost.speedup:.2f}x) would save {saved:.1f} s: "
+        + ("compile" if verdict else "stay eager")
+    )
+    return CompileDecision(verdict, planned_tokens, eager_tokens_per_s, cost, reason)
+
+
+def fixed(value: bool) -> CompileDecision:
+    return CompileDecision(value, 0, None, None, f"compile: {str(value).lower()} in the reader config")
+
+
+def _record_path() -> Path:
+    root = os.environ.get("CG_RAY_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "cg_ray") / "compile_costs.json"
+
+
+def recorded_cost(kind: str, machine: str, path: Path | None = None) -> CompileCost:
+    """The last recorded figures for this machine and device kind, else the built-in ones."""
+    path = path or _record_path()
+    try:
+        records = json.loads(path.read_text())
+        entry = records[f"{kind}|{machine}"]
+        return CompileCost(float(entry["compile_s"]), float(entry["speedup"]), str(entry["source"]))
+    except (OSError, KeyError, TypeError, ValueError):
+        return BUILTIN[kind]
+
+
+def record_compile(kind: str, machine: str, cost: CompileCost, path: Path | None = None) -> None:
+    """Keep the figures of a compiled run for this machine's next `compile: auto` decisions."""
+    path = path or _record_path()
+    try:
+        records = json.loads(path.read_text()) if path.is_file() else {}
+        records[f"{kind}|{machine}"] = asdict(cost)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(records, indent=1, sort_keys=True))
+    except (OSError, ValueError) as exc:  # a record is an optimisation, never a reason to fail a run
+        log.warning("could not record the compile cost in %s: %s", path, exc)
