@@ -11,11 +11,9 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.activations.config import DEFAULT_READER_FACTORY
-from cg_ray.artifacts.contract import ExtractManifest, RunManifest, read_mapping
+from cg_ray.activations.recorded import RecordedReader, reader_of_run
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import RowsFile, open_rows
-from cg_ray.config import canonical_text_mode
 from cg_ray.errors import InputError
 
 
@@ -98,20 +96,8 @@ def read_settings(run: Run) -> ReadSettings | str:
     manifest beside its rows file — or the reason they are unknown."""
     if run.reader is not None:
         return named_reader(run.reader)
-    manifest = RunDir(run.path).manifest
-    if manifest.is_file() and _records_reader(manifest):  # `cg-ray run` (not a steps-only manifest)
-        return _from_run_manifest(manifest)
     rows_file = run.summary.get("rows_file")
-    if not rows_file:
-        return "the run has no manifest saying how its rows were read"
-    from cg_ray.activations.extract import manifest_path
-
-    given = Path(rows_file)
-    places = [manifest_path(given), manifest_path(run.path / given), manifest_path(run.path.parent / given.name)]
-    for path in dict.fromkeys(places):
-        if path.is_file():  # `cg-ray extract` + `cg-ray metrics`
-            return _from_extract_manifest(path)
-    return f"no extract manifest beside {rows_file}"
+    return _settings(reader_of_run(run.path, None if rows_file is None else str(rows_file)))
 
 
 def named_reader(reader: str) -> ReadSettings | str:
@@ -121,7 +107,7 @@ def named_reader(reader: str) -> ReadSettings | str:
     manifest says otherwise."""
     path = Path(reader)
     if path.is_file():
-        return _from_run_manifest(path) if path.name == S.MANIFEST_FILE else _from_extract_manifest(path)
+        return _settings(RecordedReader.from_file(path))
     if reader == "default":
         return ReadSettings({}, "prompt", False, "--reader default")
     model, sep, sae = reader.partition("@")
@@ -130,44 +116,15 @@ def named_reader(reader: str) -> ReadSettings | str:
     return ReadSettings({"model": model, "sae": sae}, "prompt", False, f"--reader {reader}")
 
 
-def _records_reader(manifest: Path) -> bool:
-    return bool(read_mapping(manifest, RunManifest).get("config", {}).get("reader"))
-
-
-def _from_run_manifest(manifest: Path) -> ReadSettings | str:
-    data = read_mapping(manifest, RunManifest)
-    reader = dict(data.get("config", {}).get("reader") or {})
-    if not reader:
-        return f"{manifest} has no reader settings"
-    factory = (data.get("reader") or {}).get("factory", DEFAULT_READER_FACTORY)
-    if factory != DEFAULT_READER_FACTORY:
-        return f"the run was read by a stand-in reader ({factory})"
-    text = canonical_text_mode(reader.pop("text", "prompt"), warn=False)
-    reader.pop("resources", None)
-    return ReadSettings(reader, text, False, str(manifest))
-
-
-def _from_extract_manifest(path: Path) -> ReadSettings | str:
-    data = read_mapping(path, ExtractManifest)
-    r = data.get("reader") or {}
-    tokens = r.get("tokens") or {}
-    try:
-        reader = {
-            "model": r["model"],
-            "sae": r["sae"]["spec"],
-            "layer": r["layer"],
-            "dtype": r["dtype"],
-            "max_tokens": r["max_tokens"],
-            "padding_side": r.get("padding_side", "right"),
-            "exclude_bos": tokens["exclude_bos"],
-            "prepend_bos": tokens["prepend_bos"],
-            "sink_positions": tokens["sink_positions"],
-            "exclude_special_tokens": tokens["exclude_special_tokens"],
-        }
-    except (KeyError, TypeError) as exc:
-        return f"{path} lacks reader setting {exc}"
-    text = canonical_text_mode(str(data.get("text", "prompt")), warn=False)  # `both` in older manifests
-    return ReadSettings(reader, text, bool(data.get("chat_template")), str(path))
+def _settings(recorded: RecordedReader) -> ReadSettings | str:
+    """What describe needs to re-read rows with the recorded reader, or why it cannot."""
+    if recorded.unknown is not None:
+        return recorded.unknown
+    if not recorded.real_reader:
+        return f"the run was read by a stand-in reader ({recorded.factory})"
+    if recorded.config is None:
+        return recorded.config_missing or f"{recorded.source} has no reader settings"
+    return ReadSettings(dict(recorded.config), recorded.text or "prompt", recorded.chat_template, str(recorded.source))
 
 
 def row_text(record: dict[str, Any], settings: ReadSettings, tokenizer: Any) -> tuple[str, bool] | None:

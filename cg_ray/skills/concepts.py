@@ -33,7 +33,7 @@ class ConceptRows:
 
     row_ids: list[str]
     acts: sparse.csr_matrix
-    sae: dict[str, Any] = field(default_factory=dict)  # the manifest's reader.sae (weights_sha256, …)
+    sae: dict[str, Any] = field(default_factory=dict)  # the extract manifest's SAE (`SaeRecord.as_dict()`)
 
     def aligned(self, row_ids: list[str], source: str = "concepts") -> sparse.csr_matrix:
         """s̃ in the order of `row_ids`; a row the concept file lacks is refused by id."""
@@ -48,7 +48,7 @@ class ConceptRows:
 
 def read_concept_rows(path: Path) -> ConceptRows:
     """rows.parquet written by `cg-ray extract` (scores may be null), with its manifest if beside it."""
-    from cg_ray.activations.extract import read_manifest
+    from cg_ray.activations.recorded import reader_of_extract
     from cg_ray.artifacts.rows import iter_row_batches, open_rows
 
     rows = open_rows(path)
@@ -61,9 +61,8 @@ def read_concept_rows(path: Path) -> ConceptRows:
         )
     if len(set(ids)) != len(ids):
         raise InputError("a row id appears twice (read each row once)", path=str(path), field="row_id")
-    manifest = read_manifest(Path(path))  # a newer format_version is refused, naming the file
-    sae = (manifest.reader.get("sae") or {}) if manifest is not None else {}
-    return ConceptRows(ids, sparse.vstack(parts, format="csr").astype(np.float64), sae)
+    reader = reader_of_extract(Path(path))  # a newer format_version is refused, naming the file
+    return ConceptRows(ids, sparse.vstack(parts, format="csr").astype(np.float64), reader.sae.as_dict())
 
 
 def top_concepts(acts: sparse.csr_matrix, k: int, min_rows: int, max_share: float = 1.0) -> np.ndarray:
@@ -112,9 +111,10 @@ def shipped_concept_labels(sae: dict[str, Any], ids: list[int]) -> dict[int, str
     """Labels of `ids` from the labels shipped beside the SAE the concept rows were read with, if that SAE is
     still the one on disk (its weights' fingerprint equals the recorded `weights_sha256`); {} otherwise — a
     retrained default SAE's labels would name other concepts."""
+    from cg_ray.activations.recorded import SaeRecord
     from cg_ray.activations.saes.labels import verified_shipped_labels
 
-    labels, _ = verified_shipped_labels(sae)
+    labels, _ = verified_shipped_labels(SaeRecord.from_mapping(sae))
     if labels is None:
         return {}
     return {c: label for c in ids if (label := labels.get(int(c)))}

@@ -3,7 +3,8 @@ record about it.
 
 `cg-ray extract` writes `ROWS.manifest.json` beside the rows (its `reader.sae`: spec, d_sae, the weights'
 fingerprint); `cg-ray run` writes `manifest.json` beside `rows.parquet` (the reader spec in its config, the
-factory and each reader actor's `sae_weights`). When such a record names an SAE whose labels ship beside it
+factory and each reader actor's `sae_weights`); both are read as one `cg_ray.activations.recorded`
+`RecordedReader`. When such a record names an SAE whose labels ship beside it
 (the default SAE's `labels.jsonl`, or an sae-lens directory's), and that SAE's weights on disk still have
 the recorded fingerprint, those labels name the rows' concepts. A retrained SAE keeps its spec and folder
 but not its fingerprint: its labels would name other concepts, so they are not used.
@@ -12,13 +13,11 @@ but not its fingerprint: its labels would name other concepts, so they are not u
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from cg_ray import schemas as S
 from cg_ray.activations.config import DEFAULT_READER_FACTORY
+from cg_ray.activations.recorded import SaeRecord, reader_of_rows
 from cg_ray.labels import ConceptLabels, load_labels
 
 log = logging.getLogger(__name__)
@@ -47,48 +46,12 @@ def shipped_labels(sae_spec: str, d_sae: int, factory: str = DEFAULT_READER_FACT
     return None
 
 
-@dataclass(frozen=True)
-class RecordedReader:
-    """What a manifest says about the reader of some rows: the SAE record, the factory, where it was read."""
-
-    sae: dict[str, Any]  # spec, d_sae, weights_sha256 (as an extract manifest's `reader.sae`)
-    factory: str
-    source: Path  # the manifest it came from
-
-
-def recorded_reader(rows: Path) -> RecordedReader | None:
-    """The reader named by the extract manifest beside `rows`, else by the run manifest in its directory;
-    None when neither exists. A manifest of a newer format_version is refused (naming the file)."""
-    from cg_ray.activations.extract import manifest_path, read_manifest
-    from cg_ray.artifacts.contract import RunManifest, read_document
-
-    extract = read_manifest(rows)
-    if extract is not None:
-        sae = dict(extract.reader.get("sae") or {})
-        sae.setdefault("d_sae", extract.d_sae)
-        return RecordedReader(sae, DEFAULT_READER_FACTORY, manifest_path(rows))  # extract uses the real reader
-    run_manifest = rows.parent / S.MANIFEST_FILE
-    if not run_manifest.is_file():
-        return None
-    manifest = read_document(run_manifest, RunManifest)
-    resolved = getattr(manifest, "reader", None) or {}
-    actors = resolved.get("actors") or []
-    sae = {
-        "spec": (manifest.config.get("reader") or {}).get("sae"),
-        "d_sae": resolved.get("d_sae"),
-        "weights_sha256": next((a["sae_weights"] for a in actors if a.get("sae_weights")), None),
-    }
-    return RecordedReader(sae, str(resolved.get("factory") or DEFAULT_READER_FACTORY), run_manifest)
-
-
-def verified_shipped_labels(
-    sae: Mapping[str, Any], factory: str = DEFAULT_READER_FACTORY
-) -> tuple[ConceptLabels | None, str]:
+def verified_shipped_labels(sae: SaeRecord, factory: str = DEFAULT_READER_FACTORY) -> tuple[ConceptLabels | None, str]:
     """The labels shipped beside the SAE `sae` names, if its weights on disk match the recorded fingerprint,
     and a one-line reason either way."""
     from cg_ray.activations.saes.base import file_fingerprint
 
-    spec, d_sae, recorded = sae.get("spec"), sae.get("d_sae"), sae.get("weights_sha256")
+    spec, d_sae, recorded = sae.spec, sae.d_sae, sae.weights_sha256
     if factory != DEFAULT_READER_FACTORY:
         return None, f"read by a stand-in reader ({factory}), whose concepts have no shipped labels"
     if not spec or not d_sae:
@@ -107,10 +70,10 @@ def verified_shipped_labels(
 
 def labels_for_rows(rows: Path, d_sae: int) -> tuple[ConceptLabels | None, str]:
     """The shipped labels of the reader recorded for `rows` (see the module docstring), and why (not)."""
-    reader = recorded_reader(rows)
-    if reader is None:
-        return None, f"no extract manifest or manifest.json beside {rows}, so its reader is unknown"
-    if reader.sae.get("d_sae") not in (None, d_sae):
-        return None, f"{reader.source} names an SAE of width {reader.sae['d_sae']}, the rows have d_sae {d_sae}"
-    labels, reason = verified_shipped_labels({**reader.sae, "d_sae": d_sae}, reader.factory)
+    reader = reader_of_rows(rows)
+    if reader.unknown is not None:
+        return None, reader.unknown
+    if reader.d_sae not in (None, d_sae):
+        return None, f"{reader.source} names an SAE of width {reader.d_sae}, the rows have d_sae {d_sae}"
+    labels, reason = verified_shipped_labels(replace(reader.sae, d_sae=d_sae), reader.factory or DEFAULT_READER_FACTORY)
     return labels, f"{reason} (reader from {reader.source})"
