@@ -79,16 +79,22 @@ class DiffSummary(_Versioned):
     top_improved: list[dict[str, Any]]
 
 
-class DiffModelsSummary(_Versioned):
-    """hypotheses.json of `cg-ray diff-models`: the two models, how their answers paired, the hypotheses
-    formed on half of the prompts and whether each replicated on the other half."""
+class DiffModelsFindings(BaseModel):
+    """What a diff-models analysis found: the two models, how their answers paired, the hypotheses formed
+    on half of the prompts and whether each replicated on the other half. The artifact below and the
+    service's view of the analysis both carry it."""
 
-    kind: str
     models: dict[str, str]
     config: dict[str, Any]
     counts: dict[str, Any]
     replication: dict[str, Any]
     hypotheses: list[dict[str, Any]]
+
+
+class DiffModelsSummary(_Versioned, DiffModelsFindings):
+    """hypotheses.json of `cg-ray diff-models`."""
+
+    kind: str
 
 
 class RobustnessReport(_Versioned):

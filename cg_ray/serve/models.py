@@ -11,6 +11,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cg_ray.artifacts.contract import DiffModelsFindings
 from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.compare.models_config import DiffModelsMethod
 from cg_ray.config import MetricsConfig, TextMode
@@ -381,16 +382,11 @@ class DiffModelsConcept(_Open):
     replicated: bool | None = Field(description="a hypothesis' held-out check; null for other concepts")
 
 
-class DiffModelsView(Page[DiffModelsConcept]):
-    """A diff-models analysis: hypotheses.json's counts and hypotheses, and a page of its concepts."""
+class DiffModelsView(Page[DiffModelsConcept], DiffModelsFindings):
+    """A diff-models analysis: hypotheses.json's findings, and a page of its concepts."""
 
     id: str
     method: str
-    models: dict[str, str]
-    counts: dict[str, Any]
-    replication: dict[str, Any]
-    config: dict[str, Any]
-    hypotheses: list[dict[str, Any]]
 
 
 class DiffModelsConceptDetail(DiffModelsConcept):
