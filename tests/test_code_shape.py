@@ -79,3 +79,55 @@ def test_no_test_harness_in_the_product_packages() -> None:
     source = [p for p in MODULES if HARNESS not in p.parents]
     users = [str(p.relative_to(PACKAGE)) for p in source if "cg_ray.testing" in p.read_text(encoding="utf-8")]
     assert not users, f"product modules naming the harness: {users}"
+
+
+def _artifact_names() -> set[str]:
+    """The file names every output directory's registry in cg_ray/artifacts/layout.py names."""
+    from cg_ray.artifacts import layout
+
+    registries = [v for k, v in vars(layout).items() if k.endswith("_ARTIFACTS") and isinstance(v, dict)]
+    return {Path(name).name for registry in registries for name in registry}
+
+
+def _string_constants() -> dict[str, str]:
+    """Module-level `NAME = "literal"` of every cg_ray module (a joined name may be one imported)."""
+    found: dict[str, str] = {}
+    for path in MODULES:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            target = node.target if isinstance(node, ast.AnnAssign) else target
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            if isinstance(target, ast.Name) and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                found[target.id] = value.value
+    return found
+
+
+# Modules that still join artifact names themselves, each with why.
+JOINS_ALLOWED = {
+    # `cg-ray run` stages rows.parquet in its temporary run directory; cg_ray/pipeline is being reworked by
+    # another change (issue #24 follow-up: `RunDir(tmp).rows` there).
+    "pipeline/runner.py",
+}
+
+
+def test_only_the_layout_joins_artifact_names() -> None:
+    """`dir / S.X_FILE`, `dir / "summary.json"` or `dir / TABLE_FILE` outside cg_ray/artifacts/layout.py: an
+    artifact path that RunDir / ArenaDir / the output-directory classes there should hand out (issue #24)."""
+    names, constants = _artifact_names(), _string_constants()
+    assert {"summary.json", "rows.parquet", "diff.json", "skills.json", "pairs.parquet"} <= names
+    found = []
+    for path in MODULES:
+        where = str(path.relative_to(PACKAGE))
+        if where in {"artifacts/layout.py", *JOINS_ALLOWED}:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+                continue
+            right = node.right
+            schema_name = isinstance(right, ast.Attribute) and isinstance(right.value, ast.Name)
+            schema_name = schema_name and right.value.id == "S"
+            literal = right.value if isinstance(right, ast.Constant) else None
+            constant = constants.get(right.id) if isinstance(right, ast.Name) else None
+            if schema_name or (isinstance(literal, str) and Path(literal).name in names) or constant in names:
+                found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "join through RunDir / ArenaDir / the classes of cg_ray/artifacts/layout.py:\n" + "\n".join(found)

@@ -19,7 +19,6 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -33,7 +32,7 @@ from cg_ray import schemas as S
 from cg_ray.arena.config import TiePolicy
 from cg_ray.arena.outcomes import side_scores
 from cg_ray.arena.rows import row_id
-from cg_ray.artifacts.contract import HeadToHeadSummary, write_document
+from cg_ray.artifacts.layout import ArenaDir
 from cg_ray.artifacts.rows import RowsFile, accumulate_rows, iter_row_batches, open_rows
 from cg_ray.benchmarks.arena import WINNERS, Battle
 from cg_ray.config import MetricsConfig
@@ -273,13 +272,13 @@ def write_head_to_head(
     min_active: int = 5,
 ) -> None:
     """head_to_head.parquet (+ model_concepts.parquet) and a JSON summary into an existing directory."""
-    out = Path(out_dir)
-    pq.write_table(h2h.table, out / S.HEAD_TO_HEAD_FILE)
+    out = ArenaDir(out_dir)
+    pq.write_table(h2h.table, out.file(S.HEAD_TO_HEAD_FILE))
     summary: dict[str, Any] = {
         "pairs": [vars(p) for p in h2h.pairs],
         f"top_{top_k}_by_pair (n_active >= {min_active})": _top(h2h.table, top_k, min_active),
     }
     if models_table is not None:
-        pq.write_table(models_table, out / S.MODEL_CONCEPTS_FILE)
+        pq.write_table(models_table, out.file(S.MODEL_CONCEPTS_FILE))
         summary["model_concepts"] = models_table.to_pylist()
-    write_document(out / S.HEAD_TO_HEAD_JSON, HeadToHeadSummary, summary, ensure_ascii=False)
+    out.write_json(S.HEAD_TO_HEAD_JSON, summary, ensure_ascii=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -11,7 +10,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.arena.ratings import RATING_COLUMNS, Ratings
-from cg_ray.artifacts.contract import RatingsSummary, write_document
+from cg_ray.artifacts.layout import RatingsDir
 
 RATINGS_FILE = S.RATINGS_PARQUET
 PAIRWISE_FILE = S.PAIRWISE_FILE
@@ -41,7 +40,7 @@ def write_ratings(
     out_dir: str | os.PathLike[str], ratings: Ratings, extra: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Write the three files into an existing directory; returns the JSON document written."""
-    out = Path(out_dir)
+    out = RatingsDir(out_dir)
     result = ratings.as_dict() | (extra or {})
     pairs = pairwise_rows(ratings)
     model_schema = pa.schema(
@@ -49,11 +48,11 @@ def write_ratings(
         + [(k, pa.float64()) for k in RATING_COLUMNS]
         + [(k, pa.int64()) for k in ("battles", "wins", "losses", "ties", "bothbad")]
     )
-    pq.write_table(pa.Table.from_pylist(result["models"], schema=model_schema), out / RATINGS_FILE)
+    pq.write_table(pa.Table.from_pylist(result["models"], schema=model_schema), out.file(RATINGS_FILE))
     pair_schema = pa.schema(
         [("model_a", pa.string()), ("model_b", pa.string())]
         + [(k, pa.float64()) for k in ("battles_counted", "score_a", "bt_predicted")]
     )
-    pq.write_table(pa.Table.from_pylist(pairs, schema=pair_schema), out / PAIRWISE_FILE)
+    pq.write_table(pa.Table.from_pylist(pairs, schema=pair_schema), out.file(PAIRWISE_FILE))
     result = result | {"pairwise": pairs}
-    return write_document(out / RATINGS_JSON, RatingsSummary, result, ensure_ascii=False)
+    return out.write_json(RATINGS_JSON, result, ensure_ascii=False)

@@ -82,6 +82,46 @@ ARENA_ARTIFACTS: dict[str, Artifact] = _registry(
     Artifact(S.MODEL_CONCEPTS_FILE, "parquet", "arena"),
 )
 
+# The output directories of the analyses beside run directories: each names its files here too, so that no
+# module joins an artifact name onto a directory itself (tests/test_code_shape.py checks it).
+RATINGS_ARTIFACTS: dict[str, Artifact] = _registry(
+    Artifact(S.RATINGS_JSON, "json", "ratings", C.RatingsSummary),
+    Artifact(S.RATINGS_PARQUET, "parquet", "ratings"),
+    Artifact(S.PAIRWISE_FILE, "parquet", "ratings"),
+)
+DIFF_ARTIFACTS: dict[str, Artifact] = _registry(
+    Artifact(S.DIFF_FILE, "parquet", "diff"),
+    Artifact(S.DIFF_BENCHMARKS_FILE, "parquet", "diff"),
+    Artifact(S.DIFF_JSON, "json", "diff", C.DiffSummary),
+    Artifact(S.DIFF_HTML, "html", "diff"),
+)
+MODEL_DIFF_TABLE, MODEL_DIFF_JSON, MODEL_DIFF_HTML = "diff_models.parquet", "hypotheses.json", "diff_models.html"
+MODEL_DIFF_PAIRS = "pairs.parquet"  # the paired answers' s̃, kept by the service for its examples
+MODEL_DIFF_ARTIFACTS: dict[str, Artifact] = _registry(
+    Artifact(MODEL_DIFF_TABLE, "parquet", "diff-models"),
+    Artifact(MODEL_DIFF_JSON, "json", "diff-models", C.DiffModelsSummary),
+    Artifact(MODEL_DIFF_HTML, "html", "diff-models"),
+    Artifact(MODEL_DIFF_PAIRS, "parquet", "serve model-diff"),
+)
+ROBUSTNESS_ARTIFACTS: dict[str, Artifact] = _registry(  # `cg-ray robustness / validate --out DIR` outside a run
+    Artifact(S.ROBUSTNESS_FILE, "json", "robustness", C.RobustnessReport),
+    Artifact(S.ROBUSTNESS_CONCEPTS_FILE, "parquet", "robustness"),
+    Artifact(S.VALIDATE_FILE, "json", "validate", C.ValidateReport),
+)
+SKILLS_ARTIFACTS: dict[str, Artifact] = _registry(
+    *(Artifact(f"{n}.csv", "csv", "skills") for n in ("loadings", "profiles", "redundancy", "profile_from_k")),
+    Artifact("skills.json", "json", "skills"),
+    Artifact(S.REPORT_FILE, "html", "skills"),
+)
+ESTIMATE_ARTIFACTS: dict[str, Artifact] = _registry(
+    *(
+        Artifact(f"{n}.csv", "csv", "estimate")
+        for n in ("lomo_summary", "lomo_detail", "trace", "chosen_rows", "next_batch", "concepts")
+    ),
+    Artifact("estimate.json", "json", "estimate"),
+    Artifact(S.REPORT_FILE, "html", "estimate"),
+)
+
 # Derived files: rebuilt (when the run has one) after a step changes a file they show. Named by import path
 # so that the steps which trigger a rebuild do not import the code that renders it (describe ↛ report).
 REBUILT_BY: dict[str, str] = {S.REPORT_FILE: "cg_ray.report.html:build_report"}
@@ -261,6 +301,42 @@ class ArenaDir(_Layout):
     def models(self) -> list[RunDir]:
         root = self.path / S.ARENA_MODELS_DIR
         return [RunDir(p) for p in sorted(root.iterdir()) if p.is_dir()] if root.is_dir() else []
+
+
+class RatingsDir(_Layout):
+    """Arena ratings: `cg-ray ratings --out`, or an arena run's ratings/."""
+
+    ARTIFACTS = RATINGS_ARTIFACTS
+
+
+class DiffDir(_Layout):
+    """`cg-ray diff --out` / a service diff: two runs paired by row."""
+
+    ARTIFACTS = DIFF_ARTIFACTS
+
+
+class ModelDiffDir(_Layout):
+    """`cg-ray diff-models --out` / a service model diff: two models' answers paired by prompt."""
+
+    ARTIFACTS = MODEL_DIFF_ARTIFACTS
+
+
+class RobustnessDir(_Layout):
+    """`cg-ray robustness` / `cg-ray validate --out DIR` when DIR is not a run (into a run: `RunDir.update`)."""
+
+    ARTIFACTS = ROBUSTNESS_ARTIFACTS
+
+
+class SkillsDir(_Layout):
+    """`cg-ray skills --out`: loadings, profiles, redundancy, skills.json and its page."""
+
+    ARTIFACTS = SKILLS_ARTIFACTS
+
+
+class EstimateDir(_Layout):
+    """`cg-ray estimate --out`: the trace or leave-one-model-out tables, estimate.json and its page."""
+
+    ARTIFACTS = ESTIMATE_ARTIFACTS
 
 
 def read_summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import __version__
 from cg_ray import schemas as S
-from cg_ray.artifacts.contract import RunSummary, write_document
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import RowsFile, accumulate_rows, open_rows
 from cg_ray.config import MetricsConfig
 from cg_ray.labels import ConceptLabels
@@ -163,9 +163,10 @@ def summary_dict(
 
 def write_official_csvs(out: Path, result: CGResult) -> None:
     """The official CG code's outputs, so existing plotting code reads ours unchanged."""
+    run = RunDir(out)
     ids = pa.array(np.arange(result.d_sae, dtype=np.int32))
     pacsv.write_csv(
-        pa.table({"concept_id": ids, "cg_coverage": pa.array(result.X_bench)}), out / S.OFFICIAL_COVERAGE_CSV
+        pa.table({"concept_id": ids, "cg_coverage": pa.array(result.X_bench)}), run.file(S.OFFICIAL_COVERAGE_CSV)
     )
     b_idx, c_idx = np.nonzero(result.act_sum > 0)
     order = np.lexsort((b_idx, c_idx))  # by concept, then benchmark
@@ -178,12 +179,12 @@ def write_official_csvs(out: Path, result: CGResult) -> None:
                 "saliency_score": pa.array(result.chi_bench[b_idx[order], c_idx[order]]),
             }
         ),
-        out / S.OFFICIAL_SALIENCY_CSV,
+        run.file(S.OFFICIAL_SALIENCY_CSV),
     )
     scores = {"concept_id": ids, "overall_score": nullable_floats(result.X_model)}
     for b, name in enumerate(result.benchmarks):
         scores[f"{name}_score"] = nullable_floats(result.chi_model[b])
-    pacsv.write_csv(pa.table(scores), out / S.OFFICIAL_SCORES_CSV)
+    pacsv.write_csv(pa.table(scores), run.file(S.OFFICIAL_SCORES_CSV))
 
 
 def link_or_copy(src: Path, dst: Path) -> None:
@@ -217,8 +218,9 @@ def publish_metrics(
     `model` for near-duplicate groups and example rows) and summary.json."""
     from cg_ray.profile.weaknesses import write_profiles
 
+    run = RunDir(run_dir)
     started = time.perf_counter()
-    rows = rows or open_rows(run_dir / S.ROWS_FILE)
+    rows = rows or open_rows(run.rows)
     residuals = ResidualPass(rows, model, config)  # metadata, slices, the fields adjusted for, cell means
     beyond_s = time.perf_counter() - started
     started = time.perf_counter()
@@ -227,8 +229,8 @@ def publish_metrics(
     result = compute_metrics(acc, config)
     beyond = residuals.finish(result)
     extra = dict(extra_summary or {})
-    pq.write_table(concepts_table(result, labels, beyond), run_dir / S.CONCEPTS_FILE)
-    pq.write_table(benchmark_concepts_table(result), run_dir / S.BENCHMARK_CONCEPTS_FILE)
+    pq.write_table(concepts_table(result, labels, beyond), run.file(S.CONCEPTS_FILE))
+    pq.write_table(benchmark_concepts_table(result), run.file(S.BENCHMARK_CONCEPTS_FILE))
     write_official_csvs(run_dir, result)
     t_profiles = time.perf_counter()
     extra["profile"] = write_profiles(run_dir, result, labels, model, beyond)  # with the failure modes
@@ -239,5 +241,5 @@ def publish_metrics(
             "profiles_and_failure_modes": round(time.perf_counter() - t_profiles, 3),
         }
     summary = summary_dict(result, rank_concepts(result), labels, extra)
-    written = write_document(run_dir / S.SUMMARY_FILE, RunSummary, summary, allow_nan=False)
+    written = run.write_json(S.SUMMARY_FILE, summary, allow_nan=False)
     return PublishedMetrics(result, written, aggregate_s)

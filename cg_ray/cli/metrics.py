@@ -61,6 +61,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
 
     Compute χ/X coverage and performance, classes, rankings, overlap and the official CSVs from rows.parquet,
     into a run directory published atomically."""
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import open_rows
     from cg_ray.artifacts.run_dir import link_or_copy, publish_metrics
@@ -72,7 +73,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     ensure_output_free(args.out, args.overwrite)
     extra = {"rows_file": str(args.rows), "model_filter": args.model, "evaluated_model": args.model}
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-        link_or_copy(args.rows, tmp / S.ROWS_FILE)
+        link_or_copy(args.rows, RunDir(tmp).rows)
         published = publish_metrics(tmp, config, labels, extra, model=args.model, rows=rows, record_timing=True)
     _print_summary(args.out, published.summary, time.perf_counter() - started)
     _print_profile(args.out)
@@ -95,7 +96,10 @@ def _labels(args: argparse.Namespace, d_sae: int) -> Any:
 def _print_profile(out: Path) -> None:
     import pyarrow.parquet as pq
 
-    modes = out / S.FAILURE_MODES_FILE
+    from cg_ray.artifacts.layout import RunDir
+
+    run = RunDir(out)
+    modes = run.file(S.FAILURE_MODES_FILE)
     if modes.is_file() and (top := pq.read_table(modes).slice(0, 5).to_pylist()):
         adjusted = ", ".join(top[0]["adjusted_for"]) or "nothing: the suite mean"
         print(f"failure modes beyond the metadata (adjusted for {adjusted}; residual [95% interval], rows):")
@@ -104,13 +108,13 @@ def _print_profile(out: Path) -> None:
                 f"  {m['rank']:>3}. residual {m['residual']:+.3f} [{m['residual_low']:+.3f}, {m['residual_high']:+.3f}]"
                 f"  {m['n_rows']:>6} rows  {m['description'][:90]}"
             )
-    slices = out / S.SLICES_FILE
+    slices = run.file(S.SLICES_FILE)
     if slices.is_file() and (weakest := pq.read_table(slices).slice(0, 3).to_pylist()):
         print("weakest slices (mean score [95% interval], scored rows):")
         for sl in weakest:
             bounds = f"[{_fmt(sl['low'])}, {_fmt(sl['high'])}]"
             print(f"  {sl['rank']:>3}. {_fmt(sl['mean_score'])} {bounds}  {sl['n_rows']:>6}  {sl['slice']}")
-    path = out / S.WEAKNESSES_FILE
+    path = run.file(S.WEAKNESSES_FILE)
     if not path.is_file():
         return
     entries = pq.read_table(path).slice(0, 5).to_pylist()
@@ -161,7 +165,7 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from cg_ray.artifacts.contract import RobustnessReport, write_document
-    from cg_ray.artifacts.layout import ROBUSTNESS_CONCEPTS, ROBUSTNESS_JSON, RunDir
+    from cg_ray.artifacts.layout import ROBUSTNESS_CONCEPTS, ROBUSTNESS_JSON, RobustnessDir, RunDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
     from cg_ray.metrics.robustness import adversarial_ablation, subsampling
@@ -170,7 +174,7 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
     robust = from_args(RobustnessConfig, args)
     # RUN/robustness of a published run: a post-publish step of the run; else a directory of its own
     run = RunDir.published(args.out.parent) if args.out.name == S.ROBUSTNESS_DIR else None
-    ensure_output_free(run / ROBUSTNESS_JSON if run else args.out, args.overwrite)
+    ensure_output_free(run.file(ROBUSTNESS_JSON) if run else args.out, args.overwrite)
     rows = open_rows(args.rows, args.d_sae)
     table = load_row_table(rows, model=args.model)
     full = table.accumulate()
@@ -192,8 +196,8 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
         )
     else:
         with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-            write_document(tmp / S.ROBUSTNESS_FILE, RobustnessReport, result)
-            pq.write_table(stds, tmp / S.ROBUSTNESS_CONCEPTS_FILE)
+            write_document(RobustnessDir(tmp).file(S.ROBUSTNESS_FILE), RobustnessReport, result)  # NaN kept
+            pq.write_table(stds, RobustnessDir(tmp).file(S.ROBUSTNESS_CONCEPTS_FILE))
     print(
         f"subsampling ({report['repeats']}× dropping {report['drop_fraction']:.0%} per benchmark): "
         f"mean std X_model {_fmt(report['X_model_std_mean'])}, X_bench {_fmt(report['X_bench_std_mean'])}"

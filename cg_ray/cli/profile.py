@@ -33,7 +33,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     part, and measure on the test part how low the profiled concepts' rows score: the new ranking, the paper's
     plain X_model ranking and random concepts side by side."""
     from cg_ray.artifacts.contract import ValidateReport, write_document
-    from cg_ray.artifacts.layout import RunDir
+    from cg_ray.artifacts.layout import RobustnessDir, RunDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
     from cg_ray.cli.metrics import metrics_config_from_args
@@ -44,7 +44,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if not 0.0 < args.test_fraction < 1.0:  # also checked by argparse; kept for programmatic callers
         raise ConfigError(f"--test-fraction must be strictly between 0 and 1, got {args.test_fraction}")
     run = RunDir.published(args.out)  # into a published run: a post-publish step of it
-    ensure_output_free(run / VALIDATE_FILE if run else args.out, args.overwrite)
+    ensure_output_free(run.file(VALIDATE_FILE) if run else args.out, args.overwrite)
     cfg = ValidateConfig(
         test_fraction=args.test_fraction,
         seed=args.seed,
@@ -62,8 +62,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         run.update("validate", {VALIDATE_FILE: report}, {"rows_file": str(args.rows)})
     else:
         with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-            write_document(tmp / VALIDATE_FILE, ValidateReport, report, allow_nan=False)
-    _print(report, args.out / VALIDATE_FILE)
+            write_document(RobustnessDir(tmp).file(VALIDATE_FILE), ValidateReport, report, allow_nan=False)
+    _print(report, RobustnessDir(args.out).file(VALIDATE_FILE))
     return 0
 
 

@@ -241,6 +241,7 @@ def _rows_frame(rows: list[str], tasks: list[str] | None = None) -> Any:
 def _observed(args: argparse.Namespace, data: Any, config: Any, meta: dict[str, Any], weights: Any) -> int:
     import pandas as pd
 
+    from cg_ray.artifacts.layout import EstimateDir
     from cg_ray.skills.observed import next_step, read_observed
     from cg_ray.skills.outputs import write_estimate
 
@@ -273,7 +274,8 @@ def _observed(args: argparse.Namespace, data: Any, config: Any, meta: dict[str, 
         f"{step.n_rows} rows (budget {step.limit})"
     )
     if step.stop is None:
-        print(f"next: score the {len(rows)} rows of {args.out / 'next_batch.csv'}, append them to {args.observed}")
+        next_batch = EstimateDir(args.out).file("next_batch.csv")
+        print(f"next: score the {len(rows)} rows of {next_batch}, append them to {args.observed}")
     else:
         print(f"done ({step.stop}): no further rows to score")
     print(f"wrote {args.out}")

@@ -10,20 +10,17 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from scipy import sparse
 
 from cg_ray import __version__
-from cg_ray.artifacts.contract import DiffModelsSummary, write_document
+from cg_ray.artifacts.layout import MODEL_DIFF_HTML, MODEL_DIFF_JSON, MODEL_DIFF_TABLE, ModelDiffDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.compare.model_diff import DIRECTIONS, ConceptStats
 from cg_ray.compare.models_job import ModelDiffResult
 from cg_ray.compare.pairs import Pair
 
 KIND = "cg_ray.diff_models"
-TABLE_FILE = "diff_models.parquet"
-JSON_FILE = "hypotheses.json"
-HTML_FILE = "diff_models.html"
+TABLE_FILE, JSON_FILE, HTML_FILE = MODEL_DIFF_TABLE, MODEL_DIFF_JSON, MODEL_DIFF_HTML  # named in layout.py
 SNIPPET_CHARS = 400
 METHOD = (
     "per concept: fraction of each model's answers where it is active (pooled s̃ over the response tokens > "
@@ -194,7 +191,8 @@ def write_files(result: ModelDiffResult, folder: Path) -> dict[str, Any]:
     """The three files into `folder` (the caller publishes it); returns what hypotheses.json holds."""
     from cg_ray.compare.models_html import diff_models_page
 
-    pq.write_table(concept_table(result), folder / TABLE_FILE)
-    written = write_document(folder / JSON_FILE, DiffModelsSummary, summary_dict(result), allow_nan=False)
-    (folder / HTML_FILE).write_text(diff_models_page(written), encoding="utf-8")
+    files = ModelDiffDir(folder)
+    files.write_table(TABLE_FILE, concept_table(result))
+    written = files.write_json(JSON_FILE, summary_dict(result), allow_nan=False)
+    files.file(HTML_FILE).write_text(diff_models_page(written), encoding="utf-8")
     return written

@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from cg_ray import __version__
 from cg_ray import schemas as S
-from cg_ray.artifacts.contract import DiffSummary, write_document
+from cg_ray.artifacts.layout import DiffDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.artifacts.run_dir import json_number, nullable_floats
 from cg_ray.compare.diff import DiffResult, eligible
@@ -193,8 +192,9 @@ def write_diff(result: DiffResult, out: Path, *, overwrite: bool = False) -> dic
     from cg_ray.compare.html import diff_page
 
     with atomic_directory(out, overwrite=overwrite) as tmp:
-        pq.write_table(diff_table(result), tmp / S.DIFF_FILE)
-        pq.write_table(diff_benchmarks_table(result), tmp / S.DIFF_BENCHMARKS_FILE)
-        written = write_document(tmp / S.DIFF_JSON, DiffSummary, summary_dict(result), allow_nan=False)
-        (tmp / S.DIFF_HTML).write_text(diff_page(written), encoding="utf-8")
+        files = DiffDir(tmp)
+        files.write_table(S.DIFF_FILE, diff_table(result))
+        files.write_table(S.DIFF_BENCHMARKS_FILE, diff_benchmarks_table(result))
+        written = files.write_json(S.DIFF_JSON, summary_dict(result), allow_nan=False)
+        files.file(S.DIFF_HTML).write_text(diff_page(written), encoding="utf-8")
     return written

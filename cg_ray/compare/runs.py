@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from scipy import sparse
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.layout import read_summary
+from cg_ray.artifacts.layout import RunDir, read_summary
 from cg_ray.artifacts.rows import iter_row_batches, open_rows
 from cg_ray.compare.identity import ReaderIdentity, reader_identity
 from cg_ray.errors import InputError
@@ -58,11 +58,14 @@ def open_diff_run(path: Path, name: str) -> DiffRun:
     """A run directory's rows and summary; clear errors for a missing directory or file."""
     if not path.is_dir():
         raise InputError(f"run {name}: not a run directory", path=str(path))
+    run = RunDir(path)
     for required in REQUIRED_FILES:
-        if not (path / required).is_file():
-            raise InputError(f"run {name}: missing {required} (run `cg-ray metrics` first)", path=str(path / required))
+        if not run.has(required):
+            raise InputError(
+                f"run {name}: missing {required} (run `cg-ray metrics` first)", path=str(run.file(required))
+            )
     summary = read_summary(path)
-    rows = open_rows(path / S.ROWS_FILE)
+    rows = open_rows(run.rows)
     model = summary.get("model_filter")
     benchmarks: list[pa.Array] = []
     row_ids: list[pa.Array] = []
@@ -96,7 +99,7 @@ def open_diff_run(path: Path, name: str) -> DiffRun:
         keys=keys,
         scores=np.concatenate(scores),
         acts=matrix,
-        concepts=pq.read_table(path / S.CONCEPTS_FILE),
+        concepts=pq.read_table(run.file(S.CONCEPTS_FILE)),
     )
 
 
@@ -181,7 +184,7 @@ def pair_rows(a: DiffRun, b: DiffRun) -> Pairing:
 
 def row_texts(run: DiffRun, positions: list[int]) -> dict[int, dict[str, str | None]]:
     """Text columns of the given rows when rows.parquet carries them and holds one model (else {})."""
-    path = run.path / S.ROWS_FILE
+    path = RunDir(run.path).rows
     present = [c for c in TEXT_COLUMNS if c in pq.read_schema(path).names]
     if not present or not positions or run.summary.get("model_filter"):  # a model filter shifts positions
         return {}

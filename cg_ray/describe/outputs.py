@@ -67,7 +67,7 @@ def read_descriptions(run_dir: Path) -> list[dict[str, Any]] | None:
         try:
             r["examples"] = json.loads(r["examples"])
         except (TypeError, json.JSONDecodeError):
-            raise InputError("invalid JSON", path=str(run / DESCRIPTIONS_FILE), row=i, field="examples") from None
+            raise InputError("invalid JSON", path=str(run.file(DESCRIPTIONS_FILE)), row=i, field="examples") from None
     return rows
 
 

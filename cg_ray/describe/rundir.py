@@ -30,7 +30,7 @@ def open_run(path: Path, reader: str | None = None) -> Run:
     run = RunDir(path)
     run.require(S.ROWS_FILE, S.CONCEPTS_FILE, S.SUMMARY_FILE)
     rows = open_rows(run.rows)
-    table = pq.read_table(run / S.CONCEPTS_FILE).to_pylist()
+    table = pq.read_table(run.file(S.CONCEPTS_FILE)).to_pylist()
     concepts = {int(r["concept_id"]): r for r in table}
     summary = run.read_summary()
     return Run(path, rows, concepts, summary, reader)

@@ -22,7 +22,7 @@ Descriptions = dict[int, tuple[str | None, list[str]]]
 
 def load_descriptions(run_dir: Path) -> Descriptions | None:
     """`run_dir/descriptions.parquet` as {concept_id: (description, metadata_enrichment)}; None when absent."""
-    path = RunDir(run_dir) / S.DESCRIPTIONS_FILE
+    path = RunDir(run_dir).file(S.DESCRIPTIONS_FILE)
     if not path.exists():
         return None
     try:
@@ -74,7 +74,7 @@ def with_descriptions(table: pa.Table, descriptions: Descriptions) -> pa.Table:
 def described_profiles(run_dir: str | Path, descriptions: pa.Table) -> dict[str, pa.Table]:
     """The run's profile files with their descriptions taken from `descriptions` (those the run has)."""
     run = RunDir(run_dir)
-    found = descriptions_of(descriptions, run / S.DESCRIPTIONS_FILE)
+    found = descriptions_of(descriptions, run.file(S.DESCRIPTIONS_FILE))
     return {
         name: with_descriptions(table, found) for name in S.PROFILE_FILES if (table := run.read_table(name)) is not None
     }

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult
@@ -156,13 +157,14 @@ def write_profiles(
 ) -> dict[str, Any]:
     """Write the three profile files into `out` (a directory being published atomically), and with `beyond`
     slices.parquet and failure_modes.parquet; a summary back."""
-    tables = build_profiles(result, labels, out / S.ROWS_FILE, model, load_descriptions(out), beyond)
+    run = RunDir(out)
+    tables = build_profiles(result, labels, run.rows, model, load_descriptions(out), beyond)
     for name, table in tables.items():
-        pq.write_table(table, out / name)
+        pq.write_table(table, run.file(name))
     if beyond is not None:
-        pq.write_table(slices_file(beyond), out / S.SLICES_FILE)
+        pq.write_table(slices_file(beyond), run.file(S.SLICES_FILE))
         if beyond.modes is not None:
-            pq.write_table(beyond.modes, out / S.FAILURE_MODES_FILE)
+            pq.write_table(beyond.modes, run.file(S.FAILURE_MODES_FILE))
     weak = tables[S.WEAKNESSES_FILE]
     return {
         "rank_by": result.config.rank_by,

@@ -170,8 +170,8 @@ def build_report(
     run = run_files.path
     run_files.require(S.SUMMARY_FILE, S.CONCEPTS_FILE, S.BENCHMARK_CONCEPTS_FILE, S.ROWS_FILE)
     summary = run_files.read_summary()
-    concepts = pq.read_table(run_files / S.CONCEPTS_FILE)
-    pairs = pq.read_table(run_files / S.BENCHMARK_CONCEPTS_FILE)
+    concepts = pq.read_table(run_files.file(S.CONCEPTS_FILE))
+    pairs = pq.read_table(run_files.file(S.BENCHMARK_CONCEPTS_FILE))
     rankings = {k: v[:top] for k, v in summary["rankings"].items() if isinstance(v, list)}
     profiles = [
         e["concept_id"] for name in (S.WEAKNESSES_FILE, S.STRENGTHS_FILE) for e in load_profile(run, name)[:top]
@@ -190,7 +190,7 @@ def build_report(
         ("least_covered", "Least covered concepts (lowest non-missing X_bench)"),
         ("most_covered", "Most covered concepts"),
     ]
-    validate_path = Path(validate) if validate is not None else run_files / S.VALIDATE_FILE
+    validate_path = Path(validate) if validate is not None else run_files.file(S.VALIDATE_FILE)
 
     def examples_of(concept: int) -> str:
         return _examples_html(examples.get(concept, []))

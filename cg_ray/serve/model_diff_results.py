@@ -4,7 +4,6 @@ diff_models.parquet, and any concept's paired examples from pairs.parquet."""
 from __future__ import annotations
 
 import functools
-import json
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -13,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from cg_ray.artifacts.layout import ModelDiffDir
 from cg_ray.compare.model_diff import DIRECTIONS
 from cg_ray.compare.models_config import DiffModelsMethod
 from cg_ray.compare.models_outputs import JSON_FILE, TABLE_FILE, paired_examples
@@ -27,13 +27,12 @@ def _clean(value: Any) -> Any:
 
 @functools.lru_cache(maxsize=8)
 def _table(run_dir: str) -> pa.Table:
-    table = pq.read_table(Path(run_dir) / TABLE_FILE)
+    table = pq.read_table(ModelDiffDir(run_dir).file(TABLE_FILE))
     return table.append_column("abs_delta", pc.abs(table.column("delta")))
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads((run_dir / JSON_FILE).read_text(encoding="utf-8"))
-    return doc
+    return ModelDiffDir(run_dir).read_json(JSON_FILE)  # a newer format_version is refused, naming the file
 
 
 def _rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -83,6 +82,6 @@ def concept(run_dir: Path, concept_id: int, k: int) -> dict[str, Any] | None:
     hit = table.filter(pc.equal(table.column("concept_id"), concept_id))
     if hit.num_rows == 0:
         return None
-    pairs, acts_a, acts_b = read_pairs(str(run_dir / PAIRS_FILE))
+    pairs, acts_a, acts_b = read_pairs(str(ModelDiffDir(run_dir).file(PAIRS_FILE)))
     examples = {d: paired_examples(acts_a, acts_b, pairs, concept_id, d, k) for d in DIRECTIONS}
     return {**_rows(hit)[0], "examples": examples}

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from scipy import sparse
 
+from cg_ray.artifacts.layout import MODEL_DIFF_PAIRS, ModelDiffDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.compare.model_diff import active_matrix
 from cg_ray.compare.models_config import DiffModelsConfig, DiffModelsMethod, DiffModelsReader
@@ -35,7 +36,7 @@ from cg_ray.serve.models import DiffModelsRequest
 from cg_ray.serve.settings import ServiceSettings
 
 MODE = "diff-models"
-PAIRS_FILE = "pairs.parquet"
+PAIRS_FILE = MODEL_DIFF_PAIRS  # named in cg_ray/artifacts/layout.py
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ def _compare_and_publish(
     result = compare_pairs(config, paired, lambda texts, offsets: read, names_for, names=names)
     with atomic_directory(out, overwrite=True) as tmp:
         write_files(result, tmp)
-        write_pairs(result, tmp / PAIRS_FILE)
+        write_pairs(result, ModelDiffDir(tmp).file(PAIRS_FILE))
         if not wanted():
             raise Withdrawn()
 

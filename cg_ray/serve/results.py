@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.contract import HeadToHeadSummary, RatingsSummary, read_mapping
-from cg_ray.artifacts.layout import ArenaDir, read_summary
+from cg_ray.artifacts.layout import ArenaDir, RunDir, read_summary
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.outputs import read_sentences
 from cg_ray.report.beyond import row_texts
@@ -68,8 +68,8 @@ def _clean(value: Any) -> Any:
 
 @functools.lru_cache(maxsize=16)
 def _tables(run_dir: str) -> tuple[pa.Table, pa.Table]:
-    run = Path(run_dir)
-    return pq.read_table(run / S.CONCEPTS_FILE), pq.read_table(run / S.BENCHMARK_CONCEPTS_FILE)
+    run = RunDir(run_dir)
+    return pq.read_table(run.file(S.CONCEPTS_FILE)), pq.read_table(run.file(S.BENCHMARK_CONCEPTS_FILE))
 
 
 def summary(run_dir: str | Path) -> dict[str, Any]:
@@ -121,7 +121,7 @@ def concept_table(
 
 def profile(run_dir: str | Path, kind: ProfileKind = "weaknesses", limit: int = 50) -> dict[str, Any] | None:
     """A profile file's entries in rank order, with the run's profile settings; None if the run has none."""
-    path = Path(run_dir) / PROFILE_FILES[kind]
+    path = RunDir(run_dir).file(PROFILE_FILES[kind])
     if not path.is_file():
         return None
     table = pq.read_table(path)
@@ -152,7 +152,7 @@ def concept_detail(run_dir: str | Path, concept_id: int, examples: int = 5) -> d
         return None
     row = {k: _clean(v) for k, v in concepts.slice(concept_id, 1).to_pylist()[0].items()}
     per_bench = pairs.filter(pc.equal(pairs["concept_id"], concept_id)).to_pylist()
-    salient = salient_rows(open_rows(Path(run_dir) / S.ROWS_FILE), [concept_id], per_concept=examples * 8)[concept_id]
+    salient = salient_rows(open_rows(RunDir(run_dir).rows), [concept_id], per_concept=examples * 8)[concept_id]
     as_dict = dataclasses.asdict
 
     best = [as_dict(e) for e in salient if e.score is not None and e.score >= 0.5][:examples]

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def matrix_from_runs(run_dirs: list[Path]) -> pd.DataFrame:
     """Per-benchmark mean scores of each run directory's model (rows.parquet, else summary.json)."""
     parts: list[pd.DataFrame] = []
     for run in run_dirs:
-        rows, summary = Path(run) / "rows.parquet", Path(run) / "summary.json"
+        rows, summary = RunDir(run).rows, RunDir(run).summary
         if rows.exists():
             frame = pd.read_parquet(rows, columns=["model", "benchmark", "score"])
             parts.append(frame.rename(columns={"benchmark": "task"}))

@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from cg_ray import schemas as S
+from cg_ray.artifacts.layout import EstimateDir, SkillsDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.skills.analysis import SkillsResult
 from cg_ray.skills.report import estimate_page, skills_page
@@ -19,12 +21,13 @@ def _json(value: Any) -> str:
 
 def write_skills(result: SkillsResult, out: Path, *, overwrite: bool) -> Path:
     with atomic_directory(out, overwrite=overwrite) as tmp:
-        result.loadings.to_csv(tmp / "loadings.csv")
-        result.profiles.to_csv(tmp / "profiles.csv")
-        result.redundancy.to_csv(tmp / "redundancy.csv")
-        result.profile_from_k.to_csv(tmp / "profile_from_k.csv", index=False)
-        (tmp / "skills.json").write_text(_json(result.summary))
-        (tmp / "report.html").write_text(
+        files = SkillsDir(tmp)
+        result.loadings.to_csv(files.file("loadings.csv"))
+        result.profiles.to_csv(files.file("profiles.csv"))
+        result.redundancy.to_csv(files.file("redundancy.csv"))
+        result.profile_from_k.to_csv(files.file("profile_from_k.csv"), index=False)
+        files.file("skills.json").write_text(_json(result.summary))
+        files.file(S.REPORT_FILE).write_text(
             skills_page(result.summary, result.loadings, result.profiles, result.redundancy)
         )
     return out
@@ -39,9 +42,10 @@ def write_estimate(
     page: pd.DataFrame | None = None,
 ) -> Path:
     with atomic_directory(out, overwrite=overwrite) as tmp:
+        files = EstimateDir(tmp)
         for name, table in tables.items():
-            table.to_csv(tmp / f"{name}.csv", index=False)
-        (tmp / "estimate.json").write_text(_json(meta))
+            table.to_csv(files.file(f"{name}.csv"), index=False)  # a table EstimateDir does not name is refused
+        files.file("estimate.json").write_text(_json(meta))
         if page is not None:
-            (tmp / "report.html").write_text(estimate_page(page, meta))
+            files.file(S.REPORT_FILE).write_text(estimate_page(page, meta))
     return out
