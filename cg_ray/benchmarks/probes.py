@@ -153,8 +153,9 @@ def generate_probes(kind: ProbeKind, n: int, seed: int = 0) -> list[Probe]:
 def load_probes(source: ProbesSource) -> Iterator[BenchmarkRow]:
     for kind in source.kinds:
         benchmark = f"{source.benchmark or 'probes'}_{kind}"
-        probes = generate_probes(kind, source.per_kind, source.seed)
-        for i, probe in enumerate(probes[: source.limit]):
+        rng = _rng(source.seed, kind)  # one probe at a time (as generate_probes draws them): a large suite is
+        for i in range(min(source.per_kind, source.limit or source.per_kind)):  # never all in memory
+            probe = GENERATORS[kind](rng)
             yield make_row(
                 row_id=f"{benchmark}-{source.seed}-{i}",
                 benchmark=benchmark,
