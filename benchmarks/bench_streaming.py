@@ -22,16 +22,63 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 FAKE_READER = "cg_ray.testing.fakes:HashingReader.from_config"
 
 
+class PhaseRss:
+    """The driver's peak RSS (and Arrow's allocated bytes) in each phase of the runner, sampled every 0.1 s
+    from /proc/self/status: where the memory goes, not only how much."""
+
+    def __init__(self) -> None:
+        self.phase = "start"
+        self.peaks: dict[str, dict[str, float]] = {}
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        import pyarrow as pa
+
+        while True:
+            rss = int(
+                next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmRSS")).split()[1]
+            )
+            peak = self.peaks.setdefault(self.phase, {"rss_mb": 0.0, "arrow_mb": 0.0})
+            peak["rss_mb"] = max(peak["rss_mb"], round(rss / 1024, 1))
+            peak["arrow_mb"] = max(peak["arrow_mb"], round(pa.total_allocated_bytes() / 2**20, 1))
+            time.sleep(0.1)
+
+    def wrap(self, owner: object, name: str, phase: str) -> None:
+        fn = getattr(owner, name)
+
+        def wrapped(*args: object, **kwargs: object) -> object:
+            before, self.phase = self.phase, phase
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.phase = before
+
+        setattr(owner, name, wrapped)
+
+
 def child(rows: int, out: Path, resume: bool, shard_rows: int) -> None:
     """In the child: run the pipeline, print one JSON line with its figures."""
+    from cg_ray.pipeline import runner
     from cg_ray.pipeline.config import parse_run_config
     from cg_ray.pipeline.runner import RunOptions, run
+    from cg_ray.pipeline.shards import ShardStore
+
+    phases = PhaseRss()
+    for owner, name, phase in [
+        (runner, "_stage", "load"),
+        (runner, "_compute_shards", "generate+score+read"),
+        (ShardStore, "assemble", "assemble"),
+        (runner, "_metrics", "metrics"),
+        (runner, "describe_published_run", "describe"),
+    ]:
+        phases.wrap(owner, name, phase)
 
     kinds = ["arithmetic", "letter_count", "ordering"]
     config = parse_run_config(
@@ -54,6 +101,7 @@ def child(rows: int, out: Path, resume: bool, shard_rows: int) -> None:
         "seconds": round(time.monotonic() - start, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "shards_found": before,
+        "phases": phases.peaks,
     }
     print("FIGURES " + json.dumps(figures), flush=True)
 
@@ -126,6 +174,8 @@ def main() -> None:
             sizes[rows] = measure(rows, tmp, args.shard_rows)
             f = sizes[rows]
             print(f"{rows:,} rows: {f['rows']:,} published in {f['seconds']} s, peak driver RSS {f['peak_rss_mb']} MB")
+            for phase, peak in f["phases"].items():  # type: ignore[attr-defined]
+                print(f"    {phase:>20}: peak RSS {peak['rss_mb']:,.0f} MB, Arrow {peak['arrow_mb']:,.0f} MB")
         small, large = min(sizes), max(sizes)
         line = (
             f"streaming: peak driver RSS {sizes[small]['peak_rss_mb']:.0f} MB at {small:,} rows, "
