@@ -147,12 +147,54 @@ FAILURE_MODES_SCHEMA: Final = pa.schema(
         pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),
     ]
 )
-# descriptions.parquet (written by the "readable gaps" analysis): read by cg_ray.profile.descriptions.
-DESCRIPTIONS_SCHEMA: Final = pa.schema(
+# The columns of descriptions.parquet the weakness profile reads (cg_ray.profile.descriptions): a table
+# from elsewhere needs only these.
+DESCRIPTIONS_READ_SCHEMA: Final = pa.schema(
     [
         pa.field("concept_id", pa.int32(), nullable=False),
         pa.field("description", pa.string(), nullable=True),
         pa.field("metadata_enrichment", pa.list_(pa.string()), nullable=True),
+    ]
+)
+
+# descriptions.parquet as `cg-ray describe` / `explain` write it (cg_ray.describe).
+DESCRIPTIONS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("concept_id", pa.int32(), nullable=False),
+        pa.field("description", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),  # llm | label | enrichment | ngrams | none
+        pa.field("metadata_enrichment", pa.list_(pa.string()), nullable=False),
+        pa.field("top_ngrams", pa.list_(pa.string()), nullable=False),  # activating spans in this suite
+        pa.field("top_tokens", pa.list_(pa.string()), nullable=False),
+        pa.field("detection_score", pa.float64(), nullable=True),
+        pa.field("label", pa.string(), nullable=True),
+        pa.field("reasons", pa.list_(pa.string()), nullable=False),  # why the concept was described
+        pa.field("X_model", pa.float64(), nullable=True),
+        pa.field("X_bench", pa.float64(), nullable=True),
+        pa.field("n_active_rows", pa.int64(), nullable=False),
+        pa.field("mean_score_active", pa.float64(), nullable=True),
+        # JSON list: {row_id, benchmark, score, s_tilde, snippet, span_start, span_end} (span offsets in snippet)
+        pa.field("examples", pa.string(), nullable=False),
+    ]
+)
+
+# One row per (concept, candidate description) scored by detection.
+EXPLANATIONS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("concept_id", pa.int32(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("description", pa.string(), nullable=False),
+        pa.field("detection_score", pa.float64(), nullable=True),
+        pa.field("fuzzing_score", pa.float64(), nullable=True),  # activating span vs other words marked
+        pa.field("n_positive", pa.int32(), nullable=False),
+        pa.field("n_negative", pa.int32(), nullable=False),
+        pa.field("n_fuzz", pa.int32(), nullable=False),  # fuzzing judgements (right + wrong markings)
+        pa.field("n_unparsed", pa.int32(), nullable=False),
+        pa.field("parse", pa.string(), nullable=False),  # json | text | failed (how the explanation was read)
+        pa.field("raw_explanation", pa.string(), nullable=True),  # the model's answer (llm rows)
+        pa.field("first_judgement", pa.string(), nullable=True),  # its first detection answer, as written
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("seed", pa.int64(), nullable=False),
     ]
 )
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
+from cg_ray import schemas as S
 from cg_ray.describe import outputs as O
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.descriptions import (
@@ -314,7 +315,7 @@ def explain_run(
         wanted = {c: held_out_rows(a, c, config.detect_rows, config.seed)[0] for c in a.evidence.concept_ids}
         spans = (span_reader or reader_spans(options))(a, wanted)
     records = explain(a, completer, config, spans)
-    table = pa.Table.from_pylist(records, schema=O.EXPLANATIONS_SCHEMA)
+    table = pa.Table.from_pylist(records, schema=S.EXPLANATIONS_SCHEMA)
     modes, files = mode_files(run_dir, completer, config, a.run.summary.get("model_filter"))  # the failure modes
     descriptions, themes = build_outputs(a, options, table)
     if config.name_themes:

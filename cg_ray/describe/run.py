@@ -248,7 +248,7 @@ def build_outputs(
                 "examples": json.dumps(ce.examples, ensure_ascii=False),
             }
         )
-    table = pa.Table.from_pylist(rows, schema=O.DESCRIPTIONS_SCHEMA)
+    table = pa.Table.from_pylist(rows, schema=S.DESCRIPTIONS_SCHEMA)
     return table, _themes(a, options, texts, enrich_text, explanations is not None)
 
 

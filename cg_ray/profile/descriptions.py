@@ -34,13 +34,15 @@ def load_descriptions(run_dir: Path) -> Descriptions | None:
 
 def descriptions_of(table: pa.Table, path: Path) -> Descriptions:
     """{concept_id: (description, metadata_enrichment)} of a descriptions table (`path` names it in errors)."""
-    for f in S.DESCRIPTIONS_SCHEMA:
+    for f in S.DESCRIPTIONS_READ_SCHEMA:
         if f.name not in table.column_names:
             raise InputError(f"missing column (present: {table.column_names})", path=str(path), field=f.name)
     try:
-        table = table.select(S.DESCRIPTIONS_SCHEMA.names).cast(S.DESCRIPTIONS_SCHEMA)
+        table = table.select(S.DESCRIPTIONS_READ_SCHEMA.names).cast(S.DESCRIPTIONS_READ_SCHEMA)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise InputError(f"unexpected column types ({exc}); expected {S.DESCRIPTIONS_SCHEMA}", path=str(path)) from None
+        raise InputError(
+            f"unexpected column types ({exc}); expected {S.DESCRIPTIONS_READ_SCHEMA}", path=str(path)
+        ) from None
     out: Descriptions = {}
     for cid, desc, enrichment in zip(
         table.column("concept_id").to_pylist(),

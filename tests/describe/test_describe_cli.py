@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import cli
-from cg_ray.describe.outputs import DESCRIPTIONS_SCHEMA, read_descriptions, read_themes
+from cg_ray.describe.outputs import read_descriptions, read_themes
+from cg_ray.schemas import DESCRIPTIONS_SCHEMA
 
 from .conftest import planted_rows, rows_schema
 
