@@ -235,7 +235,7 @@ def bench_reader(setup: Setup, device: torch.device, args: argparse.Namespace, p
         {
             "model": "random", "sae": "random", "dtype": dtype_name, "device": str(device),
             "token_budget": args.token_budget, "prepend_bos": False, "sink_positions": 0,
-            "exclude_special_tokens": False, "compile": args.compile,
+            "exclude_special_tokens": False, "compile": COMPILE[args.compile], "packing": args.packing,
         }
     )  # fmt: skip
     # Calibrate the SAE thresholds on the hooked layer's real activations (before the reader truncates).
@@ -248,8 +248,10 @@ def bench_reader(setup: Setup, device: torch.device, args: argparse.Namespace, p
     sae = random_sae(setup, a["hidden_size"], hidden.reshape(-1, a["hidden_size"]))
     reader = ConceptReader(loaded, sae, config, setup.layer)
 
+    reader.plan(sum(map(len, rows)) * 2)  # `compile: auto` decides for the warm-up and the measured pass
     t = time.perf_counter()
-    reader.read_ids(rows if args.compile else rows[: max(2, len(rows) // 16)])  # warm-up (and compilation)
+    warm = rows if args.compile != "false" else rows[: max(2, len(rows) // 16)]
+    reader.read_ids(warm)  # warm-up (and compilation, when compiled)
     warmup_s = time.perf_counter() - t
     sync(device)
     t = time.perf_counter()
@@ -264,6 +266,7 @@ def bench_reader(setup: Setup, device: torch.device, args: argparse.Namespace, p
 
     naive_rows = rows[: args.naive_rows]
     naive_tps = naive_reader(setup, device, dtype, naive_rows, sae)
+    compiled, decision, packed = reader.compiled, reader.describe()["compile_decision"], reader.packed
     del reader, base
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -275,6 +278,9 @@ def bench_reader(setup: Setup, device: torch.device, args: argparse.Namespace, p
         "token_budget": args.token_budget,
         "tokens_per_s": round(tokens_per_s),
         "compile": args.compile,
+        "compiled": compiled,
+        "compile_decision": decision,
+        "packing": packed,
         "warmup_s": round(warmup_s, 1),
         "pooled_latents_per_row": round(l0, 1),
         "gflops_per_token": round(flops / 1e9, 3),
@@ -352,6 +358,9 @@ def bench_vllm(tiny: bool, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+COMPILE: dict[str, bool | str] = {"false": False, "true": True, "auto": "auto"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiny", action="store_true", help="scaled-down configs on whatever device is there")
@@ -362,7 +371,10 @@ def main() -> None:
     ap.add_argument("--token-budget", type=int, default=None, help="padded tokens per forward (reader)")
     ap.add_argument("--vllm-prompts", type=int, default=512)
     ap.add_argument("--skip-vllm", action="store_true")
-    ap.add_argument("--compile", action="store_true", help="torch.compile the reader's model (ReaderConfig.compile)")
+    ap.add_argument(
+        "--compile", choices=sorted(COMPILE), default="false", help="ReaderConfig.compile (auto: when the tokens pay)"
+    )
+    ap.add_argument("--packing", action=argparse.BooleanOptionalAction, default=True, help="ReaderConfig.packing")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
     on_gpu = torch.cuda.is_available()
@@ -393,7 +405,8 @@ def main() -> None:
             f"{k.removeprefix('roofline_fraction_')} {v:.0%}" for k, v in r.items() if k.startswith("roofline")
         )
         print(
-            f"reader {r['setup']} [{r['dtype']}{', compiled' if r['compile'] else ''}]: "
+            f"reader {r['setup']} [{r['dtype']}{', compiled' if r['compiled'] else ''}"
+            f"{', packed' if r['packing'] else ''}]: "
             f"{r['tokens_per_s']:,} tokens/s over {r['tokens']:,} tokens "
             f"({r['achieved_tflops']} TFLOP/s{'; roofline ' + roof if roof else ''}); "
             f"naive {r['naive_tokens_per_s']:,} tokens/s; {r['pooled_latents_per_row']} latents per row",

@@ -4,11 +4,15 @@ sparse transfer) against the naive reference (one row at a time, float32, full c
 
 `dtype: auto` is float32 on a CPU without native bf16 (then both sides run float32 and must agree within
 1e-4) and bfloat16 on CPUs with AVX512_BF16 / AMX and on CUDA; our float32 path is always measured too.
+Ours is the default reader: packed batches (no padding), rows sharing a prefix computing it once. For
+comparison the same reader without prefix sharing and the padded path are measured as well.
 
     PYTHONPATH=. python benchmarks/bench_reader.py [--rows 64] [--data-dir ../shared/data]
 
-Texts are GSM8K questions + GPT-3 solutions from the shared data (real lengths, ~100-250 tokens).
-Prints the hardware and dtype first, tokens/s of each path, and, as the LAST line, the speed-up ratio.
+Texts are GSM8K questions + GPT-3 solutions from the shared data (real lengths, ~100-250 tokens; the file
+holds four models' solutions per question, so each question is the prefix of four rows). Prints the
+hardware and CPU capability first, this CPU's measured matmul peak, tokens/s and GFLOP/s of each path
+against that peak, and, as the LAST line, the speed-up ratio.
 """
 
 from __future__ import annotations
@@ -40,12 +44,37 @@ def load_texts(data_dir: Path, n: int) -> list[str]:
     return texts
 
 
+def matmul_peak(dtype: torch.dtype, n: int = 1536, reps: int = 8) -> float:
+    """GFLOP/s of the best of `reps` square matmuls in `dtype` on this CPU, with torch's threads."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b  # warm-up
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best / 1e9
+
+
+def reader_flops(base: object, seqs: list[list[int]], n_layers: int, d_sae: int, counted: int) -> float:
+    """FLOPs of a truncated forward over `seqs` (each row alone) plus the SAE on the counted tokens:
+    2 per weight per token in the decoder layers run, QKᵀ and AV per query over its keys, the encoder."""
+    layers = base.layers[:n_layers]  # type: ignore[attr-defined]
+    weights = sum(p.numel() for p in layers.parameters() if p.dim() == 2)
+    cfg = base.config  # type: ignore[attr-defined]
+    width = cfg.num_attention_heads * getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
+    tokens = sum(map(len, seqs))
+    key_pairs = sum(n * (n + 1) // 2 for n in map(len, seqs))
+    return 2.0 * weights * tokens + 4.0 * width * key_pairs * n_layers + 2.0 * cfg.hidden_size * d_sae * counted
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data")
     ap.add_argument("--sae", default="default")
     ap.add_argument("--token-budget", type=lambda v: v if v == "auto" else int(v), default="auto")
+    ap.add_argument("--skip-variants", action="store_true", help="only ours (auto) and naive")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -58,20 +87,29 @@ def main() -> None:
     from cg_ray.catalog import prepare
     from cg_ray.hardware import hardware_info
 
-    print(f"hardware: {hardware_info().line()}")
+    hw = hardware_info()
+    print(f"hardware: {hw.line()}")
+    print(f"CPU capability (torch): {hw.cpu_capability}, native bf16: {hw.native_bf16}")
     model_dir = prepare()
     texts = load_texts(args.data_dir, args.rows)
-    fast = ConceptReader.from_config(
-        ReaderConfig.model_validate(
-            {"model": str(model_dir), "sae": args.sae, "dtype": "auto", "token_budget": args.token_budget}
-        )
-    )
+
+    def reader(dtype: str, **kw: object) -> ConceptReader:
+        config = {"model": str(model_dir), "sae": args.sae, "dtype": dtype, "token_budget": args.token_budget}
+        return ConceptReader.from_config(ReaderConfig.model_validate({**config, "compile": False, **kw}))
+
+    fast = reader("auto")
     auto_dtype = str(fast.dtype).removeprefix("torch.")
     seqs = fast.tokenize(texts)
     n_tokens = sum(map(len, seqs))
     print(
         f"{len(seqs)} rows, {n_tokens} tokens (mean {n_tokens / len(seqs):.0f}), "
         f"torch threads {torch.get_num_threads()}"
+    )
+    peak32 = matmul_peak(torch.float32)
+    peak = peak32 if fast.dtype == torch.float32 else matmul_peak(fast.dtype)
+    print(
+        f"matmul peak (1536³, best of 8): float32 {peak32:.0f} GFLOP/s"
+        + ("" if peak is peak32 else f", {auto_dtype} {peak:.0f} GFLOP/s")
     )
 
     # naive reference: separate float32 full model and float32 SAE
@@ -90,19 +128,27 @@ def main() -> None:
         return out
 
     fast.read_ids(seqs[:4])  # warm-up (allocator, kernels)
+    fast.stats["tokens_forward"] = fast.stats["tokens_counted"] = 0
     t = time.perf_counter()
     fast_rows = fast.read_ids(seqs)
     t_fast = time.perf_counter() - t
+    forwarded, counted = fast.stats["tokens_forward"], fast.stats["tokens_counted"]
     t = time.perf_counter()
     ref = naive()
     t_naive = time.perf_counter() - t
 
-    fast32 = ConceptReader.from_config(
-        ReaderConfig.model_validate({"model": str(model_dir), "sae": args.sae, "dtype": "float32"})
-    )
-    t = time.perf_counter()
-    f32_rows = fast32.read_ids(seqs)
-    t_f32 = time.perf_counter() - t
+    variants: dict[str, tuple[float, list]] = {}  # type: ignore[type-arg]
+    names = {"float32 padded": {"packing": False}}
+    if auto_dtype != "float32":
+        names = {"float32": {}, **names}
+    if not args.skip_variants:
+        names = {"float32 no sharing": {"share_prefixes": False}, **names}
+    for name, kw in names.items():
+        other = reader("float32", **kw)
+        other.read_ids(seqs[:4])
+        t = time.perf_counter()
+        rows = other.read_ids(seqs)
+        variants[name] = (time.perf_counter() - t, rows)
 
     def dense(rows: list) -> np.ndarray:  # type: ignore[type-arg]
         m = np.zeros((len(rows), fast.d_sae), np.float64)
@@ -110,12 +156,24 @@ def main() -> None:
             m[i, r.concept_ids] = r.concept_acts
         return m
 
-    err32 = np.abs(dense(f32_rows) - np.stack(ref)).max()
-    rel16 = np.abs(dense(fast_rows) - np.stack(ref)).max() / np.abs(np.stack(ref)).max()
-    print(f"naive  float32 : {n_tokens / t_naive:8.0f} tokens/s ({t_naive:.1f} s)")
-    print(f"ours   float32 : {n_tokens / t_f32:8.0f} tokens/s ({t_f32:.1f} s)  max |Δ| vs naive {err32:.2e}")
+    ref_m = np.stack(ref)
+    flops = reader_flops(fast.model.base, seqs, fast.layer + 1, fast.d_sae, counted)
+    naive_flops = reader_flops(full.model, seqs, len(full.model.layers), fast.d_sae, n_tokens)
+    naive_flops += 2.0 * full.lm_head.weight.numel() * n_tokens
+
+    def rate(secs: float, work: float, top: float) -> str:
+        gflops = work / secs / 1e9
+        return f"{n_tokens / secs:8.0f} tokens/s ({secs:.1f} s), {gflops:.0f} GFLOP/s = {gflops / top:.0%} of peak"
+
+    print(f"naive  float32            : {rate(t_naive, naive_flops, peak32)}")
+    for name, (secs, rows) in variants.items():
+        err = np.abs(dense(rows) - ref_m).max()
+        print(f"ours   {name:<19}: {rate(secs, flops, peak32)}; max |Δ| vs naive {err:.2e}")
+    rel = np.abs(dense(fast_rows) - ref_m).max() / np.abs(ref_m).max()
+    print(f"ours   {auto_dtype + ' (default)':<19}: {rate(t_fast, flops, peak)}; max rel |Δ| vs naive {rel:.2e}")
     print(
-        f"ours   {auto_dtype:<8}: {n_tokens / t_fast:8.0f} tokens/s ({t_fast:.1f} s)  max rel |Δ| vs naive {rel16:.2e}"
+        f"  ({forwarded} of {n_tokens} tokens forwarded, the rest shared prefixes; GFLOP/s count each row's "
+        "truncated forward as if alone, so sharing shows as more than the hardware does)"
     )
     print(f"speed-up (ours, dtype auto = {auto_dtype} / naive float32): {t_naive / t_fast:.2f}x")
 

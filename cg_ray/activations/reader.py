@@ -203,35 +203,23 @@ class ConceptReader:
     ) -> list[RowActs]:
         """s̃ per row, in input order. Rows are packed (or padded, longest-first) under the token budget.
         `count_from`: per row, the first token position that counts (the tokens before are context)."""
-        import torch
 
         started = time.perf_counter()
         results: list[RowActs | None] = [None] * len(seqs)
         call_tokens = sum(len(s) for s in seqs)
         done = 0
-        batches: list[Any]
-        if self.packed:
-            min_shared = self.config.min_shared_tokens if self.config.share_prefixes else None
-            batches = plan_packed_batches(plan_groups(seqs, min_shared, self.token_budget), self.token_budget)
-        else:
-            batches = plan_batches([len(s) for s in seqs], self.token_budget)
+        min_shared = self.config.min_shared_tokens if self.config.share_prefixes else None
+        batches: list[Any] = (
+            plan_packed_batches(plan_groups(seqs, min_shared, self.token_budget), self.token_budget)
+            if self.packed
+            else plan_batches([len(s) for s in seqs], self.token_budget)
+        )
         for batch in batches:
             t0 = time.perf_counter()
             if self.packed:
                 rows, pooled, forwarded, counted = self._packed_batch(pack(seqs, batch), count_from, pool)
             else:
-                rows = batch
-                ids, mask = pad(
-                    [seqs[i] for i in batch], self.policy.pad_id, self.config.padding_side, self.pad_multiple
-                )
-                ids, mask = ids.to(self.device), mask.to(self.device)
-                hidden = forward_to_layer(self.model.base, self.capture, ids, mask)
-                first = (
-                    None if count_from is None else torch.as_tensor([count_from[i] for i in batch], dtype=torch.long)
-                )
-                keep = counted_mask(ids, mask, self.policy, first)
-                pooled = pool_batch(hidden, keep, self.sae, self.config.sae_chunk_tokens, pool)
-                forwarded, counted = int(mask.sum()), int(keep.sum())
+                rows, pooled, forwarded, counted = self._padded_batch(seqs, batch, count_from, pool)
             for i, row in zip(rows, pooled, strict=True):
                 results[i] = row
             read = sum(len(seqs[i]) for i in rows)
@@ -245,6 +233,23 @@ class ConceptReader:
         self.stats["rows"] += len(seqs)
         self.stats["seconds"] += time.perf_counter() - started
         return [r for r in results if r is not None]
+
+    def _padded_batch(
+        self,
+        seqs: Sequence[Sequence[int]],
+        batch: list[int],
+        count_from: Sequence[int] | None,
+        pool: Literal["mean", "max"],
+    ) -> tuple[list[int], list[RowActs], int, int]:
+        import torch
+
+        ids, mask = pad([seqs[i] for i in batch], self.policy.pad_id, self.config.padding_side, self.pad_multiple)
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        hidden = forward_to_layer(self.model.base, self.capture, ids, mask)
+        first = None if count_from is None else torch.as_tensor([count_from[i] for i in batch], dtype=torch.long)
+        keep = counted_mask(ids, mask, self.policy, first)
+        pooled = pool_batch(hidden, keep, self.sae, self.config.sae_chunk_tokens, pool)
+        return batch, pooled, int(mask.sum()), int(keep.sum())
 
     def _packed_batch(
         self, packed: PackedBatch, count_from: Sequence[int] | None, pool: Literal["mean", "max"]
