@@ -42,11 +42,13 @@ class PhaseRss:
         import pyarrow as pa
 
         while True:
-            rss = int(
-                next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmRSS")).split()[1]
+            status = dict(
+                line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line
             )
-            peak = self.peaks.setdefault(self.phase, {"rss_mb": 0.0, "arrow_mb": 0.0})
-            peak["rss_mb"] = max(peak["rss_mb"], round(rss / 1024, 1))
+            peak = self.peaks.setdefault(self.phase, {"rss_mb": 0.0, "anon_mb": 0.0, "shmem_mb": 0.0, "arrow_mb": 0.0})
+            # RssShmem: shared pages mapped in (Ray's object store, when the driver reads blocks from it).
+            for key, field in (("VmRSS", "rss_mb"), ("RssAnon", "anon_mb"), ("RssShmem", "shmem_mb")):
+                peak[field] = max(peak[field], round(int(status[key].split()[0]) / 1024, 1))
             peak["arrow_mb"] = max(peak["arrow_mb"], round(pa.total_allocated_bytes() / 2**20, 1))
             time.sleep(0.1)
 
@@ -175,7 +177,10 @@ def main() -> None:
             f = sizes[rows]
             print(f"{rows:,} rows: {f['rows']:,} published in {f['seconds']} s, peak driver RSS {f['peak_rss_mb']} MB")
             for phase, peak in f["phases"].items():  # type: ignore[attr-defined]
-                print(f"    {phase:>20}: peak RSS {peak['rss_mb']:,.0f} MB, Arrow {peak['arrow_mb']:,.0f} MB")
+                print(
+                    f"    {phase:>20}: peak RSS {peak['rss_mb']:,.0f} MB (anonymous {peak['anon_mb']:,.0f}, "
+                    f"shared {peak['shmem_mb']:,.0f}), Arrow {peak['arrow_mb']:,.0f} MB"
+                )
         small, large = min(sizes), max(sizes)
         line = (
             f"streaming: peak driver RSS {sizes[small]['peak_rss_mb']:.0f} MB at {small:,} rows, "
