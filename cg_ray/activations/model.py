@@ -138,5 +138,7 @@ def forward_packed(
 ) -> torch.Tensor:
     """Hidden states after the hooked layer for one packed sequence (1, T, d): no attention mask (the
     packed attention function reads the row layout), positions restarting with every row group."""
-    base(input_ids=input_ids, position_ids=position_ids, use_cache=False)
+    from cg_ray.activations.varlen import NO_MASK
+
+    base(input_ids=input_ids, attention_mask=NO_MASK, position_ids=position_ids, use_cache=False)
     return capture.take()

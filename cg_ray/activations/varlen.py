@@ -210,8 +210,20 @@ def varlen_attention(
     """A transformers attention function: query (1, heads, T, d), key/value (1, kv heads, T, d);
     returns (1, T, heads, d) like transformers' SDPA integration."""
     blocks = _BLOCKS.get()
-    if blocks is None:
-        raise RuntimeError(f"the {ATTENTION_NAME} attention ran outside a packed forward")
+    if blocks is None:  # an ordinary (padded) forward of the same model: transformers' own SDPA path
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(
+            module,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=dropout,
+            scaling=scaling,
+            sliding_window=sliding_window,
+            **kwargs,
+        )
     if query.shape[0] != 1:
         raise ValueError(f"a packed batch is one sequence, got a batch of {query.shape[0]}")
     out = query.new_empty(query.shape)
@@ -230,9 +242,17 @@ def packing_supported(base: Any) -> str | None:
     return None
 
 
+# transformers hands a 4-D mask to the attention untouched: with this placeholder no (T × T) mask is built
+# for a packed forward (the attention function reads the layout instead).
+NO_MASK = torch.ones(1, 1, 1, 1, dtype=torch.bool)
+
+
 def use_varlen_attention(base: Any) -> None:
-    """Register the attention function (once) and switch the model to it."""
+    """Register the attention function (once) and switch the model to it; padded forwards of the same model
+    (outside `packed_blocks`) get SDPA's usual masks and kernel."""
     from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     AttentionInterface.register(ATTENTION_NAME, varlen_attention)
+    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
     base.set_attn_implementation(ATTENTION_NAME)

@@ -90,13 +90,17 @@ def test_gqa_and_sliding_window_attention() -> None:
     rows = [torch.randn(1, 4, n, 8) for n in (7, 5)]  # 4 query heads
     kv = [(torch.randn(1, 2, n, 8), torch.randn(1, 2, n, 8)) for n in (7, 5)]  # 2 key/value heads
     shared = 3  # row 1 = row 0's first 3 tokens + 2 own tokens
-    kv[1] = (torch.cat([kv[0][0][:, :, :shared], kv[1][0][:, :, :2]], 2), torch.cat([kv[0][1][:, :, :shared], kv[1][1][:, :, :2]], 2))
+    kv[1] = (
+        torch.cat([kv[0][0][:, :, :shared], kv[1][0][:, :, :2]], 2),
+        torch.cat([kv[0][1][:, :, :shared], kv[1][1][:, :, :2]], 2),
+    )
     rows[1] = torch.cat([rows[0][:, :, :shared], rows[1][:, :, :2]], 2)
     q = torch.cat([rows[0], rows[1][:, :, shared:]], 2)
     k = torch.cat([kv[0][0], kv[1][0][:, :, shared:]], 2)
     v = torch.cat([kv[0][1], kv[1][1][:, :, shared:]], 2)
     blocks = [Block(0, 7), Block(7, 2, 0, shared)]
     module = torch.nn.Module()
+    module.num_key_value_groups = 2  # what transformers' SDPA path reads from an attention module
     for window in (None, 2):
         with packed_blocks(blocks):
             out, _ = varlen_attention(module, q, k, v, None, scaling=0.3, sliding_window=window)
@@ -110,13 +114,18 @@ def test_gqa_and_sliding_window_attention() -> None:
             ).transpose(1, 2)
             got = out[:, :7] if r == 0 else torch.cat([out[:, :shared], out[:, 7:]], 1)
             torch.testing.assert_close(got, ref, rtol=0, atol=1e-6)
-    with pytest.raises(RuntimeError, match="outside a packed forward"):
-        varlen_attention(module, q, k, v, None)
+    # outside a packed forward it is transformers' SDPA (a padded forward of the same model)
+    plain, _ = varlen_attention(module, q[:, :, :7], k[:, :, :7], v[:, :, :7], None, scaling=0.3)
+    full = torch.ones(7, 7).tril().bool()
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        rows[0], kv[0][0].repeat_interleave(2, 1), kv[0][1].repeat_interleave(2, 1), attn_mask=full, scale=0.3
+    ).transpose(1, 2)
+    torch.testing.assert_close(plain, ref, rtol=0, atol=1e-6)
 
 
 def test_plan_groups_shares_only_what_pays() -> None:
     a = [1, *range(10, 30)]
-    seqs = [a + [5, 6], [7, 8, 9], a + [4], a[:5] + [99] * 20, a]
+    seqs = [[*a, 5, 6], [7, 8, 9], [*a, 4], a[:5] + [99] * 20, a]
     groups = plan_groups(seqs, min_shared=8, max_size=1000)
     by_rows = {g.rows: g for g in groups}
     shared = next(g for g in groups if len(g.rows) > 1)
