@@ -98,6 +98,7 @@ class ConceptReader:
         self.pad_multiple = 1
         self.compiled = False
         self.planned_tokens: int | None = None
+        self._measuring: list[float] | None = None
         self.compile_decision: compile_plan.CompileDecision | None = None
         if config.compile is True:
             self.compile_decision = compile_plan.fixed(True)
@@ -181,17 +182,35 @@ class ConceptReader:
         """The tokens the whole job will read (for `compile: auto`), when reading comes in several calls."""
         self.planned_tokens = total_tokens
 
-    def _decide_compile(self, call_tokens: int, batch_tokens: int, batch_s: float) -> None:
-        """`compile: auto`, once, after the first eager batch has given this device's eager rate."""
-        if self.compile_decision is not None:
-            return
-        planned = max(self.planned_tokens or 0, call_tokens)
+    def _after_batch(self, call_tokens: int, batch_tokens: int, batch_s: float) -> None:
+        """`compile: auto` decides once, after the first eager batch has given this device's eager rate;
+        when it compiles, the first compiled batch gives the compilation time and the next ~10 s the
+        speed-up, which are recorded for this machine's next decisions."""
         kind = compile_plan.device_kind(self.device)
-        cost = compile_plan.recorded_cost(kind, hardware_info().line())
-        self.compile_decision = compile_plan.decide(planned, batch_tokens / max(batch_s, 1e-9), cost)
-        log.info("compile: auto -> %s", self.compile_decision.reason)
-        if self.compile_decision.compile:
-            self._compile()
+        if self.compile_decision is None:
+            planned = max(self.planned_tokens or 0, call_tokens)
+            cost = compile_plan.recorded_cost(kind, hardware_info().line())
+            eager = batch_tokens / max(batch_s, 1e-9)
+            self.compile_decision = compile_plan.decide(planned, eager, cost)
+            log.info("compile: auto -> %s", self.compile_decision.reason)
+            if self.compile_decision.compile:
+                self._compile()
+                self._measuring = [eager, -1.0, 0.0, 0.0]  # eager rate, compile s, tokens, seconds after
+            return
+        if self._measuring is None:
+            return
+        eager, compile_s, tokens, seconds = self._measuring
+        if compile_s < 0:
+            self._measuring[1] = max(batch_s - batch_tokens / eager, 0.0)
+            return
+        tokens, seconds = tokens + batch_tokens, seconds + batch_s
+        self._measuring[2:] = [tokens, seconds]
+        if seconds >= 10.0:
+            source = f"measured by the reader ({self.model.source}, layer {self.layer})"
+            compile_plan.record_compile(
+                kind, hardware_info().line(), compile_plan.CompileCost(compile_s, tokens / seconds / eager, source)
+            )
+            self._measuring = None
 
     def read_ids(
         self,
@@ -226,7 +245,7 @@ class ConceptReader:
             self.stats["tokens_read"] += read
             self.stats["tokens_forward"] += forwarded
             self.stats["tokens_counted"] += counted
-            self._decide_compile(call_tokens, read, time.perf_counter() - t0)
+            self._after_batch(call_tokens, read, time.perf_counter() - t0)
             done += len(rows)
             if progress is not None:
                 progress(done, len(seqs))

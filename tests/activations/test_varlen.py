@@ -207,3 +207,25 @@ def test_compile_auto_stays_eager_on_a_small_job(
     reader.plan(10**6)  # already decided: a later plan does not change it
     reader.read(TEXTS[:2])
     assert not reader.compiled
+
+
+def test_a_compiled_run_records_its_cost(
+    tiny_model_dir: Path, tiny_sae_dir: Callable[..., Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The decision and the recording, driven with batch timings; compilation itself is stubbed out."""
+    from cg_ray.hardware import hardware_info
+
+    monkeypatch.setenv("CG_RAY_CACHE", str(tmp_path))
+    monkeypatch.setattr(ConceptReader, "_compile", lambda self: setattr(self, "compiled", True))
+    reader = ConceptReader.from_config(
+        reader_config(model=str(tiny_model_dir), sae=f"saelens-disk:{tiny_sae_dir('topk')}", compile="auto")
+    )
+    reader.plan(10**9)  # ~11 days of eager reading at 1,000 tokens/s: compiling pays
+    reader._after_batch(100, 100, 0.1)  # first eager batch: 1,000 tokens/s
+    assert reader.compiled and reader.compile_decision is not None and reader.compile_decision.compile
+    reader._after_batch(100, 100, 5.1)  # the first compiled batch: 5 s of compilation
+    reader._after_batch(100, 10_000, 5.0)
+    reader._after_batch(100, 10_000, 5.0)  # 2,000 tokens/s compiled over 10 s
+    cost = compile_plan.recorded_cost("cpu", hardware_info().line())
+    assert cost.compile_s == pytest.approx(5.0) and cost.speedup == pytest.approx(2.0)
+    assert "measured by the reader" in cost.source
