@@ -109,12 +109,15 @@ def _pending_dataset(staged: StagedInput, pending: list[int]) -> Any:
     import ray
     import ray.data
 
-    return ray.data.read_parquet(
+    blocks = max(1, min(len(pending), 64))
+    ds = ray.data.read_parquet(
         [str(staged.path(s).resolve()) for s in pending],
         num_cpus=0,
         label_selector={"ray.io/node-id": ray.get_runtime_context().get_node_id()},
-        override_num_blocks=max(1, min(len(pending), 64)),
+        override_num_blocks=blocks,
     )
+    # Ray Data reads small files into one block; shard-sized blocks let finished shards stream back early.
+    return ds.repartition(blocks)
 
 
 def _locator(staged: StagedInput, plan: ShardPlan) -> Any:
