@@ -103,11 +103,7 @@ def _string_constants() -> dict[str, str]:
 
 
 # Modules that still join artifact names themselves, each with why.
-JOINS_ALLOWED = {
-    # `cg-ray run` stages rows.parquet in its temporary run directory; cg_ray/pipeline is being reworked by
-    # another change (issue #24 follow-up: `RunDir(tmp).rows` there).
-    "pipeline/runner.py",
-}
+JOINS_ALLOWED: set[str] = set()
 
 
 def test_only_the_layout_joins_artifact_names() -> None:

@@ -207,7 +207,7 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
     timer.start("metrics")
     with atomic_directory(out, overwrite=options.overwrite) as tmp:
         # One pass over the shards, streaming: rows.parquet, and the counts below (facts.observe).
-        n_rows = store.assemble(output_schema(d_sae), tmp / S.ROWS_FILE, observe=facts.observe)
+        n_rows = store.assemble(output_schema(d_sae), RunDir(tmp).rows, observe=facts.observe)
         scoring = stats_from_counts(facts.scoring_counts())
         check_parsed(scoring)  # a scorer that parsed nothing fails the run before anything is published
         summary = _metrics(tmp, config, options.reader_factory)
@@ -331,7 +331,7 @@ def _metrics(run_dir: Path, config: RunConfig, factory: str) -> dict[str, Any]:
     from cg_ray.artifacts.rows import open_rows
     from cg_ray.artifacts.run_dir import publish_metrics
 
-    rows = open_rows(run_dir / S.ROWS_FILE)
+    rows = open_rows(RunDir(run_dir).rows)
     labels = shipped_labels(config.reader.sae, rows.d_sae, factory)
     extra = {"rows_file": S.ROWS_FILE, "evaluated_model": config.generation.model}
     return publish_metrics(run_dir, config.metrics, labels, extra, rows=rows).summary
