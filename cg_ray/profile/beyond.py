@@ -148,7 +148,7 @@ def _examples(stats: ClassStats, k: int, beyond: Beyond) -> list[str]:
     failing = pos[np.nan_to_num(r, nan=0.0) < 0][:EXAMPLES]
     taken = set(failing.tolist())
     chosen = list(failing) + [p for p in pos if p not in taken]
-    return [beyond.frame.row_ids[int(p)] for p in chosen[:EXAMPLES]]
+    return [beyond.frame.row_id(int(p)) for p in chosen[:EXAMPLES]]
 
 
 def class_terms(

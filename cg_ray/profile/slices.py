@@ -126,7 +126,7 @@ def example_rows(frame: RowFrame, mask: npt.NDArray[np.bool_], k: int = EXAMPLES
     """Up to k of the slice's rows, lowest scores first (the failures it stands for), then file order."""
     idx = np.flatnonzero(mask)
     idx = idx[np.argsort(frame.scores[idx], kind="stable")[:k]]
-    return [frame.row_ids[int(i)] for i in idx]
+    return [frame.row_id(int(i)) for i in idx]
 
 
 def slices_table(frame: RowFrame, slices: list[Slice]) -> pa.Table:

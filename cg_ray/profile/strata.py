@@ -36,7 +36,7 @@ class RowFrame:
     """One entry per row of the evaluated model, in file order."""
 
     file_rows: IntArray  # index of each row in rows.parquet
-    row_ids: list[str]
+    row_ids: pa.Array  # string; an Arrow array (a few bytes a row), not a million Python str
     scores: FloatArray  # NaN = unscored
     codes: dict[str, Codes]  # analysed field → code per row (-1: the row lacks it)
     values: dict[str, list[str]]  # analysed field → its values in code order
@@ -50,13 +50,16 @@ class RowFrame:
     def scored(self) -> npt.NDArray[np.bool_]:
         return ~np.isnan(self.scores)
 
+    def row_id(self, position: int) -> str:
+        return str(self.row_ids[position].as_py())
+
     def value(self, name: str, code: int) -> str:
         return MISSING if code < 0 else self.values[name][code]
 
     def subset(self, positions: IntArray) -> RowFrame:
         return RowFrame(
             self.file_rows[positions],
-            [self.row_ids[int(i)] for i in positions],
+            self.row_ids.take(pa.array(positions)),
             self.scores[positions],
             {k: v[positions] for k, v in self.codes.items()},
             self.values,
@@ -71,7 +74,7 @@ def read_frame(rows: RowsFile, model: str | None = None, max_values: int = MAX_V
     coder = MetadataCoder(str(rows.path), max_values=max_values)
     bench_index: dict[str, int] = {}
     file_rows: list[IntArray] = []
-    ids: list[str] = []
+    ids: list[pa.Array] = []
     scores: list[FloatArray] = []
     bench: list[Codes] = []
     meta_parts: list[dict[str, Codes]] = []
@@ -86,7 +89,7 @@ def read_frame(rows: RowsFile, model: str | None = None, max_values: int = MAX_V
             if sel.size:
                 take = pa.array(sel)
                 file_rows.append(first + sel)
-                ids.extend(str(x) for x in rb.column(S.ROW_ID).take(take).to_pylist())
+                ids.append(rb.column(S.ROW_ID).take(take).cast(pa.string()))
                 score = cast_column(rb.column(S.SCORE).take(take), S.SCORE, rows, first)
                 scores.append(pc.fill_null(score, float("nan")).to_numpy(zero_copy_only=False))
                 names_ = rb.column(S.BENCHMARK).take(take).to_pylist()
@@ -114,7 +117,8 @@ def read_frame(rows: RowsFile, model: str | None = None, max_values: int = MAX_V
             skipped[name] = "a single value" if present.size == 1 else "no values"
             del codes[name], values[name]
     assert all(c.size == n_total for c in codes.values())
-    return RowFrame(np.concatenate(file_rows), ids, np.concatenate(scores), codes, values, skipped)
+    row_ids = pa.concat_arrays(ids)
+    return RowFrame(np.concatenate(file_rows), row_ids, np.concatenate(scores), codes, values, skipped)
 
 
 def cell_keys(frame: RowFrame, fields: Sequence[str]) -> IntArray:
