@@ -46,6 +46,19 @@ def load_benchmarks(sources: Sequence[BenchmarkSource]) -> list[BenchmarkRow]:
     return load_suite(sources)[0]
 
 
+def record_scorer_options(options: dict[str, dict[str, Any]], source: BenchmarkSource, benchmarks: set[str]) -> None:
+    """Record `source`'s scorer_options for each of its benchmarks; a benchmark given different options by
+    two sources is refused (one scorer configuration per benchmark)."""
+    for name in sorted(benchmarks):
+        wanted = dict(source.scorer_options)
+        if options.setdefault(name, wanted) != wanted:
+            raise InputError(
+                f"benchmark {name!r} gets different scorer_options from two sources",
+                path=getattr(source, "path", None),
+                field="scorer_options",
+            )
+
+
 def load_suite(sources: Sequence[BenchmarkSource]) -> tuple[list[BenchmarkRow], dict[str, dict[str, Any]]]:
     """All rows of a suite (ids unique across it) and each benchmark's scorer options, the second input
     of ``cg_ray.scoring.apply.score_dataset``."""
@@ -64,14 +77,7 @@ def load_suite(sources: Sequence[BenchmarkSource]) -> tuple[list[BenchmarkRow], 
                     field="id",
                 )
             seen[row["row_id"]] = label
-        for name in sorted({r["benchmark"] for r in rows}):
-            wanted = dict(source.scorer_options)
-            if options.setdefault(name, wanted) != wanted:
-                raise InputError(
-                    f"benchmark {name!r} gets different scorer_options from two sources",
-                    path=getattr(source, "path", None),
-                    field="scorer_options",
-                )
+        record_scorer_options(options, source, {r["benchmark"] for r in rows})
         log.info("loaded %d rows from %s", len(rows), label)
         out.extend(rows)
     return out, options
@@ -85,4 +91,12 @@ def to_dataset(rows: Sequence[BenchmarkRow], *, blocks: int | None = None) -> ra
     return ds.repartition(blocks) if blocks else ds
 
 
-__all__ = ["BENCHMARK_ROW_SCHEMA", "LOADERS", "load_benchmarks", "load_source", "load_suite", "to_dataset"]
+__all__ = [
+    "BENCHMARK_ROW_SCHEMA",
+    "LOADERS",
+    "load_benchmarks",
+    "load_source",
+    "load_suite",
+    "record_scorer_options",
+    "to_dataset",
+]

@@ -137,7 +137,7 @@ def stage_inputs(sources: Sequence[BenchmarkSource], dir: Path, shard_rows: int)
     """Load every source (in order) into `dir`, `shard_rows` rows a file, with the checks of
     `cg_ray.benchmarks.load_suite`: no empty source, row ids unique across the suite, one scorer_options
     per benchmark. The loaders are the same; only the rows are not kept."""
-    from cg_ray.benchmarks import LOADERS
+    from cg_ray.benchmarks import LOADERS, record_scorer_options
 
     dir.mkdir(parents=True, exist_ok=True)
     writer = _ShardWriter(dir, shard_rows)
@@ -157,14 +157,7 @@ def stage_inputs(sources: Sequence[BenchmarkSource], dir: Path, shard_rows: int)
         n = len(hashes) - spans[-1].start
         if not n:
             raise InputError(f"no rows in {label}", path=path)
-        for name in sorted(benchmarks):
-            wanted = dict(source.scorer_options)
-            if options.setdefault(name, wanted) != wanted:
-                raise InputError(
-                    f"benchmark {name!r} gets different scorer_options from two sources",
-                    path=path,
-                    field="scorer_options",
-                )
+        record_scorer_options(options, source, benchmarks)
         log.info("loaded %d rows from %s", n, label)
     writer.flush()
     staged = StagedInput(
