@@ -194,26 +194,25 @@ class _Layout:
         return artifact.model
 
 
+class _File:
+    """A class attribute naming one artifact: `RunDir(p).rows` is `RunDir(p).file(S.ROWS_FILE)`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, layout: _Layout, owner: type[_Layout] | None = None) -> Path:
+        return layout.file(self.name)
+
+
 class RunDir(_Layout):
     """A run directory (`cg-ray metrics`, `cg-ray run`, a service analysis, one arena model)."""
 
     ARTIFACTS = RUN_ARTIFACTS
 
-    @property
-    def rows(self) -> Path:
-        return self.file(S.ROWS_FILE)
-
-    @property
-    def summary(self) -> Path:
-        return self.file(S.SUMMARY_FILE)
-
-    @property
-    def manifest(self) -> Path:
-        return self.file(S.MANIFEST_FILE)
-
-    @property
-    def report(self) -> Path:
-        return self.file(S.REPORT_FILE)
+    rows = _File(S.ROWS_FILE)
+    summary = _File(S.SUMMARY_FILE)
+    manifest = _File(S.MANIFEST_FILE)
+    report = _File(S.REPORT_FILE)
 
     @classmethod
     def published(cls, path: str | os.PathLike[str]) -> RunDir | None:
@@ -279,21 +278,13 @@ class ArenaDir(_Layout):
 
     ARTIFACTS = ARENA_ARTIFACTS
 
-    @property
-    def summary(self) -> Path:
-        return self.file(S.ARENA_FILE)
+    summary = _File(S.ARENA_FILE)
+    ratings = _File(ARENA_RATINGS_JSON)
+    head_to_head_json = _File(S.HEAD_TO_HEAD_JSON)
 
     @property
     def ratings_dir(self) -> Path:
         return self.path / S.RATINGS_DIR
-
-    @property
-    def ratings(self) -> Path:
-        return self.file(ARENA_RATINGS_JSON)
-
-    @property
-    def head_to_head_json(self) -> Path:
-        return self.file(S.HEAD_TO_HEAD_JSON)
 
     def model(self, folder: str) -> RunDir:
         return RunDir(self.path / S.ARENA_MODELS_DIR / folder)
