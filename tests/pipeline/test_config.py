@@ -134,3 +134,16 @@ def test_text_mode_both_is_a_deprecated_alias_warned_once(caplog: pytest.LogCapt
     assert AnalysisRequest(upload_ids=["u"]).text == "prompt_response"
     with pytest.raises(ValueError, match="prompt_response"):
         ReaderStageConfig.model_validate({"text": "all"})
+
+
+def test_bad_reader_packing_and_compile_settings_name_file_and_key_path(tmp_path: Path) -> None:
+    p = _write(
+        tmp_path,
+        "benchmarks: [{kind: probes}]\nreader:\n  compile: sometimes\n  packing: maybe\n  min_shared_tokens: 0\n",
+    )
+    with pytest.raises(ConfigError) as err:
+        load_run_config(p)
+    msg = str(err.value)
+    assert f"{p}: reader.compile.literal['auto']: Input should be 'auto'" in msg  # nor true / false
+    assert f"{p}: reader.packing: Input should be a valid boolean" in msg
+    assert f"{p}: reader.min_shared_tokens: Input should be greater than or equal to 1" in msg
