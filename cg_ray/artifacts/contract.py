@@ -68,13 +68,36 @@ class ArenaSummary(_Versioned):
     seconds: float
 
 
+class DiffCounts(BaseModel):
+    """How the two runs' rows paired (cg_ray.compare.runs) and how many concepts changed confidently."""
+
+    model_config = ConfigDict(extra="allow")
+
+    rows_a: int
+    rows_b: int
+    shared: int
+    only_a: int
+    only_b: int
+    shared_unscored: int  # shared, but a score is missing in A or B
+    paired: int
+    benchmarks_only_a: list[str]
+    benchmarks_only_b: list[str]
+    per_benchmark: dict[str, dict[str, int]]  # benchmark -> rows_a, rows_b, shared, paired
+    concepts_compared: int
+    concepts_defined: int
+    eligible: int
+    confident_regressed: int
+    confident_improved: int
+    expected_by_chance_per_direction: float
+
+
 class DiffSummary(_Versioned):
     """diff.json of `cg-ray diff`: the two runs, how their rows paired, and the confident changes."""
 
     kind: str
-    runs: dict[str, Any]
+    runs: dict[str, dict[str, Any]]  # "a", "b": each run's path, benchmarks, mean paired score, reader
     config: dict[str, Any]
-    counts: dict[str, Any]
+    counts: DiffCounts
     top_regressed: list[dict[str, Any]]
     top_improved: list[dict[str, Any]]
 

@@ -81,9 +81,6 @@ def register(subparsers: Any) -> None:
         default="prompt",
         help="which text is read (`both`: deprecated name of prompt_response)",
     )
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--chat-template", action="store_true", help="read through the model's chat template")
-    mode.add_argument("--raw", action="store_true", help="read the raw text (default)")
     p.add_argument(
         "--join-benchmarks",
         type=Path,
@@ -95,6 +92,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", default=None, help="keep only rows of this evaluated model")
     p.add_argument("--limit", type=int, default=None, help="keep the first N rows")
     p.add_argument("--allow-missing-scores", action="store_true", help="accept rows whose score is null")
+    # How the text reaches the reader: beside the reader's own options.
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--chat-template", action="store_true", help="read through the model's chat template")
+    mode.add_argument("--raw", action="store_true", help="read the raw text (default)")
     add_reader_arguments(p)
 
 

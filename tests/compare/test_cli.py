@@ -26,7 +26,7 @@ def test_diff_writes_table_json_and_page(planted_runs, tmp_path: Path, capsys) -
     doc = read_document(out / S.DIFF_JSON, DiffSummary)
     assert doc.format_version == 1 and doc.kind == "cg_ray.diff"
     assert doc.top_regressed[0]["concept_id"] == 9 and doc.top_improved[0]["concept_id"] == 10
-    assert doc.counts["paired"] == 400 and doc.counts["only_a"] == 0
+    assert doc.counts.paired == 400 and doc.counts.only_a == 0
     assert doc.config["resamples"] == 200 and len(doc.top_regressed) <= 3
     table = pq.read_table(out / S.DIFF_FILE)
     assert table.schema.equals(S.DIFF_SCHEMA)
