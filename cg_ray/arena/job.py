@@ -137,8 +137,7 @@ def _read_rows(rows: list[ArenaRow], config: ArenaJobConfig, reader_factory: str
             "text": [r.text for r in rows],
         }
     )
-    reader_config = config.reader.model_dump(mode="json", exclude={"text", "resources"})
-    read = read_texts(table, "text", reader_config, config.reader.resources, reader_factory)
+    read = read_texts(table, "text", config.reader.reader_config(), config.reader.resources, reader_factory)
     d_sae = int(read["_d_sae"][0].as_py())
     schema = (
         S.rows_schema_with_d_sae(d_sae)

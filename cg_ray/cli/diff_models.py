@@ -58,12 +58,13 @@ def ray_reader(config: Any, factory: str = DEFAULT_READER_FACTORY) -> Any:
     import pyarrow as pa
 
     from cg_ray.compare.models_job import ReadResult
+    from cg_ray.pipeline.config import reader_settings
     from cg_ray.pipeline.reading import read_texts
 
     def read(texts: list[str], offsets: list[int]) -> ReadResult:
         init_ray(config.ray_address)
         table = pa.table({"text": texts, "count_from": pa.array(offsets, pa.int64())})
-        reader_config = config.reader.model_dump(mode="json", exclude={"resources"})
+        reader_config = reader_settings(config.reader)  # the reader's own settings, without the actor pool
         options: dict[str, Any] = {"pool": config.pool}
         if config.max_response_tokens is not None:
             options["span_tokens"] = config.max_response_tokens
@@ -83,7 +84,7 @@ def ray_reader(config: Any, factory: str = DEFAULT_READER_FACTORY) -> Any:
             n_tokens=[int(x) for x in out["n_tokens"].to_pylist()],
             d_sae=int(out["_d_sae"][0].as_py()),
             reader={
-                "config": reader_config,
+                "config": reader_config.model_dump(mode="json"),
                 "factory": factory,
                 "read": options,
                 "actors": [json.loads(a) for a in actors],

@@ -19,6 +19,18 @@ from cg_ray.errors import ConfigError
 from cg_ray.generation.config import GenerationConfig, StageResources
 
 
+def reader_settings(config: ReaderConfig) -> ReaderConfig:
+    """The reader's own settings of a config that extends them (a stage's text and actor pool dropped), as
+    the reader takes them. Built from the validated values (no dump and re-parse); which fields were set
+    explicitly is kept, so a manifest written with `exclude_unset` reads as before."""
+    if type(config) is ReaderConfig:
+        return config
+    names = ReaderConfig.model_fields.keys()
+    return ReaderConfig.model_construct(
+        _fields_set=config.model_fields_set & names, **{name: getattr(config, name) for name in names}
+    )
+
+
 class ReaderStageConfig(ReaderConfig):
     """The reader's own settings (``cg_ray.activations.config.ReaderConfig``) plus what the pipeline
     needs to feed it: which text of a row it reads, and the resources of its actor pool."""
@@ -40,6 +52,17 @@ class ReaderStageConfig(ReaderConfig):
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         return spec
+
+    def reader_config(self) -> ReaderConfig:
+        """What the reader actors are built from (`cg_ray.pipeline.reader_stage.ReaderStage`)."""
+        return reader_settings(self)
+
+    @classmethod
+    def extending(cls, reader: ReaderConfig, text: TextMode) -> ReaderStageConfig:
+        """A validated reader config read as `text`, with the stage's default actor pool. Only the fields
+        `reader` had set are passed on, so the run config's explicitly set fields stay the same."""
+        names = reader.model_fields_set & ReaderConfig.model_fields.keys()
+        return cls(**{name: getattr(reader, name) for name in names}, text=text)
 
 
 class RunConfig(BaseModel):

@@ -2,7 +2,8 @@
 
 Each actor loads the reader (model + SAE) once in its constructor; batches then only pay the forward
 pass. The reader is built by a factory named as "module:attr" so tests can run the real stage with a
-fast fake behind the same interface (`read(texts) -> [RowActs]`, `d_sae`, `describe()`).
+fast fake behind the same interface (`read(texts) -> [RowActs]`, `d_sae`, `describe()`, and optionally
+`plan(total_tokens)`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,22 @@ from typing import Any
 import pyarrow as pa
 
 from cg_ray import schemas as S
-from cg_ray.activations.config import DEFAULT_READER_FACTORY
+from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.activations.packing import pack_concepts
 
 NODE_COLUMN = "_node"
 D_SAE_COLUMN = "_d_sae"  # carried per row so the driver learns d_sae without loading the SAE
 ACTOR_COLUMN = "_reader_actor"  # JSON: the resolved reader (dtype, device) and the hardware of its actor
+
+# English BPE tokenizers average about 4 characters a token: text lengths, known before anything is read,
+# then give the order of magnitude `compile: auto` needs without tokenizing on the driver.
+CHARS_PER_TOKEN = 4
+
+
+def planned_tokens(characters: int, max_actors: int) -> int:
+    """One reader actor's estimated share of the tokens in `characters` of text, with the pool at its
+    largest (the work is split over the actors; each compiles, or not, for its own share)."""
+    return characters // CHARS_PER_TOKEN // max(max_actors, 1)
 
 
 def resolve(spec: str) -> Callable[..., Any]:
@@ -33,10 +44,12 @@ def resolve(spec: str) -> Callable[..., Any]:
     return factory
 
 
-def reader_from_config(reader_config: dict[str, Any], factory: str = DEFAULT_READER_FACTORY) -> Any:
-    from cg_ray.activations.config import ReaderConfig
-
-    return resolve(factory)(ReaderConfig(**reader_config))
+def reader_from_config(reader_config: ReaderConfig, factory: str = DEFAULT_READER_FACTORY) -> Any:
+    """The reader `factory` builds from a validated config (a plain mapping is refused: the config is
+    validated once, where it is read, and travels typed)."""
+    if not isinstance(reader_config, ReaderConfig):
+        raise TypeError(f"reader_config must be a ReaderConfig, not {type(reader_config).__name__}")
+    return resolve(factory)(reader_config)
 
 
 class ReaderStage:
@@ -44,15 +57,20 @@ class ReaderStage:
 
     def __init__(
         self,
-        reader_config: dict[str, Any],
+        reader_config: ReaderConfig,
         text_column: str,
         factory: str = DEFAULT_READER_FACTORY,
         count_from_column: str | None = None,
         read_options: dict[str, Any] | None = None,
+        planned_tokens: int | None = None,
     ) -> None:
         import ray
 
         self.reader = reader_from_config(reader_config, factory)
+        # The tokens this actor is expected to read in all (an estimate): `compile: auto` then weighs the
+        # compilation against the whole job, not against the first batch alone. Fakes may have no `plan`.
+        if planned_tokens is not None and hasattr(self.reader, "plan"):
+            self.reader.plan(int(planned_tokens))
         self.text_column = text_column
         # Optional: a column of character offsets (text before it is context only: `read(count_from=)`)
         # and keyword options of `read` (pool, span_tokens). Unset, the stage reads exactly as before.

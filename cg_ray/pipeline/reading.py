@@ -11,9 +11,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cg_ray.activations.config import DEFAULT_READER_FACTORY
+from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.generation.config import StageResources
-from cg_ray.pipeline.reader_stage import ReaderStage
+from cg_ray.pipeline.reader_stage import ReaderStage, planned_tokens
 
 ORDER = "_order"
 
@@ -21,16 +21,19 @@ ORDER = "_order"
 def read_texts(
     table: pa.Table,
     text_column: str,
-    reader_config: dict[str, Any],
+    reader_config: ReaderConfig,
     resources: StageResources,
     factory: str = DEFAULT_READER_FACTORY,
     count_from_column: str | None = None,
     read_options: dict[str, Any] | None = None,
 ) -> pa.Table:
     """`table` plus n_tokens / concept_ids / concept_acts (and the reader's bookkeeping columns).
-    `count_from_column` and `read_options` are passed to `ReaderStage` (response-span reading)."""
+    `count_from_column` and `read_options` are passed to `ReaderStage` (response-span reading). Each actor
+    plans for its share of the texts' tokens (estimated from their characters, context included: the
+    model reads it too)."""
     import ray.data
 
+    characters = pc.sum(pc.utf8_length(table[text_column])).as_py() or 0
     indexed = table.append_column(ORDER, pa.array(range(table.num_rows), pa.int64()))
     blocks = max(1, min(table.num_rows // max(resources.batch_size, 1), 64))
     ds = ray.data.from_arrow(indexed).repartition(blocks)
@@ -42,6 +45,7 @@ def read_texts(
             "factory": factory,
             "count_from_column": count_from_column,
             "read_options": read_options,
+            "planned_tokens": planned_tokens(characters, resources.max_actors),
         },
         compute=ray.data.ActorPoolStrategy(min_size=resources.min_actors, max_size=resources.max_actors),
         num_cpus=resources.num_cpus,

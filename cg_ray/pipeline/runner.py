@@ -39,6 +39,7 @@ from cg_ray.pipeline.reader_stage import (
     DEFAULT_READER_FACTORY,
     NODE_COLUMN,
     ReaderStage,
+    planned_tokens,
 )
 from cg_ray.pipeline.shards import (
     ORDER_COLUMN,
@@ -132,7 +133,19 @@ def _locator(staged: StagedInput, plan: ShardPlan) -> Any:
     return locate
 
 
-def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool) -> Any:
+def reader_characters(staged: StagedInput, shards: list[int], mode: str) -> int:
+    """Characters of the text the reader will read in `shards`, as far as the staged input holds it: the
+    prompts, and the responses given with the rows. Responses still to be generated are not known yet and
+    count nothing, so the estimate errs low (toward not compiling, as before the estimate existed)."""
+    columns = {"prompt": ["prompt"], "response": ["response"]}.get(mode, ["prompt", "response"])
+    total = 0
+    for shard in shards:
+        table = pq.read_table(staged.path(shard), columns=columns)
+        total += sum(pc.sum(pc.utf8_length(table[c])).as_py() or 0 for c in columns)
+    return total
+
+
+def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool, planned: int | None = None) -> Any:
     import ray.data
 
     from cg_ray.generation import generate_responses
@@ -151,13 +164,13 @@ def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool) -
     )
     ds = ds.map_batches(reader_text(config.reader.text), batch_format="pyarrow")
     res = config.reader.resources
-    reader_config = config.reader.model_dump(mode="json", exclude={"text", "resources"})
     return ds.map_batches(
         ReaderStage,
         fn_constructor_kwargs={
-            "reader_config": reader_config,
+            "reader_config": config.reader.reader_config(),
             "text_column": READER_TEXT,
             "factory": options.reader_factory,
+            "planned_tokens": planned,
         },
         compute=ray.data.ActorPoolStrategy(min_size=res.min_actors, max_size=res.max_actors),
         num_cpus=res.num_cpus,
@@ -266,7 +279,9 @@ def _compute_shards(
     collector = ShardCollector(store)
     locate = _locator(staged, plan)
     needs_judge = "judge" in staged.scorers
-    output = _graph(_pending_dataset(staged, pending), config, options, needs_judge)
+    # One reader actor's share of the pending rows' tokens, for `compile: auto` (reader_stage.planned_tokens).
+    planned = planned_tokens(reader_characters(staged, pending, config.reader.text), config.reader.resources.max_actors)
+    output = _graph(_pending_dataset(staged, pending), config, options, needs_judge, planned)
     for batch in output.iter_batches(batch_format="pyarrow", batch_size=None):
         for shard in collector.add(locate(batch)):
             log.info("shard %d/%d finished", shard + 1, plan.n_shards)

@@ -62,8 +62,8 @@ def job_config(settings: ServiceSettings, analysis: Analysis, uploads: list[Uplo
         output_dir=str(work),
         benchmarks=sources,
         generation=settings.generation,
-        reader=ReaderStageConfig(
-            **settings.reader.model_dump(exclude_unset=True),
+        reader=ReaderStageConfig.extending(
+            settings.reader,
             text=canonical_text_mode(analysis.options.get("text", "prompt"), warn=False),  # stored before the rename
         ),
         metrics=MetricsConfig.model_validate(analysis.options.get("metrics", {})),
@@ -83,7 +83,7 @@ def arena_job_config(settings: ServiceSettings, analysis: Analysis, battles: Upl
         name=RUN_NAME,
         output_dir=str(work),
         arena=ArenaConfig(battles=battles.path, selection=selection),
-        reader=ReaderStageConfig(**settings.reader.model_dump(exclude_unset=True), text="prompt_response"),
+        reader=ReaderStageConfig.extending(settings.reader, text="prompt_response"),
         metrics=MetricsConfig.model_validate(options.get("metrics", {})),
         max_battles_per_model=options.get("max_battles_per_model") or None,
     )
