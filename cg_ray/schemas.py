@@ -130,6 +130,15 @@ SLICES_SCHEMA: Final = pa.schema(
     ]
 )
 # failure_modes.parquet (cg_ray.profile.modes): groups of concepts whose rows score below their cells.
+MODE_VARIANT: Final = pa.struct(
+    [
+        pa.field("concept_ids", pa.list_(pa.int32()), nullable=False),
+        pa.field("n_rows", pa.int64(), nullable=False),
+        pa.field("residual", pa.float64(), nullable=True),
+        pa.field("residual_high", pa.float64(), nullable=True),
+        pa.field("terms", pa.list_(pa.string()), nullable=False),
+    ]
+)
 FAILURE_MODES_SCHEMA: Final = pa.schema(
     [
         pa.field("rank", pa.int32(), nullable=False),
@@ -145,6 +154,9 @@ FAILURE_MODES_SCHEMA: Final = pa.schema(
         pa.field("residual_high", pa.float64(), nullable=True),
         pa.field("adjusted_for", pa.list_(pa.string()), nullable=False),
         pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),
+        # Worse-ranked groups whose rows read the same (shared distinctive terms): other rows of this failure,
+        # each with its own statistics (cg_ray.profile.modes.fold_variants).
+        pa.field("variants", pa.list_(MODE_VARIANT), nullable=False),
     ]
 )
 # The columns of descriptions.parquet the weakness profile reads (cg_ray.profile.descriptions): a table

@@ -26,7 +26,15 @@ from cg_ray.config import MetricsConfig
 from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult
 from cg_ray.profile.grouping import pool_activity_from_rows
-from cg_ray.profile.modes import DUPLICATE_JACCARD, ClassStats, ClassSummary, group_modes, rank_modes, summarise
+from cg_ray.profile.modes import (
+    DUPLICATE_JACCARD,
+    ClassStats,
+    ClassSummary,
+    fold_variants,
+    group_modes,
+    rank_modes,
+    summarise,
+)
 from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, Residuals, residual_order
 from cg_ray.profile.slices import Slice, best_fields, slices_table, weakest_slices
@@ -34,6 +42,7 @@ from cg_ray.profile.strata import RowFrame, expected_scores, parse_adjust_for, r
 from cg_ray.profile.terms import Terms, distinctive_terms
 
 POOL_FACTOR = 4  # residual-ranked concepts grouped into modes, per mode reported
+VARIANT_FACTOR = 2  # modes whose terms are read, per mode reported (the rest may fold as variants)
 BACKGROUND_ROWS = 2000  # rows of the suite the terms are contrasted with
 EXAMPLES = 3
 TEXT_COLUMNS = ("prompt", "response")
@@ -126,19 +135,33 @@ def describe_classes(
             batch.offsets, batch.concept_ids, batch.concept_acts, positions, batch.scores, beyond.expected[positions]
         )
     summary = summarise(stats)
-    ranked = rank_modes(groups, summary[: len(groups)], stats.inter, DUPLICATE_JACCARD)[: cfg.top_k]
-    wanted = [k for k, _ in ranked] + list(range(len(groups), len(classes)))
+    # Terms for twice the modes reported: those that read as a better mode's become its variants, and the
+    # next distinct ones take their places.
+    folded = rank_modes(groups, summary[: len(groups)], stats.inter, DUPLICATE_JACCARD)[: VARIANT_FACTOR * cfg.top_k]
+    members_of = dict(folded)
+    wanted = list(members_of) + list(range(len(groups), len(classes)))
     terms = class_terms(rows, beyond.frame, stats, wanted, seed)
     beyond.terms = {int(classes[k][0]): terms[k] for k in range(len(groups), len(classes))}
-    examples = [_examples(stats, k, beyond) for k, _ in ranked]
+    ranked = fold_variants(list(members_of), {k: terms[k].terms for k in members_of})[: cfg.top_k]
     beyond.modes = modes_table(
-        [members for _, members in ranked],
+        [members_of[k] for k, _ in ranked],
         [summary[k] for k, _ in ranked],
         [terms[k] for k, _ in ranked],
-        examples,
+        [_examples(stats, k, beyond) for k, _ in ranked],
         beyond,
-        {c: lab for m in ranked for c in m[1] if (lab := labels.get(c) if labels else None)},
+        {c: lab for k, _ in ranked for c in members_of[k] if (lab := labels.get(c) if labels else None)},
+        [[_variant(members_of[v], summary[v], terms[v]) for v in variants] for _, variants in ranked],
     )
+
+
+def _variant(members: list[int], s: ClassSummary, terms: Terms) -> dict[str, Any]:
+    return {
+        "concept_ids": members,
+        "n_rows": s.n_rows,
+        "residual": _f(s.residual),
+        "residual_high": _f(s.high),
+        "terms": terms.terms,
+    }
 
 
 def _examples(stats: ClassStats, k: int, beyond: Beyond) -> list[str]:
@@ -211,7 +234,9 @@ def modes_table(
     examples: list[list[str]],
     beyond: Beyond,
     labels: dict[int, str] | None = None,
+    variants: list[list[dict[str, Any]]] | None = None,
 ) -> pa.Table:
+    variants = variants if variants is not None else [[] for _ in members]
     records = [
         {
             "rank": rank,
@@ -227,8 +252,9 @@ def modes_table(
             "residual_high": _f(s.high),
             "adjusted_for": beyond.adjusted_for,
             "example_row_ids": ex,
+            "variants": v,
         }
-        for rank, (m, s, t, ex) in enumerate(zip(members, summary, terms, examples, strict=True), start=1)
+        for rank, (m, s, t, ex, v) in enumerate(zip(members, summary, terms, examples, variants, strict=True), start=1)
     ]
     return pa.Table.from_pylist(records, schema=S.FAILURE_MODES_SCHEMA)
 

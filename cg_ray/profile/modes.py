@@ -7,13 +7,17 @@ active-row set it overlaps with Jaccard ≥ `mode_jaccard` (0.3, as the themes),
 rows are the rows where any member is active; its residual is the plain mean of r = score − e over its
 scored rows, with a Wilson-based interval (`summarise`), and modes are ranked by that interval's upper end.
 A mode whose rows are ≥ 0.8 Jaccard-identical to a better mode's is folded into it, so near-identical entries
-never fill the list twice. Row statistics of any set of concepts ("classes": the modes, and single profile
-concepts) come from one streaming pass (`ClassStats`): memory O(classes² + classes × kept rows).
+never fill the list twice. A mode whose rows read the same as a better mode's — at least 2 of their first 4
+distinctive terms shared (`same_terms`) — is kept as a *variant* of it with its own statistics rather than
+listed again: on template-built suites several concept groups fire on different rows of one failure ("is
+taller than" was modes 4, 10 and 25 of the demo), and twenty entries that read alike hide the distinct ones.
+Row statistics of any set of concepts ("classes": the modes, and single profile concepts) come from one
+streaming pass (`ClassStats`): memory O(classes² + classes × kept rows).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +29,8 @@ from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, top_per
 
 MODE_JACCARD = 0.3
 DUPLICATE_JACCARD = 0.8
+SAME_TERMS = 2  # shared terms among the first TERMS_COMPARED that make two modes read as one failure
+TERMS_COMPARED = 4
 KEEP_ROWS = 200  # the most activating rows kept per class (examples and distinctive terms)
 
 IntArray = npt.NDArray[np.int64]
@@ -162,4 +168,23 @@ def rank_modes(
                 break
         else:
             out.append((k, list(groups[k])))
+    return out
+
+
+def same_terms(a: Sequence[str], b: Sequence[str], shared: int = SAME_TERMS, first: int = TERMS_COMPARED) -> bool:
+    """Whether two modes' distinctive terms read as one failure (no terms: never the same)."""
+    return len(set(a[:first]) & set(b[:first])) >= shared
+
+
+def fold_variants(ranked: Sequence[int], terms: Mapping[int, Sequence[str]]) -> list[tuple[int, list[int]]]:
+    """(mode, its variants) in rank order: each mode of `ranked` (class indices, best first) whose terms read
+    as a better kept mode's becomes that mode's variant instead of an entry of its own."""
+    out: list[tuple[int, list[int]]] = []
+    for k in ranked:
+        for kept, variants in out:
+            if same_terms(terms[kept], terms[k]):
+                variants.append(k)
+                break
+        else:
+            out.append((k, []))
     return out

@@ -87,6 +87,18 @@ def _examples(ids: list[str], texts: dict[str, dict[str, Any]], terms: list[str]
     return "".join(items)
 
 
+def _variants(variants: list[dict[str, Any]]) -> str:
+    """Other groups of concepts whose rows read the same: one line, so the table lists distinct failures."""
+    if not variants:
+        return ""
+    parts = [
+        f"concepts {', '.join(map(str, v['concept_ids'][:3]))}{' …' if len(v['concept_ids']) > 3 else ''} "
+        f"({v['n_rows']:,} rows, residual {_num(v['residual'])})"
+        for v in variants
+    ]
+    return f"<div class='variants'>Other concept groups whose rows read the same: {'; '.join(parts)}</div>"
+
+
 def failure_modes_section(run: Path, top: int) -> str:
     modes = read_table(run, S.FAILURE_MODES_FILE)[:top]
     if not modes:
@@ -99,7 +111,7 @@ def failure_modes_section(run: Path, top: int) -> str:
     )
     body = "".join(
         f"<tr><td class='num rank'>{m['rank']}</td><td><b>{_esc(m['description'])}</b>"
-        f"{_examples(m['example_row_ids'], texts, m['terms'])}</td>"
+        f"{_examples(m['example_row_ids'], texts, m['terms'])}{_variants(m.get('variants') or [])}</td>"
         f"<td class='num'>{_ci(m['residual'], m['residual_low'], m['residual_high'], True)}</td>"
         f"<td class='num'>{_num(m['mean_score'])} vs {_num(m['expected_score'])}</td>"
         f"<td class='num'>{m['n_rows']:,}</td><td>{', '.join(map(str, m['concept_ids'][:6]))}"
@@ -110,7 +122,8 @@ def failure_modes_section(run: Path, top: int) -> str:
         f"<p>Groups of concepts that fire on the same rows, ranked by how far those rows score below what their "
         f"own metadata cell predicts (adjusted for <b>{_esc(adjusted)}</b>; most confidently below first). "
         "Residual = mean of (score − the row's cell mean) over the mode's scored rows. Each is described by "
-        "the terms its rows share and the rest of the suite does not (marked in the examples).</p>"
+        "the terms its rows share and the rest of the suite does not (marked in the examples); groups whose rows "
+        "read the same are listed under the better one, with their own figures.</p>"
     )
     return f"<section><h2>Failure modes beyond the metadata</h2>{note}<table>{head}{body}</table></section>"
 

@@ -31,7 +31,8 @@ section{background:#fff;border:1px solid #e5e7eb;border-radius:8px;padding:12px 
 h2{font-size:18px;margin:8px 0 12px}.grid{display:grid;grid-template-columns:1fr 1fr;gap:12px}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px solid #eee;padding:5px 8px;
 text-align:left;vertical-align:top}th{background:#f3f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.ex{color:#555;font-size:12px}.ex b{color:#111}.kpis{display:flex;gap:24px;flex-wrap:wrap}
+.ex{color:#555;font-size:12px}.ex b{color:#111}
+.variants{color:#666;font-size:12px;margin-top:4px;font-style:italic}.kpis{display:flex;gap:24px;flex-wrap:wrap}
 .kpi{min-width:140px}.kpi .v{font-size:22px;font-weight:600}.kpi .l{color:#666;font-size:12px}
 details summary{cursor:pointer}mark{background:#fde68a;padding:0 1px}.ci{color:#666;font-size:11px}
 """

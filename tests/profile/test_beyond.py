@@ -25,7 +25,9 @@ D_SAE = 64
 TYPES = ("alg", "geo", "num")
 
 
-def planted(n: int = 3000, seed: int = 0) -> tuple[pa.Table, np.ndarray]:
+def planted(n: int = 3000, seed: int = 0, split_figure: bool = False) -> tuple[pa.Table, np.ndarray]:
+    """With `split_figure`, two concepts share the figure rows between them (5 on even rows, 7 on odd ones):
+    two groups on disjoint rows of one failure, whose rows read the same."""
     rng = np.random.default_rng(seed)
     types = rng.integers(0, 3, n)
     levels = rng.integers(1, 6, n)
@@ -39,7 +41,10 @@ def planted(n: int = 3000, seed: int = 0) -> tuple[pa.Table, np.ndarray]:
     for i in range(n):
         ids: list[int] = []
         acts: list[float] = []
-        if figure[i]:
+        if figure[i] and split_figure:
+            ids.append(5 if i % 2 == 0 else 7)
+            acts.append(float(1.0 + rng.random()))
+        elif figure[i]:
             for c in (5, 6):
                 if c == 5 or rng.random() < 0.9:
                     ids.append(c)
@@ -121,6 +126,32 @@ def test_failure_modes_find_the_hidden_property_with_the_right_rows(planted_run:
     # Near-identical entries never fill the list twice: 5 and 6 are one mode, listed once.
     listed = [c for m in modes.column("concept_ids").to_pylist() for c in m]
     assert listed.count(5) == 1 and listed.count(6) == 1
+
+
+def test_groups_on_other_rows_of_the_same_failure_are_one_entry_with_a_variant(tmp_path: Path) -> None:
+    table, figure = planted(split_figure=True)
+    pq.write_table(table, tmp_path / "rows.parquet")
+    out = tmp_path / "run"
+    assert main(["metrics", "--rows", str(tmp_path / "rows.parquet"), "--out", str(out), "--top-k", "10"]) == 0
+    modes = pq.read_table(out / S.FAILURE_MODES_FILE).to_pylist()
+    first = modes[0]
+    # Concepts 5 and 7 fire on disjoint rows (no Jaccard fold), but their rows read the same ("[asy]", "draw").
+    assert first["concept_ids"] in ([5], [7]) and "[asy]" in first["terms"]
+    (variant,) = first["variants"]
+    assert variant["concept_ids"] == ([7] if first["concept_ids"] == [5] else [5])
+    assert "[asy]" in variant["terms"] and variant["residual_high"] < 0
+    assert first["n_rows"] + variant["n_rows"] == int(figure.sum())  # each with its own rows' figures
+    assert all(5 not in m["concept_ids"] and 7 not in m["concept_ids"] for m in modes[1:])
+
+
+def test_modes_fold_as_variants_only_when_their_terms_read_alike() -> None:
+    from cg_ray.profile.modes import fold_variants, same_terms
+
+    assert same_terms(["is taller", "taller than", "alice", "frank"], ["is taller", "taller than", "carol", "x"])
+    assert not same_terms(["is taller", "alice"], ["is taller", "bob"])
+    assert not same_terms([], [])  # no texts: nothing folds
+    terms = {0: ["a", "b", "c"], 1: ["x", "y"], 2: ["b", "a", "z"], 3: ["x", "q"], 4: ["y", "x"]}
+    assert fold_variants([0, 1, 2, 3, 4], terms) == [(0, [2]), (1, [4]), (3, [])]
 
 
 def test_a_concept_tracking_a_weak_metadata_value_has_a_residual_covering_zero(

@@ -95,6 +95,13 @@ function marked(text, terms) {
   return out + esc(snippet.slice(last));
 }
 
+// Other concept groups whose rows read the same as a mode's: one line under it, not entries of their own.
+function variantsLine(variants) {
+  if (!variants || !variants.length) return "";
+  const parts = variants.map((v) => `concepts ${esc(v.concept_ids.slice(0, 3).join(", "))}${v.concept_ids.length > 3 ? " …" : ""} (${v.n_rows.toLocaleString()} rows, residual ${signed(v.residual)})`);
+  return `<div class="muted"><i>Other concept groups whose rows read the same: ${parts.join("; ")}</i></div>`;
+}
+
 // What the metadata does not explain (failure modes), then what it does (the weakest slices).
 async function loadBeyond() {
   const base = `/v1/analyses/${state.analysis}/weaknesses?limit=10&kind=`;
@@ -110,7 +117,7 @@ async function loadBeyond() {
     ? `concepts that fire on the same rows, whose rows score below their own metadata cell (adjusted for ${adjusted}); most confidently below first`
     : `no group of concepts scores confidently below its cells (adjusted for ${adjusted})`;
   document.querySelector("#modes-table tbody").innerHTML = modes.items.map((m) => `
-    <tr><td class="num">${m.rank}</td><td><b>${esc(m.description)}</b>${(m.examples || []).slice(0, 2).map((x) => `<div class="muted">${esc(x.benchmark)}/${esc(x.row_id)} (score ${fmt(x.score, 2)}): ${marked(x.text, m.terms)}</div>`).join("")}</td>
+    <tr><td class="num">${m.rank}</td><td><b>${esc(m.description)}</b>${(m.examples || []).slice(0, 2).map((x) => `<div class="muted">${esc(x.benchmark)}/${esc(x.row_id)} (score ${fmt(x.score, 2)}): ${marked(x.text, m.terms)}</div>`).join("")}${variantsLine(m.variants)}</td>
     <td class="num">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span></td>
     <td class="num">${fmt(m.mean_score)} vs ${fmt(m.expected_score)}</td><td class="num">${m.n_rows.toLocaleString()}</td>
     <td>${esc(m.concept_ids.slice(0, 6).join(", "))}</td></tr>`).join("");
