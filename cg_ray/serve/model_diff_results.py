@@ -17,6 +17,7 @@ from cg_ray.compare.model_diff import DIRECTIONS
 from cg_ray.compare.models_config import DiffModelsMethod
 from cg_ray.compare.models_outputs import JSON_FILE, TABLE_FILE, paired_examples
 from cg_ray.serve.model_diffs import PAIRS_FILE, read_pairs
+from cg_ray.serve.models import DiffModelsConceptDetail, DiffModelsView
 
 SortKey = Literal["abs_delta", "delta", "delta_low", "delta_high", "frac_a", "frac_b", "concept_id"]
 
@@ -41,6 +42,7 @@ def _rows(table: pa.Table) -> list[dict[str, Any]]:
 
 def page(
     run_dir: Path,
+    analysis_id: str,
     *,
     sort: SortKey = "abs_delta",
     order: Literal["asc", "desc"] = "desc",
@@ -48,7 +50,7 @@ def page(
     q: str | None = None,
     limit: int = 50,
     offset: int = 0,
-) -> dict[str, Any]:
+) -> DiffModelsView:
     """The analysis' counts, settings and hypotheses, and a page of its concepts (ties by concept id)."""
     table = _table(str(run_dir))
     if hypotheses_only:
@@ -62,21 +64,24 @@ def page(
     keys = [(sort, "descending" if order == "desc" else "ascending"), ("concept_id", "ascending")]
     table = table.take(pc.sort_indices(table, sort_keys=keys))
     doc = _summary(run_dir)
-    return {
-        "models": doc["models"],
-        "counts": doc["counts"],
-        "replication": doc["replication"],
-        "config": {k: doc["config"].get(k) for k in DiffModelsMethod.model_fields},  # no reader or input paths
-        "method": doc["method"],
-        "hypotheses": doc["hypotheses"],
-        "total": table.num_rows,
-        "offset": offset,
-        "limit": limit,
-        "items": _rows(table.slice(offset, limit)),
-    }
+    return DiffModelsView.model_validate(
+        {
+            "id": analysis_id,
+            "models": doc["models"],
+            "counts": doc["counts"],
+            "replication": doc["replication"],
+            "config": {k: doc["config"].get(k) for k in DiffModelsMethod.model_fields},  # no reader or input paths
+            "method": doc["method"],
+            "hypotheses": doc["hypotheses"],
+            "total": table.num_rows,
+            "offset": offset,
+            "limit": limit,
+            "items": _rows(table.slice(offset, limit)),
+        }
+    )
 
 
-def concept(run_dir: Path, concept_id: int, k: int) -> dict[str, Any] | None:
+def concept(run_dir: Path, concept_id: int, k: int) -> DiffModelsConceptDetail | None:
     """The concept's row with up to k paired examples per direction; None when it is active in no answer."""
     table = _table(str(run_dir))
     hit = table.filter(pc.equal(table.column("concept_id"), concept_id))
@@ -84,4 +89,4 @@ def concept(run_dir: Path, concept_id: int, k: int) -> dict[str, Any] | None:
         return None
     pairs, acts_a, acts_b = read_pairs(str(ModelDiffDir(run_dir).file(PAIRS_FILE)))
     examples = {d: paired_examples(acts_a, acts_b, pairs, concept_id, d, k) for d in DIRECTIONS}
-    return {**_rows(hit)[0], "examples": examples}
+    return DiffModelsConceptDetail.model_validate({**_rows(hit)[0], "examples": examples})

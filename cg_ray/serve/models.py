@@ -7,7 +7,7 @@ Result views that mirror a run directory's tables declare the columns clients re
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -146,11 +146,18 @@ class Example(_Open):
     score: float | None = None
 
 
+class ConceptDescription(_Open):
+    """One row of descriptions.parquet (`cg-ray describe`): description, source, enrichment, examples…"""
+
+    concept_id: int
+    description: str | None
+
+
 class ConceptDetail(ConceptRow):
     benchmarks: list[dict[str, Any]] = Field(description="the concept's rows of benchmark_concepts.parquet")
     best_examples: list[Example]
     worst_examples: list[Example]
-    readable: dict[str, Any] | None = Field(None, description="its row of descriptions.parquet, if described")
+    readable: ConceptDescription | None = Field(None, description="its row of descriptions.parquet, if described")
 
 
 class ProfileEntry(BaseModel):
@@ -235,6 +242,10 @@ class SlicesResponse(_ProfileBase):
 class FailureModesResponse(_ProfileBase):
     kind: Literal["failure_modes"]
     items: list[FailureModeEntry]
+
+
+ProfileView: TypeAlias = ProfileResponse | SlicesResponse | FailureModesResponse
+"""GET /v1/analyses/{id}/weaknesses: one profile, by its `kind`."""
 
 
 class SummaryView(_Open):

@@ -20,6 +20,19 @@ from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.outputs import read_sentences
 from cg_ray.report.beyond import row_texts
 from cg_ray.report.examples import salient_rows
+from cg_ray.serve import readable
+from cg_ray.serve.models import (
+    ArenaView,
+    ConceptDetail,
+    ConceptPage,
+    Distributions,
+    FailureModesResponse,
+    ProfileResponse,
+    ProfileView,
+    SlicesResponse,
+    SubsetCoverage,
+    SummaryView,
+)
 
 SortKey = Literal[
     "concept_id",
@@ -41,6 +54,9 @@ PROFILE_FILES: dict[str, str] = {
     "slices": S.SLICES_FILE,
     "failure_modes": S.FAILURE_MODES_FILE,
 }
+
+PROFILE_VIEWS: dict[str, type[ProfileView]] = {"slices": SlicesResponse, "failure_modes": FailureModesResponse}
+"""The response model of each profile kind that is not a concept profile (ProfileResponse)."""
 
 DOWNLOADS = {
     "rows.parquet": S.ROWS_FILE,
@@ -72,8 +88,8 @@ def _tables(run_dir: str) -> tuple[pa.Table, pa.Table]:
     return pq.read_table(run.file(S.CONCEPTS_FILE)), pq.read_table(run.file(S.BENCHMARK_CONCEPTS_FILE))
 
 
-def summary(run_dir: str | Path) -> dict[str, Any]:
-    return read_summary(Path(run_dir))
+def summary(run_dir: str | Path) -> SummaryView:
+    return SummaryView.model_validate(read_summary(Path(run_dir)))
 
 
 def concept_table(
@@ -88,7 +104,7 @@ def concept_table(
     scored_only: bool = False,
     limit: int = 50,
     offset: int = 0,
-) -> dict[str, Any]:
+) -> ConceptPage:
     concepts, pairs = _tables(str(run_dir))
     described = read_sentences(Path(run_dir))
     table = concepts.append_column(
@@ -111,21 +127,23 @@ def concept_table(
     table = table.sort_by([(sort, "ascending" if order == "asc" else "descending"), ("concept_id", "ascending")])
     total = table.num_rows
     page = table.slice(offset, limit).to_pylist()
-    return {
-        "total": total,
-        "offset": offset,
-        "limit": limit,
-        "items": [{k: _clean(v) for k, v in r.items()} for r in page],
-    }
+    return ConceptPage.model_validate(
+        {
+            "total": total,
+            "offset": offset,
+            "limit": limit,
+            "items": [{k: _clean(v) for k, v in r.items()} for r in page],
+        }
+    )
 
 
-def profile(run_dir: str | Path, kind: ProfileKind = "weaknesses", limit: int = 50) -> dict[str, Any] | None:
+def profile(run_dir: str | Path, kind: ProfileKind = "weaknesses", limit: int = 50) -> ProfileView | None:
     """A profile file's entries in rank order, with the run's profile settings; None if the run has none."""
     path = RunDir(run_dir).file(PROFILE_FILES[kind])
     if not path.is_file():
         return None
     table = pq.read_table(path)
-    settings = summary(run_dir).get("profile", {})
+    settings = read_summary(Path(run_dir)).get("profile", {})
     items = [{k: _clean(v) for k, v in r.items()} for r in table.slice(0, limit).to_pylist()]
     if kind == "slices":
         for item in items:
@@ -135,18 +153,22 @@ def profile(run_dir: str | Path, kind: ProfileKind = "weaknesses", limit: int = 
         for item in items:
             item["examples"] = [{"row_id": rid, **texts[rid]} for rid in item["example_row_ids"] if rid in texts]
     beyond = settings.get("beyond") or {}
-    return {
-        "kind": kind,
-        "adjusted_for": beyond.get("adjusted_for"),
-        "rank_by": settings.get("rank_by"),
-        "duplicate_jaccard": settings.get("duplicate_jaccard"),
-        "confidence": settings.get("confidence"),
-        "total": table.num_rows,
-        "items": items,
-    }
+    view = PROFILE_VIEWS.get(kind, ProfileResponse)
+    return view.model_validate(
+        {
+            "kind": kind,
+            "adjusted_for": beyond.get("adjusted_for"),
+            "rank_by": settings.get("rank_by"),
+            "duplicate_jaccard": settings.get("duplicate_jaccard"),
+            "confidence": settings.get("confidence"),
+            "total": table.num_rows,
+            "items": items,
+        }
+    )
 
 
-def concept_detail(run_dir: str | Path, concept_id: int, examples: int = 5) -> dict[str, Any] | None:
+def concept_detail(run_dir: str | Path, concept_id: int, examples: int = 5) -> ConceptDetail | None:
+    """The concept's row with its per-benchmark rows, best and worst examples and (if described) description."""
     concepts, pairs = _tables(str(run_dir))
     if not 0 <= concept_id < concepts.num_rows:
         return None
@@ -157,38 +179,41 @@ def concept_detail(run_dir: str | Path, concept_id: int, examples: int = 5) -> d
 
     best = [as_dict(e) for e in salient if e.score is not None and e.score >= 0.5][:examples]
     worst = [as_dict(e) for e in salient if e.score is not None and e.score < 0.5][:examples]
-    return {
-        **row,
-        "benchmarks": [{k: _clean(v) for k, v in r.items() if k != "concept_id"} for r in per_bench],
-        "best_examples": best,
-        "worst_examples": worst,
-    }
+    return ConceptDetail.model_validate(
+        {
+            **row,
+            "benchmarks": [{k: _clean(v) for k, v in r.items() if k != "concept_id"} for r in per_bench],
+            "best_examples": best,
+            "worst_examples": worst,
+            "readable": readable.concept_description(run_dir, concept_id),
+        }
+    )
 
 
-def distributions(run_dir: str | Path) -> dict[str, Any]:
+def distributions(run_dir: str | Path) -> Distributions:
     """The values behind the explorer's histograms."""
     concepts, pairs = _tables(str(run_dir))
-    eps = summary(run_dir)["config"]["epsilon"]
+    eps = read_summary(Path(run_dir))["config"]["epsilon"]
     x_bench = concepts["X_bench"]
     per_bench: dict[str, list[float]] = {}
     for name in pc.unique(pairs["benchmark"]).to_pylist():
         sel = pairs.filter(pc.equal(pairs["benchmark"], name))
         per_bench[name] = sel["chi_model"].drop_null().to_pylist()
-    return {
-        "X_bench": x_bench.filter(pc.greater_equal(x_bench, eps)).to_pylist(),
-        "X_model": concepts["X_model"].drop_null().to_pylist(),
-        "per_benchmark_chi_model": per_bench,
-    }
+    return Distributions(
+        X_bench=x_bench.filter(pc.greater_equal(x_bench, eps)).to_pylist(),
+        X_model=concepts["X_model"].drop_null().to_pylist(),
+        per_benchmark_chi_model=per_bench,
+    )
 
 
-def subset_coverage(run_dir: str | Path, benchmarks: list[str]) -> dict[str, Any] | None:
+def subset_coverage(run_dir: str | Path, benchmarks: list[str]) -> SubsetCoverage | None:
     """X_bench (paper eq. 3) recomputed over a subset of the benchmarks, from the stored χ_bench values."""
     concepts, pairs = _tables(str(run_dir))
     known = set(pc.unique(pairs["benchmark"]).to_pylist())
     unknown = sorted(set(benchmarks) - known)
     if unknown or not benchmarks:
         return None
-    eps = summary(run_dir)["config"]["epsilon"]
+    eps = read_summary(Path(run_dir))["config"]["epsilon"]
     sel = pairs.filter(pc.is_in(pairs["benchmark"], value_set=pa.array(benchmarks)))
     d_sae = concepts.num_rows
     import numpy as np
@@ -197,22 +222,22 @@ def subset_coverage(run_dir: str | Path, benchmarks: list[str]) -> dict[str, Any
         benchmarks
     )
     missing = x < eps
-    return {
-        "benchmarks": benchmarks,
-        "n_missing": int(missing.sum()),
-        "missing_pct": 100.0 * float(missing.mean()),
-        "X_bench_present": x[~missing].tolist(),
-    }
+    return SubsetCoverage(
+        benchmarks=benchmarks,
+        n_missing=int(missing.sum()),
+        missing_pct=100.0 * float(missing.mean()),
+        X_bench_present=x[~missing].tolist(),
+    )
 
 
-def arena_view(run_dir: Path, model_analyses: dict[str, str]) -> dict[str, Any]:
+def arena_view(run_dir: Path, model_analyses: dict[str, str]) -> ArenaView:
     """An arena analysis' ratings and head-to-head concepts, with each model's own analysis id."""
     arena = ArenaDir(run_dir)
     ratings = read_mapping(arena.ratings, RatingsSummary)  # refuses a newer format, naming the file
     h2h = read_mapping(arena.head_to_head_json, HeadToHeadSummary)
-    return {
-        "ratings": ratings["models"],
-        "model_analyses": model_analyses,
-        "model_concepts": h2h.get("model_concepts", []),
-        "pairs": h2h.get("pairs", []),
-    }
+    return ArenaView(
+        ratings=ratings["models"],
+        model_analyses=model_analyses,
+        model_concepts=h2h.get("model_concepts", []),
+        pairs=h2h.get("pairs", []),
+    )

@@ -30,7 +30,7 @@ router = APIRouter(
 )
 
 
-def _diff(runs: list[tuple[str, Path]], options: dict[str, Any]) -> dict[str, Any]:
+def _diff(runs: list[tuple[str, Path]], options: dict[str, Any]) -> DiffView:
     """diff.json of the two analyses, naming them by id (never by a server path)."""
     from cg_ray.artifacts.contract import versioned
     from cg_ray.compare.config import DiffConfig
@@ -42,7 +42,7 @@ def _diff(runs: list[tuple[str, Path]], options: dict[str, Any]) -> dict[str, An
     for key, analysis_id in (("a", id_a), ("b", id_b)):
         doc["runs"][key]["path"] = analysis_id
         doc["runs"][key]["reader"]["source"] = None
-    return doc
+    return DiffView.model_validate(doc)
 
 
 @router.get("/diff", response_model=DiffView)
@@ -56,7 +56,7 @@ async def get_diff(
     top: Annotated[int, Query(ge=0, le=100)] = 10,
     min_rows: Annotated[int, Query(ge=1)] = 10,
     rank_by: Literal["delta", "relative"] = "delta",
-) -> dict[str, Any]:
+) -> DiffView:
     run_a, run_b = finished_run(service, owner, a), finished_run(service, owner, b)
     options = {"resamples": resamples, "seed": seed, "top": top, "min_rows": min_rows, "rank_by": rank_by}
 

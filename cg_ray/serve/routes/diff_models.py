@@ -5,7 +5,7 @@ reads its result, GET .../concepts/{concept_id} a concept's paired examples."""
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
@@ -112,13 +112,12 @@ def get_diff_models(
     q: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
-) -> dict[str, Any]:
+) -> DiffModelsView:
     """Counts, settings, hypotheses, and a page of the concepts active in an answer: the share of A's and of
     B's answers where each is active, Δ = B − A with its interval, hypothesis and replication."""
-    doc = model_diff_results.page(
-        run_dir, sort=sort, order=order, hypotheses_only=hypotheses_only, q=q, limit=limit, offset=offset
+    return model_diff_results.page(
+        run_dir, analysis_id, sort=sort, order=order, hypotheses_only=hypotheses_only, q=q, limit=limit, offset=offset
     )
-    return {"id": analysis_id, **doc}
 
 
 @router.get("/{analysis_id}/concepts/{concept_id}", response_model=DiffModelsConceptDetail)
@@ -126,7 +125,7 @@ def get_diff_models_concept(
     run_dir: FinishedDiffModels,
     concept_id: int,
     examples: Annotated[int, Query(ge=1, le=MAX_EXAMPLES)] = 5,
-) -> dict[str, Any]:
+) -> DiffModelsConceptDetail:
     """The concept's row and its paired examples: prompts where it is in A's answer and not B's (a_more),
     and the reverse (b_more), each with the prompt and both answers."""
     detail = model_diff_results.concept(run_dir, concept_id, examples)

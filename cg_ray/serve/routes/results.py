@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, Response
@@ -17,9 +17,7 @@ from cg_ray.serve.models import (
     ConceptDetail,
     ConceptPage,
     Distributions,
-    FailureModesResponse,
-    ProfileResponse,
-    SlicesResponse,
+    ProfileView,
     SubsetCoverage,
     SummaryView,
     ThemesView,
@@ -34,7 +32,7 @@ router = APIRouter(
 
 
 @router.get("/summary", response_model=SummaryView)
-def get_summary(run_dir: FinishedRun) -> dict[str, Any]:
+def get_summary(run_dir: FinishedRun) -> SummaryView:
     return results.summary(run_dir)
 
 
@@ -50,7 +48,7 @@ def get_concepts(
     scored_only: bool = False,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
-) -> dict[str, Any]:
+) -> ConceptPage:
     return results.concept_table(
         run_dir,
         sort=sort,
@@ -65,13 +63,13 @@ def get_concepts(
     )
 
 
-@router.get("/weaknesses", response_model=ProfileResponse | SlicesResponse | FailureModesResponse)
+@router.get("/weaknesses", response_model=ProfileView)
 def get_weaknesses(
     analysis_id: str,
     run_dir: FinishedRun,
     kind: results.ProfileKind = "weaknesses",
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-) -> dict[str, Any]:
+) -> ProfileView:
     """The weakness profile (or strengths / coverage gaps / weakest slices / failure modes beyond the
     metadata) in rank order, with intervals."""
     out = results.profile(run_dir, kind, limit)
@@ -81,16 +79,15 @@ def get_weaknesses(
 
 
 @router.get("/concepts/{concept_id}", response_model=ConceptDetail)
-def get_concept(run_dir: FinishedRun, concept_id: int) -> dict[str, Any]:
+def get_concept(run_dir: FinishedRun, concept_id: int) -> ConceptDetail:
     detail = results.concept_detail(run_dir, concept_id)
     if detail is None:
         raise api_error(404, f"no concept {concept_id}")
-    detail["readable"] = readable.concept_description(run_dir, concept_id)
     return detail
 
 
 @router.get("/themes", response_model=ThemesView)
-def get_themes(run_dir: FinishedRun) -> dict[str, Any]:
+def get_themes(run_dir: FinishedRun) -> ThemesView:
     """Themes of the analysis's weak / under-covered concepts (`cg-ray describe`), same isolation."""
     found = readable.themes(run_dir)
     if found is None:
@@ -99,12 +96,12 @@ def get_themes(run_dir: FinishedRun) -> dict[str, Any]:
 
 
 @router.get("/distributions", response_model=Distributions)
-def get_distributions(run_dir: FinishedRun) -> dict[str, Any]:
+def get_distributions(run_dir: FinishedRun) -> Distributions:
     return results.distributions(run_dir)
 
 
 @router.get("/coverage", response_model=SubsetCoverage, responses=error_responses(422))
-def get_subset_coverage(run_dir: FinishedRun, benchmarks: Annotated[list[str], Query(min_length=1)]) -> dict[str, Any]:
+def get_subset_coverage(run_dir: FinishedRun, benchmarks: Annotated[list[str], Query(min_length=1)]) -> SubsetCoverage:
     out = results.subset_coverage(run_dir, benchmarks)
     if out is None:
         raise api_error(422, f"unknown benchmark in {benchmarks}", field="benchmarks")
@@ -125,7 +122,7 @@ def get_artifact(run_dir: FinishedRun, name: str) -> Response:
 
 
 @router.get("/arena", response_model=ArenaView)
-def get_arena(service: ServiceDep, owner: Owner, analysis_id: str, run_dir: FinishedRun) -> dict[str, Any]:
+def get_arena(service: ServiceDep, owner: Owner, analysis_id: str, run_dir: FinishedRun) -> ArenaView:
     analysis = service.owned(Analysis, owner, analysis_id)
     if analysis.mode != "arena":
         raise api_error(404, f"analysis {analysis_id!r} is not an arena analysis")
