@@ -39,7 +39,7 @@ from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, Residuals, residual_order
 from cg_ray.profile.slices import Slice, best_fields, slices_table, weakest_slices
 from cg_ray.profile.strata import RowFrame, expected_scores, parse_adjust_for, read_frame
-from cg_ray.profile.terms import Terms, distinctive_terms
+from cg_ray.profile.terms import Terms, distinctive_terms, terms_present
 
 POOL_FACTOR = 4  # residual-ranked concepts grouped into modes, per mode reported
 VARIANT_FACTOR = 2  # modes whose terms are read, per mode reported (the rest may fold as variants)
@@ -140,14 +140,14 @@ def describe_classes(
     folded = rank_modes(groups, summary[: len(groups)], stats.inter, DUPLICATE_JACCARD)[: VARIANT_FACTOR * cfg.top_k]
     members_of = dict(folded)
     wanted = list(members_of) + list(range(len(groups), len(classes)))
-    terms = class_terms(rows, beyond.frame, stats, wanted, seed)
+    terms, texts = class_terms(rows, beyond.frame, stats, wanted, seed)
     beyond.terms = {int(classes[k][0]): terms[k] for k in range(len(groups), len(classes))}
     ranked = fold_variants(list(members_of), {k: terms[k].terms for k in members_of})[: cfg.top_k]
     beyond.modes = modes_table(
         [members_of[k] for k, _ in ranked],
         [summary[k] for k, _ in ranked],
         [terms[k] for k, _ in ranked],
-        [_examples(stats, k, beyond) for k, _ in ranked],
+        [_examples(stats, k, beyond, terms[k].terms, texts) for k, _ in ranked],
         beyond,
         {c: lab for k, _ in ranked for c in members_of[k] if (lab := labels.get(c) if labels else None)},
         [[_variant(members_of[v], summary[v], terms[v]) for v in variants] for _, variants in ranked],
@@ -164,23 +164,25 @@ def _variant(members: list[int], s: ClassSummary, terms: Terms) -> dict[str, Any
     }
 
 
-def _examples(stats: ClassStats, k: int, beyond: Beyond) -> list[str]:
-    """The class's most activating scored rows that fall below their cell, else its most activating rows."""
+def _examples(stats: ClassStats, k: int, beyond: Beyond, terms: Sequence[str], texts: dict[int, str]) -> list[str]:
+    """The class's most activating rows, those that fall below their cell and show one of its terms first:
+    an example should show the failure its description names (a mode's strongest rows need not contain its
+    terms: they are the rows' shared words, not every row's)."""
     pos, _ = stats.top_rows(k)
-    r = beyond.frame.scores[pos] - beyond.expected[pos]
-    failing = pos[np.nan_to_num(r, nan=0.0) < 0][:EXAMPLES]
-    taken = set(failing.tolist())
-    chosen = list(failing) + [p for p in pos if p not in taken]
-    return [beyond.frame.row_id(int(p)) for p in chosen[:EXAMPLES]]
+    r = np.nan_to_num(beyond.frame.scores[pos] - beyond.expected[pos], nan=0.0)
+    shows = np.array([terms_present(texts.get(int(p), ""), terms) > 0 for p in pos], dtype=bool)
+    order = np.lexsort((np.arange(pos.size), ~shows, r >= 0))  # failing first, then showing a term, by weight
+    return [beyond.frame.row_id(int(p)) for p in pos[order][:EXAMPLES]]
 
 
 def class_terms(
     rows: RowsFile, frame: RowFrame, stats: ClassStats, wanted: Sequence[int], seed: int
-) -> dict[int, Terms]:
-    """Distinctive terms of the wanted classes; empty when rows.parquet holds no texts."""
+) -> tuple[dict[int, Terms], dict[int, str]]:
+    """Distinctive terms of the wanted classes (empty when rows.parquet holds no texts), and the texts read:
+    frame position -> text, for the classes' kept rows and the background."""
     columns = [c for c in TEXT_COLUMNS if c in rows.parquet.schema_arrow.names]
     if not columns or not wanted:
-        return {k: Terms([], [], []) for k in wanted}
+        return {k: Terms([], [], []) for k in wanted}, {}
     rng = np.random.default_rng(seed)
     background = np.sort(rng.choice(frame.n_rows, size=min(BACKGROUND_ROWS, frame.n_rows), replace=False))
     tops = {k: stats.top_rows(k) for k in wanted}
@@ -190,7 +192,7 @@ def class_terms(
     classes = [(np.array([local[int(p)] for p in pos], dtype=np.int64), w) for pos, w in tops.values()]
     bg = np.array([local[int(p)] for p in background], dtype=np.int64)
     found = distinctive_terms(texts, classes, bg)
-    return dict(zip(tops, found, strict=True))
+    return dict(zip(tops, found, strict=True)), {int(p): texts[i] for i, p in enumerate(needed)}
 
 
 def read_texts(rows: RowsFile, file_rows: npt.NDArray[np.int64], columns: Sequence[str]) -> list[str]:

@@ -13,8 +13,10 @@ bracket tags (`[asy]`), LaTeX commands (`\\frac`) and runs of two or more operat
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -95,3 +97,11 @@ def distinctive_terms(
             Terms([str(vocab[t]) for t in chosen], [float(share[t]) for t in chosen], [float(bg[t]) for t in chosen])
         )
     return out
+
+
+def terms_present(text: str, terms: Sequence[str]) -> int:
+    """How many of `terms` occur in `text`, tokenised as `distinctive_terms` does (lowercased 1- and 2-grams),
+    so "is kayak" is found in 'Is "kayak" a palindrome?'."""
+    tokens = re.findall(TOKEN_PATTERN, text.lower())
+    grams = set(tokens) | {f"{a} {b}" for a, b in pairwise(tokens)}
+    return sum(t in grams for t in terms)

@@ -293,3 +293,27 @@ def test_bad_beyond_options_are_refused_naming_the_option(
     assert code != 0
     assert named in capsys.readouterr().err.replace("-", "_")
     assert not (tmp_path / "o").exists()
+
+
+def test_terms_are_found_in_a_text_as_the_terms_tokeniser_reads_it() -> None:
+    from cg_ray.profile.terms import terms_present
+
+    text = 'Is "kayak" a palindrome? [asy] draw((0,0)--(1,1)); [/asy] Answer yes or no.'
+    assert terms_present(text, ["is kayak", "[asy]", "draw", "yes or"]) == 4
+    # One-letter words are no token, so "kayak palindrome" is a 2-gram of 'kayak" a palindrome'.
+    assert terms_present(text, ["kayak palindrome", "label", "palindrome answer"]) == 1
+
+
+def test_a_modes_examples_fail_and_show_its_terms_first() -> None:
+    from types import SimpleNamespace
+
+    from cg_ray.profile.beyond import _examples
+
+    # Six kept rows, strongest first: rows 0-1 pass, 2 fails without the terms, 3-5 fail with them.
+    pos = np.arange(6)
+    stats = SimpleNamespace(top_rows=lambda k: (pos, np.linspace(6, 1, 6)))
+    frame = SimpleNamespace(scores=np.array([1, 1, 0, 0, 0, 0.0]), row_id=lambda p: f"r{p}")
+    beyond = SimpleNamespace(frame=frame, expected=np.full(6, 0.5))
+    texts = {0: "[asy] a", 1: "[asy] b", 2: "plain", 3: "[asy] c", 4: "[asy] d", 5: "[asy] e"}
+    assert _examples(stats, 0, beyond, ["[asy]"], texts) == ["r3", "r4", "r5"]  # type: ignore[arg-type]
+    assert _examples(stats, 0, beyond, [], texts) == ["r2", "r3", "r4"]  # type: ignore[arg-type]
