@@ -200,6 +200,16 @@ class SliceEntry(BaseModel):
     example_row_ids: list[str]
 
 
+class ModeVariant(BaseModel):
+    """A worse-ranked group of concepts whose rows read the same as its mode's, with its own figures."""
+
+    concept_ids: list[int]
+    n_rows: int
+    residual: float | None
+    residual_high: float | None
+    terms: list[str]
+
+
 class FailureModeEntry(BaseModel):
     """One row of failure_modes.parquet: concepts firing on the same rows that score below their cells."""
 
@@ -216,6 +226,7 @@ class FailureModeEntry(BaseModel):
     residual_high: float | None
     adjusted_for: list[str]
     example_row_ids: list[str]
+    variants: list[ModeVariant] = Field([], description="other concept groups whose rows read the same")
     examples: list[Example] = Field([], description="the example rows with benchmark, score and text")
     description_source: str | None = Field(None, description="terms, or llm after `cg-ray explain` won")
     detection_score: float | None = None

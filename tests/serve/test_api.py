@@ -139,6 +139,7 @@ def test_upload_analysis_results_end_to_end(client, key, settings) -> None:
     modes = client.get(f"/v1/analyses/{aid}/weaknesses", headers=key, params={"kind": "failure_modes"}).json()
     assert modes["kind"] == "failure_modes" and modes["adjusted_for"] == ["benchmark"]
     assert all(m["description"] and m["residual_low"] <= m["residual"] <= m["residual_high"] for m in modes["items"])
+    assert all(isinstance(m["variants"], list) for m in modes["items"])  # the modes' look-alikes come along
     by_bound = client.get(
         f"/v1/analyses/{aid}/concepts", headers=key, params={"sort": "X_model_high", "scored_only": True}
     ).json()
