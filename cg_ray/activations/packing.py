@@ -1,12 +1,15 @@
-"""Reader output (one sparse concept vector per text) packed into the rows schema's Arrow columns.
+"""Reader output (one sparse concept vector per text) packed into the rows schema's Arrow columns, and the
+typed row that crosses process boundaries.
 
 Arrow list columns are CSR: one offsets array over flat values. Every producer of rows (extract, the
 pipeline's reader stage, the service) packs through `pack_concepts`, so the column types agree.
+`ConceptRow` is what the service's encoder deployment returns per text: numpy only, so unpickling it
+in the ingress imports no torch (the reader's own `RowActs` lives beside the torch pooling code).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,6 +28,24 @@ class SparseConcepts(Protocol):
 
     @property
     def n_tokens(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class ConceptRow:
+    """One text's sparse s̃ (a `SparseConcepts`), picklable without the reader's modules."""
+
+    concept_ids: np.ndarray
+    concept_acts: np.ndarray
+    n_tokens: int
+
+    @classmethod
+    def of(cls, acts: SparseConcepts) -> ConceptRow:
+        """The arrays as the reader gave them (no copy, no dtype change): what the service reports is unchanged."""
+        return cls(acts.concept_ids, acts.concept_acts, int(acts.n_tokens))
+
+
+def concept_rows(acts: Iterable[SparseConcepts]) -> list[ConceptRow]:
+    return [ConceptRow.of(a) for a in acts]
 
 
 @dataclass(frozen=True)

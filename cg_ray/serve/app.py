@@ -16,8 +16,10 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.handle import DeploymentHandle
 
-from cg_ray.activations.config import DEFAULT_READER_FACTORY
+from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
+from cg_ray.activations.packing import ConceptRow, concept_rows
 from cg_ray.errors import ConfigError
+from cg_ray.serve.encoding import Encoded, SpanOptions
 from cg_ray.serve.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,10 @@ class ServeArgs(ServiceSettings):
 
 @serve.deployment(name="encoder")
 class EncoderDeployment:
-    def __init__(self, reader_config: dict[str, Any], factory: str, max_batch_size: int, wait_s: float) -> None:
+    """The reader behind a Serve handle. Rows go back as `ConceptRow`s: numpy arrays and a count, so the
+    ingress unpickles them without the reader's (torch) modules."""
+
+    def __init__(self, reader_config: ReaderConfig, factory: str, max_batch_size: int, wait_s: float) -> None:
         from cg_ray.pipeline.reader_stage import reader_from_config
 
         self.reader = reader_from_config(reader_config, factory)
@@ -73,33 +78,27 @@ class EncoderDeployment:
         batcher.set_batch_wait_timeout_s(wait_s)
 
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.02)
-    async def encode_batch(self, requests: list[list[str]]) -> list[list[tuple[Any, Any, int]]]:
+    async def encode_batch(self, requests: list[list[str]]) -> list[list[ConceptRow]]:
         # Concurrent requests share one forward pass; each gets its own rows back.
         flat = [text for texts in requests for text in texts]
-        acts = self.reader.read(flat)
+        rows = concept_rows(self.reader.read(flat))
         out, start = [], 0
         for texts in requests:
-            out.append([(a.concept_ids, a.concept_acts, a.n_tokens) for a in acts[start : start + len(texts)]])
+            out.append(rows[start : start + len(texts)])
             start += len(texts)
         return out
 
-    async def encode(self, texts: list[str]) -> list[tuple[Any, Any, int]]:
-        return await self.encode_batch(texts)
+    async def encode(self, texts: list[str]) -> list[ConceptRow]:
+        # serve.batch turns one request's call into one element of a batch: this call gets its own list.
+        rows: list[ConceptRow] = await self.encode_batch(texts)
+        return rows
 
-    def encode_spans(self, texts: list[str], count_from: list[int], options: dict[str, Any]) -> list[Any]:
+    def encode_spans(self, texts: list[str], count_from: list[int], options: SpanOptions) -> list[ConceptRow]:
         """Span readings (diff-models) are not batched with /score's: one call reads its own texts."""
-        acts = self.reader.read(texts, count_from=count_from, **options)
-        return [(a.concept_ids, a.concept_acts, a.n_tokens) for a in acts]
+        return concept_rows(self.reader.read(texts, count_from=count_from, **options))
 
     def info(self) -> dict[str, Any]:
         return {"d_sae": int(self.reader.d_sae), "describe": self.reader.describe(), "factory": self.factory}
-
-
-class _Row:
-    __slots__ = ("concept_acts", "concept_ids", "n_tokens")
-
-    def __init__(self, ids: Any, acts: Any, n_tokens: int) -> None:
-        self.concept_ids, self.concept_acts, self.n_tokens = ids, acts, n_tokens
 
 
 class RemoteEncoder:
@@ -113,15 +112,15 @@ class RemoteEncoder:
         self.d_sae = int(info["d_sae"])
         self._describe = info["describe"]
 
-    async def encode(self, texts: Sequence[str]) -> list[Any]:
+    async def encode(self, texts: Sequence[str]) -> list[Encoded]:
         return await self._call("encode", list(texts))
 
     async def encode_spans(
-        self, texts: Sequence[str], count_from: Sequence[int], options: Mapping[str, Any]
-    ) -> list[Any]:
-        return await self._call("encode_spans", list(texts), list(count_from), dict(options))
+        self, texts: Sequence[str], count_from: Sequence[int], options: SpanOptions
+    ) -> list[Encoded]:
+        return await self._call("encode_spans", list(texts), list(count_from), SpanOptions(**options))
 
-    async def _call(self, method: str, *args: Any) -> list[Any]:
+    async def _call(self, method: str, *args: Any) -> list[Encoded]:
         import asyncio
 
         from ray.exceptions import RayActorError
@@ -130,8 +129,8 @@ class RemoteEncoder:
         retryable = (RayActorError, ReplicaUnavailableError, DeploymentUnavailableError)
         for attempt in range(self.RETRIES):
             try:
-                rows = await getattr(self.handle, method).remote(*args)
-                return [_Row(*r) for r in rows]
+                rows: list[ConceptRow] = await getattr(self.handle, method).remote(*args)
+                return list(rows)
             except retryable as exc:
                 if attempt == self.RETRIES - 1:
                     raise
@@ -149,9 +148,9 @@ class RemoteEncoder:
 @serve.ingress()
 class Ingress:
     async def __init__(  # type: ignore[misc]
-        self, settings: dict[str, Any], encoder: DeploymentHandle, analysis_num_cpus: float = 0.25
+        self, settings: ServiceSettings, encoder: DeploymentHandle, analysis_num_cpus: float = 0.25
     ) -> None:
-        self.settings = ServiceSettings(**settings)
+        self.settings = settings
         self.analysis_num_cpus = analysis_num_cpus
         info = await encoder.info.remote()
         self.encoder = RemoteEncoder(encoder, info)
@@ -192,6 +191,15 @@ def parse_serve_args(args: ServeArgs | Mapping[str, Any]) -> ServeArgs:
         raise ConfigError(f"serve_config.yaml args: {exc}") from None
 
 
+def service_settings(args: ServeArgs) -> ServiceSettings:
+    """The service's own settings of the args (the deployments' options dropped), from the validated values:
+    the ingress replicas get the typed settings, not a dump to re-parse."""
+    names = ServiceSettings.model_fields.keys()
+    return ServiceSettings.model_construct(
+        _fields_set=args.model_fields_set & names, **{name: getattr(args, name) for name in names}
+    )
+
+
 def build_app(args: ServeArgs) -> Application:
     """The application of `serve run serve_config.yaml`. Ray Serve validates the `args:` into the annotated
     model before calling (its typed-builder pattern); scripts and tests may pass the plain mapping."""
@@ -210,13 +218,11 @@ def build_app(args: ServeArgs) -> Application:
             "look_back_period_s": enc.look_back_period_s,
         },
         max_ongoing_requests=max(8, enc.max_batch_size),
-    ).bind(parsed.reader.model_dump(mode="json"), enc.reader_factory, enc.max_batch_size, enc.batch_wait_timeout_s)
-    ingress_options = {"ingress_max_ongoing_requests", "ingress_replicas", "ingress_num_cpus", "analysis_num_cpus"}
-    settings = parsed.model_dump(exclude={"encoder", *ingress_options}, mode="json")
+    ).bind(parsed.reader, enc.reader_factory, enc.max_batch_size, enc.batch_wait_timeout_s)
     ingress = Ingress.options(  # type: ignore[attr-defined]
         max_ongoing_requests=parsed.ingress_max_ongoing_requests,
         num_replicas=parsed.ingress_replicas,
         ray_actor_options={"num_cpus": parsed.ingress_num_cpus},
     )
-    app: Application = ingress.bind(settings, encoder, parsed.analysis_num_cpus)
+    app: Application = ingress.bind(service_settings(parsed), encoder, parsed.analysis_num_cpus)
     return app

@@ -10,15 +10,12 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Any, Literal, Protocol, TypeAlias, TypedDict
 
-import numpy as np
+from cg_ray.activations.packing import SparseConcepts
 
-
-class Encoded(Protocol):
-    concept_ids: np.ndarray
-    concept_acts: np.ndarray
-    n_tokens: int
+# One text's sparse s̃, read-only: the reader's RowActs in process, the deployment's ConceptRow over Serve.
+Encoded: TypeAlias = SparseConcepts
 
 
 class SpanOptions(TypedDict, total=False):
