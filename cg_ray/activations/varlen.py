@@ -195,7 +195,29 @@ def _blocks_attention(
         yield b, out
 
 
-@torch.compiler.disable  # a Python loop over the layout: compiled code calls it as it is
+@torch.library.custom_op("cg_ray::packed_attention", mutates_args=())
+def packed_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None, window: int | None
+) -> torch.Tensor:
+    """The packed forward's attention over the current `packed_blocks` layout, (1, T, heads, d). A custom
+    op: torch.compile keeps it in the graph as one opaque call (no graph break per layer) and runs this
+    Python loop over the layout as it is."""
+    blocks = _BLOCKS.get()
+    if blocks is None:
+        raise RuntimeError("packed_attention outside packed_blocks(...)")
+    out = query.new_empty(query.shape)
+    for b, res in _blocks_attention(query, key, value, blocks, scaling, window):
+        out[:, :, b.start : b.start + b.length] = res
+    return out.transpose(1, 2).contiguous()
+
+
+@packed_attention.register_fake
+def _packed_attention_shape(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None, window: int | None
+) -> torch.Tensor:
+    return query.new_empty(query.shape[0], query.shape[2], query.shape[1], query.shape[3])
+
+
 def varlen_attention(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -209,8 +231,9 @@ def varlen_attention(
 ) -> tuple[torch.Tensor, None]:
     """A transformers attention function: query (1, heads, T, d), key/value (1, kv heads, T, d);
     returns (1, T, heads, d) like transformers' SDPA integration."""
-    blocks = _BLOCKS.get()
-    if blocks is None:  # an ordinary (padded) forward of the same model: transformers' own SDPA path
+    # torch.compile cannot read the context variable; a compiled packed forward is told by its placeholder mask
+    packed = is_no_mask(attention_mask) if torch.compiler.is_compiling() else _BLOCKS.get() is not None
+    if not packed:  # an ordinary (padded) forward of the same model: transformers' own SDPA path
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
         return sdpa_attention_forward(
@@ -226,10 +249,7 @@ def varlen_attention(
         )
     if query.shape[0] != 1:
         raise ValueError(f"a packed batch is one sequence, got a batch of {query.shape[0]}")
-    out = query.new_empty(query.shape)
-    for b, res in _blocks_attention(query, key, value, blocks, scaling, sliding_window):
-        out[:, :, b.start : b.start + b.length] = res
-    return out.transpose(1, 2).contiguous(), None
+    return packed_attention(query, key, value, scaling, sliding_window), None
 
 
 def packing_supported(base: Any) -> str | None:
@@ -243,8 +263,13 @@ def packing_supported(base: Any) -> str | None:
 
 
 # transformers hands a 4-D mask to the attention untouched: with this placeholder no (T × T) mask is built
-# for a packed forward (the attention function reads the layout instead).
-NO_MASK = torch.ones(1, 1, 1, 1, dtype=torch.bool)
+# for a packed forward (the attention function reads the layout instead). No key positions: no real mask
+# looks like it, so a compiled forward tells a packed call from a padded one by its shape.
+NO_MASK = torch.ones(1, 1, 1, 0, dtype=torch.bool)
+
+
+def is_no_mask(mask: torch.Tensor | None) -> bool:
+    return mask is not None and mask.dim() == 4 and mask.shape[-1] == 0
 
 
 def use_varlen_attention(base: Any) -> None:
