@@ -3,7 +3,7 @@ typed row that crosses process boundaries.
 
 Arrow list columns are CSR: one offsets array over flat values. Every producer of rows (extract, the
 pipeline's reader stage, the service) packs through `pack_concepts`, so the column types agree.
-`ConceptRow` is what the service's encoder deployment returns per text: numpy only, so unpickling it
+`SparseRow` is what the service's encoder deployment returns per text: numpy only, so unpickling it
 in the ingress imports no torch (the reader's own `RowActs` lives beside the torch pooling code).
 """
 
@@ -31,7 +31,7 @@ class SparseConcepts(Protocol):
 
 
 @dataclass(frozen=True)
-class ConceptRow:
+class SparseRow:
     """One text's sparse s̃ (a `SparseConcepts`), picklable without the reader's modules."""
 
     concept_ids: np.ndarray
@@ -39,13 +39,13 @@ class ConceptRow:
     n_tokens: int
 
     @classmethod
-    def of(cls, acts: SparseConcepts) -> ConceptRow:
+    def of(cls, acts: SparseConcepts) -> SparseRow:
         """The arrays as the reader gave them (no copy, no dtype change): what the service reports is unchanged."""
         return cls(acts.concept_ids, acts.concept_acts, int(acts.n_tokens))
 
 
-def concept_rows(acts: Iterable[SparseConcepts]) -> list[ConceptRow]:
-    return [ConceptRow.of(a) for a in acts]
+def sparse_rows(acts: Iterable[SparseConcepts]) -> list[SparseRow]:
+    return [SparseRow.of(a) for a in acts]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ray.serve import Application
 from ray.serve.handle import DeploymentHandle
 
 from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
-from cg_ray.activations.packing import ConceptRow, concept_rows
+from cg_ray.activations.packing import SparseRow, sparse_rows
 from cg_ray.errors import ConfigError
 from cg_ray.serve.encoding import Encoded, SpanOptions
 from cg_ray.serve.settings import ServiceSettings
@@ -64,7 +64,7 @@ class ServeArgs(ServiceSettings):
 
 @serve.deployment(name="encoder")
 class EncoderDeployment:
-    """The reader behind a Serve handle. Rows go back as `ConceptRow`s: numpy arrays and a count, so the
+    """The reader behind a Serve handle. Rows go back as `SparseRow`s: numpy arrays and a count, so the
     ingress unpickles them without the reader's (torch) modules."""
 
     def __init__(self, reader_config: ReaderConfig, factory: str, max_batch_size: int, wait_s: float) -> None:
@@ -78,24 +78,24 @@ class EncoderDeployment:
         batcher.set_batch_wait_timeout_s(wait_s)
 
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.02)
-    async def encode_batch(self, requests: list[list[str]]) -> list[list[ConceptRow]]:
+    async def encode_batch(self, requests: list[list[str]]) -> list[list[SparseRow]]:
         # Concurrent requests share one forward pass; each gets its own rows back.
         flat = [text for texts in requests for text in texts]
-        rows = concept_rows(self.reader.read(flat))
+        rows = sparse_rows(self.reader.read(flat))
         out, start = [], 0
         for texts in requests:
             out.append(rows[start : start + len(texts)])
             start += len(texts)
         return out
 
-    async def encode(self, texts: list[str]) -> list[ConceptRow]:
+    async def encode(self, texts: list[str]) -> list[SparseRow]:
         # serve.batch turns one request's call into one element of a batch: this call gets its own list.
-        rows: list[ConceptRow] = await self.encode_batch(texts)
+        rows: list[SparseRow] = await self.encode_batch(texts)
         return rows
 
-    def encode_spans(self, texts: list[str], count_from: list[int], options: SpanOptions) -> list[ConceptRow]:
+    def encode_spans(self, texts: list[str], count_from: list[int], options: SpanOptions) -> list[SparseRow]:
         """Span readings (diff-models) are not batched with /score's: one call reads its own texts."""
-        return concept_rows(self.reader.read(texts, count_from=count_from, **options))
+        return sparse_rows(self.reader.read(texts, count_from=count_from, **options))
 
     def info(self) -> dict[str, Any]:
         return {"d_sae": int(self.reader.d_sae), "describe": self.reader.describe(), "factory": self.factory}
@@ -129,7 +129,7 @@ class RemoteEncoder:
         retryable = (RayActorError, ReplicaUnavailableError, DeploymentUnavailableError)
         for attempt in range(self.RETRIES):
             try:
-                rows: list[ConceptRow] = await getattr(self.handle, method).remote(*args)
+                rows: list[SparseRow] = await getattr(self.handle, method).remote(*args)
                 return list(rows)
             except retryable as exc:
                 if attempt == self.RETRIES - 1:

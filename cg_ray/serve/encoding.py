@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, TypeAlias, TypedDict
 
 from cg_ray.activations.packing import SparseConcepts
 
-# One text's sparse s̃, read-only: the reader's RowActs in process, the deployment's ConceptRow over Serve.
+# One text's sparse s̃, read-only: the reader's RowActs in process, the deployment's SparseRow over Serve.
 Encoded: TypeAlias = SparseConcepts
 
 

@@ -1,4 +1,4 @@
-"""The encoder deployment's seam is typed: a ReaderConfig in, `ConceptRow`s out (numpy arrays and a count,
+"""The encoder deployment's seam is typed: a ReaderConfig in, `SparseRow`s out (numpy arrays and a count,
 picklable without the reader's modules), passed on unchanged by RemoteEncoder; the rows equal what the
 in-process encoder gives, so the service's JSON does not depend on which one ran."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cg_ray.activations.config import ReaderConfig
-from cg_ray.activations.packing import ConceptRow, concept_rows, pack_concepts
+from cg_ray.activations.packing import SparseRow, pack_concepts, sparse_rows
 from cg_ray.serve.app import EncoderDeployment, RemoteEncoder, ServeArgs, build_app
 from cg_ray.serve.encoding import LocalEncoder
 from cg_ray.serve.settings import ServiceSettings
@@ -51,29 +51,29 @@ def test_encode_batch_splits_the_forward_pass_into_each_requests_concept_rows() 
     out = asyncio.run(BATCH(_deployment(), [TEXTS[:1], [], TEXTS[1:]]))
     expected = HashingReader().read(TEXTS)
     assert [len(rows) for rows in out] == [1, 0, 2]
-    assert all(type(r) is ConceptRow for rows in out for r in rows)
+    assert all(type(r) is SparseRow for rows in out for r in rows)
     assert all(_same(r, e) for r, e in zip(out[0] + out[2], expected, strict=True))
 
 
 def test_encode_and_encode_spans_return_concept_rows() -> None:
     deployment = _deployment()
 
-    async def one_request_batch(texts: list[str]) -> list[ConceptRow]:
+    async def one_request_batch(texts: list[str]) -> list[SparseRow]:
         (rows,) = await BATCH(deployment, [texts])
         return list(rows)
 
     deployment.encode_batch = one_request_batch  # what Serve's queue does for a lone request
     rows = asyncio.run(deployment.encode(TEXTS))
-    assert all(type(r) is ConceptRow for r in rows)
+    assert all(type(r) is SparseRow for r in rows)
     assert all(_same(r, e) for r, e in zip(rows, HashingReader().read(TEXTS), strict=True))
     spans = deployment.encode_spans(["zz a b", "zz c"], [3, 3], {"pool": "max"})
-    assert all(type(r) is ConceptRow for r in spans)
+    assert all(type(r) is SparseRow for r in spans)
     assert [r.n_tokens for r in spans] == [2, 1] and spans[0].concept_acts.tolist() == [1.0, 1.0]
 
 
 def test_concept_rows_pickle_and_pack_as_the_reader_output() -> None:
     acts = HashingReader().read(TEXTS)
-    rows = pickle.loads(pickle.dumps(concept_rows(acts)))
+    rows = pickle.loads(pickle.dumps(sparse_rows(acts)))
     assert all(_same(r, a) for r, a in zip(rows, acts, strict=True))
     assert pack_concepts(rows) == pack_concepts(acts)
 
@@ -92,18 +92,18 @@ class _Method:
 
 
 class _Handle:
-    def __init__(self, rows: list[ConceptRow]) -> None:
+    def __init__(self, rows: list[SparseRow]) -> None:
         self.encode = _Method(rows)
         self.encode_spans = _Method(rows)
 
 
 def test_remote_encoder_passes_the_rows_on_as_the_local_encoder_gives_them() -> None:
-    rows = concept_rows(HashingReader().read(TEXTS))
+    rows = sparse_rows(HashingReader().read(TEXTS))
     handle = _Handle(rows)
     remote = RemoteEncoder(handle, {"d_sae": 256, "describe": {"model": "hashing-fake"}})  # type: ignore[arg-type]
     local = LocalEncoder(HashingReader())
     got = asyncio.run(remote.encode(TEXTS))
-    assert got == rows and all(type(r) is ConceptRow for r in got)
+    assert got == rows and all(type(r) is SparseRow for r in got)
     assert all(_same(r, e) for r, e in zip(got, asyncio.run(local.encode(TEXTS)), strict=True))
     asyncio.run(remote.encode_spans(["x y"], [2], {"pool": "max", "span_tokens": 4}))
     assert handle.encode_spans.calls == [(["x y"], [2], {"pool": "max", "span_tokens": 4})]
