@@ -7,12 +7,17 @@ sparse transfer) against the naive reference (one row at a time, float32, full c
 Ours is the default reader: packed batches (no padding), rows sharing a prefix computing it once. For
 comparison the same reader without prefix sharing and the padded path are measured as well.
 
-    PYTHONPATH=. python benchmarks/bench_reader.py [--rows 64] [--data-dir ../shared/data]
+    PYTHONPATH=. python benchmarks/bench_reader.py [--rows 64] [--data-dir ../shared/data] [--compile]
 
 Texts are GSM8K questions + GPT-3 solutions from the shared data (real lengths, ~100-250 tokens; the file
 holds four models' solutions per question, so each question is the prefix of four rows). Prints the
 hardware and CPU capability first, this CPU's measured matmul peak, tokens/s and GFLOP/s of each path
 against that peak, and, as the LAST line, the speed-up ratio.
+
+`--compile` also times the default reader with `compile: true`: the compilation (its first pass over the
+rows less a steady pass), the graphs dynamo made, and the steady-state tokens/s, compiled and eager passes
+interleaved on the same rows, against eager and naive. For a cold compilation point TORCHINDUCTOR_CACHE_DIR
+at an empty directory.
 """
 
 from __future__ import annotations
@@ -22,9 +27,13 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from cg_ray.activations.reader import ConceptReader
 
 
 def load_texts(data_dir: Path, n: int) -> list[str]:
@@ -56,7 +65,7 @@ def matmul_peak(dtype: torch.dtype, n: int = 1536, reps: int = 8) -> float:
     return 2 * n**3 / best / 1e9
 
 
-def reader_flops(base: object, seqs: list[list[int]], n_layers: int, d_sae: int, counted: int) -> float:
+def reader_flops(base: object, seqs: list[list[int]], n_layers: int, d_sae: int, counted: float) -> float:
     """FLOPs of a truncated forward over `seqs` (each row alone) plus the SAE on the counted tokens:
     2 per weight per token in the decoder layers run, QKᵀ and AV per query over its keys, the encoder."""
     layers = base.layers[:n_layers]  # type: ignore[attr-defined]
@@ -68,6 +77,40 @@ def reader_flops(base: object, seqs: list[list[int]], n_layers: int, d_sae: int,
     return 2.0 * weights * tokens + 4.0 * width * key_pairs * n_layers + 2.0 * cfg.hidden_size * d_sae * counted
 
 
+def timed_compile(
+    eager: ConceptReader, compiled: ConceptReader, seqs: list[list[int]], n_tokens: int
+) -> tuple[str, float]:
+    """The compiled reader's one-off cost and steady rate against the same reader eager, interleaved."""
+    from torch._dynamo.utils import counters
+
+    t = time.perf_counter()
+    compiled.read_ids(seqs)
+    first = time.perf_counter() - t
+    graphs = counters["stats"]["unique_graphs"]
+    times: dict[str, list[float]] = {"eager": [], "compiled": []}
+    rows: dict[str, list] = {}
+    for i in range(4):  # e c c e e c c e: each side as often first as second
+        for name in ("eager", "compiled") if i % 2 == 0 else ("compiled", "eager"):
+            t = time.perf_counter()
+            rows[name] = (eager if name == "eager" else compiled).read_ids(seqs)
+            times[name].append(time.perf_counter() - t)
+    steady = {name: float(np.median(v)) for name, v in times.items()}
+    err = max(
+        float(np.abs(a.concept_acts - b.concept_acts).max(initial=0.0))
+        if np.array_equal(a.concept_ids, b.concept_ids)
+        else float("inf")
+        for a, b in zip(rows["eager"], rows["compiled"], strict=True)
+    )
+    rate = {name: n_tokens / s for name, s in steady.items()}
+    line = (
+        f"ours   compiled (packed)  : first pass {first:.1f} s = compilation ≈ {first - steady['compiled']:.1f} s "
+        f"({graphs} graph(s), {counters['stats']['calls_captured']} calls captured); steady {rate['compiled']:.0f} "
+        f"vs eager {rate['eager']:.0f} tokens/s (median of 4 interleaved passes) = "
+        f"{rate['compiled'] / rate['eager']:.3f}x; max |Δ| vs eager {err:.1e}"
+    )
+    return line, rate["compiled"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=64)
@@ -75,6 +118,7 @@ def main() -> None:
     ap.add_argument("--sae", default="default")
     ap.add_argument("--token-budget", type=lambda v: v if v == "auto" else int(v), default="auto")
     ap.add_argument("--skip-variants", action="store_true", help="only ours (auto) and naive")
+    ap.add_argument("--compile", action="store_true", help="also time the default reader with compile: true")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -137,7 +181,7 @@ def main() -> None:
     ref = naive()
     t_naive = time.perf_counter() - t
 
-    variants: dict[str, tuple[float, list]] = {}  # type: ignore[type-arg]
+    variants: dict[str, tuple[float, list]] = {}
     names = {"float32 padded": {"packing": False}}
     if auto_dtype != "float32":
         names = {"float32": {}, **names}
@@ -150,7 +194,9 @@ def main() -> None:
         rows = other.read_ids(seqs)
         variants[name] = (time.perf_counter() - t, rows)
 
-    def dense(rows: list) -> np.ndarray:  # type: ignore[type-arg]
+    compiled_line = timed_compile(fast, reader("auto", compile=True), seqs, n_tokens) if args.compile else None
+
+    def dense(rows: list) -> np.ndarray:
         m = np.zeros((len(rows), fast.d_sae), np.float64)
         for i, r in enumerate(rows):
             m[i, r.concept_ids] = r.concept_acts
@@ -171,6 +217,10 @@ def main() -> None:
         print(f"ours   {name:<19}: {rate(secs, flops, peak32)}; max |Δ| vs naive {err:.2e}")
     rel = np.abs(dense(fast_rows) - ref_m).max() / np.abs(ref_m).max()
     print(f"ours   {auto_dtype + ' (default)':<19}: {rate(t_fast, flops, peak)}; max rel |Δ| vs naive {rel:.2e}")
+    if compiled_line is not None:
+        line, compiled_rate = compiled_line
+        print(line)
+        print(f"  compiled / naive: {compiled_rate / (n_tokens / t_naive):.2f}x")
     print(
         f"  ({forwarded} of {n_tokens} tokens forwarded, the rest shared prefixes; GFLOP/s count each row's "
         "truncated forward as if alone, so sharing shows as more than the hardware does)"
