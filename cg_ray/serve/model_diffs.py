@@ -30,9 +30,9 @@ from cg_ray.compare.pairs import Answer, Pair, PairedAnswers, pair_answers, read
 from cg_ray.errors import InputError
 from cg_ray.labels import ConceptLabels
 from cg_ray.serve.analyses import Withdrawn, encode_in_chunks, run_guarded
+from cg_ray.serve.comparison_models import DiffModelsRequest
 from cg_ray.serve.db import Analysis, Store, Upload
 from cg_ray.serve.encoding import Encoder, SpanOptions
-from cg_ray.serve.models import DiffModelsRequest
 from cg_ray.serve.settings import ServiceSettings
 
 MODE = "diff-models"

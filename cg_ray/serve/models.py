@@ -11,9 +11,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cg_ray.artifacts.contract import DiffModelsFindings
 from cg_ray.benchmarks.sources import FieldMapping
-from cg_ray.compare.models_config import DiffModelsMethod
 from cg_ray.config import MetricsConfig, TextMode
 from cg_ray.serve.redact import MAX_CHARS, scrub_paths
 
@@ -326,93 +324,3 @@ class ScoreSummary(BaseModel):
 class ScoreResponse(BaseModel):
     rows: list[ScoredRow]
     summary: ScoreSummary
-
-
-# ---- diff of two analyses (GET /v1/diff)
-
-
-class DiffInterval(BaseModel):
-    delta: float | None
-    low: float | None
-    high: float | None
-
-
-class DiffBenchmark(BaseModel):
-    benchmark: str
-    n_paired_active: int
-    delta_chi_model: float | None
-    low: float | None
-    high: float | None
-
-
-class DiffConcept(BaseModel):
-    concept_id: int
-    label: str | None
-    description: str | None
-    X_model_a: float | None
-    X_model_b: float | None
-    delta_X_model: float | None
-    low: float | None
-    high: float | None
-    relative: DiffInterval
-    n_paired_active: int
-    per_benchmark: list[DiffBenchmark]
-    examples: dict[str, list[dict[str, Any]]] = Field(
-        description="right_in_a_wrong_in_b / wrong_in_a_right_in_b: the rows that flipped, most salient first"
-    )
-
-
-class DiffView(_Open):
-    """diff.json of `cg-ray diff`, for two analyses of the caller (a = baseline, b = compared)."""
-
-    format_version: int
-    kind: str
-    runs: dict[str, Any]
-    counts: dict[str, Any]
-    config: dict[str, Any]
-    top_regressed: list[DiffConcept]
-    top_improved: list[DiffConcept]
-
-
-# ---- diff-models: two models' answers to the same prompts (POST /v1/diff-models)
-
-
-class DiffModelsRequest(DiffModelsMethod):
-    """Either one upload holding both models' answers, its `benchmark` field naming the model (upload it with
-    the mapping {"benchmark": "model"}), with `model_a` and `model_b`; or one upload per model (`upload_a`,
-    `upload_b`; `model_a` / `model_b` then only name them). Rows are paired by id."""
-
-    upload_id: str | None = Field(None, description="one upload of both models' answers (benchmark = model)")
-    model_a: str | None = Field(None, description="model A (the baseline): its name in upload_id, or a name")
-    model_b: str | None = Field(None, description="model B: its name in upload_id, or a name")
-    upload_a: str | None = Field(None, description="model A's answers (rows: id, prompt, response)")
-    upload_b: str | None = Field(None, description="model B's answers (rows: id, prompt, response)")
-
-
-class DiffModelsConcept(_Open):
-    """One row of diff_models.parquet: a concept active in an answer of A or B (non-finite numbers as null)."""
-
-    concept_id: int
-    label: str | None
-    description: str | None
-    frac_a: float | None = Field(description="share of A's answers where the concept is active")
-    frac_b: float | None
-    delta: float | None = Field(description="frac_b - frac_a")
-    delta_low: float | None
-    delta_high: float | None
-    hypothesis: str | None = Field(description="a_more / b_more when it is a hypothesis of the discovery half")
-    replicated: bool | None = Field(description="a hypothesis' held-out check; null for other concepts")
-
-
-class DiffModelsView(Page[DiffModelsConcept], DiffModelsFindings):
-    """A diff-models analysis: hypotheses.json's findings, and a page of its concepts."""
-
-    id: str
-    method: str
-
-
-class DiffModelsConceptDetail(DiffModelsConcept):
-    examples: dict[str, list[dict[str, Any]]] = Field(
-        description="a_more / b_more: prompts where the concept is in that model's answer and not the other's "
-        "(then where it is in both), most active first, with the prompt and both answers"
-    )

@@ -11,11 +11,12 @@ from fastapi import APIRouter, Query
 
 from cg_ray.errors import InputError
 from cg_ray.serve import model_diff_results
+from cg_ray.serve.comparison_models import DiffModelsConceptDetail, DiffModelsRequest, DiffModelsView
 from cg_ray.serve.db import Analysis, Upload, new_id
 from cg_ray.serve.deps import FinishedDiffModels, Owner, Service, ServiceDep
 from cg_ray.serve.errors import api_error
 from cg_ray.serve.model_diffs import MODE, pair_sides, request_sides
-from cg_ray.serve.models import AnalysisView, DiffModelsConceptDetail, DiffModelsRequest, DiffModelsView
+from cg_ray.serve.models import AnalysisView
 from cg_ray.serve.redact import scrub_paths
 from cg_ray.serve.routes import error_responses
 from cg_ray.serve.routes.analyses import check_running
