@@ -150,8 +150,16 @@ def describe_classes(
         [_examples(stats, k, beyond, terms[k].terms, texts) for k, _ in ranked],
         beyond,
         {c: lab for k, _ in ranked for c in members_of[k] if (lab := labels.get(c) if labels else None)},
-        [[_variant(members_of[v], summary[v], terms[v]) for v in variants] for _, variants in ranked],
+        # A look-alike whose rows do not score below their cells is no other face of the failure: not shown.
+        [
+            [_variant(members_of[v], summary[v], terms[v]) for v in variants if _below(summary[v])]
+            for _, variants in ranked
+        ],
     )
+
+
+def _below(s: ClassSummary) -> bool:
+    return s.residual is not None and s.residual < 0
 
 
 def _variant(members: list[int], s: ClassSummary, terms: Terms) -> dict[str, Any]:

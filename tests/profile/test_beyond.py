@@ -142,6 +142,7 @@ def test_groups_on_other_rows_of_the_same_failure_are_one_entry_with_a_variant(t
     assert "[asy]" in variant["terms"] and variant["residual_high"] < 0
     assert first["n_rows"] + variant["n_rows"] == int(figure.sum())  # each with its own rows' figures
     assert all(5 not in m["concept_ids"] and 7 not in m["concept_ids"] for m in modes[1:])
+    assert all(v["residual"] < 0 for m in modes for v in m["variants"])  # only rows that also fall short
 
 
 def test_modes_fold_as_variants_only_when_their_terms_read_alike() -> None:
