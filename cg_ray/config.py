@@ -129,3 +129,13 @@ def load_config(model: type[Settings], path: str | Path) -> Settings:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: invalid YAML: {exc}") from None
     return parse_config(model, data, source=str(p))
+
+
+def base_settings(config: BaseModel, base: type[Settings]) -> Settings:
+    """The `base` part of a validated config whose model extends `base` (a reader stage's reader, a serve
+    config's service settings), built from the validated values — no dump and re-parse — and keeping which
+    fields were set explicitly, so a manifest written with `exclude_unset` reads as before."""
+    if type(config) is base:
+        return config  # already the base model: nothing to drop
+    names = base.model_fields.keys()
+    return base.model_construct(_fields_set=config.model_fields_set & names, **{n: getattr(config, n) for n in names})

@@ -13,22 +13,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.benchmarks.sources import BenchmarkSource
-from cg_ray.config import MetricsConfig, TextMode, load_config, parse_config
+from cg_ray.config import MetricsConfig, TextMode, base_settings, load_config, parse_config
 from cg_ray.describe.config import DescribeStepConfig, ExplainConfig
 from cg_ray.errors import ConfigError
 from cg_ray.generation.config import GenerationConfig, StageResources
 
 
 def reader_settings(config: ReaderConfig) -> ReaderConfig:
-    """The reader's own settings of a config that extends them (a stage's text and actor pool dropped), as
-    the reader takes them. Built from the validated values (no dump and re-parse); which fields were set
-    explicitly is kept, so a manifest written with `exclude_unset` reads as before."""
-    if type(config) is ReaderConfig:
-        return config
-    names = ReaderConfig.model_fields.keys()
-    return ReaderConfig.model_construct(
-        _fields_set=config.model_fields_set & names, **{name: getattr(config, name) for name in names}
-    )
+    """The reader's own settings of a config that extends them (a stage's text and actor pool dropped)."""
+    return base_settings(config, ReaderConfig)
 
 
 class ReaderStageConfig(ReaderConfig):

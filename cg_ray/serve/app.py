@@ -18,6 +18,7 @@ from ray.serve.handle import DeploymentHandle
 
 from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.activations.packing import SparseRow, sparse_rows
+from cg_ray.config import base_settings
 from cg_ray.errors import ConfigError
 from cg_ray.serve.encoding import Encoded, SpanOptions
 from cg_ray.serve.settings import ServiceSettings
@@ -192,12 +193,9 @@ def parse_serve_args(args: ServeArgs | Mapping[str, Any]) -> ServeArgs:
 
 
 def service_settings(args: ServeArgs) -> ServiceSettings:
-    """The service's own settings of the args (the deployments' options dropped), from the validated values:
-    the ingress replicas get the typed settings, not a dump to re-parse."""
-    names = ServiceSettings.model_fields.keys()
-    return ServiceSettings.model_construct(
-        _fields_set=args.model_fields_set & names, **{name: getattr(args, name) for name in names}
-    )
+    """The service's own settings of the args (the deployments' options dropped): the ingress replicas get
+    the typed settings, not a dump to re-parse."""
+    return base_settings(args, ServiceSettings)
 
 
 def build_app(args: ServeArgs) -> Application:
