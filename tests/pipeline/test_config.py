@@ -76,31 +76,31 @@ def _write(tmp_path: Path, text: str) -> Path:
     return p
 
 
-def test_missing_required_field_names_file_and_key_path(tmp_path: Path) -> None:
-    p = _write(tmp_path, "benchmarks:\n  - kind: local\n    scorer: exact\n")
+def _refused(tmp_path: Path, text: str) -> tuple[Path, str]:
+    """The config file written from `text`, and the message `load_run_config` refuses it with."""
+    p = _write(tmp_path, text)
     with pytest.raises(ConfigError) as err:
         load_run_config(p)
-    assert f"{p}: benchmarks.0.local.path: Field required" in str(err.value)
+    return p, str(err.value)
+
+
+def test_missing_required_field_names_file_and_key_path(tmp_path: Path) -> None:
+    p, msg = _refused(tmp_path, "benchmarks:\n  - kind: local\n    scorer: exact\n")
+    assert f"{p}: benchmarks.0.local.path: Field required" in msg
 
 
 def test_unknown_key_and_wrong_type(tmp_path: Path) -> None:
-    p = _write(
-        tmp_path,
-        "benchmarks: [{kind: probes}]\ngeneration:\n  sampling: {max_tokens: lots}\n  colour: blue\n",
+    p, msg = _refused(
+        tmp_path, "benchmarks: [{kind: probes}]\ngeneration:\n  sampling: {max_tokens: lots}\n  colour: blue\n"
     )
-    with pytest.raises(ConfigError) as err:
-        load_run_config(p)
-    msg = str(err.value)
     assert f"{p}: generation.sampling.max_tokens: Input should be a valid integer" in msg
     assert f"{p}: generation.colour: Extra inputs are not permitted" in msg
 
 
 def test_unknown_scorer_and_backend_suggest_names(tmp_path: Path) -> None:
-    p = _write(tmp_path, "benchmarks: [{kind: probes, scorer: numerc}]\ngeneration: {backend: vlm}\n")
-    with pytest.raises(ConfigError) as err:
-        load_run_config(p)
-    assert "benchmarks.0.probes.scorer" in str(err.value) and "did you mean 'numeric'" in str(err.value)
-    assert "generation.backend" in str(err.value) and "did you mean 'vllm'" in str(err.value)
+    _, msg = _refused(tmp_path, "benchmarks: [{kind: probes, scorer: numerc}]\ngeneration: {backend: vlm}\n")
+    assert "benchmarks.0.probes.scorer" in msg and "did you mean 'numeric'" in msg
+    assert "generation.backend" in msg and "did you mean 'vllm'" in msg
 
 
 def test_bad_yaml_missing_file_and_bad_sae_spec(tmp_path: Path) -> None:
@@ -137,13 +137,10 @@ def test_text_mode_both_is_a_deprecated_alias_warned_once(caplog: pytest.LogCapt
 
 
 def test_bad_reader_packing_and_compile_settings_name_file_and_key_path(tmp_path: Path) -> None:
-    p = _write(
+    p, msg = _refused(
         tmp_path,
         "benchmarks: [{kind: probes}]\nreader:\n  compile: sometimes\n  packing: maybe\n  min_shared_tokens: 0\n",
     )
-    with pytest.raises(ConfigError) as err:
-        load_run_config(p)
-    msg = str(err.value)
     assert f"{p}: reader.compile.literal['auto']: Input should be 'auto'" in msg  # nor true / false
     assert f"{p}: reader.packing: Input should be a valid boolean" in msg
     assert f"{p}: reader.min_shared_tokens: Input should be greater than or equal to 1" in msg
