@@ -105,3 +105,20 @@ def terms_present(text: str, terms: Sequence[str]) -> int:
     tokens = re.findall(TOKEN_PATTERN, text.lower())
     grams = set(tokens) | {f"{a} {b}" for a, b in pairwise(tokens)}
     return sum(t in grams for t in terms)
+
+
+def term_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
+    """A case-insensitive regex that finds the terms in raw text as the tokeniser reads them: whole words
+    only ("an" is not found in "answer"), a 2-gram's words separated by any non-word characters ('Is "kayak"'
+    holds "is kayak"); longest terms first. None when there is no term."""
+    words = sorted((t for t in terms if t.strip()), key=len, reverse=True)
+    if not words:
+        return None
+
+    def one(term: str) -> str:
+        body = r"\W+".join(re.escape(part) for part in term.split())
+        head = r"(?<!\w)" if re.match(r"\w", term) else ""
+        tail = r"(?!\w)" if re.search(r"\w$", term) else ""
+        return head + body + tail
+
+    return re.compile("|".join(one(t) for t in words), re.I)

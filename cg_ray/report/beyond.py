@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
+from cg_ray.profile.terms import term_pattern
 
 SNIPPET_CHARS = 260
 EXAMPLES = 3
@@ -56,8 +56,7 @@ def row_texts(run: Path, row_ids: set[str]) -> dict[str, dict[str, Any]]:
 
 def marked(text: str, terms: list[str]) -> str:
     """A snippet around the first term, HTML-escaped, every occurrence of the terms in <mark>."""
-    words = [t for t in terms if t.strip()]
-    pattern = re.compile("|".join(re.escape(t) for t in sorted(words, key=len, reverse=True)), re.I) if words else None
+    pattern = term_pattern(terms)
     start = 0
     if pattern is not None and (m := pattern.search(text)):
         start = max(0, m.start() - SNIPPET_CHARS // 3)

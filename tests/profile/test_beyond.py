@@ -318,3 +318,13 @@ def test_a_modes_examples_fail_and_show_its_terms_first() -> None:
     texts = {0: "[asy] a", 1: "[asy] b", 2: "plain", 3: "[asy] c", 4: "[asy] d", 5: "[asy] e"}
     assert _examples(stats, 0, beyond, ["[asy]"], texts) == ["r3", "r4", "r5"]  # type: ignore[arg-type]
     assert _examples(stats, 0, beyond, [], texts) == ["r2", "r3", "r4"]  # type: ignore[arg-type]
+
+
+def test_terms_are_marked_as_whole_words_as_the_tokeniser_reads_them() -> None:
+    from cg_ray.report.beyond import marked
+
+    text = 'Would a person answer an issue? Is "kayak" a palindrome? [asy] draw [/asy]'
+    out = marked(text, ["an", "is kayak", "[asy]"])
+    assert "<mark>an</mark> issue" in out and "<mark>an</mark>swer" not in out  # never inside a longer word
+    assert "<mark>Is &quot;kayak</mark>" in out and "<mark>[asy]</mark> draw" in out
+    assert marked(text, []) == marked(text, ["  "])  # no term: the snippet, unmarked

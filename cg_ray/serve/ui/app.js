@@ -82,7 +82,9 @@ async function showAnalysis(id) {
 function marked(text, terms) {
   const words = (terms || []).filter((t) => t.trim()).sort((a, b) => b.length - a.length);
   if (!text) return "";
-  const re = words.length ? new RegExp(words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|"), "gi") : null;
+  // As cg_ray.profile.terms.term_pattern: whole words only, a 2-gram's words across any non-word characters.
+  const one = (w) => (/^\w/.test(w) ? "(?<!\\w)" : "") + w.split(/\s+/).map((p) => p.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("\\W+") + (/\w$/.test(w) ? "(?!\\w)" : "");
+  const re = words.length ? new RegExp(words.map(one).join("|"), "gi") : null;
   const first = re ? text.search(re) : -1;
   const start = Math.max(0, first - 60);
   const snippet = (start ? "…" : "") + text.slice(start, start + 220) + (start + 220 < text.length ? "…" : "");
