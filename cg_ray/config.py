@@ -74,6 +74,14 @@ class MetricsConfig(_Frozen):
     mode_jaccard: float = Field(
         0.3, gt=0, le=1, description="failure modes: group concepts whose active-row sets have Jaccard ≥ this"
     )
+    # Findings that survive a second look (docs/trust.md): chosen on K-1 folds, measured on the held-out one.
+    folds: int = Field(
+        5, ge=2, le=20, description="cross-fitting: folds of grouped rows; findings are chosen on K-1, measured on 1"
+    )
+    fdr: float = Field(
+        0.1, gt=0, lt=1, description="false discovery rate (Benjamini-Hochberg) a finding must pass to be confirmed"
+    )
+    crossfit_seed: int = Field(0, description="cross-fitting: seed of the groups' assignment to folds")
 
     @model_validator(mode="after")
     def _percentiles_ordered(self) -> MetricsConfig:
