@@ -95,8 +95,23 @@ BENCHMARK_CONCEPTS_SCHEMA: Final = pa.schema(
     ]
 )
 
+# Cross-fitted ("held-out") figures of a finding (cg_ray.profile.crossfit): chosen on K-1 folds of grouped
+# rows, measured on the held-out fold; p_value is the folds' held-out p-values aggregated (twice their median),
+# q_value the same for the folds' Benjamini-Hochberg q-values, and `confirmed` = q_value <= the run's fdr.
+# `folds_selected`: in how many folds' selections it was chosen; n_heldout / n_clusters: the scored rows and
+# row groups it was measured on, over those folds.
+VERDICT_FIELDS: Final = [
+    pa.field("p_value", pa.float64(), nullable=True),
+    pa.field("q_value", pa.float64(), nullable=True),
+    pa.field("confirmed", pa.bool_(), nullable=False),
+    pa.field("folds_selected", pa.int32(), nullable=False),
+    pa.field("n_heldout", pa.int64(), nullable=False),
+    pa.field("n_clusters", pa.int64(), nullable=False),
+]
+
 # weaknesses.parquet, strengths.parquet, coverage_gaps.parquet: one row per reported concept, in rank order
-# (cg_ray.profile). `members` are the near-duplicate concepts merged into the entry (itself included).
+# (cg_ray.profile). `members` are the near-duplicate concepts merged into the entry (itself included). The
+# residual_heldout columns: the concept's cross-fitted residual (null unless it was a candidate in some fold).
 PROFILE_SCHEMA: Final = pa.schema(
     [
         pa.field("rank", pa.int32(), nullable=False),
@@ -114,36 +129,40 @@ PROFILE_SCHEMA: Final = pa.schema(
         pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),
         *RESIDUAL_FIELDS,
         pa.field("terms", pa.list_(pa.string()), nullable=True),  # distinctive terms of its rows
+        pa.field("residual_heldout", pa.float64(), nullable=True),
+        pa.field("residual_heldout_low", pa.float64(), nullable=True),
+        pa.field("residual_heldout_high", pa.float64(), nullable=True),
+        *VERDICT_FIELDS,
     ]
 )
-# slices.parquet (cg_ray.profile.slices): the weakest conjunctions of metadata values, in rank order.
+# slices.parquet (cg_ray.profile.slices): the weakest conjunctions of metadata values, confirmed ones first.
+# mean_score / low / high are held out; mean_in_sample is the mean over every scored row of the slice.
 SLICES_SCHEMA: Final = pa.schema(
     [
         pa.field("rank", pa.int32(), nullable=False),
         pa.field("slice", pa.string(), nullable=False),  # readable: "type=Geometry & level=Level 5"
         pa.field("conditions", pa.string(), nullable=False),  # JSON object field → value
         pa.field("n_rows", pa.int64(), nullable=False),  # scored rows
-        pa.field("mean_score", pa.float64(), nullable=False),
-        pa.field("low", pa.float64(), nullable=False),
-        pa.field("high", pa.float64(), nullable=False),
+        pa.field("mean_score", pa.float64(), nullable=True),
+        pa.field("low", pa.float64(), nullable=True),
+        pa.field("high", pa.float64(), nullable=True),
+        pa.field("mean_in_sample", pa.float64(), nullable=False),
+        pa.field("suite_mean", pa.float64(), nullable=True),  # what the held-out mean is compared with
+        *VERDICT_FIELDS,
         pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),
     ]
 )
-# failure_modes.parquet (cg_ray.profile.modes): groups of concepts whose rows score below their cells.
-MODE_VARIANT: Final = pa.struct(
-    [
-        pa.field("concept_ids", pa.list_(pa.int32()), nullable=False),
-        pa.field("n_rows", pa.int64(), nullable=False),
-        pa.field("residual", pa.float64(), nullable=True),
-        pa.field("residual_high", pa.float64(), nullable=True),
-        pa.field("terms", pa.list_(pa.string()), nullable=False),
-    ]
-)
+# failure_modes.parquet (cg_ray.profile.modes): groups of concepts whose rows score below their cells,
+# confirmed ones first. residual / residual_low / residual_high are held out; mean_score, expected_score and
+# residual_in_sample describe every scored row of the mode. term_shares: the share of the mode's rows holding
+# each term (unweighted); background_shares: the same over rows of the same metadata cells where it is off.
 FAILURE_MODES_SCHEMA: Final = pa.schema(
     [
         pa.field("rank", pa.int32(), nullable=False),
         pa.field("description", pa.string(), nullable=False),
         pa.field("terms", pa.list_(pa.string()), nullable=False),
+        pa.field("term_shares", pa.list_(pa.float64()), nullable=False),
+        pa.field("background_shares", pa.list_(pa.float64()), nullable=False),
         pa.field("concept_ids", pa.list_(pa.int32()), nullable=False),
         pa.field("n_rows", pa.int64(), nullable=False),  # rows where any member is active
         pa.field("n_scored", pa.int64(), nullable=False),
@@ -152,11 +171,10 @@ FAILURE_MODES_SCHEMA: Final = pa.schema(
         pa.field("residual", pa.float64(), nullable=True),
         pa.field("residual_low", pa.float64(), nullable=True),
         pa.field("residual_high", pa.float64(), nullable=True),
+        pa.field("residual_in_sample", pa.float64(), nullable=True),
+        *VERDICT_FIELDS,
         pa.field("adjusted_for", pa.list_(pa.string()), nullable=False),
-        pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),
-        # Worse-ranked groups whose rows read the same (shared distinctive terms): other rows of this failure,
-        # each with its own statistics (cg_ray.profile.modes.fold_variants).
-        pa.field("variants", pa.list_(MODE_VARIANT), nullable=False),
+        pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),  # a seeded draw of its failing rows
     ]
 )
 # The columns of descriptions.parquet the weakness profile reads (cg_ray.profile.descriptions): a table
