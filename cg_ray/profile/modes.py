@@ -6,18 +6,17 @@ Concepts are grouped greedily in rank order: each joins the first better-ranked 
 active-row set it overlaps with Jaccard ≥ `mode_jaccard` (0.3, as the themes), else starts a group. A mode's
 rows are the rows where any member is active; its residual is the plain mean of r = score − e over its
 scored rows, with a Wilson-based interval (`summarise`), and modes are ranked by that interval's upper end.
-A mode whose rows are ≥ 0.8 Jaccard-identical to a better mode's is folded into it, so near-identical entries
-never fill the list twice. A mode whose rows read the same as a better mode's — at least 2 of their first 4
-distinctive terms shared (`same_terms`) — is kept as a *variant* of it with its own statistics rather than
-listed again: on template-built suites several concept groups fire on different rows of one failure ("is
-taller than" was modes 4, 10 and 25 of the demo), and twenty entries that read alike hide the distinct ones.
-Row statistics of any set of concepts ("classes": the modes, and single profile concepts) come from one
-streaming pass (`ClassStats`): memory O(classes² + classes × kept rows).
+
+One effect, one mode (`fold_modes`, run on each fold's training part): a group whose rows lie mostly inside
+a better one's (≥ `CONTAINED` of the smaller) is merged into it, and so is a group whose distinctive terms
+share a content word with a better one's among their first `TERMS_COMPARED` ("-- draw" and "linewidth
+draw" are one failure: figures), members and rows united, so every figure is recomputed for the merged mode.
+`ClassStats` streams the row statistics of given classes (validation, mode explanations).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,8 +28,8 @@ from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, top_per
 
 MODE_JACCARD = 0.3
 DUPLICATE_JACCARD = 0.8
-SAME_TERMS = 2  # shared terms among the first TERMS_COMPARED that make two modes read as one failure
-TERMS_COMPARED = 4
+TERMS_COMPARED = 4  # distinctive terms whose content words are compared when merging modes
+CONTAINED = 0.5  # share of the smaller mode's rows inside the other's that makes them one mode
 KEEP_ROWS = 200  # the most activating rows kept per class (examples and distinctive terms)
 
 IntArray = npt.NDArray[np.int64]
@@ -171,20 +170,58 @@ def rank_modes(
     return out
 
 
-def same_terms(a: Sequence[str], b: Sequence[str], shared: int = SAME_TERMS, first: int = TERMS_COMPARED) -> bool:
-    """Whether two modes' distinctive terms read as one failure (no terms: never the same)."""
-    return len(set(a[:first]) & set(b[:first])) >= shared
+@dataclass(frozen=True)
+class ModeClass:
+    """A candidate failure mode: its concepts (the leading one first) and every row where one is active."""
+
+    members: tuple[int, ...]
+    rows: IntArray  # frame positions, ascending
 
 
-def fold_variants(ranked: Sequence[int], terms: Mapping[int, Sequence[str]]) -> list[tuple[int, list[int]]]:
-    """(mode, its variants) in rank order: each mode of `ranked` (class indices, best first) whose terms read
-    as a better kept mode's becomes that mode's variant instead of an entry of its own."""
-    out: list[tuple[int, list[int]]] = []
-    for k in ranked:
-        for kept, variants in out:
-            if same_terms(terms[kept], terms[k]):
-                variants.append(k)
+def merge_contained(classes: list[ModeClass], contained: float = CONTAINED) -> list[ModeClass]:
+    """In rank order, each class whose rows lie mostly inside a better kept one's joins it."""
+    kept: list[ModeClass] = []
+    for c in classes:
+        for j, k in enumerate(kept):
+            inter = np.intersect1d(c.rows, k.rows, assume_unique=True).size
+            if inter >= contained * max(min(c.rows.size, k.rows.size), 1):
+                kept[j] = _union(k, c)
                 break
         else:
-            out.append((k, []))
-    return out
+            kept.append(c)
+    return kept
+
+
+def merge_by_terms(classes: list[ModeClass], words_of: Callable[[tuple[int, ...]], set[str]]) -> list[ModeClass]:
+    """In rank order, each class whose first terms share a content word with a better kept one's joins it
+    (compared with the kept class's own words, so merges do not chain through a broad union)."""
+    kept: list[tuple[ModeClass, set[str]]] = []
+    for c in classes:
+        words = words_of(c.members)
+        for j, (k, kw) in enumerate(kept):
+            if words & kw:
+                kept[j] = (_union(k, c), kw)
+                break
+        else:
+            kept.append((c, words))
+    return [k for k, _ in kept]
+
+
+def _union(a: ModeClass, b: ModeClass) -> ModeClass:
+    members = a.members + tuple(m for m in b.members if m not in a.members)
+    return ModeClass(members, np.union1d(a.rows, b.rows))
+
+
+def training_rank(
+    classes: list[ModeClass], train: npt.NDArray[np.bool_], scores: FloatArray, expected: FloatArray
+) -> list[ModeClass]:
+    """Classes in rank order on the training rows (`train`: scored rows of the other folds): the upper end of
+    the Wilson interval of their mean score, less their mean cell mean, ascending; < 2 rows are dropped."""
+    keys = []
+    for i, c in enumerate(classes):
+        t = c.rows[train[c.rows]]
+        if t.size < 2:
+            continue
+        _low, high = wilson_interval(np.array([scores[t].mean()]), np.array([float(t.size)]))
+        keys.append((float(high[0]) - float(expected[t].mean()), -t.size, i))
+    return [classes[i] for *_, i in sorted(keys)]

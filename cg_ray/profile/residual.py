@@ -30,11 +30,14 @@ MIN_N_EFF = 2.0  # below this the interval is undefined (NaN) and the concept is
 
 
 class ResidualAccumulator:
-    """Σ s̃, Σ s̃², Σ s̃ m, Σ s̃ e per concept over scored active rows."""
+    """Σ s̃, Σ s̃², Σ s̃ m, Σ s̃ e per concept over scored active rows, kept per fold of the cross-fitting
+    (`folds` = 1: one sum), so the residuals of every fold's training part (all folds but one) come from the
+    same pass as the in-sample ones."""
 
-    def __init__(self, d_sae: int) -> None:
+    def __init__(self, d_sae: int, folds: int = 1) -> None:
         self.d_sae = d_sae
-        self.sums = np.zeros((4, d_sae), dtype=np.float64)
+        self.folds = folds
+        self.sums = np.zeros((folds, 4, d_sae), dtype=np.float64)
 
     def add(
         self,
@@ -43,20 +46,29 @@ class ResidualAccumulator:
         concept_acts: npt.NDArray[np.floating],
         scores: FloatArray,
         expected: FloatArray,
+        fold: npt.NDArray[np.integer] | None = None,
     ) -> None:
-        """Rows as CSR (offsets start at 0) with each row's score (NaN: unscored, skipped) and cell mean."""
+        """Rows as CSR (offsets start at 0) with each row's score (NaN: unscored, skipped), cell mean and fold."""
         lengths = np.diff(offsets)
         m, e = np.repeat(scores, lengths), np.repeat(expected, lengths)
         w = np.asarray(concept_acts, dtype=np.float64)
         ok = (w > 0) & ~np.isnan(m) & ~np.isnan(e)
         if not ok.any():
             return
-        ids, w, m, e = np.asarray(concept_ids)[ok], w[ok], m[ok], e[ok]
+        ids, w, m, e = np.asarray(concept_ids, dtype=np.int64)[ok], w[ok], m[ok], e[ok]
+        if fold is not None and self.folds > 1:  # one bincount over (fold, concept) pairs
+            ids = ids + np.repeat(np.asarray(fold, dtype=np.int64), lengths)[ok] * self.d_sae
+        flat = self.sums.reshape(self.folds, 4, self.d_sae)
         for k, weights in enumerate((w, w * w, w * m, w * e)):
-            self.sums[k] += np.bincount(ids, weights=weights, minlength=self.d_sae)
+            flat[:, k, :] += np.bincount(ids, weights=weights, minlength=self.folds * self.d_sae).reshape(
+                self.folds, self.d_sae
+            )
 
-    def finish(self, confidence: float = 0.95) -> Residuals:
-        s_w, s_w2, s_wm, s_we = self.sums
+    def finish(self, confidence: float = 0.95, leave_out: int | None = None) -> Residuals:
+        """The residuals over every fold, or over all folds but `leave_out` (a fold's training part)."""
+        keep = np.arange(self.folds) != (-1 if leave_out is None else leave_out)
+        sums = self.sums[keep].sum(axis=0)  # summed, not subtracted: no cancellation leaves a ghost Σ s̃
+        s_w, s_w2, s_wm, s_we = sums
         with np.errstate(divide="ignore", invalid="ignore"):
             chi = np.where(s_w > 0, s_wm / s_w, np.nan)
             cell = np.where(s_w > 0, s_we / s_w, np.nan)

@@ -53,7 +53,7 @@ class Slice:
         return m
 
 
-def _intervals(n: np.ndarray, total: np.ndarray, binary: bool, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+def mean_intervals(n: np.ndarray, total: np.ndarray, binary: bool, confidence: float) -> tuple[np.ndarray, np.ndarray]:
     alpha = 1.0 - confidence
     if binary:
         lo, hi = proportion_confint(np.rint(total), n, alpha=alpha, method="beta")
@@ -88,7 +88,7 @@ def candidate_slices(
         return []
     n = np.array([f[1] for f in found], dtype=np.float64)
     total = np.array([f[2] for f in found])
-    low, high = _intervals(n, total, binary, confidence)
+    low, high = mean_intervals(n, total, binary, confidence)
     mean = total / n
     order_idx = np.lexsort((np.arange(n.size), -n, high))
     return [Slice(found[i][0], int(n[i]), float(mean[i]), float(low[i]), float(high[i])) for i in order_idx]
@@ -154,3 +154,86 @@ def best_fields(slices: list[Slice]) -> list[str]:
             if f not in out:
                 out.append(f)
     return out
+
+
+@dataclass(frozen=True)
+class SliceCounts:
+    """Every conjunction with its scored rows and score sums per fold (`size[s, k]`, `total[s, k]`), from one
+    group-by per field combination with the fold as one more key: a fold's training counts are the other
+    folds' sum, so K selections cost about one."""
+
+    conditions: list[tuple[tuple[str, int], ...]]
+    size: npt.NDArray[np.float64]
+    total: npt.NDArray[np.float64]
+    binary: bool
+
+
+def slice_counts(frame: RowFrame, fold: npt.NDArray[np.integer], folds: int, max_order: int) -> SliceCounts:
+    scored = frame.scored
+    y = frame.scores[scored]
+    base = pd.DataFrame({name: codes[scored] for name, codes in frame.codes.items()})
+    base["_y"] = y
+    base["_fold"] = np.asarray(fold)[scored]
+    fields = list(frame.codes)
+    conditions: list[tuple[tuple[str, int], ...]] = []
+    sizes: list[np.ndarray] = []
+    totals: list[np.ndarray] = []
+    for order in range(1, max_order + 1):
+        for combo in itertools.combinations(fields, order):
+            g = base.groupby([*combo, "_fold"], sort=False)["_y"].agg(["size", "sum"])
+            size = g["size"].unstack("_fold", fill_value=0).reindex(columns=range(folds), fill_value=0)
+            total = g["sum"].unstack("_fold", fill_value=0).reindex(columns=range(folds), fill_value=0.0)
+            keys = size.index.to_list()
+            ok = [not any(int(v) < 0 for v in (k if isinstance(k, tuple) else (k,))) for k in keys]
+            for key, good in zip(keys, ok, strict=True):
+                if good:
+                    values = key if isinstance(key, tuple) else (key,)
+                    conditions.append(tuple(zip(combo, (int(v) for v in values), strict=True)))
+            sizes.append(size.to_numpy(dtype=np.float64)[ok])
+            totals.append(total.to_numpy(dtype=np.float64)[ok])
+    binary = bool(np.all((y == 0) | (y == 1))) if y.size else True
+    empty = np.zeros((0, folds))
+    return SliceCounts(conditions, np.vstack(sizes) if sizes else empty, np.vstack(totals) if totals else empty, binary)
+
+
+def training_slices(
+    frame: RowFrame,
+    counts: SliceCounts,
+    leave_out: int,
+    top_k: int,
+    min_rows: int = DEFAULT_MIN_ROWS,
+    duplicate_jaccard: float = DUPLICATE_JACCARD,
+    confidence: float = 0.95,
+    masks: dict[tuple[tuple[str, int], ...], npt.NDArray[np.bool_]] | None = None,
+) -> list[Slice]:
+    """The weakest slices on every fold but `leave_out` (ranked and de-duplicated as `weakest_slices`; the
+    duplicate check compares the slices' scored rows over the whole suite, which holds no score)."""
+    keep = np.arange(counts.size.shape[1]) != leave_out
+    n = counts.size[:, keep].sum(axis=1)
+    total = counts.total[:, keep].sum(axis=1)
+    ok = np.flatnonzero(n >= min_rows)
+    if ok.size == 0:
+        return []
+    low, high = mean_intervals(n[ok], total[ok], counts.binary, confidence)
+    order = ok[np.lexsort((ok, -n[ok], high))]
+    bounds = {int(s): (float(lo), float(hi)) for s, lo, hi in zip(ok, low, high, strict=True)}
+    masks = {} if masks is None else masks
+    kept: list[Slice] = []
+    kept_masks: list[npt.NDArray[np.bool_]] = []
+    for s in order[: CANDIDATE_FACTOR * top_k]:
+        cond = counts.conditions[int(s)]
+        cand = Slice(cond, int(n[s]), float(total[s] / n[s]), *bounds[int(s)])
+        if cond not in masks:
+            masks[cond] = cand.mask(frame)
+        m = masks[cond]
+        size = int(m.sum())
+        if any(
+            (inter := int(np.count_nonzero(m & other))) / max(size + int(other.sum()) - inter, 1) >= duplicate_jaccard
+            for other in kept_masks
+        ):
+            continue
+        kept.append(cand)
+        kept_masks.append(m)
+        if len(kept) == top_k:
+            break
+    return kept

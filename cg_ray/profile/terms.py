@@ -1,14 +1,19 @@
-"""Distinctive terms: the words and symbols the rows of a class (a failure mode, a concept) share and the rest
-of the suite does not, as a sentence ("Rows with “[asy]”, “draw”, “label”: …").
+"""Distinctive terms: the words and symbols the rows of a class (a failure mode, a concept) share and the rows
+it is contrasted with do not, as a sentence ("Rows with “[asy]”, “draw”, “label”: …").
 
-Class-based TF-IDF as in BERTopic's c-TF-IDF (Grootendorst 2022): the rows of each class are one document,
-the rest of the suite (a seeded background sample) one more; a term's weight in class k is its frequency
-there, normalised by the class's total, times log(1 + A / f_t), with A the mean total per class and f_t the
-term's frequency over all classes. Frequencies count rows that contain the term (binary), each weighted by
-the class's activation on it (s̃ summed over the class's concepts), so the most typical rows weigh most.
-A term is reported only when it is also *distinctive*: present in ≥ `min_share` of the class's weight and
-≥ `min_ratio` times as common there as in the background. scikit-learn's CountVectorizer tokenises: words,
-bracket tags (`[asy]`), LaTeX commands (`\\frac`) and runs of two or more operator symbols, as 1- and 2-grams.
+Class-based TF-IDF as in BERTopic's c-TF-IDF (Grootendorst 2022) ranks the terms: the rows of each class are
+one document, the background rows one more; a term's weight in class k is its frequency there, normalised by
+the class's total, times log(1 + A / f_t), with A the mean total per document and f_t the term's frequency
+over all of them. Frequencies count rows that contain the term (binary), each weighted by the class's
+activation on it (s̃ summed over the class's concepts), so the most typical rows rank first.
+
+A term is reported only when it is also *distinctive*, by unweighted row shares (each row counts once, so
+the reported figures say how many rows hold it): present in ≥ `min_share` of the class's rows and ≥
+`min_ratio` times as common there as in the class's background: the rows of the same metadata cells where
+the class is off, weighted to the class's cell mix (or, given one array, a plain sample of the suite).
+Stop words, n-grams of stop words only and punctuation-only n-grams (`--`, `-- --`) are no terms.
+scikit-learn's CountVectorizer tokenises: words, bracket tags (`[asy]`), LaTeX commands (`\\frac`) and
+runs of two or more operator symbols, as 1- and 2-grams.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,60 +34,136 @@ TOKEN_PATTERN = r"\[/?\w+\]|\\[A-Za-z]+|\b\w[\w'-]*\w\b|[^\w\s\"'()\[\]{},;:.?!]
 MAX_TERMS = 4
 MIN_SHARE = 0.2
 MIN_RATIO = 1.5
+MAX_FEATURES = 50_000  # most frequent admissible terms kept (bounds the per-class arrays)
+# Function words scikit-learn's list lacks: auxiliaries and contractions (whole, and the pieces a curly
+# apostrophe leaves: "don’t" -> "don"; not "won", a word).
+# fmt: off
+_EXTRA_STOP_WORDS = frozenset([
+    "does", "did", "doing", "shall", "let", "let's", "it's", "i'm", "i'd", "i'll", "i've", "you're", "you've",
+    "you'll", "you'd", "we're", "we've", "we'll", "they're", "they've", "they'll", "that's", "there's", "here's",
+    "what's", "who's", "where's", "how's", "isn't", "aren't", "wasn't", "weren't", "don't", "doesn't", "didn't",
+    "can't", "won't", "wouldn't", "shouldn't", "couldn't", "haven't", "hasn't", "hadn't", "mustn't", "isn", "aren",
+    "wasn", "weren", "don", "doesn", "didn", "wouldn", "shouldn", "couldn", "haven", "hasn", "hadn", "mustn", "ll",
+    "ve",
+]) | frozenset("abcdefghijklmnopqrstuvwxyz")
+# fmt: on
+
+
+@cache
+def stop_words() -> frozenset[str]:
+    """scikit-learn's English stop words and ours (imported on first use: scikit-learn takes seconds)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS) | _EXTRA_STOP_WORDS
+
+
+SUITE = "a sample of the suite"
+SAME_CELLS = "rows of the same cells where it is off"
+
+Rows = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]  # indices into the texts, a weight per row
 
 
 @dataclass(frozen=True)
 class Terms:
     terms: list[str]
-    share: list[float]  # weighted share of the class's rows containing each term
-    background: list[float]  # share of the background rows containing it
+    share: list[float]  # fraction of the class's rows containing each term (each row counts once)
+    background: list[float]  # weighted share of the class's background rows containing it
+    versus: str = SAME_CELLS  # what the background rows are, for the sentence
 
     def sentence(self) -> str | None:
         if not self.terms:
             return None
         quoted = ", ".join(f"“{t}”" for t in self.terms)
-        return f"Rows with {quoted} (the first in {self.share[0]:.0%} of them vs {self.background[0]:.0%} of the suite)"
+        first = f"the first in {self.share[0]:.0%} of them vs {self.background[0]:.0%} of {self.versus}"
+        return f"Rows with {quoted} ({first})"
+
+
+def _is_content(token: str) -> bool:
+    return any(ch.isalnum() for ch in token) and token.lower() not in stop_words()
+
+
+def admissible(term: str) -> bool:
+    """A term names something: at least one of its tokens is neither a stop word nor punctuation only
+    ("is kayak" and "-- draw" are terms; "is the", "how many", "--" and "the --" are not)."""
+    return any(_is_content(t) for t in term.split())
+
+
+def content_words(terms: Sequence[str]) -> set[str]:
+    """The lowercase words of `terms` that are not stop words and contain a letter."""
+    stop = stop_words()
+    return {w for t in terms for w in t.lower().split() if w not in stop and any(ch.isalpha() for ch in w)}
+
+
+def _presence(x: Any, rows: npt.NDArray[np.int64], weights: npt.NDArray[np.float64] | None) -> np.ndarray:
+    """Per term, the (weighted) mean presence over `rows`; the plain mean when no weight is positive."""
+    sub = x[rows]
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    if w is None or not np.isfinite(w).all() or w.sum() <= 0:
+        mean: np.ndarray = np.asarray(sub.sum(axis=0)).ravel() / max(len(rows), 1)  # exact: 9 / 10 is 0.9
+        return mean
+    out: np.ndarray = np.asarray(sub.T @ w).ravel() / w.sum()
+    return out
 
 
 def distinctive_terms(
     texts: Sequence[str],
-    classes: Sequence[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]],
-    background: npt.NDArray[np.int64],
+    classes: Sequence[Rows],
+    backgrounds: Sequence[Rows] | npt.NDArray[np.int64],
     max_terms: int = MAX_TERMS,
     min_share: float = MIN_SHARE,
     min_ratio: float = MIN_RATIO,
 ) -> list[Terms]:
-    """For each class (indices into `texts`, weights), its distinctive terms against the `background` rows."""
+    """For each class (indices into `texts`, weights), its distinctive terms against its background
+    (`backgrounds[k]`: indices into `texts`, weights), or against one shared unweighted background when
+    `backgrounds` is an array of indices. A class with no row or no background row gets no term."""
     from sklearn.feature_extraction.text import CountVectorizer
 
-    empty = [Terms([], [], []) for _ in classes]
-    if not classes or background.size == 0:
+    if isinstance(backgrounds, np.ndarray):
+        shared = np.asarray(backgrounds, dtype=np.int64)
+        bgs: list[Rows] = [(shared, np.ones(shared.size)) for _ in classes]
+        versus = SUITE
+    else:
+        bgs = [(np.asarray(r, dtype=np.int64), np.asarray(w, dtype=np.float64)) for r, w in backgrounds]
+        versus = SAME_CELLS
+        if len(bgs) != len(classes):
+            raise ValueError(f"{len(bgs)} backgrounds for {len(classes)} classes")
+    empty = [Terms([], [], [], versus) for _ in classes]
+    if not classes or all(b.size == 0 for b, _ in bgs):
         return empty
-    vectorizer = CountVectorizer(
-        token_pattern=TOKEN_PATTERN, ngram_range=(1, 2), lowercase=True, binary=True, min_df=2, max_features=50_000
-    )
+    vectorizer = CountVectorizer(token_pattern=TOKEN_PATTERN, ngram_range=(1, 2), lowercase=True, binary=True, min_df=2)
     try:
-        x = vectorizer.fit_transform(texts).tocsr()
+        x = vectorizer.fit_transform(texts).tocsc()
     except ValueError:  # no term occurs twice: nothing is distinctive
         return empty
     vocab = np.asarray(vectorizer.get_feature_names_out(), dtype=object)
-    bg = np.asarray(x[background].mean(axis=0)).ravel()
-    raw = []
-    shares = []
-    for rows, weights in classes:
-        w = np.asarray(weights, dtype=np.float64)
-        tf = np.asarray(x[rows].T @ w).ravel() if rows.size else np.zeros(vocab.size)
-        raw.append(tf)
-        shares.append(tf / w.sum() if rows.size and w.sum() > 0 else tf)
-    # c-TF-IDF over the classes and the background, each class's frequencies on the same row-count scale.
-    counts = np.vstack([s * max(len(c[0]), 1) for s, c in zip(shares, classes, strict=True)] + [bg * background.size])
+    keep = np.flatnonzero([admissible(str(v)) for v in vocab])
+    if keep.size > MAX_FEATURES:
+        df = np.asarray(x[:, keep].sum(axis=0)).ravel()
+        keep = np.sort(keep[np.argsort(-df, kind="stable")[:MAX_FEATURES]])
+    if keep.size == 0:
+        return empty
+    x, vocab = x[:, keep].tocsr(), vocab[keep]
+    # The IDF's background document is the union of the backgrounds, each row once: it weighs a term by how
+    # common it is in the suite around the classes; each class's own contrast is the ratio test below.
+    union = np.unique(np.concatenate([b for b, _ in bgs]))
+    rows_of = [(np.asarray(r, dtype=np.int64), np.asarray(w, dtype=np.float64)) for r, w in classes]
+    weighted = [_presence(x, r, w) if r.size else np.zeros(vocab.size) for r, w in rows_of]
+    counts = np.vstack(
+        [s * max(r.size, 1) for s, (r, _) in zip(weighted, rows_of, strict=True)]
+        + [np.asarray(x[union].sum(axis=0)).ravel()]
+    )
     totals = counts.sum(axis=1)
-    avg = float(totals.mean()) if totals.size else 0.0
+    avg = float(totals.mean())
     f_t = counts.sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         idf = np.log1p(np.where(f_t > 0, avg / f_t, 0.0))
     out = []
-    for k, share in enumerate(shares):
+    for k, ((rows, _), (bg_rows, bg_w)) in enumerate(zip(rows_of, bgs, strict=True)):
+        if rows.size == 0 or bg_rows.size == 0:
+            out.append(Terms([], [], [], versus))
+            continue
+        share = _presence(x, rows, None)  # unweighted: what the sentence reports
+        bg = _presence(x, bg_rows, bg_w)
         with np.errstate(divide="ignore", invalid="ignore"):
             weight = np.where(totals[k] > 0, counts[k] / totals[k], 0.0) * idf
             ratio = np.where(bg > 0, share / bg, np.inf)
@@ -94,7 +177,12 @@ def distinctive_terms(
             if len(chosen) == max_terms:
                 break
         out.append(
-            Terms([str(vocab[t]) for t in chosen], [float(share[t]) for t in chosen], [float(bg[t]) for t in chosen])
+            Terms(
+                [str(vocab[t]) for t in chosen],
+                [float(share[t]) for t in chosen],
+                [float(bg[t]) for t in chosen],
+                versus,
+            )
         )
     return out
 

@@ -22,9 +22,10 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult
-from cg_ray.profile.beyond import Beyond, describe_classes, slices_file
+from cg_ray.profile.beyond import Beyond, describe_classes, slices_file, verdict_columns
 from cg_ray.profile.descriptions import Descriptions, load_descriptions
 from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, pool_activity_from_rows
+from cg_ray.profile.heldout import not_tested
 from cg_ray.profile.ranking import coverage_gap_order, strength_order, weakness_order
 
 POOL_FACTOR = 4  # candidates compared for near-duplicates per reported entry
@@ -66,6 +67,7 @@ def profile_table(
     activity: PoolActivity | None,
     descriptions: Descriptions | None = None,
     beyond: Beyond | None = None,
+    direction: str = "less",
 ) -> pa.Table:
     u = result.uncertainty
     records: list[dict[str, Any]] = []
@@ -94,6 +96,7 @@ def profile_table(
                 "example_row_ids": activity.example_row_ids(c) if activity is not None else [],
                 **residual_values(beyond, c),
                 "terms": terms.terms if terms else None,
+                **heldout_values(beyond, c, direction),
             }
         )
     return pa.Table.from_pylist(records, schema=S.PROFILE_SCHEMA)
@@ -109,6 +112,20 @@ def residual_values(beyond: Beyond | None, c: int) -> dict[str, Any]:
         "residual_low": _f(r.low[c]),
         "residual_high": _f(r.high[c]),
         "adjusted_for": beyond.adjusted_for,
+    }
+
+
+def heldout_values(beyond: Beyond | None, c: int, direction: str) -> dict[str, Any]:
+    """Concept c's cross-fitted residual and verdict in the list's direction (below its cells for weaknesses
+    and coverage gaps, above for strengths); nulls and not confirmed when no fold made it a candidate."""
+    v = beyond.concept_verdict(c, direction) if beyond is not None else not_tested()
+    return {
+        "residual_heldout": v.estimate,
+        "residual_heldout_low": v.low,
+        "residual_heldout_high": v.high,
+        **verdict_columns(v),
+        "p_value": v.p_value if v.folds_selected else None,
+        "q_value": v.q_value if v.folds_selected else None,
     }
 
 
@@ -148,7 +165,10 @@ def build_profiles(
         concepts = sorted({e.concept for listed in entries.values() for e in listed})
         describe_classes(open_rows(rows_path, result.d_sae), model, beyond, cfg, concepts, labels)
     return {
-        name: profile_table(listed, result, labels, activity, descriptions, beyond) for name, listed in entries.items()
+        name: profile_table(
+            listed, result, labels, activity, descriptions, beyond, "greater" if name == S.STRENGTHS_FILE else "less"
+        )
+        for name, listed in entries.items()
     }
 
 

@@ -1,0 +1,95 @@
+"""Seeded suites for the held-out judgement (tests/profile/test_crossfit.py), written with pyarrow in one go.
+
+Rows carry `type` × `level` metadata; concepts 20..63 fire at random (4 a row), concept 10 on the `geo` rows
+(it tracks metadata); the hidden property, when planted, is carried by concepts 5, 6 (and 7) and its rows'
+prompts hold a figure ("[asy] draw …"). Every cell's success rate is set by `cell_rates`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+
+D_SAE = 64
+TYPES = ("alg", "geo", "num")
+WORDS = np.array(["solve", "compute", "find", "value", "number", "total", "sum", "given", "each", "what"])
+
+
+def write_suite(
+    path: Path,
+    seed: int,
+    n: int = 6000,
+    *,
+    cell_effects: bool = True,
+    hidden_share: float = 0.0,
+    hidden_drop: float = 0.0,
+    spread: bool = False,
+    answers_per_question: int = 1,
+) -> np.ndarray:
+    """Write rows.parquet; return the hidden property's rows (bool per row).
+
+    `cell_effects`: cells differ in success rate (else every row has the same); `hidden_share` of the rows
+    carry the hidden property, which lowers their success rate by `hidden_drop` in every cell; `spread`: three
+    concepts share the property's rows (5 on the first third, 6 on the middle, 7 on the last, overlapping a
+    little), else 5 and 6 both fire on all of them. `answers_per_question` rows share one prompt (a group)."""
+    rng = np.random.default_rng(seed)
+    q = n // answers_per_question
+    types = np.repeat(rng.integers(0, 3, q), answers_per_question)
+    levels = np.repeat(rng.integers(1, 6, q), answers_per_question)
+    hidden = np.repeat(rng.random(q) < hidden_share, answers_per_question)
+    p = 0.85 - 0.06 * levels if cell_effects else np.full(n, 0.6)
+    if cell_effects:
+        p = np.where((types == 1) & (levels == 5), 0.15, p)
+    p = np.clip(np.where(hidden, p - hidden_drop, p), 0.02, 1.0)
+    scores = (rng.random(n) < p).astype(float)
+    ids: list[list[int]] = []
+    acts: list[list[float]] = []
+    hidden_rows = np.flatnonzero(hidden)
+    thirds = np.array_split(hidden_rows, 3)
+    for i in range(n):
+        row_ids = [int(c) for c in rng.choice(np.arange(20, D_SAE), size=4, replace=False)]
+        if hidden[i]:
+            if spread:
+                pos = int(np.searchsorted(hidden_rows, i))
+                part = min(pos * 3 // max(hidden_rows.size, 1), 2)
+                row_ids.append(5 + part)
+                if rng.random() < 0.15:  # a little overlap between the three
+                    row_ids.append(5 + (part + 1) % 3)
+            else:
+                row_ids += [5, 6]
+        if types[i] == 1:
+            row_ids.append(10)
+        ids.append(sorted(set(row_ids)))
+        acts.append([float(0.5 + rng.random()) for _ in ids[-1]])
+    del thirds
+    words = rng.choice(WORDS, size=(q, 6))
+    prompts = []
+    for i in range(n):
+        text = f"Problem {i // answers_per_question}: {' '.join(words[i // answers_per_question])} the answer."
+        if hidden[i]:
+            text += ' [asy] draw((0,0)--(1,1)); label("A", (0,0)); [/asy] as shown.'
+        prompts.append(text)
+    meta = [json.dumps({"type": TYPES[t], "level": f"Level {lv}"}) for t, lv in zip(types, levels, strict=True)]
+    schema = S.rows_schema_with_d_sae(D_SAE).append(S.METADATA_FIELD).append(pa.field("prompt", pa.string()))
+    table = pa.Table.from_pydict(
+        {
+            "row_id": [f"r{i}" for i in range(n)],
+            "benchmark": ["math"] * n,
+            "score": scores.tolist(),
+            "concept_ids": ids,
+            "concept_acts": acts,
+            "model": [None] * n,
+            "n_tokens": [10] * n,
+            "metadata": meta,
+            "prompt": prompts,
+        },
+        schema=schema,
+    )
+    pq.write_table(table, path)
+    return hidden

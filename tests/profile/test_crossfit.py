@@ -1,0 +1,162 @@
+"""Findings that survive a second look (issue #31): chosen on K−1 folds of grouped rows, measured on the
+held-out one, judged over the folds with Benjamini–Hochberg; a null gives no confirmed finding.
+
+The 20-seed checks run the whole judgement (`nullcheck.judge_rows`) on seeded suites
+(tests/profile/crossfit_suites.py) and are marked slow; the unit checks of the held-out test are quick.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cg_ray.artifacts.rows import open_rows
+from cg_ray.config import MetricsConfig
+from cg_ray.profile.heldout import FoldTest, cluster_test, combine
+from cg_ray.profile.nullcheck import confirmed_counts, judge_rows, null_check, permuted_within
+from cg_ray.profile.strata import read_frame
+
+from .crossfit_suites import write_suite
+
+SEEDS = range(20)
+CFG = MetricsConfig(top_k=10)
+
+
+def _judge(path: Path, cfg: MetricsConfig = CFG, scores: np.ndarray | None = None) -> dict[str, int]:
+    return confirmed_counts(judge_rows(open_rows(path), cfg, scores=scores))
+
+
+# --- the held-out test and the folds' verdict ------------------------------------------------------------
+
+
+def test_four_answers_to_one_question_count_as_one_cluster() -> None:
+    rng = np.random.default_rng(0)
+    scores = (rng.random(200) < 0.4).astype(float)
+    once = cluster_test(scores, np.full(200, 0.5), np.arange(200))
+    four = cluster_test(np.repeat(scores, 4), np.full(800, 0.5), np.repeat(np.arange(200), 4))
+    # The same evidence four times over is no more certain: same estimate, same interval (to the CR1 factor).
+    assert four.estimate == pytest.approx(once.estimate)
+    assert (four.high - four.low) == pytest.approx(once.high - once.low, rel=0.02)
+    rows_as_independent = cluster_test(np.repeat(scores, 4), np.full(800, 0.5), np.arange(800))
+    assert rows_as_independent.high - rows_as_independent.low < 0.6 * (four.high - four.low)
+
+
+def test_a_group_whose_rows_all_fail_is_never_certain() -> None:
+    t = cluster_test(np.zeros(12), np.full(12, 0.6), np.arange(12))
+    assert t.estimate == pytest.approx(-0.6)
+    assert t.low < t.estimate < t.high and t.p_value > 1e-6
+    few = cluster_test(np.zeros(8), np.full(8, 0.6), np.repeat(np.arange(4), 2))
+    assert few.p_value == 1.0 and (few.low, few.high) == (-1.0, 1.0)  # 4 clusters: no test
+
+
+def test_a_finding_two_folds_of_five_chose_is_not_confirmed_however_small_its_p_values() -> None:
+    sure = FoldTest(-0.3, -0.4, -0.2, 1e-12, 100, 100)
+    two = combine({0: (sure, 1e-11), 3: (sure, 1e-11)}, folds=5, fdr=0.1)
+    assert not two.confirmed and two.q_value == 1.0 and two.folds_selected == 2
+    three = combine({0: (sure, 1e-11), 1: (sure, 1e-11), 3: (sure, 1e-11)}, folds=5, fdr=0.1)
+    assert three.confirmed and three.q_value == pytest.approx(2e-11)
+    assert three.estimate == pytest.approx(-0.3)
+    # Folds that did not choose it count as the whole range: the interval is the outer medians.
+    assert (three.low, three.high) == (pytest.approx(-0.4), pytest.approx(-0.2))
+    assert (two.low, two.high) == (pytest.approx(-1.0), pytest.approx(1.0))
+
+
+def test_rows_of_one_question_never_straddle_folds(tmp_path: Path) -> None:
+    path = tmp_path / "rows.parquet"
+    write_suite(path, 0, n=800, answers_per_question=4)
+    rows = open_rows(path)
+    from cg_ray.profile.beyond import ResidualPass
+
+    plan = ResidualPass(rows, None, CFG).plan
+    assert plan.rule == "identical prompts" and plan.n_groups == 200
+    for g in range(plan.n_groups):
+        assert np.unique(plan.fold[plan.clusters == g]).size == 1
+    sizes = np.bincount(plan.fold, minlength=CFG.folds)
+    assert sizes.max() - sizes.min() <= 4
+
+
+def test_a_tiny_suite_is_listed_unjudged_with_a_note(tmp_path: Path) -> None:
+    path = tmp_path / "rows.parquet"
+    write_suite(path, 0, n=12, answers_per_question=4)  # 3 questions: too few groups for 5 folds
+    beyond = judge_rows(open_rows(path), CFG)
+    assert any("cross-fitting skipped: 3 groups" in note for note in beyond.notes)
+    assert confirmed_counts(beyond) == {"failure_modes": 0, "slices": 0, "concepts": 0}
+
+
+# --- nulls and power, 20 seeds each -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_global_null_confirms_nothing_in_19_of_20_seeds(tmp_path: Path) -> None:
+    """No hidden property and no metadata effect: every score drawn at one rate."""
+    clean = 0
+    for seed in SEEDS:
+        path = tmp_path / f"null{seed}.parquet"
+        write_suite(path, seed, cell_effects=False)
+        counts = _judge(path)
+        clean += sum(counts.values()) == 0
+    assert clean >= 19
+
+
+@pytest.mark.slow
+def test_scores_shuffled_within_cells_confirm_no_mode_or_concept_in_19_of_20_seeds(tmp_path: Path) -> None:
+    """A realistic suite (a weak cell and a hidden property lowering scores by 0.4 on a quarter of the rows)
+    with its scores permuted within the type × level cells: nothing is left beyond the metadata. The slices
+    are the metadata's own effects, which this permutation keeps: the weak cell stays confirmed."""
+    clean = slices_found = 0
+    cfg = CFG.model_copy(update={"adjust_for": "type,level"})
+    for seed in SEEDS:
+        path = tmp_path / f"shuffled{seed}.parquet"
+        write_suite(path, seed, hidden_share=0.25, hidden_drop=0.4)
+        frame = read_frame(open_rows(path))
+        counts = _judge(path, cfg, permuted_within(frame, ["type", "level"], seed))
+        clean += counts["failure_modes"] + counts["concepts"] == 0
+        slices_found += counts["slices"] > 0
+    assert clean >= 19
+    assert slices_found >= 19
+
+
+@pytest.mark.slow
+def test_a_hidden_property_lowering_scores_by_015_on_10pc_of_rows_is_confirmed_with_its_rows(tmp_path: Path) -> None:
+    found = 0
+    for seed in SEEDS:
+        path = tmp_path / f"power{seed}.parquet"
+        hidden = write_suite(path, seed, n=8000, hidden_share=0.10, hidden_drop=0.15)
+        beyond = judge_rows(open_rows(path), CFG)
+        assert beyond.modes is not None
+        confirmed = [m for m in beyond.modes.to_pylist() if m["confirmed"]]
+        if confirmed and set(confirmed[0]["concept_ids"]) == {5, 6}:
+            first = confirmed[0]
+            assert first["n_rows"] == int(hidden.sum())  # exactly its rows
+            assert first["residual_low"] <= first["residual"] <= first["residual_high"] < 0
+            found += 1
+    assert found >= 19
+
+
+@pytest.mark.slow
+def test_an_effect_spread_over_three_concepts_is_one_mode(tmp_path: Path) -> None:
+    """Concepts 5, 6 and 7 each fire on a third of the figure rows (barely overlapping): one mode holds all
+    three, described by the figure, and no other mode is confirmed."""
+    for seed in range(5):
+        path = tmp_path / f"spread{seed}.parquet"
+        hidden = write_suite(path, seed, hidden_share=0.15, hidden_drop=0.3, spread=True)
+        beyond = judge_rows(open_rows(path), CFG)
+        assert beyond.modes is not None
+        confirmed = [m for m in beyond.modes.to_pylist() if m["confirmed"]]
+        assert len(confirmed) == 1, [m["concept_ids"] for m in confirmed]
+        assert set(confirmed[0]["concept_ids"]) == {5, 6, 7}
+        assert confirmed[0]["n_rows"] == int(hidden.sum())
+        assert "[asy]" in confirmed[0]["terms"]
+
+
+@pytest.mark.slow
+def test_the_null_check_reports_no_false_finding_on_a_realistic_suite(tmp_path: Path) -> None:
+    path = tmp_path / "rows.parquet"
+    write_suite(path, 3, hidden_share=0.25, hidden_drop=0.4)
+    check = null_check(open_rows(path), CFG, seeds=(0, 1))
+    assert check["seeds"] == [0, 1] and check["false_findings"] == 0
+    assert set(check["permuted_within"]) <= {"type", "level"} and check["permuted_within"]
+    # The real scores do have a failure mode beyond the metadata: the check is not blind.
+    assert _judge(path)["failure_modes"] >= 1
