@@ -186,12 +186,14 @@ class Themes(_Versioned):
 class ValidateReport(_Versioned):
     """validate.json of `cg-ray validate`: held-out lift / low-performance curves of the weakness profile."""
 
-    version: ClassVar[int] = 2  # 2: the `beyond` block (slices, failure modes, residual lift)
+    version: ClassVar[int] = 3  # 2: the `beyond` block (slices, failure modes, residual lift); 3: null_check
 
     split: dict[str, Any]
     lift: list[dict[str, Any]]
     low_performance: dict[str, Any]
     baselines: dict[str, Any]
+    # The findings rerun on scores permuted within the adjusted cells (cg_ray.profile.nullcheck); null: not run.
+    null_check: dict[str, Any] | None = None
 
 
 Doc = TypeVar("Doc", bound=_Versioned)

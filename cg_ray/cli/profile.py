@@ -56,6 +56,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     rows = open_rows(args.rows, args.d_sae)
     table = load_row_table(rows, model=args.model)
     report = validate(table, table.benchmark_codes, cfg, read_frame(rows, args.model))
+    if args.null_seeds:  # the whole judgement on scores with nothing left beyond the metadata
+        from cg_ray.profile.nullcheck import null_check
+
+        report["null_check"] = null_check(rows, cfg.metrics, args.model, seeds=range(args.null_seeds))
     report["rows_file"] = str(args.rows)
     report["model"] = args.model
     if run is not None:
@@ -90,6 +94,14 @@ def _print(report: dict[str, Any], path: Path) -> None:
             sign = i < 2
             cells.append(f"{_fmt(v, sign)} [{_fmt(entry.get('low'), sign)}, {_fmt(entry.get('high'), sign)}]")
         print(f"{name:<8} {cells[0]:>24} {cells[1]:>24} {cells[2]:>24}")
+    check = report.get("null_check")
+    if check:
+        within = " × ".join(check["permuted_within"]) or "the whole suite"
+        per_seed = ", ".join(str(r["failure_modes"] + r["concepts"]) for r in check["confirmed"])
+        print(
+            f"null check: scores permuted within {within} cells, {len(check['seeds'])} seeds: "
+            f"{per_seed} confirmed failure modes + concepts (should be 0; slices on those fields stay real)"
+        )
     beyond = report.get("beyond")
     if beyond:
         print(f"beyond the metadata (adjusted for {', '.join(beyond['adjusted_for']) or 'nothing'}):")
@@ -117,4 +129,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-k", type=int, default=20, help="lift for the top 1..K weaknesses (20)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for intervals (1000)")
     p.add_argument("--random", type=int, default=200, help="random concept profiles drawn as baseline (200)")
+    p.add_argument(
+        "--null-seeds",
+        type=int,
+        default=3,
+        help="null check: rerun the findings on scores permuted within the adjusted cells this many times (3; 0: off)",
+    )
     add_metrics_options(p)

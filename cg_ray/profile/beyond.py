@@ -32,6 +32,7 @@ from cg_ray.profile.crossfit import (
     FoldPlan,
     PoolRows,
     SliceFinding,
+    Tests,
     concept_candidates,
     concept_verdicts,
     fold_judgements,
@@ -227,13 +228,15 @@ def fold_modes(beyond: Beyond, pool: PoolRows, book: ClassTerms, cfg: MetricsCon
             ]
         )
     terms = book.compute({c.members: pool.members(c.members) for fold in ranked for c in fold})
-    tests: dict[object, dict[int, FoldTest]] = {}
+    tests: Tests = {}
     fold_classes: dict[tuple[int, int], ModeClass] = {}
     for k, classes in enumerate(ranked):
         merged = merge_by_terms(classes, lambda m: _strong_words(terms.get(m)))
         for j, c in enumerate(merged[: cfg.top_k]):
             idx = plan.heldout(c.rows, k, frame.scored)
-            tests[(k, j)] = {k: cluster_test(frame.scores[idx], plan.expected_heldout[idx], plan.clusters[idx])}
+            tests[(k, j)] = {
+                k: (cluster_test(frame.scores[idx], plan.expected_heldout[idx], plan.clusters[idx]), j + 1)
+            }
             fold_classes[(k, j)] = c
     judged = fold_judgements(tests, plan.folds)
     return [

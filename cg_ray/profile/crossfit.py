@@ -203,22 +203,23 @@ def concept_candidates(
     return ConceptCandidates(below, above, residuals)
 
 
-def fold_judgements(
-    tests: dict[object, dict[int, FoldTest]], folds: int
-) -> dict[object, dict[int, tuple[FoldTest, float]]]:
-    """Benjamini–Hochberg within each fold over every candidate it tested: key → fold → (test, q-value)."""
+Tests = dict[object, dict[int, tuple[FoldTest, int]]]  # finding → fold → (its held-out test, its training rank)
+
+
+def fold_judgements(tests: Tests, folds: int) -> dict[object, dict[int, tuple[FoldTest, float]]]:
+    """Weighted Benjamini–Hochberg within each fold over every candidate it tested (weights from the
+    candidates' training ranks, `heldout.fold_q_values`): finding → fold → (test, q-value)."""
     qs: dict[object, dict[int, tuple[FoldTest, float]]] = {key: {} for key in tests}
     for k in range(folds):
         keys = [key for key, per in tests.items() if k in per]
-        q = fold_q_values(np.array([tests[key][k].p_value for key in keys]))
+        p = np.array([tests[key][k][0].p_value for key in keys])
+        q = fold_q_values(p, np.array([tests[key][k][1] for key in keys], dtype=np.int64))
         for key, qv in zip(keys, q, strict=True):
-            qs[key][k] = (tests[key][k], float(qv))
+            qs[key][k] = (tests[key][k][0], float(qv))
     return qs
 
 
-def judge(
-    tests: dict[object, dict[int, FoldTest]], plan: FoldPlan, bounds: tuple[float, float]
-) -> dict[object, Verdict]:
+def judge(tests: Tests, plan: FoldPlan, bounds: tuple[float, float]) -> dict[object, Verdict]:
     """Each finding's verdict over the folds (`fold_judgements`, then `heldout.combine`)."""
     qs = fold_judgements(tests, plan.folds)
     return {key: combine(per, plan.folds, plan.fdr, bounds) for key, per in qs.items()}
@@ -228,11 +229,11 @@ def concept_verdicts(
     cands: ConceptCandidates, pool: PoolRows, frame: RowFrame, plan: FoldPlan
 ) -> dict[tuple[int, str], Verdict]:
     """(concept, "less" | "greater") → its verdict: is its s̃-weighted held-out residual below (above) 0?"""
-    tests: dict[object, dict[int, FoldTest]] = {}
+    tests: Tests = {}
     scored = frame.scored
     for k in range(plan.folds):
         for direction, chosen in ((LESS, cands.below[k]), (GREATER, cands.above[k])):
-            for c in chosen:
+            for rank, c in enumerate(chosen, start=1):
                 rows, acts = pool.concept(int(c))
                 keep = (plan.fold[rows] == k) & scored[rows]
                 idx = rows[keep]
@@ -243,7 +244,7 @@ def concept_verdicts(
                     acts[keep],
                     direction,  # type: ignore[arg-type]
                 )
-                tests.setdefault((int(c), direction), {})[k] = t
+                tests.setdefault((int(c), direction), {})[k] = (t, rank)
     return {key: v for key, v in judge(tests, plan, (-1.0, 1.0)).items()}  # type: ignore[misc]
 
 
@@ -264,14 +265,16 @@ def slice_findings(frame: RowFrame, plan: FoldPlan, cfg: MetricsConfig) -> list[
         return [SliceFinding(s, not_tested(), None) for s in weakest]
     counts: SliceCounts = slice_counts(frame, plan.fold, plan.folds, cfg.slice_order)
     masks: dict[tuple[tuple[str, int], ...], npt.NDArray[np.bool_]] = {}
-    tests: dict[object, dict[int, FoldTest]] = {}
+    tests: Tests = {}
     for k in range(plan.folds):
-        for s in training_slices(frame, counts, k, cfg.top_k, cfg.slice_min_rows, masks=masks):
+        chosen = training_slices(frame, counts, k, cfg.top_k, cfg.slice_min_rows, masks=masks)
+        for rank, s in enumerate(chosen, start=1):
             idx = np.flatnonzero(masks[s.conditions] & (plan.fold == k))
             t = cluster_test(frame.scores[idx], np.full(idx.size, plan.suite_heldout[k]), plan.clusters[idx])
             shift = plan.suite_heldout[k]  # back on the score scale: the held-out mean and its interval
-            tests.setdefault(s.conditions, {})[k] = FoldTest(
-                t.estimate + shift, t.low + shift, t.high + shift, t.p_value, t.n_rows, t.n_clusters
+            tests.setdefault(s.conditions, {})[k] = (
+                FoldTest(t.estimate + shift, t.low + shift, t.high + shift, t.p_value, t.n_rows, t.n_clusters),
+                rank,
             )
     verdicts = judge(tests, plan, (0.0, 1.0))
     everything = {s.conditions: s for s in _in_sample(frame, counts, list(verdicts))}

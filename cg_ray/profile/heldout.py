@@ -86,11 +86,25 @@ def cluster_test(
     return FoldTest(theta, theta - half, theta + half, p, n, g)
 
 
-def fold_q_values(p_values: FloatArray) -> FloatArray:
-    """Benjamini–Hochberg q-values of one fold's candidates (statsmodels)."""
+def rank_weights(ranks: npt.NDArray[np.integer]) -> FloatArray:
+    """BH weights from the candidates' training ranks (1 = the best): ∝ 1/rank, mean 1. The ranks come from the
+    other folds, so the weights are fixed before the held-out rows are looked at."""
+    w = 1.0 / np.asarray(ranks, dtype=np.float64)
+    out: FloatArray = w / w.mean() if w.size else w
+    return out
+
+
+def fold_q_values(p_values: FloatArray, ranks: npt.NDArray[np.integer] | None = None) -> FloatArray:
+    """Benjamini–Hochberg q-values of one fold's candidates (statsmodels), weighted by their training ranks
+    when given (weighted BH, Genovese, Roeder & Wasserman 2006: p / w into BH, weights of mean 1 fixed
+    independently of these p-values, so the FDR stays controlled). Unweighted, the best-ranked candidate of
+    50 pays ×50; weighted, ×H(50) ≈ 4.5, and the tail pays more, which is where the noise is."""
     if p_values.size == 0:
         return p_values.astype(np.float64)
-    q: FloatArray = multipletests(np.asarray(p_values, dtype=np.float64), method="fdr_bh")[1]
+    p = np.asarray(p_values, dtype=np.float64)
+    if ranks is not None:
+        p = np.minimum(1.0, p / rank_weights(ranks))
+    q: FloatArray = multipletests(p, method="fdr_bh")[1]
     return q
 
 

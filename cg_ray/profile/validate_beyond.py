@@ -23,8 +23,17 @@ from scipy import sparse, stats
 from cg_ray.config import MetricsConfig
 from cg_ray.metrics.compute import CGResult
 from cg_ray.metrics.robustness import RowTable
+from cg_ray.profile.crossfit import PoolRows
 from cg_ray.profile.grouping import pool_activity_from_csr
-from cg_ray.profile.modes import DUPLICATE_JACCARD, ClassStats, group_modes, rank_modes, summarise
+from cg_ray.profile.modes import (
+    DUPLICATE_JACCARD,
+    ClassStats,
+    ModeClass,
+    group_modes,
+    merge_contained,
+    rank_modes,
+    summarise,
+)
 from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, residual_order
 from cg_ray.profile.slices import best_fields, weakest_slices
@@ -52,7 +61,13 @@ def fit_modes(
     st = ClassStats(groups, fit.d_sae, keep_rows=0)
     st.add(fit.offsets, fit.concept_ids, fit.concept_acts, np.arange(fit.n_rows), fit.scores, expected)
     ranked = rank_modes(groups, summarise(st), st.inter, DUPLICATE_JACCARD)
-    return [m for _, m in ranked][: cfg.top_k], [int(c) for c in order]
+    # The list the run shows merges modes with the same rows: validate that list, not the unmerged one (the
+    # merge by shared words needs the texts, which the validation's row table does not carry).
+    pool = PoolRows(head, fit.d_sae)
+    pool.add(fit.offsets, fit.concept_ids, fit.concept_acts)
+    pool.finish()
+    merged = merge_contained([ModeClass(tuple(m), pool.members(m)[0]) for _, m in ranked])
+    return [list(m.members) for m in merged][: cfg.top_k], [int(c) for c in order]
 
 
 def _curve(flags: Sequence[BoolArray], values: FloatArray, max_k: int, n_boot: int, seed: int) -> list[dict[str, Any]]:

@@ -128,31 +128,33 @@ def test_failure_modes_find_the_hidden_property_with_the_right_rows(planted_run:
     assert listed.count(5) == 1 and listed.count(6) == 1
 
 
-def test_groups_on_other_rows_of_the_same_failure_are_one_entry_with_a_variant(tmp_path: Path) -> None:
+def test_groups_on_other_rows_of_the_same_failure_are_one_mode(tmp_path: Path) -> None:
     table, figure = planted(split_figure=True)
     pq.write_table(table, tmp_path / "rows.parquet")
     out = tmp_path / "run"
     assert main(["metrics", "--rows", str(tmp_path / "rows.parquet"), "--out", str(out), "--top-k", "10"]) == 0
     modes = pq.read_table(out / S.FAILURE_MODES_FILE).to_pylist()
     first = modes[0]
-    # Concepts 5 and 7 fire on disjoint rows (no Jaccard fold), but their rows read the same ("[asy]", "draw").
-    assert first["concept_ids"] in ([5], [7]) and "[asy]" in first["terms"]
-    (variant,) = first["variants"]
-    assert variant["concept_ids"] == ([7] if first["concept_ids"] == [5] else [5])
-    assert "[asy]" in variant["terms"] and variant["residual_high"] < 0
-    assert first["n_rows"] + variant["n_rows"] == int(figure.sum())  # each with its own rows' figures
+    # Concepts 5 and 7 fire on disjoint rows (no Jaccard fold), but their rows read the same ("[asy]", "draw"):
+    # one mode, its rows and figures recomputed for both.
+    assert sorted(first["concept_ids"]) == [5, 7] and "[asy]" in first["terms"]
+    assert first["n_rows"] == int(figure.sum()) and first["confirmed"]
     assert all(5 not in m["concept_ids"] and 7 not in m["concept_ids"] for m in modes[1:])
-    assert all(v["residual"] < 0 for m in modes for v in m["variants"])  # only rows that also fall short
 
 
-def test_modes_fold_as_variants_only_when_their_terms_read_alike() -> None:
-    from cg_ray.profile.modes import fold_variants, same_terms
+def test_modes_merge_when_their_rows_overlap_or_their_words_agree() -> None:
+    from cg_ray.profile.modes import ModeClass, merge_by_terms, merge_contained
 
-    assert same_terms(["is taller", "taller than", "alice", "frank"], ["is taller", "taller than", "carol", "x"])
-    assert not same_terms(["is taller", "alice"], ["is taller", "bob"])
-    assert not same_terms([], [])  # no texts: nothing folds
-    terms = {0: ["a", "b", "c"], 1: ["x", "y"], 2: ["b", "a", "z"], 3: ["x", "q"], 4: ["y", "x"]}
-    assert fold_variants([0, 1, 2, 3, 4], terms) == [(0, [2]), (1, [4]), (3, [])]
+    a = ModeClass((1,), np.arange(0, 100))
+    inside = ModeClass((2,), np.arange(40, 90))  # its rows lie inside a's
+    apart = ModeClass((3,), np.arange(200, 260))
+    merged = merge_contained([a, inside, apart])
+    assert [m.members for m in merged] == [(1, 2), (3,)] and merged[0].rows.size == 100
+    words = {(1, 2): {"draw", "asy"}, (3,): {"kayak"}, (4,): {"draw"}, (5,): set()}
+    more = [*merged, ModeClass((4,), np.arange(300, 310)), ModeClass((5,), np.arange(400, 410))]
+    out = merge_by_terms(more, lambda m: words[m])
+    assert [m.members for m in out] == [(1, 2, 4), (3,), (5,)]  # no words: never merged
+    assert out[0].rows.size == 110
 
 
 def test_a_concept_tracking_a_weak_metadata_value_has_a_residual_covering_zero(
@@ -305,19 +307,21 @@ def test_terms_are_found_in_a_text_as_the_terms_tokeniser_reads_it() -> None:
     assert terms_present(text, ["kayak palindrome", "label", "palindrome answer"]) == 1
 
 
-def test_a_modes_examples_fail_and_show_its_terms_first() -> None:
+def test_a_modes_examples_are_a_seeded_draw_of_its_failing_rows() -> None:
     from types import SimpleNamespace
 
     from cg_ray.profile.beyond import _examples
+    from cg_ray.profile.modes import ModeClass
 
-    # Six kept rows, strongest first: rows 0-1 pass, 2 fails without the terms, 3-5 fail with them.
-    pos = np.arange(6)
-    stats = SimpleNamespace(top_rows=lambda k: (pos, np.linspace(6, 1, 6)))
-    frame = SimpleNamespace(scores=np.array([1, 1, 0, 0, 0, 0.0]), row_id=lambda p: f"r{p}")
-    beyond = SimpleNamespace(frame=frame, expected=np.full(6, 0.5))
-    texts = {0: "[asy] a", 1: "[asy] b", 2: "plain", 3: "[asy] c", 4: "[asy] d", 5: "[asy] e"}
-    assert _examples(stats, 0, beyond, ["[asy]"], texts) == ["r3", "r4", "r5"]  # type: ignore[arg-type]
-    assert _examples(stats, 0, beyond, [], texts) == ["r2", "r3", "r4"]  # type: ignore[arg-type]
+    scores = np.array([1, 1, 0, 0, 0, 0, 0, 0, np.nan, 0.0])
+    frame = SimpleNamespace(scores=scores, row_id=lambda p: f"r{p}")
+    beyond = SimpleNamespace(frame=frame, expected=np.full(10, 0.5))
+    mode = ModeClass((1,), np.arange(10))
+    picked = _examples(mode, beyond, np.random.default_rng(0))  # type: ignore[arg-type]
+    assert len(picked) == 3 and set(picked) <= {f"r{i}" for i in (2, 3, 4, 5, 6, 7, 9)}  # failing, scored
+    assert picked == _examples(mode, beyond, np.random.default_rng(0))  # type: ignore[arg-type]
+    draws = {tuple(_examples(mode, beyond, np.random.default_rng(s))) for s in range(10)}  # type: ignore[arg-type]
+    assert len(draws) > 1  # a draw, not the strongest rows
 
 
 def test_terms_are_marked_as_whole_words_as_the_tokeniser_reads_them() -> None:
