@@ -35,6 +35,10 @@ class _Versioned(BaseModel):
 class RunSummary(_Versioned):
     """summary.json: the suite's CG metrics, per-benchmark statistics, rankings and the settings used."""
 
+    # 2: the run's failure modes and slices are held out with verdicts (failure_modes.parquet's residual and
+    # slices.parquet's mean_score are cross-fitted; `confirmed`, `q_value`…) and profile.beyond.crossfit says how.
+    version: ClassVar[int] = 2
+
     cg_ray_version: str
     d_sae: int
     n_rows: int
