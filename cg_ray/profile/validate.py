@@ -37,7 +37,7 @@ from cg_ray.profile.strata import RowFrame
 from cg_ray.profile.validate_beyond import beyond_validation, draw_summary
 from cg_ray.profile.weaknesses import POOL_FACTOR, profile_entries
 
-FORMAT_VERSION = 2  # 2: the `beyond` block (slices, failure modes, residual lift; validate_beyond.py)
+FORMAT_VERSION = 3  # 2: the `beyond` block (slices, failure modes, residual lift; validate_beyond.py); 3: null_check
 MIN_ROWS_PER_BENCHMARK = 10
 
 IntArray = npt.NDArray[np.int64]
