@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ def add_metrics_options(p: argparse.ArgumentParser) -> None:
             ("slice_order", int),
             ("slice_min_rows", int),
             ("mode_jaccard", float),
+            ("folds", int),
+            ("fdr", float),
         ),
     )
 
@@ -97,23 +100,22 @@ def _print_profile(out: Path) -> None:
     import pyarrow.parquet as pq
 
     from cg_ray.artifacts.layout import RunDir
+    from cg_ray.report.beyond import crossfit_of, judged_text
 
     run = RunDir(out)
+    crossfit = crossfit_of(run.read_json_if_present(S.SUMMARY_FILE))
+    if crossfit:
+        print(f"findings (failure modes, slices, concepts) {judged_text(crossfit)}")
+        print(f"  confirmed: {_confirmed_counts(crossfit)}")
     modes = run.file(S.FAILURE_MODES_FILE)
-    if modes.is_file() and (top := pq.read_table(modes).slice(0, 5).to_pylist()):
-        adjusted = ", ".join(top[0]["adjusted_for"]) or "nothing: the suite mean"
-        print(f"failure modes beyond the metadata (adjusted for {adjusted}; residual [95% interval], rows):")
-        for m in top:
-            print(
-                f"  {m['rank']:>3}. residual {m['residual']:+.3f} [{m['residual_low']:+.3f}, {m['residual_high']:+.3f}]"
-                f"  {m['n_rows']:>6} rows  {m['description'][:90]}"
-            )
+    if modes.is_file() and (entries := pq.read_table(modes).to_pylist()):
+        adjusted = ", ".join(entries[0]["adjusted_for"]) or "nothing: the suite mean"
+        print(f"failure modes beyond the metadata (adjusted for {adjusted}; held-out residual [95% interval], rows):")
+        _print_judged(entries, ("failure mode", "failure_modes", S.FAILURE_MODES_FILE), crossfit, _mode_line)
     slices = run.file(S.SLICES_FILE)
-    if slices.is_file() and (weakest := pq.read_table(slices).slice(0, 3).to_pylist()):
-        print("weakest slices (mean score [95% interval], scored rows):")
-        for sl in weakest:
-            bounds = f"[{_fmt(sl['low'])}, {_fmt(sl['high'])}]"
-            print(f"  {sl['rank']:>3}. {_fmt(sl['mean_score'])} {bounds}  {sl['n_rows']:>6}  {sl['slice']}")
+    if slices.is_file() and (entries := pq.read_table(slices).to_pylist()):
+        print("weakest slices (held-out mean score [95% interval] vs the suite's, scored rows):")
+        _print_judged(entries, ("slice", "slices", S.SLICES_FILE), crossfit, _slice_line)
     path = run.file(S.WEAKNESSES_FILE)
     if not path.is_file():
         return
@@ -122,11 +124,77 @@ def _print_profile(out: Path) -> None:
     for e in entries:
         merged = f" +{len(e['members']) - 1} merged" if len(e["members"]) > 1 else ""
         label = e["description"] or "(no label)"
+        heldout = ""
+        if e.get("residual_heldout") is not None:  # a candidate concept: its held-out residual and verdict
+            verdict = "confirmed" if e.get("confirmed") else "candidate"
+            heldout = f"  held out {e['residual_heldout']:+.3f} ({verdict})"
         print(
             f"  {e['rank']:>3}. {e['concept_id']:>6}  X_model {_fmt(e['X_model'])} "
             f"[{_fmt(e['X_model_low'])}, {_fmt(e['X_model_high'])}]  {e['n_rows']:>6} rows  "
-            f"n_eff {e['n_eff'] or 0:.1f}{merged}  {label[:60]}"
+            f"n_eff {e['n_eff'] or 0:.1f}{merged}{heldout}  {label[:60]}"
         )
+
+
+def _mode_line(m: dict[str, Any]) -> str:
+    from cg_ray.report.beyond import q_text
+
+    return (
+        f"residual {_signed(m['residual'])} [{_signed(m['residual_low'])}, {_signed(m['residual_high'])}]"
+        f"  {m['n_rows']:>6} rows  {q_text(m.get('q_value')):<9}  {m['description'][:90]}"
+    )
+
+
+def _slice_line(s: dict[str, Any]) -> str:
+    from cg_ray.report.beyond import q_text
+
+    suite = f" vs {_fmt(s['suite_mean'])}" if s.get("suite_mean") is not None else ""
+    return (
+        f"{_fmt(s['mean_score'])} [{_fmt(s['low'])}, {_fmt(s['high'])}]{suite}  {s['n_rows']:>6}  "
+        f"{q_text(s.get('q_value')):<9}  {s['slice']}"
+    )
+
+
+def _confirmed_counts(crossfit: dict[str, Any]) -> str:
+    """'2 of 61 failure modes, 3 of 240 slices, 5 of 400 concepts' (from summary.json)."""
+    confirmed, tried = crossfit.get("confirmed") or {}, crossfit.get("candidates") or {}
+    names = (("failure_modes", "failure modes"), ("slices", "slices"), ("concepts", "concepts"))
+    return ", ".join(f"{confirmed[k]:,} of {tried.get(k, 0):,} {name}" for k, name in names if k in confirmed)
+
+
+def _print_judged(
+    entries: list[dict[str, Any]],
+    what: tuple[str, str, str],
+    crossfit: dict[str, Any] | None,
+    line: Callable[[dict[str, Any]], str],
+) -> None:
+    """The confirmed entries (at most 5), then one line on the candidates and at most 3 of them, marked.
+    `what`: (noun, the kind's key in summary.json, its file)."""
+    from cg_ray.report.beyond import split_verdicts, tried
+
+    noun, kind, file = what
+
+    split = split_verdicts(entries)
+    if split is None:  # a run made before held-out checks: its first entries, as they were
+        for e in entries[:5]:
+            print(f"  {e['rank']:>3}. {line(e)}")
+        return
+    confirmed, candidates = split
+    if not confirmed:
+        print(f"  no {noun} confirmed held out ({tried(crossfit, kind, entries)})")
+    for e in confirmed[:5]:
+        print(f"  {e['rank']:>3}. {line(e)}")
+    if len(confirmed) > 5:
+        print(f"  … {len(confirmed) - 5} more confirmed: see {file}")
+    if candidates:
+        fdr = f" (q > {crossfit['fdr']:g})" if crossfit else ""
+        n = len(candidates)
+        print(f"  {n:,} candidate{'s' if n != 1 else ''} not confirmed{fdr}: see {file}")
+        for e in candidates[:3]:
+            print(f"     candidate {e['rank']:>3}. {line(e)}")
+
+
+def _signed(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.3f}"
 
 
 def _fmt(x: float | None) -> str:

@@ -54,6 +54,7 @@ __all__ = ["TEXT_COLUMNS", "Beyond", "ResidualPass", "describe_classes", "read_t
 
 CANDIDATE_FACTOR = 2  # modes a fold describes (and may merge by their terms), per mode it tests
 STRONG_SHARE = 0.5  # a term merges modes only when at least this share of both modes' rows hold it
+SAME_ROWS = 0.5  # fold modes of different folds with this row Jaccard (and a shared concept) are one finding
 EXAMPLES = 3
 
 
@@ -255,7 +256,9 @@ def _strong_words(terms: Terms | None) -> set[str]:
 
 
 def _identities(fold_classes: dict[tuple[int, int], ModeClass]) -> list[list[tuple[int, int]]]:
-    """Fold modes sharing a concept, linked across folds (union-find), in order of first appearance."""
+    """Fold modes that are the same finding, linked across folds (union-find): they share a concept and most
+    of their rows (Jaccard ≥ SAME_ROWS), so the rows a finding is measured on in each fold are the rows it
+    shows. A concept merged into a broad mode in one fold does not drag that mode into another's figures."""
     keys = list(fold_classes)
     parent = list(range(len(keys)))
 
@@ -265,13 +268,19 @@ def _identities(fold_classes: dict[tuple[int, int], ModeClass]) -> list[list[tup
             i = parent[i]
         return i
 
-    owner: dict[int, int] = {}
+    holders: dict[int, list[int]] = {}
     for i, key in enumerate(keys):
         for c in fold_classes[key].members:
-            if c in owner:
-                parent[root(i)] = root(owner[c])
-            else:
-                owner[c] = i
+            holders.setdefault(c, []).append(i)
+    for held in holders.values():
+        for x, i in enumerate(held):
+            for j in held[x + 1 :]:
+                if keys[i][0] == keys[j][0] or root(i) == root(j):
+                    continue
+                a, b = fold_classes[keys[i]].rows, fold_classes[keys[j]].rows
+                inter = np.intersect1d(a, b, assume_unique=True).size
+                if inter >= SAME_ROWS * (a.size + b.size - inter):
+                    parent[root(i)] = root(j)
     out: dict[int, list[tuple[int, int]]] = {}
     for i, key in enumerate(keys):
         out.setdefault(root(i), []).append(key)
@@ -318,7 +327,8 @@ def _f(x: float | None) -> float | None:
 
 
 def mode_description(terms: Terms, members: Sequence[int], labels: dict[int, str]) -> str:
-    sentence = terms.sentence()
+    # The terms alone: each term's share of the mode's rows (and of its cells' other rows) is shown beside it.
+    sentence = "Rows with " + ", ".join(f"“{t}”" for t in terms.terms) if terms.terms else None
     # Free-text labels only: a token-list label ("'-' | 'ix' | '2'") comes from the SAE's labelling corpus and
     # says less about these rows than their own terms.
     named = [labels[c] for c in members if labels.get(c) and " | " not in labels[c]]

@@ -53,6 +53,7 @@ class FoldPlan:
     expected_heldout: FloatArray  # per frame row: its cell's mean over the other folds
     suite_heldout: FloatArray  # per fold: the mean score of the other folds
     skipped: str | None = None  # why nothing is judged (too few groups to fill the folds)
+    seed: int = 0
 
     def heldout(self, positions: IntArray, k: int, scored: npt.NDArray[np.bool_]) -> IntArray:
         """The positions that lie in fold k and are scored."""
@@ -63,6 +64,7 @@ class FoldPlan:
         out: dict[str, object] = {
             "folds": self.folds,
             "fdr": self.fdr,
+            "seed": self.seed,
             "groups": {"rule": self.rule, "n_groups": self.n_groups},
         }
         if self.skipped:
@@ -85,6 +87,7 @@ def plan_folds(rows: RowsFile, frame: RowFrame, adjusted_for: Sequence[str], cfg
             nothing,
             np.full(cfg.folds, np.nan),
             skipped,
+            cfg.crossfit_seed,
         )
     fold = assign_folds(groups.codes, cfg.folds, cfg.crossfit_seed).astype(np.int64)
     expected = np.full(frame.n_rows, np.nan)
@@ -98,7 +101,15 @@ def plan_folds(rows: RowsFile, frame: RowFrame, adjusted_for: Sequence[str], cfg
         if fit_scored.any():
             suite[k] = float(frame.scores[fit_scored].mean())
     return FoldPlan(
-        cfg.folds, cfg.fdr, fold, groups.codes.astype(np.int64), groups.rule, groups.n_groups, expected, suite
+        cfg.folds,
+        cfg.fdr,
+        fold,
+        groups.codes.astype(np.int64),
+        groups.rule,
+        groups.n_groups,
+        expected,
+        suite,
+        seed=cfg.crossfit_seed,
     )
 
 

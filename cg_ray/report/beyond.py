@@ -1,9 +1,16 @@
-"""The report's first sections: failure modes beyond the metadata, then the weakest slices."""
+"""The report's first sections: failure modes beyond the metadata, then the weakest slices.
+
+Both are judged held out (issue #31): chosen on K-1 folds of grouped rows, measured on the held-out fold. The
+confirmed ones (q-value ≤ the run's FDR) come first; the other candidates sit apart, collapsed and greyed, since
+most of them are noise. The plain-text pieces (`judged_text`, `q_text`, `term_shares_text`) are shared with the
+CLI, so both say it in the same words.
+"""
 
 from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +24,7 @@ from cg_ray.profile.terms import term_pattern
 
 SNIPPET_CHARS = 260
 EXAMPLES = 3
+CANDIDATES_HEADING = "Candidates — not confirmed held out; likely noise"
 
 
 def _esc(text: object) -> str:
@@ -31,6 +39,81 @@ def _num(value: float | None, signed: bool = False) -> str:
 
 def _ci(value: float | None, low: float | None, high: float | None, signed: bool = False) -> str:
     return f"{_num(value, signed)} <span class='ci'>[{_num(low, signed)}, {_num(high, signed)}]</span>"
+
+
+# ---- plain text, shared with `cg-ray metrics`
+
+
+def crossfit_of(summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """summary["profile"]["beyond"]["crossfit"]: how the findings were judged; None for an older run."""
+    return (((summary or {}).get("profile") or {}).get("beyond") or {}).get("crossfit")
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def percent(fraction: float) -> str:
+    return f"{fraction * 100:.3g}%"
+
+
+def judged_text(crossfit: dict[str, Any] | None) -> str:
+    """'chosen on 4 of 5 folds of grouped rows (identical prompts, 1,834 groups), measured on the 5th;
+    confirmed at FDR 10%' ('' for a run made before held-out checks)."""
+    if not crossfit:
+        return ""
+    k = int(crossfit["folds"])
+    groups = crossfit.get("groups") or {}
+    grouped = ""
+    if groups.get("rule") and groups.get("n_groups") is not None:
+        grouped = f" ({groups['rule']}, {groups['n_groups']:,} groups)"
+    return (
+        f"chosen on {k - 1} of {k} folds of grouped rows{grouped}, measured on the {_ordinal(k)}; "
+        f"confirmed at FDR {percent(crossfit['fdr'])}"
+    )
+
+
+def q_text(q: float | None) -> str:
+    if q is None:
+        return "q —"
+    return "q<0.001" if q < 0.001 else f"q={q:.3f}"
+
+
+def measured_text(entry: dict[str, Any], folds: int | None) -> str:
+    """'measured held out on 412 rows (380 groups) in 4 of 5 folds'."""
+    if entry.get("n_heldout") is None:
+        return ""
+    groups = f" ({entry['n_clusters']:,} groups)" if entry.get("n_clusters") is not None else ""
+    of = f" of {folds}" if folds else ""
+    return f"measured held out on {entry['n_heldout']:,} rows{groups} in {entry['folds_selected']}{of} folds"
+
+
+def term_shares_text(entry: dict[str, Any]) -> str:
+    """'“draw” in 62% of its rows vs 8% of the same cells; “pawn” 40% vs 3%' ('' without shares)."""
+    terms, shares, background = entry.get("terms") or [], entry.get("term_shares"), entry.get("background_shares")
+    if not terms or not shares or not background:
+        return ""
+    parts = [
+        f"“{t}” in {s:.0%} of its rows vs {b:.0%} of the same cells" if i == 0 else f"“{t}” {s:.0%} vs {b:.0%}"
+        for i, (t, s, b) in enumerate(zip(terms, shares, background, strict=False))
+    ]
+    return "; ".join(parts)
+
+
+def split_verdicts(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+    """(confirmed, candidates), each in rank order; None for a run made before held-out checks."""
+    if not entries or "confirmed" not in entries[0]:
+        return None
+    return [e for e in entries if e["confirmed"]], [e for e in entries if not e["confirmed"]]
+
+
+def tried(crossfit: dict[str, Any] | None, kind: str, entries: list[dict[str, Any]]) -> str:
+    """'61 candidates tried': the summary's count, else the file's rows."""
+    n = int(((crossfit or {}).get("candidates") or {}).get(kind, len(entries)))
+    return f"{n:,} candidate{'' if n == 1 else 's'} tried"
+
+
+# ---- HTML
 
 
 def read_table(run: Path, name: str) -> list[dict[str, Any]]:
@@ -86,62 +169,121 @@ def _examples(ids: list[str], texts: dict[str, dict[str, Any]], terms: list[str]
     return "".join(items)
 
 
-def _variants(variants: list[dict[str, Any]]) -> str:
-    """Other groups of concepts whose rows read the same: one line, so the table lists distinct failures."""
-    if not variants:
+def _verdict_cell(entry: dict[str, Any], folds: int | None) -> str:
+    """Under the held-out figure: its q-value and what it was measured on."""
+    if "confirmed" not in entry:
         return ""
-    parts = [
-        f"concepts {', '.join(map(str, v['concept_ids'][:3]))}{' …' if len(v['concept_ids']) > 3 else ''} "
-        f"({v['n_rows']:,} rows, residual {_num(v['residual'])})"
-        for v in variants
-    ]
-    return f"<div class='variants'>Other concept groups whose rows read the same: {'; '.join(parts)}</div>"
+    measured = measured_text(entry, folds)
+    return f"<div class='ex'>{q_text(entry.get('q_value'))}</div>" + (
+        f"<div class='ex'>{_esc(measured)}</div>" if measured else ""
+    )
 
 
-def failure_modes_section(run: Path, top: int) -> str:
-    modes = read_table(run, S.FAILURE_MODES_FILE)[:top]
+def verdict_tables(
+    entries: list[dict[str, Any]],
+    top: int,
+    head: str,
+    row: Callable[[dict[str, Any]], str],
+    nothing: str,
+    crossfit: dict[str, Any] | None,
+) -> str:
+    """The confirmed entries' table, then the candidates under their own collapsed, greyed sub-heading.
+    `nothing`: what to say when none is confirmed."""
+    split = split_verdicts(entries)
+    if split is None:  # a run made before held-out checks: its table as it was, said so
+        rows = "".join(row(e) for e in entries[:top])
+        return f"<p class='ex'>This run was made before findings were checked held out.</p><table>{head}{rows}</table>"
+    confirmed, candidates = split
+    if confirmed:
+        rows = "".join(row(e) for e in confirmed[:top])
+        out = f"<h3>Confirmed held out ({len(confirmed)})</h3><table>{head}{rows}</table>"
+    else:
+        out = f"<p class='none'><b>{_esc(nothing)}</b></p>"
+    if candidates:
+        fdr = f" (q &gt; {(crossfit or {})['fdr']:g})" if crossfit else ""
+        shown = f", the first {top} shown" if len(candidates) > top else ""
+        out += (
+            f"<details class='candidates'><summary><h3>{_esc(CANDIDATES_HEADING)}</h3> "
+            f"<span class='ex'>{len(candidates):,}{fdr}{shown}</span></summary>"
+            f"<table>{head}{''.join(row(e) for e in candidates[:top])}</table></details>"
+        )
+    return out
+
+
+def failure_modes_section(run: Path, top: int, crossfit: dict[str, Any] | None = None) -> str:
+    modes = read_table(run, S.FAILURE_MODES_FILE)
     if not modes:
         return ""
+    folds = (crossfit or {}).get("folds")
     adjusted = ", ".join(modes[0]["adjusted_for"]) or "nothing (the suite mean)"
-    texts = row_texts(run, {rid for m in modes for rid in m["example_row_ids"][:EXAMPLES]})
+    split = split_verdicts(modes)
+    shown = modes[:top] if split is None else split[0][:top] + split[1][:top]
+    texts = row_texts(run, {rid for m in shown for rid in m["example_row_ids"][:EXAMPLES]})
     head = (
-        "<tr><th>#</th><th>failure mode</th><th>residual [95% CI]</th><th>score: actual vs expected</th>"
-        "<th>rows</th><th>concepts</th></tr>"
+        "<tr><th>#</th><th>failure mode</th><th>held-out residual [95% CI]</th>"
+        "<th>in sample: score vs expected</th><th>rows</th><th>concepts</th></tr>"
     )
-    body = "".join(
-        f"<tr><td class='num rank'>{m['rank']}</td><td><b>{_esc(m['description'])}</b>"
-        f"{_examples(m['example_row_ids'], texts, m['terms'])}{_variants(m.get('variants') or [])}</td>"
-        f"<td class='num'>{_ci(m['residual'], m['residual_low'], m['residual_high'], True)}</td>"
-        f"<td class='num'>{_num(m['mean_score'])} vs {_num(m['expected_score'])}</td>"
-        f"<td class='num'>{m['n_rows']:,}</td><td>{', '.join(map(str, m['concept_ids'][:6]))}"
-        f"{' …' if len(m['concept_ids']) > 6 else ''}</td></tr>"
-        for m in modes
-    )
+
+    def row(m: dict[str, Any]) -> str:
+        shares = term_shares_text(m)
+        in_sample = m.get("residual_in_sample")
+        return (
+            f"<tr><td class='num rank'>{m['rank']}</td><td><b>{_esc(m['description'])}</b>"
+            + (f"<div class='shares'>{_esc(shares)}</div>" if shares else "")
+            + f"{_examples(m['example_row_ids'], texts, m['terms'])}</td>"
+            f"<td class='num'>{_ci(m['residual'], m['residual_low'], m['residual_high'], True)}"
+            f"{_verdict_cell(m, folds)}</td>"
+            f"<td class='num'>{_num(m['mean_score'])} vs {_num(m['expected_score'])}"
+            + (f"<div class='ex'>residual {_num(in_sample, True)}</div>" if in_sample is not None else "")
+            + f"</td><td class='num'>{m['n_rows']:,}</td><td>{', '.join(map(str, m['concept_ids'][:6]))}"
+            f"{' …' if len(m['concept_ids']) > 6 else ''}</td></tr>"
+        )
+
+    judged = judged_text(crossfit)
     note = (
-        f"<p>Groups of concepts that fire on the same rows, ranked by how far those rows score below what their "
-        f"own metadata cell predicts (adjusted for <b>{_esc(adjusted)}</b>; most confidently below first). "
-        "Residual = mean of (score − the row's cell mean) over the mode's scored rows. Each is described by "
-        "the terms its rows share and the rest of the suite does not (marked in the examples); groups whose rows "
-        "read the same are listed under the better one, with their own figures.</p>"
+        f"<p>Groups of concepts that fire on the same rows whose rows score below what their own metadata cell "
+        f"predicts (adjusted for <b>{_esc(adjusted)}</b>). Residual = mean of (score − the row's cell mean) over the "
+        "mode's scored rows, measured on rows the mode was not chosen on"
+        + (f" ({_esc(judged)})" if judged else "")
+        + "; confirmed ones first, by the upper end of that interval, then the candidates by q-value. Each mode is "
+        "described by the terms its rows share and the rest of its cells do not (marked in the examples). "
+        "Examples are a random draw of the mode's rows that score below their cell, not its most activating rows.</p>"
     )
-    return f"<section><h2>Failure modes beyond the metadata</h2>{note}<table>{head}{body}</table></section>"
+    nothing = f"No failure mode confirmed held out ({tried(crossfit, 'failure_modes', modes)})."
+    tables = verdict_tables(modes, top, head, row, nothing, crossfit)
+    return f"<section><h2>Failure modes beyond the metadata</h2>{note}{tables}</section>"
 
 
-def slices_section(run: Path, top: int) -> str:
-    slices = read_table(run, S.SLICES_FILE)[:top]
+def slices_section(run: Path, top: int, crossfit: dict[str, Any] | None = None) -> str:
+    slices = read_table(run, S.SLICES_FILE)
     if not slices:
         return ""
-    head = "<tr><th>#</th><th>slice</th><th>mean score [95% CI]</th><th>scored rows</th><th>examples</th></tr>"
-    body = "".join(
-        f"<tr><td class='num rank'>{s['rank']}</td><td>{_esc(s['slice'])}</td>"
-        f"<td class='num'>{_ci(s['mean_score'], s['low'], s['high'])}</td><td class='num'>{s['n_rows']:,}</td>"
-        f"<td class='ex'>{_esc(', '.join(s['example_row_ids']))}</td></tr>"
-        for s in slices
+    folds = (crossfit or {}).get("folds")
+    head = (
+        "<tr><th>#</th><th>slice</th><th>held-out mean score [95% CI]</th><th>in-sample mean</th>"
+        "<th>scored rows</th><th>examples</th></tr>"
     )
+
+    def row(s: dict[str, Any]) -> str:
+        suite = s.get("suite_mean")
+        return (
+            f"<tr><td class='num rank'>{s['rank']}</td><td>{_esc(s['slice'])}</td>"
+            f"<td class='num'>{_ci(s['mean_score'], s['low'], s['high'])}"
+            + (f"<div class='ex'>suite {_num(suite)}</div>" if suite is not None else "")
+            + f"{_verdict_cell(s, folds)}</td><td class='num'>{_num(s.get('mean_in_sample'))}</td>"
+            f"<td class='num'>{s['n_rows']:,}</td><td class='ex'>{_esc(', '.join(s['example_row_ids']))}</td></tr>"
+        )
+
     fields = sorted({k for s in slices for k in json.loads(s["conditions"])})
+    judged = judged_text(crossfit)
     note = (
-        f"<p>Conjunctions of metadata values (fields: {_esc(', '.join(fields))}) whose mean score is confidently "
-        "low, ranked by the upper end of its 95% interval; a slice holding nearly the same rows as a better one "
-        "is left out. What the metadata already says — the failure modes above are what it does not.</p>"
+        f"<p>Conjunctions of metadata values (fields: {_esc(', '.join(fields))}) whose mean score is low, measured "
+        "on rows the slice was not chosen on and compared with the suite's mean"
+        + (f" ({_esc(judged)})" if judged else "")
+        + "; confirmed ones first, by the upper end of the held-out interval, then the candidates by q-value. What "
+        "the metadata already says — the failure modes above are what it does not.</p>"
     )
-    return f"<section><h2>Weakest slices</h2>{note}<table>{head}{body}</table></section>"
+    nothing = f"No slice confirmed held out ({tried(crossfit, 'slices', slices)})."
+    return (
+        f"<section><h2>Weakest slices</h2>{note}{verdict_tables(slices, top, head, row, nothing, crossfit)}</section>"
+    )

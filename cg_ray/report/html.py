@@ -15,7 +15,7 @@ from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.outputs import read_sentences
 from cg_ray.report import figures
-from cg_ray.report.beyond import failure_modes_section, slices_section
+from cg_ray.report.beyond import crossfit_of, failure_modes_section, slices_section
 from cg_ray.report.examples import ExampleRow, salient_rows
 from cg_ray.report.profile import load_profile, strengths_section, validate_section, weakness_section
 from cg_ray.report.readable import readable_html
@@ -32,9 +32,11 @@ h2{font-size:18px;margin:8px 0 12px}.grid{display:grid;grid-template-columns:1fr
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px solid #eee;padding:5px 8px;
 text-align:left;vertical-align:top}th{background:#f3f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .ex{color:#555;font-size:12px}.ex b{color:#111}
-.variants{color:#666;font-size:12px;margin-top:4px;font-style:italic}.kpis{display:flex;gap:24px;flex-wrap:wrap}
+.shares{color:#444;font-size:12px;margin:2px 0}.kpis{display:flex;gap:24px;flex-wrap:wrap}
 .kpi{min-width:140px}.kpi .v{font-size:22px;font-weight:600}.kpi .l{color:#666;font-size:12px}
 details summary{cursor:pointer}mark{background:#fde68a;padding:0 1px}.ci{color:#666;font-size:11px}
+h3{font-size:15px;margin:10px 0 6px}details.candidates summary h3{display:inline}
+details.candidates table{opacity:.6}.none{color:#444}.ok{color:#15803d;font-weight:600}
 """
 
 
@@ -191,6 +193,7 @@ def build_report(
         ("least_covered", "Least covered concepts (lowest non-missing X_bench)"),
         ("most_covered", "Most covered concepts"),
     ]
+    crossfit = crossfit_of(summary)  # how the findings were judged held out (None: an older run)
     validate_path = Path(validate) if validate is not None else run_files.file(S.VALIDATE_FILE)
 
     def examples_of(concept: int) -> str:
@@ -198,8 +201,8 @@ def build_report(
 
     sections = [
         f'<section><div class="kpis">{kpi_html}</div></section>',
-        failure_modes_section(run, top),  # what the metadata does not explain, first
-        slices_section(run, top),  # then what it does
+        failure_modes_section(run, top, crossfit),  # what the metadata does not explain, first
+        slices_section(run, top, crossfit),  # then what it does
         weakness_section(run, summary, top, examples_of),
         readable_html(run),  # `cg-ray describe`: the described concepts, right under the profile
         validate_section(validate_path, _figure_html),

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 from cg_ray import schemas as S
 from cg_ray.artifacts.contract import ValidateReport, read_mapping
 from cg_ray.artifacts.layout import RunDir
+from cg_ray.report.beyond import q_text
 from cg_ray.report.figures import LAYOUT
 
 SERIES = (
@@ -40,10 +41,22 @@ def load_profile(run: Path, name: str = S.WEAKNESSES_FILE) -> list[dict[str, Any
     return table.to_pylist() if table is not None else []
 
 
+def _heldout(e: dict[str, Any]) -> str:
+    """The concept's cross-fitted residual and verdict: only concepts that were candidates have one."""
+    value = e.get("residual_heldout")
+    if value is None:
+        return "—"
+    figure = _interval(value, e.get("residual_heldout_low"), e.get("residual_heldout_high"), True)
+    q = q_text(e.get("q_value"))
+    verdict = f"<span class='ok'>✓ confirmed</span> {q}" if e.get("confirmed") else f"candidate, {q}"
+    return f"{figure}<div class='ex'>{verdict}</div>"
+
+
 def profile_table(entries: list[dict[str, Any]], examples_html: Callable[[int], str]) -> str:
     head = (
         "<tr><th>rank</th><th>concept</th><th>description</th><th>X_model [95% CI]</th>"
-        "<th>adjusted gap [95% CI]</th><th>rows</th><th>n_eff</th><th>benchmarks</th><th>merged</th></tr>"
+        "<th>adjusted gap [95% CI]</th><th>held-out residual [95% CI]</th><th>rows</th><th>n_eff</th>"
+        "<th>benchmarks</th><th>merged</th></tr>"
     )
     body = []
     for e in entries:
@@ -57,6 +70,7 @@ def profile_table(entries: list[dict[str, Any]], examples_html: Callable[[int], 
             + f"{enrichment}{examples_html(e['concept_id'])}</td>"
             f"<td class='num'>{_interval(e['X_model'], e['X_model_low'], e['X_model_high'])}</td>"
             f"<td class='num'>{_interval(e['adjusted_gap'], e['adjusted_gap_low'], e['adjusted_gap_high'], True)}</td>"
+            f"<td class='num'>{_heldout(e)}</td>"
             f"<td class='num'>{e['n_rows']:,}</td><td class='num'>{_fmt(e['n_eff'], 1)}</td>"
             f"<td class='num'>{e['n_benchmarks']}</td><td>{', '.join(map(str, others)) or '—'}</td></tr>"
         )
@@ -80,7 +94,9 @@ def weakness_section(run: Path, summary: dict[str, Any], top: int, examples_html
         f"s̃ > 0). Concepts whose active-row sets have Jaccard ≥ {profile.get('duplicate_jaccard', 0.8):g} are "
         "merged into one entry (the best-supported shown; the others under <i>merged</i>). The adjusted gap is "
         "how much lower the concept's rows score than their benchmarks' mean (negative: worse than the "
-        "benchmark's difficulty predicts).</p>"
+        "benchmark's difficulty predicts). Held-out residual: for concepts that were candidates, the residual of "
+        "their rows measured on folds they were not chosen on; <span class='ok'>✓ confirmed</span> when its q-value "
+        "passes the run's FDR.</p>"
     )
     return f"<section><h2>Weakness profile</h2>{note}{profile_table(entries, examples_html)}</section>"
 
@@ -174,5 +190,28 @@ def validate_section(path: Path | None, figure_html: Callable[[Any], str]) -> st
     )
     return (
         f"<section><h2>Held-out validation</h2>{note}{figure_html(validate_figure(report))}"
-        f"<table>{head}{''.join(rows)}</table></section>"
+        f"<table>{head}{''.join(rows)}</table>{null_check_html(report.get('null_check'))}</section>"
+    )
+
+
+def null_check_text(check: dict[str, Any] | None) -> str:
+    """'Null check: scores permuted within task cells, 3 seeds: 0, 0, 0 confirmed findings' ('' without one).
+    Counted: failure modes and concepts, as `cg-ray validate` prints it; slices on the permuted-within fields
+    keep their real means, so confirming them there is no false discovery."""
+    if not check or not check.get("confirmed"):
+        return ""
+    within = " × ".join(check.get("permuted_within") or [])
+    where = f"within {within} cells" if within else "across the suite"
+    counts = ", ".join(str(int(c.get("failure_modes", 0)) + int(c.get("concepts", 0))) for c in check["confirmed"])
+    return f"Null check: scores permuted {where}, {len(check['confirmed'])} seeds: {counts} confirmed findings"
+
+
+def null_check_html(check: dict[str, Any] | None) -> str:
+    text = null_check_text(check)
+    if not text:
+        return ""
+    return (
+        f"<p><b>{html.escape(text)}</b> <span class='ex'>(failure modes and concepts found by the same "
+        "cross-fitting on scores shuffled within those cells, where there is nothing beyond the metadata to find: "
+        "each is a false discovery, so expect 0)</span></p>"
     )

@@ -158,7 +158,19 @@ class ConceptDetail(ConceptRow):
     readable: ConceptDescription | None = Field(None, description="its row of descriptions.parquet, if described")
 
 
-class ProfileEntry(BaseModel):
+class Verdict(BaseModel):
+    """How a finding fared held out (issue #31): chosen on K-1 folds of grouped rows, measured on the held-out
+    fold. Null throughout for a run made before these checks."""
+
+    p_value: float | None = Field(None, description="held-out p-value (the folds' aggregated)")
+    q_value: float | None = Field(None, description="Benjamini-Hochberg q-value over the candidates")
+    confirmed: bool | None = Field(None, description="q_value ≤ the run's fdr; false: a candidate, likely noise")
+    folds_selected: int | None = Field(None, description="in how many of the K folds' selections it was chosen")
+    n_heldout: int | None = Field(None, description="held-out scored rows it was measured on")
+    n_clusters: int | None = Field(None, description="row groups among them (the interval's clusters)")
+
+
+class ProfileEntry(Verdict):
     """One entry of a weakness profile (see docs/usage.md, run directory: weaknesses.parquet)."""
 
     rank: int
@@ -183,51 +195,65 @@ class ProfileEntry(BaseModel):
     residual_high: float | None = None
     adjusted_for: list[str] | None = Field(None, description="the row fields whose cell means were subtracted")
     terms: list[str] | None = Field(None, description="distinctive terms of its rows against the suite")
+    residual_heldout: float | None = Field(
+        None, description="cross-fitted residual (only concepts that were candidates)"
+    )
+    residual_heldout_low: float | None = None
+    residual_heldout_high: float | None = None
 
 
-class SliceEntry(BaseModel):
-    """One row of slices.parquet: a conjunction of metadata values whose mean score is confidently low."""
+class SliceEntry(Verdict):
+    """One row of slices.parquet: a conjunction of metadata values whose mean score is low; confirmed ones
+    first. mean_score / low / high are held out."""
 
     rank: int
     slice: str
     conditions: dict[str, str]
     n_rows: int
-    mean_score: float
-    low: float
-    high: float
+    mean_score: float | None
+    low: float | None
+    high: float | None
+    mean_in_sample: float | None = Field(None, description="mean score over every scored row of the slice")
+    suite_mean: float | None = Field(
+        None, description="the suite's mean score: what the held-out mean is compared with"
+    )
     example_row_ids: list[str]
 
 
-class ModeVariant(BaseModel):
-    """A worse-ranked group of concepts whose rows read the same as its mode's, with its own figures."""
-
-    concept_ids: list[int]
-    n_rows: int
-    residual: float | None
-    residual_high: float | None
-    terms: list[str]
-
-
-class FailureModeEntry(BaseModel):
-    """One row of failure_modes.parquet: concepts firing on the same rows that score below their cells."""
+class FailureModeEntry(Verdict):
+    """One row of failure_modes.parquet: concepts firing on the same rows that score below their cells;
+    confirmed ones first. residual / residual_low / residual_high are held out."""
 
     rank: int
     description: str
     terms: list[str]
+    term_shares: list[float] = Field([], description="share of the mode's rows holding each term")
+    background_shares: list[float] = Field([], description="the same over its cells' rows where the mode is off")
     concept_ids: list[int]
     n_rows: int
     n_scored: int
-    mean_score: float | None
-    expected_score: float | None
+    mean_score: float | None = Field(description="in sample: over every scored row of the mode")
+    expected_score: float | None = Field(description="in sample: the mean of those rows' cell means")
     residual: float | None
     residual_low: float | None
     residual_high: float | None
+    residual_in_sample: float | None = None
     adjusted_for: list[str]
-    example_row_ids: list[str]
-    variants: list[ModeVariant] = Field([], description="other concept groups whose rows read the same")
+    example_row_ids: list[str] = Field(description="a seeded random draw of its rows that score below their cell")
     examples: list[Example] = Field([], description="the example rows with benchmark, score and text")
     description_source: str | None = Field(None, description="terms, or llm after `cg-ray explain` won")
     detection_score: float | None = None
+
+
+class Crossfit(_Open):
+    """summary.json's profile.beyond.crossfit: how findings were judged held out, and how many passed."""
+
+    folds: int
+    fdr: float
+    seed: int | None = None
+    groups: dict[str, Any] = Field({}, description="how rows were grouped: rule, n_groups")
+    candidates: dict[str, int] = Field({}, description="candidates tried, per kind")
+    confirmed: dict[str, int] = Field({}, description="confirmed, per kind")
 
 
 class _ProfileBase(BaseModel):
@@ -236,6 +262,8 @@ class _ProfileBase(BaseModel):
     duplicate_jaccard: float | None
     confidence: float | None
     total: int
+    n_confirmed: int | None = Field(None, description="entries of the whole file confirmed held out")
+    crossfit: Crossfit | None = Field(None, description="null: a run made before held-out checks")
 
 
 class ProfileResponse(_ProfileBase):

@@ -154,6 +154,8 @@ def profile(run_dir: str | Path, kind: ProfileKind = "weaknesses", limit: int = 
             item["examples"] = [{"row_id": rid, **texts[rid]} for rid in item["example_row_ids"] if rid in texts]
     beyond = settings.get("beyond") or {}
     view = PROFILE_VIEWS.get(kind, ProfileResponse)
+    # Over the whole file, not this page: the explorer says "2 confirmed" however many items it asked for.
+    judged = "confirmed" in table.column_names
     return view.model_validate(
         {
             "kind": kind,
@@ -162,6 +164,8 @@ def profile(run_dir: str | Path, kind: ProfileKind = "weaknesses", limit: int = 
             "duplicate_jaccard": settings.get("duplicate_jaccard"),
             "confidence": settings.get("confidence"),
             "total": table.num_rows,
+            "n_confirmed": int(pc.sum(table["confirmed"]).as_py() or 0) if judged else None,
+            "crossfit": beyond.get("crossfit"),
             "items": items,
         }
     )

@@ -219,3 +219,68 @@ def test_errors_in_later_batches_name_the_file_row(write_rows, tmp_path: Path, c
     rows[37]["concept_ids"] = [9]
     with pytest.raises(InputError, match="row 37"):
         accumulate_rows(open_rows(write_rows(rows, d_sae=5)), batch_rows=8)
+
+
+# ---- findings judged held out (issue #31): --folds / --fdr, and what `cg-ray metrics` prints of them
+
+
+@pytest.mark.parametrize(("option", "value"), [("--fdr", "0"), ("--fdr", "1.5"), ("--fdr", "1"), ("--folds", "1")])
+def test_folds_and_fdr_out_of_range_are_refused_naming_the_option(
+    option, value, write_rows, tmp_path: Path, capsys
+) -> None:
+    path = write_rows(ROWS, d_sae=5)
+    assert run("metrics", "--rows", path, "--out", tmp_path / "run", option, value) == 2
+    assert f"{option}:" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_folds_and_fdr_reach_the_metrics_config() -> None:
+    from cg_ray.cli import build_parser
+    from cg_ray.cli.metrics import metrics_config_from_args
+
+    args = build_parser().parse_args(["metrics", "--rows", "r", "--out", "o", "--folds", "3", "--fdr", "0.05"])
+    config = metrics_config_from_args(args)
+    assert (config.folds, config.fdr) == (3, 0.05)
+    assert metrics_config_from_args(build_parser().parse_args(["metrics", "--rows", "r", "--out", "o"])).fdr == 0.1
+
+
+def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, capsys) -> None:
+    from cg_ray.cli.metrics import _print_profile
+    from tests.report.crossfit_run import mode, slice_, write_run
+
+    modes = [
+        mode(1, True, "draw"),
+        *(mode(r, False, t) for r, t in ((2, "pawn"), (3, "rook"), (4, "king"), (5, "bishop"))),
+    ]
+    run_dir = write_run(tmp_path / "run", modes, [slice_(1, True, "geometry"), slice_(2, False, "algebra")], [])
+    _print_profile(run_dir)
+    out = capsys.readouterr().out
+    assert (
+        "findings (failure modes, slices, concepts) chosen on 4 of 5 folds of grouped rows (identical prompts, "
+        "1,834 groups), measured on the 5th; confirmed at FDR 10%" in out
+    )
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if "Rows with “draw”" in line)
+    assert "residual -0.210 [-0.300, -0.120]" in lines[first] and "500 rows" in lines[first]
+    assert "q=0.003" in lines[first] and "candidate" not in lines[first]
+    assert lines[first + 1] == "  4 candidates not confirmed (q > 0.1): see failure_modes.parquet"
+    listed = [line for line in lines if line.lstrip().startswith("candidate") and "Rows with" in line]
+    assert len(listed) == 3 and "Rows with “pawn”" in listed[0] and "bishop" not in out  # at most 3, marked
+    geometry = next(i for i, line in enumerate(lines) if line.endswith("task=geometry"))
+    assert "0.300 [0.250, 0.360] vs 0.600" in lines[geometry] and "q=0.004" in lines[geometry]
+    assert lines[geometry + 1] == "  1 candidate not confirmed (q > 0.1): see slices.parquet"
+    assert "candidate" in lines[geometry + 2] and lines[geometry + 2].endswith("task=algebra")
+
+
+def test_says_plainly_when_nothing_is_confirmed(tmp_path: Path, capsys) -> None:
+    from cg_ray.cli.metrics import _print_profile
+    from tests.report.crossfit_run import mode, slice_, weakness, write_run
+
+    run_dir = write_run(
+        tmp_path / "run", [mode(1, False, "pawn")], [slice_(1, False, "algebra")], [weakness(1, 7, False)]
+    )
+    _print_profile(run_dir)
+    out = capsys.readouterr().out
+    assert "  no failure mode confirmed held out (61 candidates tried)" in out.splitlines()
+    assert "  no slice confirmed held out (240 candidates tried)" in out.splitlines()
+    assert "held out -0.180 (candidate)" in out  # the concept's held-out residual, not confirmed

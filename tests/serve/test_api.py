@@ -130,16 +130,21 @@ def test_upload_analysis_results_end_to_end(client, key, settings) -> None:
     slices = client.get(f"/v1/analyses/{aid}/weaknesses", headers=key, params={"kind": "slices"})
     assert slices.status_code == 200, slices.text
     sl = slices.json()
-    assert sl["kind"] == "slices" and [s["conditions"] for s in sl["items"]] in (
-        [{"benchmark": "math"}, {"benchmark": "trivia"}],
-        [{"benchmark": "trivia"}, {"benchmark": "math"}],
-    )
-    assert [s["high"] for s in sl["items"]] == sorted(s["high"] for s in sl["items"])
-    assert all(s["low"] <= s["mean_score"] <= s["high"] and s["n_rows"] == 20 for s in sl["items"])
+    # (20 rows a benchmark: under slice_min_rows on the 4 folds a slice is chosen on, so likely none here)
+    assert sl["kind"] == "slices" and sl["total"] == len(sl["items"])
+    assert all(s["conditions"] in ({"benchmark": "math"}, {"benchmark": "trivia"}) for s in sl["items"])
+    # judged held out: confirmed slices first; the held-out mean (null without held-out rows) in its interval
+    assert [s["confirmed"] for s in sl["items"]] == sorted((s["confirmed"] for s in sl["items"]), reverse=True)
+    assert sl["n_confirmed"] == sum(s["confirmed"] for s in sl["items"]) and sl["crossfit"]["folds"] == 5
+    assert all(s["mean_score"] is None or s["low"] <= s["mean_score"] <= s["high"] for s in sl["items"])
+    assert all(s["n_rows"] == 20 and 0 <= s["mean_in_sample"] <= 1 for s in sl["items"])
     modes = client.get(f"/v1/analyses/{aid}/weaknesses", headers=key, params={"kind": "failure_modes"}).json()
     assert modes["kind"] == "failure_modes" and modes["adjusted_for"] == ["benchmark"]
-    assert all(m["description"] and m["residual_low"] <= m["residual"] <= m["residual_high"] for m in modes["items"])
-    assert all(isinstance(m["variants"], list) for m in modes["items"])  # the modes' look-alikes come along
+    assert all(m["description"] and isinstance(m["confirmed"], bool) for m in modes["items"])
+    assert all(
+        m["residual"] is None or m["residual_low"] <= m["residual"] <= m["residual_high"] for m in modes["items"]
+    )
+    assert all(len(m["term_shares"]) == len(m["terms"]) and "variants" not in m for m in modes["items"])
     by_bound = client.get(
         f"/v1/analyses/{aid}/concepts", headers=key, params={"sort": "X_model_high", "scored_only": True}
     ).json()
@@ -361,8 +366,9 @@ def test_score_endpoint(client, key) -> None:
 
 
 def test_upload_metadata_reaches_slices_and_residual_gaps(client, key) -> None:
-    # 60 rows, one benchmark; `kind` is metadata. Rows of kind "hard" fail, and so do rows with "diagram"
-    # in every kind: the slice names the first, the failure mode (adjusted for kind) the second.
+    # 120 rows, one benchmark; `kind` is metadata. Rows of kind "hard" fail, and so do rows with "diagram"
+    # in every kind: the slice names the first, the failure mode (adjusted for kind) the second. (120: the
+    # hard slice's 40 rows keep ≥ slice_min_rows on the 4 of 5 folds it is chosen on.)
     rows = [
         {
             "id": f"r{i}",
@@ -371,16 +377,65 @@ def test_upload_metadata_reaches_slices_and_residual_gaps(client, key) -> None:
             "score": float(i % 3 != 0 and i % 4 != 0),
             "metadata": {"kind": "hard" if i % 3 == 0 else "easy", "source": "same"},
         }
-        for i in range(60)
+        for i in range(120)
     ]
     up = upload(client, key, jsonl(rows)).json()
     a = client.post("/v1/analyses", headers=key, json={"upload_ids": [up["id"]], "text": "prompt"}).json()
     status = wait_for(client, key, a["id"])
     assert status["status"] == "succeeded", status
     sl = client.get(f"/v1/analyses/{a['id']}/weaknesses", headers=key, params={"kind": "slices"}).json()
-    assert sl["items"][0]["conditions"] == {"kind": "hard"} and sl["items"][0]["n_rows"] == 20
+    hard = sl["items"][0]
+    assert hard["conditions"] == {"kind": "hard"} and hard["n_rows"] == 40 and hard["mean_in_sample"] == 0
+    assert hard["confirmed"] and hard["q_value"] <= 0.1 and hard["n_heldout"] == 40  # every hard row, held out once
     modes = client.get(f"/v1/analyses/{a['id']}/weaknesses", headers=key, params={"kind": "failure_modes"}).json()
     assert modes["adjusted_for"] == ["kind"]
     # A nested metadata value is refused with the line and field named.
     bad = upload(client, key, jsonl([{"id": "x", "prompt": "p", "metadata": {"tags": ["a"]}}]))
     assert bad.status_code in (400, 422) and "tags" in bad.text and "line 1" in bad.text
+
+
+def test_confirmed_findings_come_first_in_the_api(service, tmp_path) -> None:
+    """A run written by hand in the held-out format (issue #31): confirmed entries first, then the candidates,
+    each with its verdict; the whole file's count of confirmed ones and how they were judged beside them."""
+    from cg_ray.serve.db import Analysis
+    from cg_ray.serve.keys import create_key
+    from tests.report.crossfit_run import mode, slice_, weakness, write_run
+
+    client, store = service
+    owner, raw = create_key(store, "carol")
+    run_dir = write_run(
+        tmp_path / "run",
+        [mode(1, True, "draw"), mode(2, False, "pawn"), mode(3, False, "rook")],
+        [slice_(1, True, "geometry"), slice_(2, False, "algebra")],
+        [weakness(1, 7, True), weakness(2, 9, None)],
+    )
+    with store.session() as s:
+        s.add(
+            Analysis(
+                id="ana_judged",
+                owner=owner,
+                upload_ids=[],
+                mode="precomputed",
+                options={},
+                status="succeeded",
+                run_dir=str(run_dir),
+            )
+        )
+    url, headers = "/v1/analyses/ana_judged/weaknesses", {"X-API-Key": raw}
+    modes = client.get(url, headers=headers, params={"kind": "failure_modes", "limit": 2}).json()
+    assert modes["total"] == 3 and modes["n_confirmed"] == 1  # the file's, not the page's
+    assert modes["crossfit"]["fdr"] == 0.1 and modes["crossfit"]["groups"]["n_groups"] == 1834
+    first, candidate = modes["items"]
+    assert (first["description"], first["confirmed"], first["q_value"]) == ("Rows with “draw”", True, 0.003)
+    assert (candidate["description"], candidate["confirmed"]) == ("Rows with “pawn”", False)
+    assert first["n_heldout"] == 412 and first["folds_selected"] == 5 and first["residual_in_sample"] == -0.24
+    assert first["term_shares"] == [0.62, 0.4] and first["background_shares"] == [0.08, 0.1]
+    assert "variants" not in first and first["examples"][0]["row_id"] == "r1"
+    slices = client.get(url, headers=headers, params={"kind": "slices"}).json()
+    assert [(s["slice"], s["confirmed"]) for s in slices["items"]] == [("task=geometry", True), ("task=algebra", False)]
+    assert slices["items"][0]["suite_mean"] == 0.6 and slices["n_confirmed"] == 1
+    weak = client.get(url, headers=headers).json()
+    assert [(e["concept_id"], e["confirmed"], e["residual_heldout"]) for e in weak["items"]] == [
+        (7, True, -0.18),
+        (9, False, None),
+    ]

@@ -97,7 +97,8 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
                 }
             )
             + "\n"
-            for i in range(60)
+            # 120 rows: the "diagram" mode's 40 rows are enough to confirm it held out (60 are not)
+            for i in range(120)
         )
     )
     ARTIFACTS.mkdir(exist_ok=True)
@@ -110,18 +111,29 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         rows = page.locator("#concept-table tbody tr")
         expect(rows.first).to_be_visible()
         assert rows.count() > 3
-        expect(page.locator("#kpis")).to_contain_text("60")
+        expect(page.locator("#kpis")).to_contain_text("120")
         # The themes panel (`cg-ray describe` ran as part of the analysis).
         expect(page.locator("#themes-body")).to_contain_text(re.compile(r"rows · mean score|No themes"))
         page.locator("#themes").screenshot(path=str(ARTIFACTS / "explorer-themes.png"))
-        # First, the failure modes beyond the metadata, in words: the "diagram" rows, with their residual.
+        # First, the failure modes beyond the metadata, in words: the "diagram" rows, confirmed held out, with
+        # their held-out residual and q-value; the other candidates apart, collapsed.
+        expect(page.locator("#beyond-judged")).to_contain_text("chosen on 4 of 5 folds of grouped rows")
         modes = page.locator("#modes-table tbody tr")
         expect(modes.first).to_be_visible()
         first_mode = modes.first.locator("td").nth(1)
         expect(first_mode).to_contain_text("Rows with “diagram”")
+        expect(first_mode).to_contain_text("“diagram” in 100% of its rows vs 0% of the same cells")
         expect(first_mode).not_to_contain_text("no label")
         expect(first_mode.locator("mark").first).to_have_text("diagram")  # its example rows, the term marked
         expect(modes.first.locator("td").nth(2)).to_contain_text("-")
+        expect(modes.first.locator("td").nth(2)).to_contain_text(re.compile(r"q[=<]0\.0\d\d"))
+        expect(modes.first.locator("td").nth(2)).to_contain_text("measured held out on 40 rows")
+        candidates = page.locator("#modes-candidates")
+        expect(candidates).to_contain_text("Candidates — not confirmed held out; likely noise")
+        expect(candidates.locator("tbody tr").first).to_be_hidden()  # collapsed until opened
+        candidates.locator("summary").click()
+        expect(candidates.locator("tbody tr").first).to_be_visible()
+        expect(candidates.locator("tbody tr").first.locator("td").nth(2)).to_contain_text("q=")
         page.locator("#beyond").screenshot(path=str(ARTIFACTS / "explorer-failure-modes.png"))
         # The weakness profile: ranked entries with intervals and support; a row opens the concept.
         expect(page.locator("#profile-table")).to_have_attribute("aria-busy", "false")
@@ -143,9 +155,9 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         expect(page.locator("#mode-bench")).to_have_class("on")
         page.click("#mode-model")
         expect(page.locator("#concept-table")).to_have_attribute("aria-busy", "false")
-        first_label = rows.first.locator("td").nth(1).inner_text()
+        first_id = rows.first.get_attribute("data-id")  # (its cell may hold a description above the label)
         rows.first.click()
-        expect(page.locator("#detail-title")).to_contain_text(first_label)
+        expect(page.locator("#detail-title")).to_contain_text(f"Concept {first_id}:")
         examples = page.locator("#best .example, #worst .example")
         expect(examples.first).to_be_visible()
         page.locator("#detail").screenshot(path=str(ARTIFACTS / "explorer-detail.png"))

@@ -97,11 +97,50 @@ function marked(text, terms) {
   return out + esc(snippet.slice(last));
 }
 
-// Other concept groups whose rows read the same as a mode's: one line under it, not entries of their own.
-function variantsLine(variants) {
-  if (!variants || !variants.length) return "";
-  const parts = variants.map((v) => `concepts ${esc(v.concept_ids.slice(0, 3).join(", "))}${v.concept_ids.length > 3 ? " …" : ""} (${v.n_rows.toLocaleString()} rows, residual ${signed(v.residual)})`);
-  return `<div class="muted"><i>Other concept groups whose rows read the same: ${parts.join("; ")}</i></div>`;
+// Findings judged held out (issue #31): chosen on K-1 folds of grouped rows, measured on the held-out one;
+// confirmed (q ≤ the FDR) first, the other candidates apart, collapsed and greyed — the report's words.
+const ordinal = (n) => `${n}${n % 100 >= 10 && n % 100 <= 20 ? "th" : { 1: "st", 2: "nd", 3: "rd" }[n % 10] || "th"}`;
+const qText = (q) => (q === null || q === undefined ? "q —" : q < 0.001 ? "q<0.001" : `q=${q.toFixed(3)}`);
+const pct = (x) => `${Math.round(x * 100)}%`;
+
+function judgedText(cf) {
+  if (!cf) return "";
+  const g = cf.groups || {};
+  const grouped = g.rule && g.n_groups !== undefined ? ` (${g.rule}, ${g.n_groups.toLocaleString()} groups)` : "";
+  return `chosen on ${cf.folds - 1} of ${cf.folds} folds of grouped rows${grouped}, measured on the ${ordinal(cf.folds)}; confirmed at FDR ${+(cf.fdr * 100).toPrecision(3)}%`;
+}
+
+// Under a held-out figure: its q-value and what it was measured on.
+function verdictCell(e, folds) {
+  if (e.confirmed === null || e.confirmed === undefined) return "";
+  const groups = e.n_clusters === null || e.n_clusters === undefined ? "" : ` (${e.n_clusters.toLocaleString()} groups)`;
+  const measured = e.n_heldout === null || e.n_heldout === undefined ? ""
+    : `<div class="muted">measured held out on ${e.n_heldout.toLocaleString()} rows${groups} in ${e.folds_selected}${folds ? ` of ${folds}` : ""} folds</div>`;
+  return `<div class="muted">${qText(e.q_value)}</div>${measured}`;
+}
+
+// "“draw” in 62% of its rows vs 8% of the same cells; “pawn” 40% vs 3%"
+function sharesText(m) {
+  const shares = m.term_shares || [], background = m.background_shares || [];
+  if (!shares.length || !background.length) return "";
+  return m.terms.slice(0, shares.length).map((t, i) => (i === 0
+    ? `“${t}” in ${pct(shares[i])} of its rows vs ${pct(background[i])} of the same cells`
+    : `“${t}” ${pct(shares[i])} vs ${pct(background[i])}`)).join("; ");
+}
+
+// Confirmed entries into `${id}-table`, candidates into the collapsed `${id}-candidates`; `nothing`: the row
+// said when none is confirmed. A run made before held-out checks (confirmed null) keeps one table.
+function fillJudged(id, p, row, cols, nothing) {
+  const judged = p.items.length && p.items[0].confirmed !== null && p.items[0].confirmed !== undefined;
+  const confirmed = judged ? p.items.filter((e) => e.confirmed) : p.items;
+  const candidates = judged ? p.items.filter((e) => !e.confirmed) : [];
+  document.querySelector(`#${id}-table tbody`).innerHTML = confirmed.map(row).join("")
+    || (judged ? `<tr class="none"><td colspan="${cols}"><b>${esc(nothing)}</b></td></tr>` : "");
+  $(`${id}-candidates`).hidden = !candidates.length;
+  const more = p.total - (p.n_confirmed || 0) - candidates.length;
+  const fdr = p.crossfit ? ` (q > ${p.crossfit.fdr})` : "";
+  $(`${id}-candidates-count`).textContent = `${(p.total - (p.n_confirmed || 0)).toLocaleString()}${fdr}${more > 0 ? `, the first ${candidates.length} shown` : ""}`;
+  document.querySelector(`#${id}-candidates-table tbody`).innerHTML = candidates.map(row).join("");
 }
 
 // What the metadata does not explain (failure modes), then what it does (the weakest slices).
@@ -114,21 +153,40 @@ async function loadBeyond() {
     $("modes-note").innerHTML = `<span class="err">${esc(e.message)}</span>`;
     return;
   }
+  const cf = modes.crossfit, folds = cf ? cf.folds : null;
+  const tried = (kind, p) => {
+    const n = (cf && cf.candidates && cf.candidates[kind]) ?? p.total;
+    return `${n.toLocaleString()} candidate${n === 1 ? "" : "s"} tried`;
+  };
+  $("beyond-judged").textContent = cf ? `Findings ${judgedText(cf)}.` : "";
   const adjusted = (modes.adjusted_for || []).join(", ") || "nothing: the suite mean";
   $("modes-note").textContent = modes.total
-    ? `concepts that fire on the same rows, whose rows score below their own metadata cell (adjusted for ${adjusted}); most confidently below first`
+    ? `concepts that fire on the same rows, whose rows score below their own metadata cell (adjusted for ${adjusted}), measured held out; examples: a random draw of the mode's rows that score below their cell`
     : `no group of concepts scores confidently below its cells (adjusted for ${adjusted})`;
-  document.querySelector("#modes-table tbody").innerHTML = modes.items.map((m) => `
-    <tr><td class="num">${m.rank}</td><td><b>${esc(m.description)}</b>${(m.examples || []).slice(0, 2).map((x) => `<div class="muted">${esc(x.benchmark)}/${esc(x.row_id)} (score ${fmt(x.score, 2)}): ${marked(x.text, m.terms)}</div>`).join("")}${variantsLine(m.variants)}</td>
-    <td class="num">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span></td>
-    <td class="num">${fmt(m.mean_score)} vs ${fmt(m.expected_score)}</td><td class="num">${m.n_rows.toLocaleString()}</td>
-    <td>${esc(m.concept_ids.slice(0, 6).join(", "))}</td></tr>`).join("");
+  const modeRow = (m) => {
+    const shares = sharesText(m);
+    return `
+    <tr class="mode"><td class="num">${m.rank}</td><td><b>${esc(m.description)}</b>${shares ? `<div class="muted">${esc(shares)}</div>` : ""}${(m.examples || []).slice(0, 2).map((x) => `<div class="muted">${esc(x.benchmark)}/${esc(x.row_id)} (score ${fmt(x.score, 2)}): ${marked(x.text, m.terms)}</div>`).join("")}</td>
+    <td class="num">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span>${verdictCell(m, folds)}</td>
+    <td class="num">${fmt(m.mean_score)} vs ${fmt(m.expected_score)}${m.residual_in_sample === null || m.residual_in_sample === undefined ? "" : `<div class="muted">residual ${signed(m.residual_in_sample)}</div>`}</td><td class="num">${m.n_rows.toLocaleString()}</td>
+    <td>${esc(m.concept_ids.slice(0, 6).join(", "))}</td></tr>`;
+  };
+  fillJudged("modes", modes, modeRow, 6, `no failure mode confirmed held out (${tried("failure_modes", modes)})`);
   $("slices-note").textContent = slices.total
-    ? "conjunctions of metadata values (and benchmark) whose mean score is confidently low"
+    ? "conjunctions of metadata values (and benchmark) whose mean score is low, measured held out against the suite's mean"
     : "no metadata field or second benchmark to slice by";
-  document.querySelector("#slices-table tbody").innerHTML = slices.items.map((s) => `
-    <tr><td class="num">${s.rank}</td><td>${esc(s.slice)}</td>
-    <td class="num">${fmt(s.mean_score)} <span class="muted">${ci(s.low, s.high)}</span></td><td class="num">${s.n_rows.toLocaleString()}</td></tr>`).join("");
+  const sliceRow = (s) => `
+    <tr class="slice"><td class="num">${s.rank}</td><td>${esc(s.slice)}</td>
+    <td class="num">${fmt(s.mean_score)} <span class="muted">${ci(s.low, s.high)}</span>${s.suite_mean === null || s.suite_mean === undefined ? "" : `<div class="muted">suite ${fmt(s.suite_mean)}</div>`}${verdictCell(s, folds)}</td>
+    <td class="num">${fmt(s.mean_in_sample)}</td><td class="num">${s.n_rows.toLocaleString()}</td></tr>`;
+  fillJudged("slices", slices, sliceRow, 5, `no slice confirmed held out (${tried("slices", slices)})`);
+}
+
+// A concept's held-out residual and verdict (only concepts that were candidates have one).
+function heldoutCell(e) {
+  if (e.residual_heldout === null || e.residual_heldout === undefined) return "—";
+  const verdict = e.confirmed ? `<span class="ok">✓ confirmed</span> ${qText(e.q_value)}` : `candidate, ${qText(e.q_value)}`;
+  return `${signed(e.residual_heldout)} <span class="muted">[${signed(e.residual_heldout_low)}, ${signed(e.residual_heldout_high)}]</span><div class="muted">${verdict}</div>`;
 }
 
 async function loadProfile() {
@@ -147,14 +205,15 @@ async function loadProfile() {
   const order = { upper_bound: "the upper end of X_model's 95% interval", adjusted_gap: "the adjusted gap's interval", x_model: "X_model" }[p.rank_by] || p.rank_by;
   const cfg = state.summary.config;
   $("profile-note").textContent = p.total
-    ? `${p.total} entries · ranked by ${order} · near-duplicates (Jaccard ≥ ${p.duplicate_jaccard}) merged`
+    ? `${p.total} entries · ranked by ${order} · near-duplicates (Jaccard ≥ ${p.duplicate_jaccard}) merged` +
+      (p.n_confirmed === null || p.n_confirmed === undefined ? "" : ` · ${p.n_confirmed} confirmed held out`)
     : `no concept is active in ≥ ${cfg.min_rows} rows and ≥ ${cfg.min_benchmarks} benchmark(s) (the profile's filters)`;
   document.querySelector("#profile-table tbody").innerHTML = p.items.map((e) => `
     <tr data-id="${e.concept_id}"><td class="num">${e.rank}</td><td class="num">${e.concept_id}</td>
     <td>${esc(e.description || e.label || "(no label)")}${e.metadata_enrichment.map((m) => `<div class="muted">${esc(m)}</div>`).join("")}</td>
     <td class="num">${fmt(e.X_model)} <span class="muted">${ci(e.X_model_low, e.X_model_high)}</span></td>
     <td class="num">${signed(e.adjusted_gap)} <span class="muted">[${signed(e.adjusted_gap_low)}, ${signed(e.adjusted_gap_high)}]</span></td>
-    <td class="num">${e.n_rows.toLocaleString()}</td><td class="num">${fmt(e.n_eff, 1)}</td><td class="num">${e.n_benchmarks}</td>
+    <td class="num">${heldoutCell(e)}</td><td class="num">${e.n_rows.toLocaleString()}</td><td class="num">${fmt(e.n_eff, 1)}</td><td class="num">${e.n_benchmarks}</td>
     <td>${esc(e.members.filter((m) => m !== e.concept_id).join(", ") || "—")}</td></tr>`).join("");
   table.setAttribute("aria-busy", "false");
 }
