@@ -42,7 +42,7 @@ from cg_ray.profile.crossfit import (
     slice_findings,
 )
 from cg_ray.profile.grouping import group_near_duplicates
-from cg_ray.profile.heldout import FoldTest, Verdict, cluster_test, combine, not_tested
+from cg_ray.profile.heldout import FoldTest, Verdict, combine, not_tested
 from cg_ray.profile.modes import TERMS_COMPARED, ModeClass, merge_by_terms, merge_contained, training_rank
 from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, Residuals, residual_order
@@ -54,6 +54,7 @@ __all__ = ["TEXT_COLUMNS", "Beyond", "ResidualPass", "describe_classes", "read_t
 
 CANDIDATE_FACTOR = 2  # modes a fold describes (and may merge by their terms), per mode it tests
 STRONG_SHARE = 0.5  # a term merges modes only when at least this share of both modes' rows hold it
+MAX_ROW_SHARE = 0.5  # a candidate mode holds at most this share of the rows
 SAME_ROWS = 0.5  # fold modes of different folds with this row Jaccard (and a shared concept) are one finding
 EXAMPLES = 3
 
@@ -222,6 +223,9 @@ def fold_modes(beyond: Beyond, pool: PoolRows, book: ClassTerms, cfg: MetricsCon
         for s, r in enumerate(rep):
             groups.setdefault(int(r), []).append(head[s])
         classes = [ModeClass(tuple(g), pool.members(g)[0]) for _, g in sorted(groups.items())]
+        # A group on most of the suite is the suite, not a mode of it (its residual is ≈ 0 by construction,
+        # and its tight interval would rank it first among the noise).
+        classes = [c for c in classes if c.rows.size <= MAX_ROW_SHARE * frame.n_rows]
         train = (plan.fold != k) & frame.scored
         ranked.append(
             merge_contained(training_rank(classes, train, frame.scores, beyond.expected))[
@@ -233,11 +237,9 @@ def fold_modes(beyond: Beyond, pool: PoolRows, book: ClassTerms, cfg: MetricsCon
     fold_classes: dict[tuple[int, int], ModeClass] = {}
     for k, classes in enumerate(ranked):
         merged = merge_by_terms(classes, lambda m: _strong_words(terms.get(m)))
+        merged = [m for m in merged if m.rows.size <= MAX_ROW_SHARE * frame.n_rows]
         for j, c in enumerate(merged[: cfg.top_k]):
-            idx = plan.heldout(c.rows, k, frame.scored)
-            tests[(k, j)] = {
-                k: (cluster_test(frame.scores[idx], plan.expected_heldout[idx], plan.clusters[idx]), j + 1)
-            }
+            tests[(k, j)] = {k: (plan.by_cell[k].contrast(c.rows, confidence=plan.fold_confidence), j + 1)}
             fold_classes[(k, j)] = c
     judged = fold_judgements(tests, plan.folds)
     return [

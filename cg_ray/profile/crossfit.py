@@ -22,7 +22,7 @@ from cg_ray.artifacts.rows import RowsFile
 from cg_ray.config import MetricsConfig
 from cg_ray.metrics.compute import CGResult
 from cg_ray.profile.folds import assign_folds, row_groups, too_few_groups
-from cg_ray.profile.heldout import FoldTest, Verdict, cluster_test, combine, fold_q_values, not_tested
+from cg_ray.profile.heldout import FoldTest, HeldOutFold, Verdict, combine, fold_q_values, not_tested
 from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, Residuals, residual_order
 from cg_ray.profile.slices import (
@@ -33,7 +33,7 @@ from cg_ray.profile.slices import (
     training_slices,
     weakest_slices,
 )
-from cg_ray.profile.strata import RowFrame, expected_scores
+from cg_ray.profile.strata import RowFrame, cell_keys
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -50,15 +50,15 @@ class FoldPlan:
     clusters: IntArray  # per frame row: its group
     rule: str  # how the groups were made
     n_groups: int
-    expected_heldout: FloatArray  # per frame row: its cell's mean over the other folds
-    suite_heldout: FloatArray  # per fold: the mean score of the other folds
+    by_cell: list[HeldOutFold]  # per fold: its held-out rows within the cells adjusted for (modes, concepts)
+    whole: list[HeldOutFold]  # per fold: its held-out rows as one cell (slices: against the fold's other rows)
     skipped: str | None = None  # why nothing is judged (too few groups to fill the folds)
     seed: int = 0
 
-    def heldout(self, positions: IntArray, k: int, scored: npt.NDArray[np.bool_]) -> IntArray:
-        """The positions that lie in fold k and are scored."""
-        sel: IntArray = positions[(self.fold[positions] == k) & scored[positions]]
-        return sel
+    @property
+    def fold_confidence(self) -> float:
+        """Each fold's interval level: 1 − 0.05/K, so the one fold's interval shown covers at 95%."""
+        return 1.0 - 0.05 / self.folds
 
     def summary(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -76,30 +76,16 @@ def plan_folds(rows: RowsFile, frame: RowFrame, adjusted_for: Sequence[str], cfg
     groups = row_groups(rows, frame, folds=cfg.folds)
     skipped = too_few_groups(groups, cfg.folds)
     if skipped:
-        nothing = np.full(frame.n_rows, np.nan)
-        return FoldPlan(
-            cfg.folds,
-            cfg.fdr,
-            np.zeros(frame.n_rows, np.int64),
-            groups.codes,
-            groups.rule,
-            groups.n_groups,
-            nothing,
-            np.full(cfg.folds, np.nan),
-            skipped,
-            cfg.crossfit_seed,
-        )
+        fold = np.zeros(frame.n_rows, np.int64)
+        return FoldPlan(cfg.folds, cfg.fdr, fold, groups.codes, groups.rule, groups.n_groups, [], [], skipped)
     fold = assign_folds(groups.codes, cfg.folds, cfg.crossfit_seed).astype(np.int64)
-    expected = np.full(frame.n_rows, np.nan)
-    suite = np.full(cfg.folds, np.nan)
+    cells = cell_keys(frame, list(adjusted_for))
+    one = np.zeros(frame.n_rows, np.int64)
+    by_cell, whole = [], []
     for k in range(cfg.folds):
-        fit = fold != k
-        here = fold == k
-        # The cell means a held-out row is judged against come from the other folds: never its own score.
-        expected[here] = expected_scores(frame, list(adjusted_for), fit=fit)[here]
-        fit_scored = fit & frame.scored
-        if fit_scored.any():
-            suite[k] = float(frame.scores[fit_scored].mean())
+        here = np.flatnonzero((fold == k) & frame.scored)
+        by_cell.append(HeldOutFold.of(here, frame.scores, cells, groups.codes))
+        whole.append(HeldOutFold.of(here, frame.scores, one, groups.codes))
     return FoldPlan(
         cfg.folds,
         cfg.fdr,
@@ -107,8 +93,8 @@ def plan_folds(rows: RowsFile, frame: RowFrame, adjusted_for: Sequence[str], cfg
         groups.codes.astype(np.int64),
         groups.rule,
         groups.n_groups,
-        expected,
-        suite,
+        by_cell,
+        whole,
         seed=cfg.crossfit_seed,
     )
 
@@ -241,20 +227,11 @@ def concept_verdicts(
 ) -> dict[tuple[int, str], Verdict]:
     """(concept, "less" | "greater") → its verdict: is its s̃-weighted held-out residual below (above) 0?"""
     tests: Tests = {}
-    scored = frame.scored
     for k in range(plan.folds):
         for direction, chosen in ((LESS, cands.below[k]), (GREATER, cands.above[k])):
             for rank, c in enumerate(chosen, start=1):
                 rows, acts = pool.concept(int(c))
-                keep = (plan.fold[rows] == k) & scored[rows]
-                idx = rows[keep]
-                t = cluster_test(
-                    frame.scores[idx],
-                    plan.expected_heldout[idx],
-                    plan.clusters[idx],
-                    acts[keep],
-                    direction,  # type: ignore[arg-type]
-                )
+                t = plan.by_cell[k].contrast(rows, acts, direction, plan.fold_confidence)  # type: ignore[arg-type]
                 tests.setdefault((int(c), direction), {})[k] = (t, rank)
     return {key: v for key, v in judge(tests, plan, (-1.0, 1.0)).items()}  # type: ignore[misc]
 
@@ -280,17 +257,15 @@ def slice_findings(frame: RowFrame, plan: FoldPlan, cfg: MetricsConfig) -> list[
     for k in range(plan.folds):
         chosen = training_slices(frame, counts, k, cfg.top_k, cfg.slice_min_rows, masks=masks)
         for rank, s in enumerate(chosen, start=1):
-            idx = np.flatnonzero(masks[s.conditions] & (plan.fold == k))
-            t = cluster_test(frame.scores[idx], np.full(idx.size, plan.suite_heldout[k]), plan.clusters[idx])
-            shift = plan.suite_heldout[k]  # back on the score scale: the held-out mean and its interval
+            t = plan.whole[k].contrast(np.flatnonzero(masks[s.conditions]), confidence=plan.fold_confidence)
+            shift = t.baseline  # back on the score scale: the held-out mean and its interval
             tests.setdefault(s.conditions, {})[k] = (
-                FoldTest(t.estimate + shift, t.low + shift, t.high + shift, t.p_value, t.n_rows, t.n_clusters),
+                FoldTest(t.estimate + shift, t.low + shift, t.high + shift, t.p_value, t.n_rows, t.n_clusters, shift),
                 rank,
             )
     verdicts = judge(tests, plan, (0.0, 1.0))
     everything = {s.conditions: s for s in _in_sample(frame, counts, list(verdicts))}
     order = sorted(verdicts, key=lambda key: _rank_key(verdicts[key]))
-    suite = float(np.nanmedian(plan.suite_heldout)) if np.isfinite(plan.suite_heldout).any() else None
     kept: list[SliceFinding] = []
     kept_masks: list[npt.NDArray[np.bool_]] = []
     for key in order:
@@ -298,7 +273,7 @@ def slice_findings(frame: RowFrame, plan: FoldPlan, cfg: MetricsConfig) -> list[
         size = int(m.sum())
         if any((i := int(np.count_nonzero(m & o))) / max(size + int(o.sum()) - i, 1) >= 0.8 for o in kept_masks):
             continue
-        kept.append(SliceFinding(everything[key], verdicts[key], suite))  # type: ignore[index]
+        kept.append(SliceFinding(everything[key], verdicts[key], verdicts[key].baseline))  # type: ignore[index]
         kept_masks.append(m)
         if len(kept) == cfg.top_k:
             break

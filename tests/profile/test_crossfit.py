@@ -14,7 +14,7 @@ import pytest
 
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.config import MetricsConfig
-from cg_ray.profile.heldout import FoldTest, cluster_test, combine
+from cg_ray.profile.heldout import FoldTest, HeldOutFold, combine
 from cg_ray.profile.nullcheck import confirmed_counts, judge_rows, null_check, permuted_within
 from cg_ray.profile.strata import read_frame
 
@@ -31,36 +31,63 @@ def _judge(path: Path, cfg: MetricsConfig = CFG, scores: np.ndarray | None = Non
 # --- the held-out test and the folds' verdict ------------------------------------------------------------
 
 
+def _fold(scores: np.ndarray, groups: np.ndarray, cells: np.ndarray | None = None) -> HeldOutFold:
+    n = scores.size
+    return HeldOutFold.of(np.arange(n), scores, np.zeros(n, np.int64) if cells is None else cells, groups)
+
+
 def test_four_answers_to_one_question_count_as_one_cluster() -> None:
     rng = np.random.default_rng(0)
-    scores = (rng.random(200) < 0.4).astype(float)
-    once = cluster_test(scores, np.full(200, 0.5), np.arange(200))
-    four = cluster_test(np.repeat(scores, 4), np.full(800, 0.5), np.repeat(np.arange(200), 4))
+    scores = (rng.random(200) < 0.5).astype(float)
+    finding = np.arange(60)  # the first 60 questions
+    once = _fold(scores, np.arange(200)).contrast(finding)
+    four = _fold(np.repeat(scores, 4), np.repeat(np.arange(200), 4)).contrast(np.arange(240))
     # The same evidence four times over is no more certain: same estimate, same interval (to the CR1 factor).
     assert four.estimate == pytest.approx(once.estimate)
     assert (four.high - four.low) == pytest.approx(once.high - once.low, rel=0.02)
-    rows_as_independent = cluster_test(np.repeat(scores, 4), np.full(800, 0.5), np.arange(800))
-    assert rows_as_independent.high - rows_as_independent.low < 0.6 * (four.high - four.low)
+    as_rows = _fold(np.repeat(scores, 4), np.arange(800)).contrast(np.arange(240))
+    assert as_rows.high - as_rows.low < 0.6 * (four.high - four.low)
+
+
+def test_the_contrast_is_within_cells_and_exact_under_a_cell_shift() -> None:
+    """A finding is compared with the other rows of its own cells: a cell that is simply harder than the
+    rest (every row of it, the finding's or not) gives no effect."""
+    rng = np.random.default_rng(1)
+    cells = rng.integers(0, 3, 900)
+    scores = (rng.random(900) < np.where(cells == 2, 0.2, 0.8)).astype(float)
+    hard_heavy = np.flatnonzero(cells == 2)[:150].tolist() + np.flatnonzero(cells == 0)[:20].tolist()
+    t = _fold(scores, np.arange(900), cells).contrast(np.sort(np.array(hard_heavy)))
+    assert t.low < 0 < t.high and t.p_value > 0.05
+    pooled = _fold(scores, np.arange(900)).contrast(np.sort(np.array(hard_heavy)))  # one cell: it looks weak
+    assert pooled.high < 0
 
 
 def test_a_group_whose_rows_all_fail_is_never_certain() -> None:
-    t = cluster_test(np.zeros(12), np.full(12, 0.6), np.arange(12))
-    assert t.estimate == pytest.approx(-0.6)
+    scores = np.array([0.0] * 12 + [1.0] * 12)
+    t = _fold(scores, np.arange(24)).contrast(np.arange(12))
+    assert t.estimate == pytest.approx(-1.0)
     assert t.low < t.estimate < t.high and t.p_value > 1e-6
-    few = cluster_test(np.zeros(8), np.full(8, 0.6), np.repeat(np.arange(4), 2))
-    assert few.p_value == 1.0 and (few.low, few.high) == (-1.0, 1.0)  # 4 clusters: no test
+    few = _fold(scores, np.arange(24) // 3).contrast(np.arange(12))  # 4 clusters: no test
+    assert few.p_value == 1.0 and (few.low, few.high) == (-1.0, 1.0)
 
 
 def test_a_finding_two_folds_of_five_chose_is_not_confirmed_however_small_its_p_values() -> None:
     sure = FoldTest(-0.3, -0.4, -0.2, 1e-12, 100, 100)
     two = combine({0: (sure, 1e-11), 3: (sure, 1e-11)}, folds=5, fdr=0.1)
     assert not two.confirmed and two.q_value == 1.0 and two.folds_selected == 2
-    three = combine({0: (sure, 1e-11), 1: (sure, 1e-11), 3: (sure, 1e-11)}, folds=5, fdr=0.1)
-    assert three.confirmed and three.q_value == pytest.approx(2e-11)
-    assert three.estimate == pytest.approx(-0.3)
-    # Folds that did not choose it count as the whole range: the interval is the outer medians.
-    assert (three.low, three.high) == (pytest.approx(-0.4), pytest.approx(-0.2))
-    assert (two.low, two.high) == (pytest.approx(-1.0), pytest.approx(1.0))
+    assert two.estimate is None and two.low is None  # nothing measured stands for it
+    other = FoldTest(-0.1, -0.18, -0.02, 1e-3, 100, 100)
+    three = combine({0: (sure, 1e-11), 1: (other, 1e-2), 3: (sure, 1e-11)}, folds=5, fdr=0.1)
+    # Twice the folds' median q, and the figures of the fold at that median.
+    assert three.confirmed and three.q_value == pytest.approx(2e-2)
+    assert (three.estimate, three.low, three.high) == (pytest.approx(-0.1), pytest.approx(-0.18), pytest.approx(-0.02))
+
+
+def test_with_two_folds_either_half_confirms_at_half_the_rate() -> None:
+    sure = FoldTest(-0.3, -0.4, -0.2, 1e-4, 100, 100)
+    v = combine({1: (sure, 0.03)}, folds=2, fdr=0.1)
+    assert v.confirmed and v.q_value == pytest.approx(0.06) and v.estimate == pytest.approx(-0.3)
+    assert not combine({1: (sure, 0.06)}, folds=2, fdr=0.1).confirmed
 
 
 def test_rows_of_one_question_never_straddle_folds(tmp_path: Path) -> None:
