@@ -114,7 +114,7 @@ def _print_profile(out: Path) -> None:
         _print_judged(entries, ("failure mode", "failure_modes", S.FAILURE_MODES_FILE), crossfit, _mode_line)
     slices = run.file(S.SLICES_FILE)
     if slices.is_file() and (entries := pq.read_table(slices).to_pylist()):
-        print("weakest slices (held-out mean score [95% interval] vs the suite's, scored rows):")
+        print("weakest slices (held-out mean score [95% interval] vs the other held-out rows', scored rows):")
         _print_judged(entries, ("slice", "slices", S.SLICES_FILE), crossfit, _slice_line)
     path = run.file(S.WEAKNESSES_FILE)
     if not path.is_file():

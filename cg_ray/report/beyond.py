@@ -269,7 +269,7 @@ def slices_section(run: Path, top: int, crossfit: dict[str, Any] | None = None) 
         return (
             f"<tr><td class='num rank'>{s['rank']}</td><td>{_esc(s['slice'])}</td>"
             f"<td class='num'>{_ci(s['mean_score'], s['low'], s['high'])}"
-            + (f"<div class='ex'>suite {_num(suite)}</div>" if suite is not None else "")
+            + (f"<div class='ex'>other rows {_num(suite)}</div>" if suite is not None else "")
             + f"{_verdict_cell(s, folds)}</td><td class='num'>{_num(s.get('mean_in_sample'))}</td>"
             f"<td class='num'>{s['n_rows']:,}</td><td class='ex'>{_esc(', '.join(s['example_row_ids']))}</td></tr>"
         )
@@ -278,7 +278,7 @@ def slices_section(run: Path, top: int, crossfit: dict[str, Any] | None = None) 
     judged = judged_text(crossfit)
     note = (
         f"<p>Conjunctions of metadata values (fields: {_esc(', '.join(fields))}) whose mean score is low, measured "
-        "on rows the slice was not chosen on and compared with the suite's mean"
+        "on rows the slice was not chosen on and compared with the other rows of the same fold"
         + (f" ({_esc(judged)})" if judged else "")
         + "; confirmed ones first, by the upper end of the held-out interval, then the candidates by q-value. What "
         "the metadata already says — the failure modes above are what it does not.</p>"

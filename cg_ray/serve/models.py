@@ -215,7 +215,7 @@ class SliceEntry(Verdict):
     high: float | None
     mean_in_sample: float | None = Field(None, description="mean score over every scored row of the slice")
     suite_mean: float | None = Field(
-        None, description="the suite's mean score: what the held-out mean is compared with"
+        None, description="what the held-out mean is compared with: the same fold's rows outside the slice"
     )
     example_row_ids: list[str]
 

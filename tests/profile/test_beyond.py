@@ -242,7 +242,11 @@ def test_validate_judges_modes_slices_and_rankings_by_held_out_residual_lift(tmp
     args = ["validate", "--rows", str(tmp_path / "rows.parquet"), "--out", str(out), "--bootstrap", "200"]
     assert main([*args, "--random", "40"]) == 0
     report = json.loads((out / S.VALIDATE_FILE).read_text())
-    assert report["format_version"] == 2
+    assert report["format_version"] == 3
+    # The null check: scores permuted within the adjusted cells confirm no mode or concept.
+    check = report["null_check"]
+    assert check["permuted_within"] == ["type", "level"] and len(check["confirmed"]) == 3
+    assert check["false_findings"] == 0
     beyond = report["beyond"]
     assert beyond["adjusted_for"] == ["type", "level"]
     assert beyond["slices"][0] == "type=geo & level=Level 5"  # built on the fit part only

@@ -136,7 +136,7 @@ def test_confirmed_modes_come_first_and_candidates_sit_apart(tmp_path: Path) -> 
     assert "read the same" not in page and "variants" not in page  # look-alike modes are merged now
     slices = slices_section(run_dir, 10, CROSSFIT)
     assert slices.index("task=geometry") < slices.index(CANDIDATES_HEADING) < slices.index("task=algebra")
-    assert "0.300 <span class='ci'>[0.250, 0.360]</span><div class='ex'>suite 0.600</div>" in slices
+    assert "0.300 <span class='ci'>[0.250, 0.360]</span><div class='ex'>other rows 0.600</div>" in slices
 
 
 def test_no_confirmed_finding_is_said_plainly(tmp_path: Path) -> None:

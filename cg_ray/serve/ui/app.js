@@ -173,11 +173,11 @@ async function loadBeyond() {
   };
   fillJudged("modes", modes, modeRow, 6, `no failure mode confirmed held out (${tried("failure_modes", modes)})`);
   $("slices-note").textContent = slices.total
-    ? "conjunctions of metadata values (and benchmark) whose mean score is low, measured held out against the suite's mean"
+    ? "conjunctions of metadata values (and benchmark) whose mean score is low, measured held out against the other rows of the same fold"
     : "no metadata field or second benchmark to slice by";
   const sliceRow = (s) => `
     <tr class="slice"><td class="num">${s.rank}</td><td>${esc(s.slice)}</td>
-    <td class="num">${fmt(s.mean_score)} <span class="muted">${ci(s.low, s.high)}</span>${s.suite_mean === null || s.suite_mean === undefined ? "" : `<div class="muted">suite ${fmt(s.suite_mean)}</div>`}${verdictCell(s, folds)}</td>
+    <td class="num">${fmt(s.mean_score)} <span class="muted">${ci(s.low, s.high)}</span>${s.suite_mean === null || s.suite_mean === undefined ? "" : `<div class="muted">other rows ${fmt(s.suite_mean)}</div>`}${verdictCell(s, folds)}</td>
     <td class="num">${fmt(s.mean_in_sample)}</td><td class="num">${s.n_rows.toLocaleString()}</td></tr>`;
   fillJudged("slices", slices, sliceRow, 5, `no slice confirmed held out (${tried("slices", slices)})`);
 }
