@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -299,7 +299,7 @@ def _combined(
         k = key[0]
         t, q = judged[key][k]
         tries = sum(1 for other in ident if other[0] == k)
-        t = FoldTest(t.estimate, t.low, t.high, min(1.0, t.p_value * tries), t.n_rows, t.n_clusters)
+        t = replace(t, p_value=min(1.0, t.p_value * tries))
         q = min(1.0, q * tries)
         if k not in per_fold or q < per_fold[k][1]:
             per_fold[k] = (t, q)

@@ -12,7 +12,7 @@ activations of the concepts any fold may use, so no fold re-reads the rows.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -260,7 +260,7 @@ def slice_findings(frame: RowFrame, plan: FoldPlan, cfg: MetricsConfig) -> list[
             t = plan.whole[k].contrast(np.flatnonzero(masks[s.conditions]), confidence=plan.fold_confidence)
             shift = t.baseline  # back on the score scale: the held-out mean and its interval
             tests.setdefault(s.conditions, {})[k] = (
-                FoldTest(t.estimate + shift, t.low + shift, t.high + shift, t.p_value, t.n_rows, t.n_clusters, shift),
+                replace(t, estimate=t.estimate + shift, low=t.low + shift, high=t.high + shift),
                 rank,
             )
     verdicts = judge(tests, plan, (0.0, 1.0))

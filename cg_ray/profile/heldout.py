@@ -11,11 +11,12 @@ let them pass together — with two folds, 8 of 20 global-null suites confirmed 
 The K folds do not see the same candidates, and a finding chosen in several folds was chosen on rows that
 other folds hold out, so pooling its held-out rows would bring the selection back (chosen in every fold, the
 pool is the whole sample). Instead each fold's figures stand alone and are combined as the multi-split method
-of Meinshausen, Meier & Bühlmann (JASA 2009) combines p-values: twice the folds' empirical median, a fold that
-did not choose the finding counting as 1 — valid under any dependence between folds. Benjamini–Hochberg runs
-within each fold over every candidate that fold tested, and the folds' q-values are combined the same way
-(their FDR rule). The estimate and interval shown are those of the fold at that median, each fold's interval
-at level 1 − α/K so that the one shown covers at 1 − α whichever fold it is (union bound).
+of Meinshausen, Meier & Bühlmann (JASA 2009) combines p-values: the folds' empirical γ-quantile over γ, a fold
+that did not choose the finding counting as 1 — valid under any dependence between folds (`confirming_share`:
+both halves with two folds, the median with more). Benjamini–Hochberg runs within each fold over every
+candidate that fold tested, and the folds' q-values are combined the same way (their FDR rule). The estimate
+and interval shown are those of the fold at that quantile, each fold's interval at level 1 − α/K so that the
+one shown covers at 1 − α whichever fold it is (union bound).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class FoldTest:
     n_rows: int
     n_clusters: int
     baseline: float = float("nan")  # the mean the finding's rows were compared with (its cells' other rows)
+    clear: bool = False  # the interval lies wholly on the tested side of no difference
 
 
 def _dense(codes: IntArray) -> tuple[IntArray, int]:
@@ -146,7 +148,9 @@ class HeldOutFold:
         t = theta / se
         p = float(stats.t.cdf(t, df) if alternative == "less" else stats.t.sf(t, df))
         half = float(stats.t.ppf(0.5 + confidence / 2.0, df)) * se
-        return FoldTest(theta, theta - half, theta + half, p, int(loc.size), int(g_own), baseline)
+        low, high = theta - half, theta + half
+        clear = high < 0 if alternative == "less" else low > 0
+        return FoldTest(theta, low, high, p, int(loc.size), int(g_own), baseline, clear)
 
 
 def rank_weights(ranks: npt.NDArray[np.integer]) -> FloatArray:
@@ -187,24 +191,31 @@ class Verdict:
     baseline: float | None = None  # what the shown estimate was compared with (the deciding fold's)
 
 
+def confirming_share(folds: int) -> float:
+    """Meinshausen's γ: the share of folds whose figures decide. Two folds: both (γ = 1, q = the larger of the
+    two, no factor) — each half tests on half the rows, so this keeps more power than any rule on smaller
+    folds, and a false finding must pass twice. More folds: the median (γ = 1/2, q = twice the median)."""
+    return 1.0 if folds == 2 else 0.5
+
+
 def combine(
     tests: dict[int, tuple[FoldTest, float]], folds: int, fdr: float, bounds: tuple[float, float] = (-1.0, 1.0)
 ) -> Verdict:
     """The verdict from fold → (its held-out test, its BH q-value) over the folds that chose the finding.
 
-    p and q are Meinshausen's γ-quantile rule at γ = 1/2: twice the fold value at the empirical median (the
-    lower one: inf{x : F(x) ≥ 1/2}; with K = 2 that is 2 × the smaller, a Bonferroni over the halves). The
+    p and q are Meinshausen's γ-quantile rule (`confirming_share`): the folds' empirical γ-quantile over γ. The
     estimate and interval are those of the fold that sets q — its test at level 1 − α/K, so by the union bound
-    the one reported covers at 1 − α whichever fold it is (the verdict is the FDR-controlled call; the interval
-    is a 95% one, so at the margin they can differ)."""
+    the one reported covers at 1 − α whichever fold it is. Confirmed: q ≤ fdr and that interval excludes no
+    difference (at the margin the two could disagree; a user should never see both)."""
     q = np.ones(folds)
     p = np.ones(folds)
     for fold, (t, qv) in tests.items():
         q[fold], p[fold] = qv, t.p_value
-    order = np.argsort(q, kind="stable")
-    deciding = int(order[(folds + 1) // 2 - 1])  # the empirical median's fold (the lower one when K is even)
-    q_agg = min(1.0, 2.0 * float(q[deciding]))
-    p_agg = min(1.0, 2.0 * float(np.sort(p)[(folds + 1) // 2 - 1]))
+    gamma = confirming_share(folds)
+    at = int(np.ceil(gamma * folds)) - 1  # the empirical γ-quantile: inf{x : F(x) ≥ γ}
+    deciding = int(np.argsort(q, kind="stable")[at])
+    q_agg = min(1.0, float(q[deciding]) / gamma)
+    p_agg = min(1.0, float(np.sort(p)[at]) / gamma)
     if deciding not in tests:  # fewer folds chose it than half: nothing measured stands for it
         return Verdict(None, None, None, p_agg, q_agg, False, len(tests), 0, 0)
     t = tests[deciding][0]
@@ -218,7 +229,7 @@ def combine(
         clip(t.high),
         p_agg,
         q_agg,
-        q_agg <= fdr,
+        q_agg <= fdr and t.clear,  # never "confirmed" beside an interval that holds no difference
         len(tests),
         t.n_rows,
         t.n_clusters,

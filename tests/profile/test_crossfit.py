@@ -72,19 +72,22 @@ def test_a_group_whose_rows_all_fail_is_never_certain() -> None:
 
 
 def test_a_finding_two_folds_of_five_chose_is_not_confirmed_however_small_its_p_values() -> None:
-    sure = FoldTest(-0.3, -0.4, -0.2, 1e-12, 100, 100)
+    sure = FoldTest(-0.3, -0.4, -0.2, 1e-12, 100, 100, clear=True)
     two = combine({0: (sure, 1e-11), 3: (sure, 1e-11)}, folds=5, fdr=0.1)
     assert not two.confirmed and two.q_value == 1.0 and two.folds_selected == 2
     assert two.estimate is None and two.low is None  # nothing measured stands for it
-    other = FoldTest(-0.1, -0.18, -0.02, 1e-3, 100, 100)
+    other = FoldTest(-0.1, -0.18, -0.02, 1e-3, 100, 100, clear=True)
     three = combine({0: (sure, 1e-11), 1: (other, 1e-2), 3: (sure, 1e-11)}, folds=5, fdr=0.1)
     # Twice the folds' median q, and the figures of the fold at that median.
     assert three.confirmed and three.q_value == pytest.approx(2e-2)
     assert (three.estimate, three.low, three.high) == (pytest.approx(-0.1), pytest.approx(-0.18), pytest.approx(-0.02))
+    # ... and never confirmed beside an interval that holds no difference.
+    straddling = FoldTest(-0.1, -0.18, 0.01, 1e-3, 100, 100, clear=False)
+    assert not combine({0: (sure, 1e-11), 1: (straddling, 1e-2), 3: (sure, 1e-11)}, folds=5, fdr=0.1).confirmed
 
 
 def test_with_two_folds_either_half_confirms_at_half_the_rate() -> None:
-    sure = FoldTest(-0.3, -0.4, -0.2, 1e-4, 100, 100)
+    sure = FoldTest(-0.3, -0.4, -0.2, 1e-4, 100, 100, clear=True)
     v = combine({1: (sure, 0.03)}, folds=2, fdr=0.1)
     assert v.confirmed and v.q_value == pytest.approx(0.06) and v.estimate == pytest.approx(-0.3)
     assert not combine({1: (sure, 0.06)}, folds=2, fdr=0.1).confirmed
