@@ -58,8 +58,8 @@ def percent(fraction: float) -> str:
 
 
 def judged_text(crossfit: dict[str, Any] | None) -> str:
-    """'chosen on 4 of 5 folds of grouped rows (identical prompts, 1,834 groups), measured on the 5th;
-    confirmed at FDR 10%' ('' for a run made before held-out checks)."""
+    """'chosen on one half of the rows (identical prompts, 1,834 groups) and measured on the other, both ways;
+    confirmed when both halves confirm at FDR 10%' ('' for a run made before held-out checks)."""
     if not crossfit:
         return ""
     k = int(crossfit["folds"])
@@ -67,9 +67,16 @@ def judged_text(crossfit: dict[str, Any] | None) -> str:
     grouped = ""
     if groups.get("rule") and groups.get("n_groups") is not None:
         grouped = f" ({groups['rule']}, {groups['n_groups']:,} groups)"
+    if crossfit.get("skipped"):
+        return str(crossfit["skipped"])
+    if k == 2:  # both halves must confirm (profile.heldout.confirming_share)
+        return (
+            f"chosen on one half of the rows{grouped} and measured on the other, both ways; confirmed when both "
+            f"halves confirm at FDR {percent(crossfit['fdr'])}"
+        )
     return (
         f"chosen on {k - 1} of {k} folds of grouped rows{grouped}, measured on the {_ordinal(k)}; "
-        f"confirmed at FDR {percent(crossfit['fdr'])}"
+        f"confirmed when the median fold confirms at FDR {percent(crossfit['fdr'])}"
     )
 
 

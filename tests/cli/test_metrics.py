@@ -257,7 +257,7 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
     out = capsys.readouterr().out
     assert (
         "findings (failure modes, slices, concepts) chosen on 4 of 5 folds of grouped rows (identical prompts, "
-        "1,834 groups), measured on the 5th; confirmed at FDR 10%" in out
+        "1,834 groups), measured on the 5th; confirmed when the median fold confirms at FDR 10%" in out
     )
     lines = out.splitlines()
     first = next(i for i, line in enumerate(lines) if "Rows with “draw”" in line)

@@ -117,7 +117,7 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         page.locator("#themes").screenshot(path=str(ARTIFACTS / "explorer-themes.png"))
         # First, the failure modes beyond the metadata, in words: the "diagram" rows, confirmed held out, with
         # their held-out residual and q-value; the other candidates apart, collapsed.
-        expect(page.locator("#beyond-judged")).to_contain_text("chosen on 4 of 5 folds of grouped rows")
+        expect(page.locator("#beyond-judged")).to_contain_text("chosen on one half of the rows")
         modes = page.locator("#modes-table tbody tr")
         expect(modes.first).to_be_visible()
         first_mode = modes.first.locator("td").nth(1)

@@ -107,7 +107,10 @@ function judgedText(cf) {
   if (!cf) return "";
   const g = cf.groups || {};
   const grouped = g.rule && g.n_groups !== undefined ? ` (${g.rule}, ${g.n_groups.toLocaleString()} groups)` : "";
-  return `chosen on ${cf.folds - 1} of ${cf.folds} folds of grouped rows${grouped}, measured on the ${ordinal(cf.folds)}; confirmed at FDR ${+(cf.fdr * 100).toPrecision(3)}%`;
+  const fdr = `${+(cf.fdr * 100).toPrecision(3)}%`;
+  if (cf.skipped) return cf.skipped;
+  if (cf.folds === 2) return `chosen on one half of the rows${grouped} and measured on the other, both ways; confirmed when both halves confirm at FDR ${fdr}`;
+  return `chosen on ${cf.folds - 1} of ${cf.folds} folds of grouped rows${grouped}, measured on the ${ordinal(cf.folds)}; confirmed when the median fold confirms at FDR ${fdr}`;
 }
 
 // Under a held-out figure: its q-value and what it was measured on.
