@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.activations.recorded import RecordedReader, reader_of_run
+from cg_ray.artifacts.contract import RunManifest, read_mapping
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import RowsFile, open_rows
 from cg_ray.errors import InputError
@@ -124,7 +125,23 @@ def _settings(recorded: RecordedReader) -> ReadSettings | str:
         return f"the run was read by a stand-in reader ({recorded.factory})"
     if recorded.config is None:
         return recorded.config_missing or f"{recorded.source} has no reader settings"
-    return ReadSettings(dict(recorded.config), recorded.text or "prompt", recorded.chat_template, str(recorded.source))
+    config = dict(recorded.config)
+    if recorded.kind == "run" and config.get("dtype", "auto") == "auto" and recorded.source is not None:
+        config["dtype"] = resolved_dtype(recorded.source) or "auto"
+    return ReadSettings(config, recorded.text or "prompt", recorded.chat_template, str(recorded.source))
+
+
+def resolved_dtype(manifest: Path) -> str | None:
+    """The dtype `auto` became in a run's reader actors (manifest.json), when they all agree on one a reader
+    config can name. A re-read elsewhere would resolve `auto` anew: a run read in bfloat16 on a GPU, re-read
+    on a CPU without native bf16 in float32, differs from its stored s̃ by ~1% per pair (and more at TopK cuts)."""
+    try:
+        actors = (read_mapping(manifest, RunManifest).get("reader") or {}).get("actors") or []
+    except (OSError, ValueError, InputError):
+        return None
+    dtypes = {a.get("dtype") for a in actors if isinstance(a, dict)}
+    dtype = dtypes.pop() if len(dtypes) == 1 else None
+    return dtype if dtype in ("float32", "bfloat16") else None
 
 
 def row_text(record: dict[str, Any], settings: ReadSettings, tokenizer: Any) -> tuple[str, bool] | None:
