@@ -15,9 +15,10 @@ $(VENV)/.setup-done: pyproject.toml scripts/setup.sh
 
 setup: $(VENV)/.setup-done  ## create .venv and install the verified CPU stack
 
-demo: setup  ## the main job on the embedded default: probes -> vLLM (CPU) -> score -> SAE reader -> metrics -> descriptions -> report
+demo: setup  ## the main job on the embedded default: probes -> vLLM (CPU) -> score -> SAE reader -> metrics -> descriptions -> validate (null check) -> report
 	$(CG_RAY) run jobs/default.yaml --resume --overwrite
 	$(CG_RAY) robustness --rows runs/default/rows.parquet --out runs/default/robustness --overwrite --min-rows 5
+	$(CG_RAY) validate --rows runs/default/rows.parquet --out runs/default --overwrite --bootstrap 200 --random 40
 	$(CG_RAY) report runs/default
 
 example: setup  ## metrics only, on a seeded synthetic suite with planted easy/hard concepts (seconds)

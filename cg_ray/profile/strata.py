@@ -25,6 +25,7 @@ from cg_ray.profile.metadata import MAX_VALUES, MetadataCoder
 AUTO_FIELDS = 2  # `--adjust-for auto`: metadata fields taken from the best slices, besides `benchmark`
 MIN_CELL_ROWS = 5  # a cell with fewer scored rows borrows its parent's mean (drop its last field)
 MISSING = "(missing)"
+GROUP_FIELD = "group"  # metadata field naming the rows that belong together (profile.folds)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -104,9 +105,14 @@ def read_frame(rows: RowsFile, model: str | None = None, max_values: int = MAX_V
     codes: dict[str, Codes] = {S.BENCHMARK: np.concatenate(bench)}
     values: dict[str, list[str]] = {S.BENCHMARK: list(bench_index)}
     skipped = dict(coder.skipped())
+    if GROUP_FIELD in skipped:  # however many values: it is never sliced or adjusted for
+        skipped[GROUP_FIELD] = "the rows' groups for cross-fitting"
     for name, vals in coder.analysed().items():
         if name == S.BENCHMARK:
             skipped["metadata." + name] = "shadows the benchmark column"
+            continue
+        if name == GROUP_FIELD:  # which rows belong together (profile.folds), not a property of a row
+            skipped[name] = "the rows' groups for cross-fitting"
             continue
         # A field first seen in a later batch is absent (-1) in the earlier ones.
         parts = [p.get(name, np.full(s.size, -1, np.int32)) for p, s in zip(meta_parts, scores, strict=True)]

@@ -8,13 +8,17 @@ The 20-seed checks run the whole judgement (`nullcheck.judge_rows`) on seeded su
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.config import MetricsConfig
+from cg_ray.profile.beyond import ResidualPass
 from cg_ray.profile.heldout import FoldTest, HeldOutFold, combine
 from cg_ray.profile.nullcheck import confirmed_counts, judge_rows, null_check, permuted_within
 from cg_ray.profile.strata import read_frame
@@ -101,8 +105,6 @@ def test_rows_of_one_question_never_straddle_folds(tmp_path: Path) -> None:
     path = tmp_path / "rows.parquet"
     write_suite(path, 0, n=800, answers_per_question=4)
     rows = open_rows(path)
-    from cg_ray.profile.beyond import ResidualPass
-
     plan = ResidualPass(rows, None, CFG).plan
     assert plan.rule == "identical prompts" and plan.n_groups == 200
     for g in range(plan.n_groups):
@@ -194,3 +196,16 @@ def test_the_null_check_reports_no_false_finding_on_a_realistic_suite(tmp_path: 
     assert set(check["permuted_within"]) <= {"type", "level"} and check["permuted_within"]
     # The real scores do have a failure mode beyond the metadata: the check is not blind.
     assert _judge(path)["failure_modes"] >= 1
+
+
+def test_a_group_field_is_used_for_folds_never_as_a_slice(tmp_path: Path) -> None:
+    path = tmp_path / "rows.parquet"
+    write_suite(path, 0, n=400)
+    table = pq.read_table(path)
+    meta = [
+        json.dumps({**json.loads(m), "group": f"t{i // 8 % 10}"}) for i, m in enumerate(table["metadata"].to_pylist())
+    ]
+    pq.write_table(table.set_column(table.schema.get_field_index("metadata"), "metadata", pa.array(meta)), path)
+    residuals = ResidualPass(open_rows(path), None, CFG)
+    assert residuals.plan.rule == "the metadata field 'group'" and residuals.plan.n_groups == 10
+    assert "group" not in residuals.frame.codes and "cross-fitting" in residuals.frame.skipped["group"]
