@@ -216,7 +216,9 @@ def combine(
     deciding = int(np.argsort(q, kind="stable")[at])
     q_agg = min(1.0, float(q[deciding]) / gamma)
     p_agg = min(1.0, float(np.sort(p)[at]) / gamma)
-    if deciding not in tests:  # fewer folds chose it than half: nothing measured stands for it
+    if deciding not in tests:
+        # Too few folds chose it: no held-out figure stands for it. (Its best fold's interval, uncorrected for
+        # the candidates tried, could sit below 0 beside "not confirmed" — the confusion this judgement ends.)
         return Verdict(None, None, None, p_agg, q_agg, False, len(tests), 0, 0)
     t = tests[deciding][0]
 

@@ -80,7 +80,7 @@ def test_a_finding_two_folds_of_five_chose_is_not_confirmed_however_small_its_p_
     sure = FoldTest(-0.3, -0.4, -0.2, 1e-12, 100, 100, clear=True)
     two = combine({0: (sure, 1e-11), 3: (sure, 1e-11)}, folds=5, fdr=0.1)
     assert not two.confirmed and two.q_value == 1.0 and two.folds_selected == 2
-    assert two.estimate is None and two.low is None  # nothing measured stands for it
+    assert two.estimate is None and two.low is None  # no held-out figure stands for it
     other = FoldTest(-0.1, -0.18, -0.02, 1e-3, 100, 100, clear=True)
     three = combine({0: (sure, 1e-11), 1: (other, 1e-2), 3: (sure, 1e-11)}, folds=5, fdr=0.1)
     # Twice the folds' median q, and the figures of the fold at that median.
