@@ -36,12 +36,11 @@ from cg_ray.profile.crossfit import (
     concept_candidates,
     concept_verdicts,
     fold_judgements,
-    jaccard,
     plan_folds,
     rank_key,
     slice_findings,
 )
-from cg_ray.profile.grouping import group_near_duplicates
+from cg_ray.profile.grouping import group_near_duplicates, jaccard_from_counts
 from cg_ray.profile.heldout import FoldTest, Verdict, combine, not_tested
 from cg_ray.profile.modes import TERMS_COMPARED, ModeClass, merge_by_terms, merge_contained, training_rank
 from cg_ray.profile.ranking import eligible
@@ -213,7 +212,7 @@ def fold_modes(beyond: Beyond, pool: PoolRows, book: ClassTerms, cfg: MetricsCon
     everyone = sorted({c for h in heads for c in h})
     if not everyone:
         return []
-    sim = jaccard(pool.intersections(everyone))
+    sim = jaccard_from_counts(pool.intersections(everyone))
     slot = {c: i for i, c in enumerate(everyone)}
     ranked: list[list[ModeClass]] = []
     for k, head in enumerate(heads):

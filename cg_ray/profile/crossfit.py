@@ -158,15 +158,6 @@ class PoolRows:
         return out
 
 
-def jaccard(inter: npt.NDArray[np.int64]) -> FloatArray:
-    size = np.diag(inter).astype(np.float64)
-    union = size[:, None] + size[None, :] - inter
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(union > 0, inter / union, 0.0)
-    np.fill_diagonal(out, 1.0)
-    return out
-
-
 def strength_residual_order(res: Residuals, mask: npt.NDArray[np.bool_]) -> IntArray:
     """Concepts in `mask` with a defined interval, most confidently above their cells first."""
     idx = np.flatnonzero(mask & ~np.isnan(res.low))

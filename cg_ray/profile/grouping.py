@@ -97,13 +97,19 @@ class PoolActivity:
         idx = self.slot_of[np.asarray(concepts, dtype=np.int64)]
         if (idx < 0).any():
             raise ValueError("jaccard of concepts outside the pool")
-        inter = self.inter[np.ix_(idx, idx)].astype(np.float64)
-        size = np.diag(inter).copy()
-        union = size[:, None] + size[None, :] - inter
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = np.where(union > 0, inter / union, 0.0)
-        np.fill_diagonal(out, 1.0)
-        return out
+        return jaccard_from_counts(self.inter[np.ix_(idx, idx)])
+
+
+def jaccard_from_counts(inter: npt.NDArray[np.integer]) -> npt.NDArray[np.float64]:
+    """Pairwise Jaccard of active-row sets from their intersection counts (diagonal: each one's rows); 1 on the
+    diagonal, 0 between two empty sets."""
+    counts = inter.astype(np.float64)
+    size = np.diag(counts).copy()
+    union = size[:, None] + size[None, :] - counts
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: npt.NDArray[np.float64] = np.where(union > 0, counts / union, 0.0)
+    np.fill_diagonal(out, 1.0)
+    return out
 
 
 def pool_activity_from_rows(rows: RowsFile, pool: Sequence[int], model: str | None = None) -> PoolActivity:
