@@ -186,7 +186,7 @@ def _print_judged(
     if len(confirmed) > 5:
         print(f"  … {len(confirmed) - 5} more confirmed: see {file}")
     if candidates:
-        fdr = f" (q > {crossfit['fdr']:g})" if crossfit else ""
+        fdr = f" (q > {crossfit['fdr']:g}, or an interval reaching no difference)" if crossfit else ""
         n = len(candidates)
         print(f"  {n:,} candidate{'s' if n != 1 else ''} not confirmed{fdr}: see {file}")
         for e in candidates[:3]:

@@ -245,8 +245,10 @@ def slice_findings(frame: RowFrame, plan: FoldPlan, cfg: MetricsConfig) -> list[
     counts: SliceCounts = slice_counts(frame, plan.fold, plan.folds, cfg.slice_order)
     masks: dict[tuple[tuple[str, int], ...], npt.NDArray[np.bool_]] = {}
     tests: Tests = {}
+    # The rows a slice needs, scaled to the training part: a 40-row benchmark must not drop out of a half.
+    min_rows = max(1, int(np.ceil(cfg.slice_min_rows * (plan.folds - 1) / plan.folds)))
     for k in range(plan.folds):
-        chosen = training_slices(frame, counts, k, cfg.top_k, cfg.slice_min_rows, masks=masks)
+        chosen = training_slices(frame, counts, k, cfg.top_k, min_rows, masks=masks)
         for rank, s in enumerate(chosen, start=1):
             t = plan.whole[k].contrast(np.flatnonzero(masks[s.conditions]), confidence=plan.fold_confidence)
             shift = t.baseline  # back on the score scale: the held-out mean and its interval

@@ -207,7 +207,7 @@ def verdict_tables(
     else:
         out = f"<p class='none'><b>{_esc(nothing)}</b></p>"
     if candidates:
-        fdr = f" (q &gt; {(crossfit or {})['fdr']:g})" if crossfit else ""
+        fdr = f" (q &gt; {(crossfit or {})['fdr']:g}, or an interval reaching no difference)" if crossfit else ""
         shown = f", the first {top} shown" if len(candidates) > top else ""
         out += (
             f"<details class='candidates'><summary><h3>{_esc(CANDIDATES_HEADING)}</h3> "

@@ -263,12 +263,18 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
     first = next(i for i, line in enumerate(lines) if "Rows with “draw”" in line)
     assert "residual -0.210 [-0.300, -0.120]" in lines[first] and "500 rows" in lines[first]
     assert "q=0.003" in lines[first] and "candidate" not in lines[first]
-    assert lines[first + 1] == "  4 candidates not confirmed (q > 0.1): see failure_modes.parquet"
+    assert (
+        lines[first + 1]
+        == "  4 candidates not confirmed (q > 0.1, or an interval reaching no difference): see failure_modes.parquet"
+    )
     listed = [line for line in lines if line.lstrip().startswith("candidate") and "Rows with" in line]
     assert len(listed) == 3 and "Rows with “pawn”" in listed[0] and "bishop" not in out  # at most 3, marked
     geometry = next(i for i, line in enumerate(lines) if line.endswith("task=geometry"))
     assert "0.300 [0.250, 0.360] vs 0.600" in lines[geometry] and "q=0.004" in lines[geometry]
-    assert lines[geometry + 1] == "  1 candidate not confirmed (q > 0.1): see slices.parquet"
+    assert (
+        lines[geometry + 1]
+        == "  1 candidate not confirmed (q > 0.1, or an interval reaching no difference): see slices.parquet"
+    )
     assert "candidate" in lines[geometry + 2] and lines[geometry + 2].endswith("task=algebra")
 
 

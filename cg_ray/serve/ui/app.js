@@ -141,7 +141,7 @@ function fillJudged(id, p, row, cols, nothing) {
     || (judged ? `<tr class="none"><td colspan="${cols}"><b>${esc(nothing)}</b></td></tr>` : "");
   $(`${id}-candidates`).hidden = !candidates.length;
   const more = p.total - (p.n_confirmed || 0) - candidates.length;
-  const fdr = p.crossfit ? ` (q > ${p.crossfit.fdr})` : "";
+  const fdr = p.crossfit ? ` (q > ${p.crossfit.fdr}, or an interval reaching no difference)` : "";
   $(`${id}-candidates-count`).textContent = `${(p.total - (p.n_confirmed || 0)).toLocaleString()}${fdr}${more > 0 ? `, the first ${candidates.length} shown` : ""}`;
   document.querySelector(`#${id}-candidates-table tbody`).innerHTML = candidates.map(row).join("");
 }
