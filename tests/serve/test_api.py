@@ -386,7 +386,8 @@ def test_upload_metadata_reaches_slices_and_residual_gaps(client, key) -> None:
     sl = client.get(f"/v1/analyses/{a['id']}/weaknesses", headers=key, params={"kind": "slices"}).json()
     hard = sl["items"][0]
     assert hard["conditions"] == {"kind": "hard"} and hard["n_rows"] == 40 and hard["mean_in_sample"] == 0
-    assert hard["confirmed"] and hard["q_value"] <= 0.1 and hard["n_heldout"] == 40  # every hard row, held out once
+    # measured on the deciding half's hard rows (each hard row is held out once, in one of the two halves)
+    assert hard["confirmed"] and hard["q_value"] <= 0.1 and 0 < hard["n_heldout"] < 40
     modes = client.get(f"/v1/analyses/{a['id']}/weaknesses", headers=key, params={"kind": "failure_modes"}).json()
     assert modes["adjusted_for"] == ["kind"]
     # A nested metadata value is refused with the line and field named.
