@@ -64,7 +64,7 @@ class Beyond:
     acc: ResidualAccumulator
     candidates: ConceptCandidates
     slice_findings: list[SliceFinding] = field(default_factory=list)
-    concept_verdicts: dict[tuple[int, str], Verdict] = field(default_factory=dict)
+    concept_verdicts: dict[object, Verdict] = field(default_factory=dict)  # (concept, "less" | "greater") →
     modes: pa.Table | None = None
     terms: dict[int, Terms] = field(default_factory=dict)  # profile concept → its rows' distinctive terms
     n_mode_candidates: int = 0
@@ -182,7 +182,7 @@ def describe_classes(
     for _, batch in _positions(rows, model, beyond.frame):
         pool.add(batch.offsets, batch.concept_ids, batch.concept_acts)
     pool.finish()
-    beyond.concept_verdicts = concept_verdicts(beyond.candidates, pool, beyond.frame, beyond.plan)
+    beyond.concept_verdicts = concept_verdicts(beyond.candidates, pool, beyond.plan)
     book = ClassTerms(rows, beyond.frame, beyond.adjusted_for, seed)
     heads = [[int(c) for c in below] for below in beyond.candidates.below]
     found = fold_modes(beyond.plan, beyond.frame, beyond.expected, heads, pool, book, cfg)
@@ -284,7 +284,7 @@ def slices_file(beyond: Beyond) -> pa.Table:
             "low": _f(f.verdict.low),
             "high": _f(f.verdict.high),
             "mean_in_sample": f.slice.mean_score,
-            "suite_mean": f.suite_mean,
+            "suite_mean": f.verdict.baseline,
             **verdict_columns(f.verdict),
             "example_row_ids": example_rows(fr, f.slice.mask(fr)),
         }

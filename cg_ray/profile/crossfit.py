@@ -29,6 +29,7 @@ from cg_ray.profile.slices import (
     Slice,
     SliceCounts,
     mean_intervals,
+    near_duplicate,
     slice_counts,
     training_slices,
     weakest_slices,
@@ -171,7 +172,6 @@ class ConceptCandidates:
 
     below: list[IntArray]
     above: list[IntArray]
-    residuals: list[Residuals]
 
     def pool(self) -> set[int]:
         return {int(c) for part in (*self.below, *self.above) for c in part}
@@ -181,14 +181,13 @@ def concept_candidates(
     acc: ResidualAccumulator, result: CGResult, top_k: int, skipped: bool = False
 ) -> ConceptCandidates:
     ok = eligible(result) & (not skipped)
-    below, above, residuals = [], [], []
+    below, above = [], []
     for k in range(acc.folds):
         res = acc.finish(leave_out=k)
         r = np.nan_to_num(res.residual)
         below.append(residual_order(res, ok & (r < 0))[: POOL_FACTOR * top_k])
         above.append(strength_residual_order(res, ok & (r > 0))[:top_k])
-        residuals.append(res)
-    return ConceptCandidates(below, above, residuals)
+    return ConceptCandidates(below, above)
 
 
 Tests = dict[object, dict[int, tuple[FoldTest, int]]]  # finding → fold → (its held-out test, its training rank)
@@ -213,9 +212,7 @@ def judge(tests: Tests, plan: FoldPlan, bounds: tuple[float, float]) -> dict[obj
     return {key: combine(per, plan.folds, plan.fdr, bounds) for key, per in qs.items()}
 
 
-def concept_verdicts(
-    cands: ConceptCandidates, pool: PoolRows, frame: RowFrame, plan: FoldPlan
-) -> dict[tuple[int, str], Verdict]:
+def concept_verdicts(cands: ConceptCandidates, pool: PoolRows, plan: FoldPlan) -> dict[object, Verdict]:
     """(concept, "less" | "greater") → its verdict: is its s̃-weighted held-out residual below (above) 0?"""
     tests: Tests = {}
     for k in range(plan.folds):
@@ -224,14 +221,13 @@ def concept_verdicts(
                 rows, acts = pool.concept(int(c))
                 t = plan.by_cell[k].contrast(rows, acts, direction, plan.fold_confidence)  # type: ignore[arg-type]
                 tests.setdefault((int(c), direction), {})[k] = (t, rank)
-    return {key: v for key, v in judge(tests, plan, (-1.0, 1.0)).items()}  # type: ignore[misc]
+    return judge(tests, plan, (-1.0, 1.0))
 
 
 @dataclass(frozen=True)
 class SliceFinding:
     slice: Slice  # in-sample figures (every scored row)
-    verdict: Verdict  # held out, on the score scale
-    suite_mean: float | None
+    verdict: Verdict  # held out, on the score scale; its baseline is the mean it was compared with
 
 
 def slice_findings(frame: RowFrame, plan: FoldPlan, cfg: MetricsConfig) -> list[SliceFinding]:
@@ -241,7 +237,7 @@ def slice_findings(frame: RowFrame, plan: FoldPlan, cfg: MetricsConfig) -> list[
         return []
     if plan.skipped:  # too few groups to judge anything: the in-sample weakest slices, unjudged
         weakest = weakest_slices(frame, cfg.top_k, cfg.slice_order, cfg.slice_min_rows)
-        return [SliceFinding(s, not_tested(), None) for s in weakest]
+        return [SliceFinding(s, not_tested()) for s in weakest]
     counts: SliceCounts = slice_counts(frame, plan.fold, plan.folds, cfg.slice_order)
     masks: dict[tuple[tuple[str, int], ...], npt.NDArray[np.bool_]] = {}
     tests: Tests = {}
@@ -258,30 +254,25 @@ def slice_findings(frame: RowFrame, plan: FoldPlan, cfg: MetricsConfig) -> list[
             )
     verdicts = judge(tests, plan, (0.0, 1.0))
     everything = {s.conditions: s for s in _in_sample(frame, counts, list(verdicts))}
-    order = sorted(verdicts, key=lambda key: _rank_key(verdicts[key]))
+    order = sorted(verdicts, key=lambda key: rank_key(verdicts[key]))
     kept: list[SliceFinding] = []
     kept_masks: list[npt.NDArray[np.bool_]] = []
     for key in order:
         m = masks[key]  # type: ignore[index]
-        size = int(m.sum())
-        if any((i := int(np.count_nonzero(m & o))) / max(size + int(o.sum()) - i, 1) >= 0.8 for o in kept_masks):
+        if near_duplicate(m, kept_masks):
             continue
-        kept.append(SliceFinding(everything[key], verdicts[key], verdicts[key].baseline))  # type: ignore[index]
+        kept.append(SliceFinding(everything[key], verdicts[key]))  # type: ignore[index]
         kept_masks.append(m)
         if len(kept) == cfg.top_k:
             break
     return kept
 
 
-def _rank_key(v: Verdict) -> tuple[int, float, float]:
+def rank_key(v: Verdict) -> tuple[int, float, float]:
     """Confirmed first, by the held-out upper end; then the candidates by q-value."""
     if v.confirmed:
         return (0, v.high if v.high is not None else 1.0, v.q_value)
     return (1, v.q_value, v.high if v.high is not None else 1.0)
-
-
-def rank_key(v: Verdict) -> tuple[int, float, float]:
-    return _rank_key(v)
 
 
 def _in_sample(frame: RowFrame, counts: SliceCounts, keys: list[object]) -> list[Slice]:

@@ -40,7 +40,8 @@ def fold_modes(
 ) -> list[tuple[ModeClass, Verdict]]:
     """Each fold builds its failure modes from its own training part — group its concepts, rank the groups,
     merge those with the same rows or words — and tests the first top_k on its held-out rows; modes of
-    different folds sharing a concept are one finding, judged over the folds (`heldout.combine`)."""
+    different folds sharing a concept and most of their rows are one finding (`_identities`), judged over the
+    folds (`heldout.combine`)."""
     everyone = sorted({c for h in heads for c in h})
     if not everyone:
         return []

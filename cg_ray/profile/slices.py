@@ -107,19 +107,24 @@ def weakest_slices(
     masks: list[npt.NDArray[np.bool_]] = []
     for s in candidate_slices(frame, max_order, min_rows, confidence)[: CANDIDATE_FACTOR * top_k]:
         m = s.mask(frame)
-        size = int(m.sum())
-        duplicate = False
-        for other in masks:
-            inter = int(np.count_nonzero(m & other))
-            if inter / (size + int(other.sum()) - inter) >= duplicate_jaccard:
-                duplicate = True
-                break
-        if not duplicate:
+        if not near_duplicate(m, masks, duplicate_jaccard):
             kept.append(s)
             masks.append(m)
             if len(kept) == top_k:
                 break
     return kept
+
+
+def near_duplicate(
+    mask: npt.NDArray[np.bool_], kept: list[npt.NDArray[np.bool_]], threshold: float = DUPLICATE_JACCARD
+) -> bool:
+    """Whether the rows of `mask` are ≥ `threshold` Jaccard-identical to those of a better slice kept."""
+    size = int(mask.sum())
+    for other in kept:
+        inter = int(np.count_nonzero(mask & other))
+        if inter / max(size + int(other.sum()) - inter, 1) >= threshold:
+            return True
+    return False
 
 
 def example_rows(frame: RowFrame, mask: npt.NDArray[np.bool_], k: int = EXAMPLES) -> list[str]:
@@ -226,11 +231,7 @@ def training_slices(
         if cond not in masks:
             masks[cond] = cand.mask(frame)
         m = masks[cond]
-        size = int(m.sum())
-        if any(
-            (inter := int(np.count_nonzero(m & other))) / max(size + int(other.sum()) - inter, 1) >= duplicate_jaccard
-            for other in kept_masks
-        ):
+        if near_duplicate(m, kept_masks, duplicate_jaccard):
             continue
         kept.append(cand)
         kept_masks.append(m)
