@@ -10,6 +10,16 @@ from cg_ray.cli.options import add_command, ensure_output_free
 from cg_ray.errors import ConfigError
 
 
+def _seeds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--null-seeds must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--null-seeds must be 0 (off) or more, got {value}")
+    return value
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -131,7 +141,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--random", type=int, default=200, help="random concept profiles drawn as baseline (200)")
     p.add_argument(
         "--null-seeds",
-        type=int,
+        type=_seeds,
         default=3,
         help="null check: rerun the findings on scores permuted within the adjusted cells this many times (3; 0: off)",
     )

@@ -209,3 +209,17 @@ def test_a_group_field_is_used_for_folds_never_as_a_slice(tmp_path: Path) -> Non
     residuals = ResidualPass(open_rows(path), None, CFG)
     assert residuals.plan.rule == "the metadata field 'group'" and residuals.plan.n_groups == 10
     assert "group" not in residuals.frame.codes and "cross-fitting" in residuals.frame.skipped["group"]
+
+
+@pytest.mark.parametrize("value", ["-1", "two"])
+def test_validate_refuses_a_bad_null_seed_count_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    from cg_ray.cli import main
+
+    path = tmp_path / "rows.parquet"
+    write_suite(path, 0, n=200)
+    with pytest.raises(SystemExit):
+        main(["validate", "--rows", str(path), "--out", str(tmp_path / "val"), "--null-seeds", value])
+    assert "--null-seeds" in capsys.readouterr().err
+    assert not (tmp_path / "val").exists()
