@@ -105,20 +105,28 @@ def init_ray(config: RunConfig) -> None:
 
 
 def _pending_dataset(staged: StagedInput, pending: list[int]) -> Any:
-    """The pending shards' staged files, read by tasks pinned to the driver's node (whose disk holds them;
-    what `local://` paths do, without their deprecation). 0 CPUs: they fit a head kept free of tasks."""
+    """The pending shards' staged files, read by tasks pinned to the driver's node (whose disk holds them).
+    Not `read_parquet`: since Ray 2.60 it lists files with footer-reader actors placed SPREAD over the
+    cluster, which ignore the node selector, cannot see the driver's disk on another node, and died with
+    their node when an autoscaler retired it. 0 CPUs: they fit a head kept free of tasks."""
     import ray
     import ray.data
 
     blocks = max(1, min(len(pending), 64))
-    ds = ray.data.read_parquet(
-        [str(staged.path(s).resolve()) for s in pending],
+    paths = ray.data.from_items([{"path": str(staged.path(s).resolve())} for s in pending], override_num_blocks=blocks)
+    shards = paths.map_batches(
+        _read_staged_shards,
+        batch_size=1,
+        batch_format="pyarrow",
         num_cpus=0,
         label_selector={"ray.io/node-id": ray.get_runtime_context().get_node_id()},
-        override_num_blocks=blocks,
     )
-    # Ray Data reads small files into one block; shard-sized blocks let finished shards stream back early.
-    return ds.repartition(blocks)
+    # Shard-sized blocks let finished shards stream back early.
+    return shards.repartition(blocks)
+
+
+def _read_staged_shards(batch: pa.Table) -> pa.Table:
+    return pa.concat_tables([pq.read_table(path) for path in batch["path"].to_pylist()])
 
 
 def _locator(staged: StagedInput, plan: ShardPlan) -> Any:
