@@ -84,11 +84,6 @@ def _benchmark_files(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
-def load_benchmark_prompts(paths: Sequence[Path]) -> dict[str, Turns]:
-    """id → prompt turns, from benchmark JSONL files (`id, benchmark, prompt, ...`) or directories of them."""
-    return {rid: prompt for rid, (prompt, _meta) in load_benchmark_records(paths).items()}
-
-
 def load_benchmark_records(paths: Sequence[Path]) -> dict[str, tuple[Turns, dict[str, Any] | None]]:
     """id → (prompt turns, metadata object or None), from benchmark JSONL files or directories of them."""
     records: dict[str, tuple[Turns, dict[str, Any] | None]] = {}
