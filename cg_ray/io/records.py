@@ -207,18 +207,22 @@ def _csv(where: str, text: str, max_field_chars: int | None) -> Iterator[Record]
         csv.field_size_limit(limit + 1)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
+        _ = reader.fieldnames  # the header is read here, so the first record starts on the next line
+        end = reader.line_num
         for index, record in enumerate(reader):
+            # A record's quoted cells may span lines (an exported list, a long answer): name where it starts.
+            line, end = end + 1, reader.line_num
             if None in record:  # more cells than header columns
-                raise InputError("more cells than the header", path=where, line=reader.line_num)
+                raise InputError("more cells than the header", path=where, line=line)
             for column, cell in record.items():
                 if cell is not None and len(cell) > limit:
                     raise LimitExceeded(
                         f"cell is {len(cell):,} characters, over the {limit:,} limit",
                         path=where,
-                        line=reader.line_num,
+                        line=line,
                         field=column,
                     )
-            yield Record(index, reader.line_num, dict(record))
+            yield Record(index, line, dict(record))
     except csv.Error as exc:
         raise InputError(f"malformed CSV: {exc}", path=where, line=reader.line_num) from None
 

@@ -2,15 +2,18 @@
 
 Nothing is stored unless the whole upload is valid. Files are read by the one record reader
 (`cg_ray.io.records`) and mapped with the one `FieldMapping` (`cg_ray.benchmarks.sources`). Errors
-carry their kind (the API edge turns it into an HTTP status), the line (1-based, as editors count; a
-Parquet row's 1-based position) and the field. Parquet is read with pyarrow (no pickle anywhere); paths
-are never taken from the client.
+carry their kind (the API edge turns it into an HTTP status), the file, the line (1-based, as editors count;
+a Parquet row's 1-based position, named "row") and the field. Parquet is read with pyarrow (no pickle
+anywhere); paths are never taken from the client.
+
+The product's own row files upload as they are: rows.parquet (a run's, the extract output's, the service's
+download) and JSONL / CSV exports of it carry `row_id` and the metadata object as JSON text; nested metadata
+values are stored as JSON and skipped by slices and adjustment with a note, as the CLI's metrics do.
 """
 
 from __future__ import annotations
 
-import json
-import math
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +25,17 @@ from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.errors import InputError, LimitExceeded
 from cg_ray.io.records import FORMAT_BY_SUFFIX, ReadLimits, iter_json_lines, iter_records
 from cg_ray.serve.settings import Limits
+from cg_ray.serve.upload_values import (
+    INVALID,
+    MALFORMED,
+    TOO_LARGE,
+    UNSUPPORTED,
+    UploadError,
+    metadata_value,
+    score_value,
+    short,
+    text_value,
+)
 
 CHARS_PER_TOKEN_BOUND = 8  # no tokenizer at upload time: reject text that cannot fit max_tokens_per_row
 
@@ -33,11 +47,11 @@ UPLOAD_SCHEMA = pa.schema(
         pa.field("response", pa.string()),
         pa.field("reference", pa.string()),
         pa.field("score", pa.float64()),
-        # The row's metadata as a JSON object string (flat values), for slices and residual gaps; null: none.
+        # The row's metadata as a JSON object string, for slices and residual gaps (nested values are kept
+        # but not analysed); null: none.
         pa.field("metadata", pa.string()),
     ]
 )
-MAX_METADATA_FIELDS = 32
 
 # The benchmark files' suffixes; an upload named .json is read as JSONL too (browsers label .jsonl so).
 FORMATS = {**FORMAT_BY_SUFFIX, ".json": "jsonl"}
@@ -54,26 +68,10 @@ CONTENT_TYPES = {
 }
 
 
-# What went wrong with an upload; the API edge (cg_ray.serve.errors) decides the HTTP status of each.
-MALFORMED = "malformed"  # not readable as the format it claims
-TOO_LARGE = "too_large"  # over a size limit
-UNSUPPORTED = "unsupported"  # a file type or content type we do not read
-INVALID = "invalid"  # readable, but a value is wrong
-
-
-class UploadError(InputError):
-    """A bad upload, located by 1-based line (as an editor shows it) and field."""
-
-    def __init__(self, kind: str, message: str, *, line: int | None = None, field: str | None = None) -> None:
-        self.kind, self.line, self.field = kind, line, field
-        self.path, self.row, self.reason = None, None, message
-        where = ", ".join(p for p in (f"line {line}" if line else "", f"field {field!r}" if field else "") if p)
-        Exception.__init__(self, f"{where}: {message}" if where else message)
-
-
 # An upload's fields unless the client's mapping names others: besides the mapping's own defaults, an upload
 # looks for a per-row benchmark, a response and a score. The parts below are for benchmark sources only.
 UPLOAD_DEFAULTS: dict[str, str] = {"benchmark": "benchmark", "response": "response", "score": "score"}
+ID_FALLBACK = "row_id"  # how the product's own rows (rows.parquet, extract, arena rows) name the id
 SOURCE_ONLY = ("reference_index_base", "choices", "model")
 
 
@@ -98,6 +96,7 @@ class ParsedUpload:
     detected_fields: list[str]
     has_scores: bool
     mapping: FieldMapping  # as applied: the client's, completed with UPLOAD_DEFAULTS
+    notes: list[str] = dataclasses.field(default_factory=list)  # what was kept but will not be analysed, and why
 
 
 def upload_format(filename: str, content_type: str | None) -> str:
@@ -122,7 +121,13 @@ def check_line_lengths(data: bytes, limits: Limits) -> None:
 def mapped_columns(mapping: FieldMapping) -> frozenset[str]:
     """The top-level fields a mapping reads (`doc.question` reads `doc`): the only Parquet columns decoded."""
     names = [*_prompt_fields(mapping), mapping.id, mapping.benchmark, mapping.response, mapping.reference]
+    names += [*_id_fallback(mapping), *(mapping.metadata if mapping.metadata is not None else ["metadata"])]
     return frozenset(n.split(".", 1)[0] for n in (*names, mapping.score) if n)
+
+
+def _id_fallback(mapping: FieldMapping) -> list[str]:
+    """`row_id` where a row has no `id`, unless the client named the id field."""
+    return [] if "id" in mapping.model_fields_set else [ID_FALLBACK]
 
 
 def _records(data: bytes, filename: str, fmt: str, limits: Limits, mapping: FieldMapping) -> Iterator[tuple[int, Any]]:
@@ -152,57 +157,22 @@ def _records(data: bytes, filename: str, fmt: str, limits: Limits, mapping: Fiel
         raise UploadError(kind, exc.reason, line=exc.line, field=exc.field) from None
 
 
-def _text(value: Any, line: int, field: str, max_chars: int | None = None) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise UploadError(INVALID, f"expected text, got {type(value).__name__}", line=line, field=field)
-    try:
-        text = value if isinstance(value, str) else str(value)
-    except ValueError:  # an integer of thousands of digits
-        raise UploadError(INVALID, "number too long to use as text", line=line, field=field) from None
-    if max_chars is not None and len(text) > max_chars:
-        raise UploadError(TOO_LARGE, f"{len(text):,} characters, over the {max_chars:,} limit", line=line, field=field)
-    return text
-
-
-def _score(value: Any, line: int, field: str) -> float | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool):  # JSON true / false: as the CSV path refuses "True"
-        raise UploadError(INVALID, f"score {value!r} is a boolean, not a number", line=line, field=field)
-    try:
-        score = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise UploadError(INVALID, f"score {_short(value)} is not a number in [0, 1]", line=line, field=field) from None
-    if math.isnan(score) or not 0.0 <= score <= 1.0:
-        raise UploadError(INVALID, f"score {_short(value)} is outside [0, 1]", line=line, field=field)
-    return score
-
-
-def _short(value: Any) -> str:
-    """A value for a message, cut to 40 characters (a client's 10,000-digit number is not echoed back)."""
-    try:
-        text = repr(value)
-    except ValueError:
-        return "(a number too long to show)"
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def normalize(
     records: Iterable[tuple[int, Any]],
     mapping: FieldMapping,
     default_benchmark: str,
     limits: Limits,
     explicit: Mapping[str, list[str]] | None = None,
+    unit: str = "line",
 ) -> ParsedUpload:
     """Rows of the upload table; `mapping` as applied (see `upload_mapping`). A mapped field that is
     absent counts as null; a list of prompt fields is joined by blank lines. `explicit`: the fields the
-    client named (`explicit_fields`), each of which some row must have."""
+    client named (`explicit_fields`), each of which some row must have. `unit`: what notes call a line."""
     cols: dict[str, list[Any]] = {name: [] for name in UPLOAD_SCHEMA.names}
     seen_ids: dict[tuple[str, str], int] = {}
     detected: set[str] = set()
     benchmarks: set[str] = set()
+    nested: dict[str, int] = {}  # metadata field with a nested value → its first line
     check_name(default_benchmark, limits, "benchmark")
     for line, record in records:
         if not isinstance(record, Mapping):
@@ -210,14 +180,16 @@ def normalize(
         if len(cols["row_id"]) >= limits.max_rows:
             raise UploadError(TOO_LARGE, f"more than {limits.max_rows:,} rows", line=line)
         detected.update(record)
-        row = _row(record, line, mapping, default_benchmark, limits)
+        row, row_nested, id_field = _row(record, line, mapping, default_benchmark, limits)
+        for name in row_nested:
+            nested.setdefault(name, line)
         key = (row["benchmark"], row["row_id"])
         if key in seen_ids:
             raise UploadError(
                 INVALID,
-                f"duplicate id {_short(key[1])} in benchmark {_short(key[0])} (first on line {seen_ids[key]})",
+                f"duplicate id {short(key[1])} in benchmark {short(key[0])} (first on line {seen_ids[key]})",
                 line=line,
-                field=mapping.id,
+                field=id_field,
             )
         if row["benchmark"] not in benchmarks and len(benchmarks) >= limits.max_benchmarks:
             raise UploadError(
@@ -239,22 +211,32 @@ def normalize(
         detected_fields=sorted(detected),
         has_scores=any(s is not None for s in cols["score"]),
         mapping=mapping,
+        notes=[
+            f"metadata {name!r} holds nested values (first on {unit} {first}): stored as JSON, not used by "
+            "slices or adjustment"
+            for name, first in sorted(nested.items())
+        ],
     )
 
 
 def _row(
     record: Mapping[str, Any], line: int, mapping: FieldMapping, default_benchmark: str, limits: Limits
-) -> dict[str, Any]:
-    """One row of the upload table, every value checked against the limits."""
+) -> tuple[dict[str, Any], list[str], str]:
+    """One row of the upload table, every value checked against the limits; its nested metadata fields; the
+    field its id came from."""
 
     def get(part: str) -> Any:
         name = getattr(mapping, part)
         value = dotted_get(record, name) if name else None
         return None if value is MISSING else value
 
+    id_field, row_id = mapping.id or "id", get("id")
+    if row_id is None and _id_fallback(mapping) and record.get(ID_FALLBACK) is not None:
+        id_field, row_id = ID_FALLBACK, record[ID_FALLBACK]
+
     max_chars = limits.max_tokens_per_row * CHARS_PER_TOKEN_BOUND
     prompt = _prompt(record, mapping, line)
-    response = _text(get("response"), line, mapping.response or "response")
+    response = text_value(get("response"), line, mapping.response or "response")
     if not (prompt or response):
         names = [n for n in (*_prompt_fields(mapping), mapping.response) if n]
         raise UploadError(
@@ -268,43 +250,22 @@ def _row(
                 line=line,
                 field=" / ".join(_prompt_fields(mapping)) if part == "prompt" else mapping.response,
             )
-    benchmark = _text(get("benchmark"), line, mapping.benchmark or "benchmark") or default_benchmark
+    benchmark = text_value(get("benchmark"), line, mapping.benchmark or "benchmark") or default_benchmark
     check_name(benchmark, limits, mapping.benchmark or "benchmark", line=line)
-    return {
-        "row_id": _text(get("id"), line, mapping.id or "id", limits.max_field_chars) or str(line),
-        "benchmark": benchmark,
-        "prompt": prompt,
-        "response": response,
-        "reference": _text(get("reference"), line, mapping.reference or "reference", limits.max_field_chars),
-        "score": _score(get("score"), line, mapping.score or "score"),
-        "metadata": _metadata(record, mapping, line, limits),
-    }
-
-
-def _metadata(record: Mapping[str, Any], mapping: FieldMapping, line: int, limits: Limits) -> str | None:
-    """The row's metadata: the fields `mapping.metadata` names, else the record's `metadata` object. Values
-    must be flat (string, number, boolean, null) and short; the result is a JSON object string."""
-    if mapping.metadata is not None:
-        values = {name: dotted_get(record, name) for name in mapping.metadata}
-        values = {k: v for k, v in values.items() if v is not MISSING}
-        field = "mapping.metadata"
-    else:
-        raw = record.get("metadata")
-        if raw is None:
-            return None
-        if not isinstance(raw, Mapping):
-            raise UploadError(INVALID, "expected an object of flat values", line=line, field="metadata")
-        values, field = dict(raw), "metadata"
-    if len(values) > MAX_METADATA_FIELDS:
-        raise UploadError(TOO_LARGE, f"more than {MAX_METADATA_FIELDS} metadata fields", line=line, field=field)
-    for name, value in values.items():
-        if not (value is None or isinstance(value, str | bool | int | float)):
-            raise UploadError(INVALID, "a metadata value must be a string, number or boolean", line=line, field=name)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise UploadError(INVALID, "a metadata number must be finite", line=line, field=name)
-        if len(str(name)) > limits.max_name_chars or len(str(value)) > limits.max_field_chars:
-            raise UploadError(TOO_LARGE, "metadata name or value too long", line=line, field=str(name)[:40])
-    return json.dumps(values, sort_keys=True, ensure_ascii=False) if values else None
+    metadata, nested = metadata_value(record, mapping, line, limits)
+    return (
+        {
+            "row_id": text_value(row_id, line, id_field, limits.max_field_chars) or str(line),
+            "benchmark": benchmark,
+            "prompt": prompt,
+            "response": response,
+            "reference": text_value(get("reference"), line, mapping.reference or "reference", limits.max_field_chars),
+            "score": score_value(get("score"), line, mapping.score or "score"),
+            "metadata": metadata,
+        },
+        nested,
+        id_field,
+    )
 
 
 def check_name(name: str, limits: Limits, field: str, *, line: int | None = None) -> None:
@@ -336,7 +297,7 @@ def _check_explicit(explicit: Mapping[str, list[str]], detected: set[str]) -> No
             if name.split(".", 1)[0] not in detected:
                 shown = ", ".join(sorted(detected)[:20]) + (", ..." if len(detected) > 20 else "")
                 raise UploadError(
-                    INVALID, f"no row has the field {_short(name)} (fields: {shown})", field=f"mapping.{part}"
+                    INVALID, f"no row has the field {short(name)} (fields: {shown})", field=f"mapping.{part}"
                 )
 
 
@@ -348,7 +309,7 @@ def _prompt(record: Mapping[str, Any], mapping: FieldMapping, line: int) -> str 
     parts = []
     for name in _prompt_fields(mapping):
         value = dotted_get(record, name)
-        parts.append(_text(None if value is MISSING else value, line, name))
+        parts.append(text_value(None if value is MISSING else value, line, name))
     if len(parts) == 1:
         return parts[0]
     return "\n\n".join(p for p in parts if p) or None
@@ -368,8 +329,12 @@ def parse_file(
     if not data.strip():
         raise UploadError(MALFORMED, "empty upload: no rows")
     fmt = upload_format(filename, content_type)
-    records = _records(data, filename, fmt, limits, applied)
-    return normalize(records, applied, default_benchmark, limits, explicit_fields(mapping))
+    try:
+        records = _records(data, filename, fmt, limits, applied)
+        unit = "row" if fmt == "parquet" else "line"
+        return normalize(records, applied, default_benchmark, limits, explicit_fields(mapping), unit)
+    except UploadError as exc:
+        raise exc.located(filename, "row" if fmt == "parquet" else "line") from None
 
 
 def parse_rows(rows: list[Any], mapping: FieldMapping | None, default_benchmark: str, limits: Limits) -> ParsedUpload:

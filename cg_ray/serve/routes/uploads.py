@@ -74,7 +74,11 @@ def store_rows(service: Service, owner: str, name: str, parsed: ParsedUpload) ->
         name=name,
         n_rows=parsed.table.num_rows,
         benchmarks=parsed.benchmarks,
-        fields={"detected": parsed.detected_fields, "mapping": mapping_record(parsed.mapping)},
+        fields={
+            "detected": parsed.detected_fields,
+            "mapping": mapping_record(parsed.mapping),
+            **({"notes": parsed.notes} if parsed.notes else {}),  # e.g. nested metadata kept but not analysed
+        },
         has_scores=parsed.has_scores,
     )
 
@@ -92,7 +96,10 @@ async def read_limited(service: Service, file: UploadFile) -> bytes:
 async def upload_file(
     service: ServiceDep,
     owner: Owner,
-    file: Annotated[UploadFile, File(description="JSONL, CSV or Parquet")],
+    file: Annotated[
+        UploadFile,
+        File(description="JSONL, CSV or Parquet; the product's own rows.parquet and its exports as they are"),
+    ],
     benchmark: Annotated[str | None, Form()] = None,
     mapping: Annotated[
         str | None,
