@@ -74,6 +74,9 @@ class MarkedReader:
     def describe(self) -> dict[str, Any]:
         return {"model": "hashing-fake (marked, slow)", "d_sae": self.d_sae}
 
+    def plan(self, total_tokens: int) -> None:
+        self.inner.plan(total_tokens)
+
 
 def live_marks(marks: Path, role: str) -> int:
     alive = 0

@@ -55,7 +55,7 @@ def pool_tokens(
         raise ValueError(f"unknown pooling {pool!r} (mean or max)")
     d_sae = sae.info.d_sae
     device = tokens.device
-    k = getattr(sae, "topk_k", None)
+    k = sae.topk_k
     # Activations are ≥ 0, so a max starts from 0 on the sparse path; the dense path keeps -inf so that
     # an SAE with negative outputs still pools right.
     fill = float("-inf") if pool == "max" and k is None else 0.0
@@ -70,7 +70,7 @@ def pool_tokens(
         which = pair_token[lo:hi] - start
         identity = hi - lo == x.shape[0]  # every token counts for one row only: no gather needed
         if k is not None:
-            values, indices = sae.encode_topk(x)  # type: ignore[attr-defined]
+            values, indices = sae.encode_topk(x)
             if not identity:
                 values, indices = values[which], indices[which]
             flat = (pair_row[lo:hi].unsqueeze(1) * d_sae + indices).flatten()

@@ -2,8 +2,7 @@
 
 Each actor loads the reader (model + SAE) once in its constructor; batches then only pay the forward
 pass. The reader is built by a factory named as "module:attr" so tests can run the real stage with a
-fast fake behind the same interface (`read(texts) -> [RowActs]`, `d_sae`, `describe()`, and optionally
-`plan(total_tokens)`).
+fast fake behind the same interface (the `Reader` Protocol of cg_ray.activations.protocol).
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import pyarrow as pa
 from cg_ray import schemas as S
 from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.activations.packing import pack_concepts
+from cg_ray.activations.protocol import Reader
 
 NODE_COLUMN = "_node"
 D_SAE_COLUMN = "_d_sae"  # carried per row so the driver learns d_sae without loading the SAE
@@ -44,12 +44,17 @@ def resolve(spec: str) -> Callable[..., Any]:
     return factory
 
 
-def reader_from_config(reader_config: ReaderConfig, factory: str = DEFAULT_READER_FACTORY) -> Any:
+def reader_from_config(reader_config: ReaderConfig, factory: str = DEFAULT_READER_FACTORY) -> Reader:
     """The reader `factory` builds from a validated config (a plain mapping is refused: the config is
-    validated once, where it is read, and travels typed)."""
+    validated once, where it is read, and travels typed). A factory whose product is not a `Reader` is
+    named here, at the seam, rather than failing later inside a batch."""
     if not isinstance(reader_config, ReaderConfig):
         raise TypeError(f"reader_config must be a ReaderConfig, not {type(reader_config).__name__}")
-    return resolve(factory)(reader_config)
+    reader = resolve(factory)(reader_config)
+    if not isinstance(reader, Reader):
+        missing = [name for name in ("d_sae", "read", "describe", "plan") if not hasattr(reader, name)]
+        raise TypeError(f"reader factory {factory!r} built a {type(reader).__name__}, not a Reader (lacks {missing})")
+    return reader
 
 
 class ReaderStage:
@@ -68,8 +73,8 @@ class ReaderStage:
 
         self.reader = reader_from_config(reader_config, factory)
         # The tokens this actor is expected to read in all (an estimate): `compile: auto` then weighs the
-        # compilation against the whole job, not against the first batch alone. Fakes may have no `plan`.
-        if planned_tokens is not None and hasattr(self.reader, "plan"):
+        # compilation against the whole job, not against the first batch alone.
+        if planned_tokens is not None:
             self.reader.plan(int(planned_tokens))
         self.text_column = text_column
         # Optional: a column of character offsets (text before it is context only: `read(count_from=)`)

@@ -1,5 +1,5 @@
-"""A fast, deterministic stand-in for the reader, behind the same interface (`read`, `d_sae`,
-`describe`, `from_config`), so unit tests of the pipeline and the service run in milliseconds.
+"""A fast, deterministic stand-in for the reader, behind the same interface (the `Reader` Protocol of
+cg_ray.activations.protocol, plus `from_config`), so unit tests of the pipeline and the service run in milliseconds.
 The real reader has its own tests; this never ships as a default anywhere.
 
 Each lower-cased word hashes to a concept; s̃ is the word's count divided by the number of words.
@@ -8,6 +8,7 @@ Each lower-cased word hashes to a concept; s̃ is the word's count divided by th
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +37,9 @@ class HashingReader:
 
     def read(
         self,
-        texts: list[str],
+        texts: Sequence[str],
         *,
-        count_from: list[int] | None = None,
+        count_from: Sequence[int] | None = None,
         pool: str = "mean",
         span_tokens: int | None = None,
         **_: Any,
@@ -63,13 +64,16 @@ class HashingReader:
     def describe(self) -> dict[str, Any]:
         return {"model": "hashing-fake", "d_sae": self.d_sae}
 
+    def plan(self, total_tokens: int) -> None:
+        del total_tokens  # nothing to compile
+
 
 class SlowHashingReader(HashingReader):
     """The hashing fake with a fixed delay per call, so a test can interrupt a run half-way."""
 
     DELAY_S = 0.5
 
-    def read(self, texts: list[str], **kwargs: Any) -> list[FakeRowActs]:
+    def read(self, texts: Sequence[str], **kwargs: Any) -> list[FakeRowActs]:
         import time
 
         time.sleep(self.DELAY_S)

@@ -82,6 +82,12 @@ class PlantedSae:
         planted = torch.relu(cos - 0.9999) * 1e4
         return torch.cat([self.base.encode(x), planted.unsqueeze(-1).to(x.dtype)], dim=-1)
 
+    # Dense only: the planted concept is outside the base SAE's TopK.
+    topk_k = None
+
+    def encode_topk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
     def to(self, device: Any, dtype: Any) -> PlantedSae:
         return self
 

@@ -17,7 +17,7 @@ from cg_ray.activations.config import ReaderConfig
 from cg_ray.benchmarks.sources import BenchmarkSource
 from cg_ray.pipeline.config import ReaderStageConfig, reader_settings
 from cg_ray.pipeline.inputs import stage_inputs
-from cg_ray.pipeline.reader_stage import ReaderStage, planned_tokens
+from cg_ray.pipeline.reader_stage import ReaderStage, planned_tokens, reader_from_config
 from cg_ray.pipeline.runner import reader_characters
 from cg_ray.testing.fakes import HashingReader
 
@@ -70,10 +70,30 @@ def test_the_stage_builds_the_reader_from_the_config_it_was_given_and_plans() ->
     assert json.loads(out["_reader_actor"][0].as_py())["node"] == "node-1"
 
 
-def test_no_plan_without_planned_tokens_and_readers_without_plan_are_fine() -> None:
+def test_no_plan_without_planned_tokens() -> None:
     ReaderStage(ReaderConfig(), "text", factory=f"{HERE}:PlanningReader.from_config")
     assert PlanningReader.planned == []
-    ReaderStage(ReaderConfig(), "text", factory="cg_ray.testing.fakes:HashingReader.from_config", planned_tokens=10)
+
+
+class NotAReader:
+    """Reads, but has no `plan` or `describe`: not the Reader Protocol."""
+
+    d_sae = 8
+
+    @classmethod
+    def from_config(cls, config: Any) -> NotAReader:
+        return cls()
+
+    def read(self, texts: Any, **_: Any) -> list[Any]:
+        return []
+
+
+def test_a_factory_that_builds_no_reader_is_named_at_the_seam() -> None:
+    factory = f"{HERE}:NotAReader.from_config"
+    with pytest.raises(TypeError, match=r"reader factory '.*NotAReader.from_config' built a NotAReader, not a Reader"):
+        ReaderStage(ReaderConfig(), "text", factory=factory, planned_tokens=10)
+    with pytest.raises(TypeError, match=r"lacks \['describe', 'plan'\]"):
+        reader_from_config(ReaderConfig(), factory)
 
 
 def test_planned_tokens_are_one_actors_share_at_four_characters_a_token() -> None:

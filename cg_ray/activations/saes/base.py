@@ -38,6 +38,15 @@ class SaeEncoder(Protocol):
 
     def encode(self, x: torch.Tensor) -> torch.Tensor: ...
 
+    @property
+    def topk_k(self) -> int | None:
+        """k for a TopK SAE, whose `encode_topk` pooling then uses (no dense (tokens, d_sae) matrix); else None."""
+        ...
+
+    def encode_topk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(values ≥ 0, feature indices), each (n, k); only called when `topk_k` is not None."""
+        ...
+
     def to(self, device: torch.device | str, dtype: torch.dtype) -> SaeEncoder: ...
 
 
