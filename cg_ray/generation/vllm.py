@@ -7,7 +7,6 @@ and tensor parallelism come from the config and ``ray.data.llm`` builds the per-
 
 from __future__ import annotations
 
-import math
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,12 @@ if TYPE_CHECKING:
     from cg_ray.generation.config import GenerationConfig
 
 _SOURCE_PROMPT = "cg_source_prompt"  # the chat-template stage overwrites `prompt`; keep the original here
+
+# The chat-template, tokenize and detokenize actors (and the pre/postprocess maps fused beside them) only
+# call the tokenizer: a small share of a CPU each leaves the cluster's CPUs to the engine, the reader and
+# Ray Data's tasks. At Ray's default of 1 CPU each they took 3 of a 2-CPU machine's CPUs and the job hung.
+LIGHT_STAGE_CPUS = 0.05
+LIGHT_STAGES = 3
 
 
 def generation_dtype(config: GenerationConfig) -> str:
@@ -46,6 +51,22 @@ def cpu_engine_env(config: GenerationConfig) -> dict[str, str]:
     return {"VLLM_CPU_OMP_THREADS_BIND": bind, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
 
 
+def engine_bundle(config: GenerationConfig) -> dict[str, float]:
+    """What one engine actor holds. CPU: `resources.num_cpus` as it is (a share of a CPU is fine: the
+    engine's threads are bound by `engine.cpu_threads_bind`, not by Ray's count). GPU: the bundles
+    ``ray.data.llm`` builds, one GPU and one CPU per tensor-parallel worker."""
+    if config.on_gpu:
+        workers = float(config.engine.tensor_parallel_size)
+        return {"CPU": workers, "GPU": workers}
+    return {"CPU": config.resources.num_cpus}
+
+
+def _light_stage(config: GenerationConfig, enabled: bool = True) -> dict[str, Any]:
+    res = config.resources
+    # One light actor per engine actor at most: they keep pace with an engine each.
+    return {"enabled": enabled, "num_cpus": LIGHT_STAGE_CPUS, "concurrency": (res.min_actors, res.max_actors)}
+
+
 def processor_config(config: GenerationConfig, model_path: str) -> Any:
     """The ``vLLMEngineProcessorConfig`` for this run (no engine is started here)."""
     from ray.data.llm import vLLMEngineProcessorConfig
@@ -53,7 +74,7 @@ def processor_config(config: GenerationConfig, model_path: str) -> Any:
     res = config.resources
     kwargs: dict[str, Any] = {}
     if not config.on_gpu:
-        kwargs["placement_group_config"] = {"bundles": [{"CPU": max(1, math.ceil(res.num_cpus))}]}
+        kwargs["placement_group_config"] = {"bundles": [engine_bundle(config)]}
     else:
         kwargs["accelerator_type"] = config.engine.accelerator_type
     if config.env:
@@ -63,9 +84,9 @@ def processor_config(config: GenerationConfig, model_path: str) -> Any:
         engine_kwargs={**config.engine.vllm_kwargs(), "dtype": generation_dtype(config)},
         batch_size=res.batch_size,
         concurrency=(res.min_actors, res.max_actors),
-        chat_template_stage=config.chat_template,
-        tokenize_stage=True,
-        detokenize_stage=True,
+        chat_template_stage=_light_stage(config, config.chat_template),
+        tokenize_stage=_light_stage(config),
+        detokenize_stage=_light_stage(config),
         **kwargs,
     )
 
@@ -105,5 +126,9 @@ class VLLMGenerator(ConfiguredGenerator):
             processor_config(self.config, model_path),
             preprocess=_preprocess(self.config, model_path),
             postprocess=_postprocess(self.config.model),
+            # The light stages' share: the preprocess map then fuses into the chat-template actor, and
+            # the postprocess map, after the detokenize actor, does not wait for a whole CPU.
+            preprocess_map_kwargs={"num_cpus": LIGHT_STAGE_CPUS},
+            postprocess_map_kwargs={"num_cpus": LIGHT_STAGE_CPUS},
         )
         return processor(ds)

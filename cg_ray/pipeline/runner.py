@@ -29,6 +29,7 @@ from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.generation.local_ray import start_local_ray
 from cg_ray.generation.vllm import cpu_engine_env, generation_dtype
 from cg_ray.hardware import hardware_info
+from cg_ray.pipeline.cluster_fit import Cluster, FitPlan, fit
 from cg_ray.pipeline.config import RunConfig
 from cg_ray.pipeline.describe_step import check_explainer, describe_published_run
 from cg_ray.pipeline.inputs import INPUT_DIR, StagedInput
@@ -102,6 +103,15 @@ def init_ray(config: RunConfig) -> None:
         ray.init(address=config.ray_address or os.environ["RAY_ADDRESS"], log_to_driver=True)
         return
     start_local_ray(config.generation)
+
+
+def fit_to_cluster(config: RunConfig) -> FitPlan:
+    """Connect (or start the private cluster) and fit the pools to it; refuses a cluster too small, before
+    anything is written."""
+    init_ray(config)
+    plan = fit(config, Cluster.of_ray())
+    log.info("cluster fit: %s", plan.as_dict())
+    return plan
 
 
 def _pending_dataset(staged: StagedInput, pending: list[int]) -> Any:
@@ -192,6 +202,7 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
     from cg_ray.scoring.apply import check_parsed, stats_from_counts
 
     out = Path(config.output_dir) / config.name
+    fitted = fit_to_cluster(config)  # a cluster too small is refused here, before anything is written
     ensure_free(out, options.overwrite)
     check_explainer(config.explain)
     timer = StageTimer()
@@ -220,7 +231,8 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
     )
 
     timer.start("generate+score+read")
-    ray_data_stats = _compute_shards(staged, plan, store, pending, config, options)
+    # The pools as they fit this cluster; the fingerprint and the manifest's config stay the config's own.
+    ray_data_stats = _compute_shards(staged, plan, store, pending, fitted.apply(config), options)
     timer.stop("generate+score+read", n_pending)
 
     d_sae = int(pq.read_table(store.path(0), columns=[D_SAE_COLUMN])[D_SAE_COLUMN][0].as_py())
@@ -245,7 +257,7 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
                 "rows_per_reader_node": dict(facts.nodes),
                 "rows_without_tokens": facts.without_tokens,
             },
-            extra=_manifest_extra(config, plan, ray_data_stats, config_source),
+            extra={**_manifest_extra(config, plan, ray_data_stats, config_source), "cluster_fit": fitted.as_dict()},
         )
         write_document(RunDir(tmp).manifest, RunManifest, manifest, default=str)
         if options.report:

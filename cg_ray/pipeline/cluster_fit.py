@@ -1,0 +1,217 @@
+"""What a run asks of its Ray cluster, fitted to the cluster it got: checked once, at start.
+
+A run holds actor pools for the whole of its streaming execution: the generation engine (and, for vLLM,
+its chat-template, tokenize and detokenize actors), then the reader pool; Ray Data's map tasks (splitting,
+scoring, composing the reader's text) need a CPU beside them. If the pools take every CPU the tasks never
+start and the job waits forever without a word. So the plan adds it all up, refuses a cluster that cannot
+host the smallest pools (naming what is missing), and clamps each pool's `max_actors` to what fits.
+Explicit per-actor values (`num_cpus`, `num_gpus`, `min_actors`) are kept; a pool is never grown past its
+configured `max_actors`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cg_ray.errors import ConfigError
+from cg_ray.generation.config import GenerationConfig, StageResources
+from cg_ray.generation.vllm import LIGHT_STAGE_CPUS, LIGHT_STAGES, engine_bundle
+from cg_ray.pipeline.config import RunConfig
+
+# Ray Data gives a map task 1 CPU unless told otherwise, and several maps of the graph (the generation
+# split, scoring) keep that default: one must fit beside the actors for the pipeline to move.
+TASK_CPUS = 1.0
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The CPUs and GPUs a job can count on: what the cluster has, or what its autoscaler may add."""
+
+    cpus: float
+    gpus: float
+    largest_node_cpus: float
+    largest_node_gpus: float
+    autoscaled: bool = False
+
+    @classmethod
+    def of_ray(cls) -> Cluster:
+        """The connected cluster's alive nodes, or its autoscaler's maximum where that is larger."""
+        import ray
+
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        cpus = sum(float(n.get("CPU", 0)) for n in nodes)
+        gpus = sum(float(n.get("GPU", 0)) for n in nodes)
+        node_cpus = max((float(n.get("CPU", 0)) for n in nodes), default=0.0)
+        node_gpus = max((float(n.get("GPU", 0)) for n in nodes), default=0.0)
+        most = _autoscaler_max()
+        if most and (most.get("CPU", 0) > cpus or most.get("GPU", 0) > gpus):
+            # Worker types of unknown size may come up: only the totals are checked then.
+            return cls(max(cpus, most.get("CPU", 0)), max(gpus, most.get("GPU", 0)), float("inf"), float("inf"), True)
+        return cls(cpus, gpus, node_cpus, node_gpus)
+
+
+def _autoscaler_max() -> dict[str, float] | None:
+    try:  # a private Ray API (what Ray Data's own shuffle sizing reads); absent or failing: no autoscaler
+        from ray._private.state import state
+
+        most = state.get_max_resources_from_cluster_config()
+    except Exception:
+        return None
+    return {k: float(v) for k, v in most.items()} if most else None
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One actor pool as the config asks for it: per-actor CPUs/GPUs (light vLLM stages apart)."""
+
+    name: str
+    key: str  # the config key of its resources, for messages
+    cpus: float
+    gpus: float
+    light_cpus: float  # the chat-template, tokenize and detokenize actors that scale with a vLLM engine
+    min_actors: int
+    max_actors: int
+    workers: int = 1  # processes an actor spreads over (a tensor-parallel vLLM engine: one per GPU)
+
+    @property
+    def cpus_per_actor(self) -> float:
+        return self.cpus + self.light_cpus
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """The pools' sizes on this cluster; `apply` gives the run config they become."""
+
+    cluster: Cluster
+    engine: Pool | None
+    reader: Pool
+    engine_actors: int  # the engine pool's max_actors on this cluster (0: no engine actors)
+    reader_actors: int
+    needs_cpus: float  # at the pools' smallest sizes, Ray Data's task included
+
+    def apply(self, config: RunConfig) -> RunConfig:
+        update: dict[str, Any] = {"reader": _with_max(config.reader, self.reader_actors)}
+        if self.engine is not None:
+            update["generation"] = _with_max(config.generation, self.engine_actors)
+            if config.judge is not None and _engine(config.judge, "judge") is not None:
+                update["judge"] = _with_max(config.judge, min(self.engine_actors, config.judge.resources.max_actors))
+        return config.model_copy(update=update)
+
+    def as_dict(self) -> dict[str, Any]:
+        """For the manifest: what the cluster had and what the run took of it."""
+        return {
+            "cluster_cpus": self.cluster.cpus,
+            "cluster_gpus": self.cluster.gpus,
+            "autoscaled": self.cluster.autoscaled,
+            "needs_cpus": round(self.needs_cpus, 3),
+            "engine_actors": self.engine_actors,
+            "engine_cpus_per_actor": self.engine.cpus_per_actor if self.engine else 0.0,
+            "reader_actors": self.reader_actors,
+            "reader_cpus_per_actor": self.reader.cpus,
+            "task_cpus": TASK_CPUS,
+        }
+
+
+def _with_max(config: Any, max_actors: int) -> Any:
+    resources: StageResources = config.resources
+    return config.model_copy(update={"resources": resources.model_copy(update={"max_actors": max_actors})})
+
+
+def _engine(config: GenerationConfig, key: str) -> Pool | None:
+    """The generation backend's actor pool, or None where it runs as Ray Data tasks (fake)."""
+    res = config.resources
+    if config.backend == "vllm":
+        bundle = engine_bundle(config)
+        light = LIGHT_STAGES * LIGHT_STAGE_CPUS
+        workers = config.engine.tensor_parallel_size if config.on_gpu else 1
+        gpus = bundle.get("GPU", 0.0)
+        return Pool("engine", key, bundle["CPU"], gpus, light, res.min_actors, res.max_actors, workers)
+    if config.backend == "hf":
+        return Pool("engine", key, res.num_cpus, res.num_gpus, 0.0, res.min_actors, res.max_actors)
+    return None
+
+
+def _largest(config: RunConfig) -> Pool | None:
+    """The generation or the judge engine, whichever takes more: the judge runs after the generation's
+    actors are gone (its input is materialized), so the two never hold resources together."""
+    judge = _engine(config.judge, "judge") if config.judge is not None else None
+    pools = [p for p in (_engine(config.generation, "generation"), judge) if p is not None]
+    return max(pools, key=lambda p: (p.min_actors * p.cpus_per_actor, p.min_actors * p.gpus), default=None)
+
+
+def fit(config: RunConfig, cluster: Cluster) -> FitPlan:
+    """The plan for `config` on `cluster`; ConfigError naming what is missing when it cannot be hosted."""
+    res = config.reader.resources
+    reader = Pool("reader", "reader", res.num_cpus, res.num_gpus, 0.0, res.min_actors, res.max_actors)
+    engine = _largest(config)
+    pools = [p for p in (engine, reader) if p is not None]
+    _check_nodes(pools, cluster)
+    counts = {p.name: p.min_actors for p in pools}
+    used_cpus = TASK_CPUS + sum(p.cpus_per_actor * counts[p.name] for p in pools)
+    used_gpus = sum(p.gpus * counts[p.name] for p in pools)
+    if used_cpus > cluster.cpus + _EPS or used_gpus > cluster.gpus + _EPS:
+        raise ConfigError(_refusal(pools, cluster, used_cpus, used_gpus))
+    needs = used_cpus
+    grown = True
+    while grown:  # one actor at a time, pool by pool, while the cluster has room and the config allows
+        grown = False
+        for p in pools:
+            if counts[p.name] < p.max_actors and _fits(used_cpus + p.cpus_per_actor, used_gpus + p.gpus, cluster):
+                counts[p.name] += 1
+                used_cpus += p.cpus_per_actor
+                used_gpus += p.gpus
+                grown = True
+    return FitPlan(cluster, engine, reader, counts.get("engine", 0), counts["reader"], needs)
+
+
+def _fits(cpus: float, gpus: float, cluster: Cluster) -> bool:
+    return cpus <= cluster.cpus + _EPS and gpus <= cluster.gpus + _EPS
+
+
+def _check_nodes(pools: list[Pool], cluster: Cluster) -> None:
+    for p in pools:
+        cpus, gpus = p.cpus / p.workers, p.gpus / p.workers
+        if cpus > cluster.largest_node_cpus + _EPS or gpus > cluster.largest_node_gpus + _EPS:
+            raise ConfigError(
+                f"one {p.name} actor needs {_n(cpus)} CPUs and {_n(gpus)} GPUs on one node, but the largest node "
+                f"has {_n(cluster.largest_node_cpus)} CPUs and {_n(cluster.largest_node_gpus)} GPUs; lower "
+                f"{p.key}.resources.num_cpus / num_gpus or add a larger node"
+            )
+
+
+def _refusal(pools: list[Pool], cluster: Cluster, cpus: float, gpus: float) -> str:
+    def times(p: Pool) -> str:
+        return f"{p.min_actors} × " if p.min_actors > 1 else ""
+
+    fewer = " or min_actors" if any(p.min_actors > 1 for p in pools) else ""
+    problems = []
+    if cpus > cluster.cpus + _EPS:
+        parts = []
+        for p in pools:
+            parts.append(f"{p.name} {times(p)}{_n(p.cpus)}")
+            if p.light_cpus:
+                parts.append(f"light vLLM stages {times(p)}{_n(p.light_cpus)}")
+        parts.append(f"Ray Data tasks {_n(TASK_CPUS)}")
+        keys = " / ".join(f"{p.key}.resources.num_cpus" for p in pools)
+        problems.append(
+            f"the job needs {_n(cpus)} CPUs ({', '.join(parts)}) but the cluster has {_n(cluster.cpus)}; "
+            f"add CPUs or lower {keys}{fewer}"
+        )
+    if gpus > cluster.gpus + _EPS:
+        users = [p for p in pools if p.gpus]
+        parts = [f"{p.name} {times(p)}{_n(p.gpus)}" for p in users]
+        keys = " / ".join(f"{p.key}.resources.num_gpus" for p in users)
+        problems.append(
+            f"the job needs {_n(gpus)} GPUs ({', '.join(parts)}) but the cluster has {_n(cluster.gpus)}; "
+            f"add GPUs or lower {keys}{fewer}"
+        )
+    return "; and ".join(problems)
+
+
+def _n(x: float) -> str:
+    return f"{round(x, 3):g}"
+
+
+__all__ = ["TASK_CPUS", "Cluster", "FitPlan", "Pool", "fit"]

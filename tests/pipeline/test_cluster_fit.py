@@ -1,0 +1,114 @@
+"""The run's resources fitted to its cluster: what the job needs, the pools clamped to what fits, and the
+refusal (naming what is missing) of a cluster that cannot host it. Pure computation, no Ray."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cg_ray.errors import ConfigError
+from cg_ray.pipeline.cluster_fit import TASK_CPUS, Cluster, fit
+from cg_ray.pipeline.config import RunConfig, load_run_config, parse_run_config
+
+DEFAULT_JOB = Path(__file__).resolve().parents[2] / "jobs" / "default.yaml"
+
+
+def cluster(cpus: float, gpus: float = 0.0, nodes: int = 1, autoscaled: bool = False) -> Cluster:
+    return Cluster(cpus, gpus, cpus / nodes, gpus / nodes, autoscaled)
+
+
+def job(generation: dict[str, Any] | None = None, reader: dict[str, Any] | None = None, **more: Any) -> RunConfig:
+    return parse_run_config(
+        {
+            "benchmarks": [{"kind": "probes", "per_kind": 3}],
+            "generation": {"backend": "vllm", "resources": {"num_cpus": 0.5}, **(generation or {})},
+            "reader": {"resources": {"num_cpus": 0.25}, **(reader or {})},
+            **more,
+        }
+    )
+
+
+def test_the_default_job_fits_a_two_cpu_cluster_and_nothing_smaller() -> None:
+    config = load_run_config(DEFAULT_JOB)
+    plan = fit(config, cluster(2))
+    assert plan.needs_cpus == pytest.approx(1.9)  # engine 0.5 + light stages 3 × 0.05 + reader 0.25 + a task 1
+    assert (plan.engine_actors, plan.reader_actors) == (1, 1)
+    with pytest.raises(ConfigError) as refused:
+        fit(config, cluster(1.5))
+    assert str(refused.value) == (
+        "the job needs 1.9 CPUs (engine 0.5, light vLLM stages 0.15, reader 0.25, Ray Data tasks 1) but the "
+        "cluster has 1.5; add CPUs or lower generation.resources.num_cpus / reader.resources.num_cpus"
+    )
+
+
+def test_the_old_whole_cpu_defaults_are_refused_on_two_cpus_naming_each_share() -> None:
+    config = job({"resources": {"num_cpus": 1}}, {"resources": {"num_cpus": 1}})
+    with pytest.raises(ConfigError, match=r"needs 3\.15 CPUs \(engine 1, light vLLM stages 0\.15, reader 1, "):
+        fit(config, cluster(2))
+    assert fit(config, cluster(4)).needs_cpus == pytest.approx(3.15)
+
+
+def test_pools_grow_to_what_fits_but_never_past_the_configured_max() -> None:
+    config = job({"resources": {"num_cpus": 1, "max_actors": 2}}, {"resources": {"num_cpus": 1, "max_actors": 8}})
+    # 4 CPUs: one of each (1.15 + 1) and a task (1) leave 0.85: no second actor of either pool.
+    plan = fit(config, cluster(4))
+    assert (plan.engine_actors, plan.reader_actors) == (1, 1)
+    # 8 CPUs: 4.85 spare, taken one actor at a time, pool by pool: a 2nd engine (1.15), then readers.
+    plan = fit(config, cluster(8))
+    assert (plan.engine_actors, plan.reader_actors) == (2, 4)
+    plan = fit(config, cluster(100))
+    assert (plan.engine_actors, plan.reader_actors) == (2, 8)
+
+
+def test_apply_clamps_only_max_actors_and_keeps_the_explicit_values() -> None:
+    config = job({"resources": {"num_cpus": 1, "max_actors": 3}}, {"resources": {"num_cpus": 0.5, "max_actors": 16}})
+    # 4 CPUs: 1.15 + 0.5 + 1 leave 1.35: a 2nd engine (1.15) fits, then no 2nd reader (0.5).
+    fitted = fit(config, cluster(4)).apply(config)
+    assert fitted.generation.resources.model_dump() == {**config.generation.resources.model_dump(), "max_actors": 2}
+    assert fitted.reader.resources.model_dump() == {**config.reader.resources.model_dump(), "max_actors": 1}
+    assert fitted.reader.reader_config() == config.reader.reader_config()
+    assert config.reader.resources.max_actors == 16  # the config itself (fingerprint, manifest) is unchanged
+
+
+def test_min_actors_must_fit_and_the_message_says_so() -> None:
+    config = job(reader={"resources": {"num_cpus": 1, "min_actors": 3, "max_actors": 3}})
+    with pytest.raises(ConfigError) as refused:
+        fit(config, cluster(4))
+    assert "reader 3 × 1" in str(refused.value)
+    assert str(refused.value).endswith("reader.resources.num_cpus or min_actors")
+
+
+def test_an_actor_larger_than_any_node_is_refused() -> None:
+    config = job(reader={"resources": {"num_cpus": 3}})
+    with pytest.raises(ConfigError, match="one reader actor needs 3 CPUs and 0 GPUs on one node, but the largest"):
+        fit(config, cluster(8, nodes=4))
+    assert fit(config, cluster(8, nodes=2)).reader_actors == 1
+
+
+def test_no_engine_pool_for_the_fake_backend() -> None:
+    config = job({"backend": "fake"}, {"resources": {"num_cpus": 1}})
+    plan = fit(config, cluster(2))
+    assert plan.engine is None and plan.needs_cpus == pytest.approx(1 + TASK_CPUS)
+
+
+def test_gpu_engines_need_gpus_unless_an_autoscaler_can_add_them() -> None:
+    config = job({"resources": {"num_cpus": 1, "num_gpus": 1}, "engine": {"tensor_parallel_size": 2}})
+    with pytest.raises(ConfigError) as refused:
+        fit(config, cluster(16, gpus=1))
+    assert "the job needs 2 GPUs (engine 2) but the cluster has 1; add GPUs" in str(refused.value)
+    assert "CPUs (" not in str(refused.value)  # 16 CPUs are plenty
+    plan = fit(config, Cluster(64, 8, float("inf"), float("inf"), autoscaled=True))
+    assert plan.engine_actors == 1 and plan.engine is not None and plan.engine.cpus == 2
+
+
+def test_a_judge_engine_counts_when_larger_than_the_generation_engine() -> None:
+    config = job(judge={"backend": "vllm", "resources": {"num_cpus": 2}})
+    with pytest.raises(ConfigError, match=r"needs 3\.4 CPUs \(engine 2, light vLLM stages 0\.15, reader 0\.25"):
+        fit(config, cluster(3))
+    assert fit(config, cluster(4)).engine_actors == 1
+
+
+def test_of_ray_reads_the_connected_cluster(ray_module: None) -> None:
+    assert Cluster.of_ray() == Cluster(2.0, 0.0, 2.0, 0.0, False)
