@@ -10,7 +10,7 @@ import io
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from cg_ray.errors import InputError, LimitExceeded
 
@@ -34,13 +34,6 @@ def detect_format(path: Path, fmt: FileFormat = "auto") -> Literal["jsonl", "csv
             f"cannot tell the format from the suffix {path.suffix!r}; set format: jsonl, csv or parquet",
             path=str(path),
         ) from None
-
-
-def open_text(path: Path) -> IO[str]:
-    """A UTF-8 text file, decompressed on the fly when its name ends in `.gz`."""
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return path.open(encoding="utf-8")
 
 
 class JsonLine(NamedTuple):
