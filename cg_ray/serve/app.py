@@ -21,6 +21,7 @@ from cg_ray.activations.packing import SparseRow, sparse_rows
 from cg_ray.config import base_settings
 from cg_ray.errors import ConfigError
 from cg_ray.serve.encoding import Encoded, SpanOptions
+from cg_ray.serve.resources import AUTO, CpuShare, Shape, Shares, measured_cpus, resolve_shares
 from cg_ray.serve.settings import ServiceSettings
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 class EncoderOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    num_cpus: float = Field(1, ge=0)
+    num_cpus: CpuShare = Field(AUTO, description='logical CPUs of one replica; "auto": sized to the cluster')
     num_gpus: float = Field(0, ge=0)
     min_replicas: int = Field(1, ge=0)
     max_replicas: int = Field(2, ge=1)
@@ -54,13 +55,20 @@ class ServeArgs(ServiceSettings):
     # Two by default: a crashed ingress replica is then no outage (the other answers while it restarts);
     # analyses are claimed through the store's leases, so exactly one replica runs each (serve/leases.py).
     ingress_replicas: int = Field(2, ge=1, description="ingress replicas (several share the store; see leases.py)")
-    # Half a CPU each: two replicas then take what one did before (Serve's default is 1 CPU a replica).
-    ingress_num_cpus: float = Field(
-        0.5, ge=0, description="logical CPUs of one ingress replica (0: it fits on a 0-CPU head)"
+    # "auto" (resources.py): half a CPU each where the cluster has room, less on a small one, so that the
+    # replicas never take the CPUs the analyses need (on 2 CPUs they once did, and analyses waited forever).
+    ingress_num_cpus: CpuShare = Field(
+        AUTO, description='logical CPUs of one ingress replica (0: it fits on a 0-CPU head; "auto": sized)'
     )
     # An analysis' metrics run in a Ray task on the ingress replica's node, not in the replica: in its
     # threads they competed with the requests for the GIL (status reads took seconds under load).
-    analysis_num_cpus: float = Field(0.25, ge=0, description="logical CPUs of one analysis' metrics task")
+    analysis_num_cpus: CpuShare = Field(AUTO, description="logical CPUs of one analysis' metrics task")
+    cluster_cpus: float | None = Field(
+        None,
+        gt=0,
+        description="CPUs the auto shares are sized for; None: the cluster's, measured at build "
+        "time (set it on an autoscaling cluster, whose CPUs at build time are not its full size)",
+    )
 
 
 @serve.deployment(name="encoder")
@@ -149,10 +157,10 @@ class RemoteEncoder:
 @serve.ingress()
 class Ingress:
     async def __init__(  # type: ignore[misc]
-        self, settings: ServiceSettings, encoder: DeploymentHandle, analysis_num_cpus: float = 0.25
+        self, settings: ServiceSettings, encoder: DeploymentHandle, shares: Shares
     ) -> None:
         self.settings = settings
-        self.analysis_num_cpus = analysis_num_cpus
+        self.shares = shares
         info = await encoder.info.remote()
         self.encoder = RemoteEncoder(encoder, info)
         self.reader_factory = str(info.get("factory", ""))
@@ -179,7 +187,11 @@ class Ingress:
         app.state.service.leases = LeaseKeeper(store, name=replica_name(serve.get_replica_context().replica_tag))
         from cg_ray.serve.analyses import RayTasks
 
-        app.state.service.offload = RayTasks(num_cpus=self.analysis_num_cpus)
+        app.state.service.offload = RayTasks(
+            num_cpus=self.shares.analysis,
+            schedule_timeout_s=self.settings.limits.analysis_schedule_timeout_s,
+            service_cpus=self.shares.service_cpus,
+        )
         return app
 
 
@@ -198,6 +210,22 @@ def service_settings(args: ServeArgs) -> ServiceSettings:
     return base_settings(args, ServiceSettings)
 
 
+def cpu_shares(args: ServeArgs) -> Shares:
+    """The parts' CPU shares on the cluster the app is built on (Serve builds it in a task on the cluster),
+    refused (ConfigError) when the replicas leave no CPU for one analysis."""
+    shape = Shape(
+        ingress_replicas=args.ingress_replicas,
+        ingress_num_cpus=args.ingress_num_cpus,
+        encoder_replicas=args.encoder.min_replicas,
+        encoder_num_cpus=args.encoder.num_cpus,
+        analysis_num_cpus=args.analysis_num_cpus,
+        analyses=args.limits.max_concurrent_analyses,
+    )
+    shares = resolve_shares(shape, args.cluster_cpus or measured_cpus())
+    log.info("%s", shares.describe())
+    return shares
+
+
 def build_app(args: ServeArgs) -> Application:
     """The application of `serve run serve_config.yaml`. Ray Serve validates the `args:` into the annotated
     model before calling (its typed-builder pattern); scripts and tests may pass the plain mapping."""
@@ -205,8 +233,9 @@ def build_app(args: ServeArgs) -> Application:
     enc = parsed.encoder
     if enc.min_replicas > enc.max_replicas:
         raise ConfigError(f"encoder.min_replicas ({enc.min_replicas}) > max_replicas ({enc.max_replicas})")
+    shares = cpu_shares(parsed)
     encoder = EncoderDeployment.options(  # type: ignore[attr-defined]
-        ray_actor_options={"num_cpus": enc.num_cpus, "num_gpus": enc.num_gpus},
+        ray_actor_options={"num_cpus": shares.encoder, "num_gpus": enc.num_gpus},
         autoscaling_config={
             "min_replicas": enc.min_replicas,
             "max_replicas": enc.max_replicas,
@@ -220,7 +249,7 @@ def build_app(args: ServeArgs) -> Application:
     ingress = Ingress.options(  # type: ignore[attr-defined]
         max_ongoing_requests=parsed.ingress_max_ongoing_requests,
         num_replicas=parsed.ingress_replicas,
-        ray_actor_options={"num_cpus": parsed.ingress_num_cpus},
+        ray_actor_options={"num_cpus": shares.ingress},
     )
-    app: Application = ingress.bind(service_settings(parsed), encoder, parsed.analysis_num_cpus)
+    app: Application = ingress.bind(service_settings(parsed), encoder, shares)
     return app

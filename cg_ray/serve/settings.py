@@ -30,6 +30,11 @@ class Limits(BaseModel):
     max_storage_bytes: int = Field(4 << 30, ge=1, description="stored upload bytes per API key (quota)")
     max_concurrent_analyses: int = Field(2, ge=1, description="running analyses per API key")
     max_score_rows: int = Field(64, ge=1, description="rows per synchronous /v1/score call")
+    # Not a client's dimension but the service's own bound: an analysis whose task finds no CPU (the
+    # replicas or other analyses hold them all) fails with the reason instead of waiting forever.
+    analysis_schedule_timeout_s: float = Field(
+        600.0, gt=0, le=86_400, description="how long an analysis' task may wait for a CPU before it fails"
+    )
 
     @property
     def max_request_bytes(self) -> int:

@@ -68,8 +68,10 @@ def deploy(port: int, data: Path, factory: str, max_batch: int, replicas: int, m
                 "data_dir": str(data),
                 "reader": {"device": "cpu"} if factory == DEFAULT_READER else {},
                 "limits": {"max_concurrent_analyses": max_concurrent_analyses},
-                # Two ingress replicas (the default) and the encoders must fit the 2 CPUs of local_serve.
+                # Two ingress replicas (the default) and the encoders must fit the 2 CPUs of local_serve, with
+                # room for two analyses: explicit shares, so the drivers' figures compare across versions.
                 "ingress_num_cpus": 0.25,
+                "analysis_num_cpus": 0.25,
                 "encoder": {
                     "reader_factory": factory,
                     "max_batch_size": max_batch,
