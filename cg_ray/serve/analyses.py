@@ -13,9 +13,9 @@ import contextlib
 import dataclasses
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +29,7 @@ from cg_ray.labels import ConceptLabels
 from cg_ray.serve.db import Analysis, Store, Upload
 from cg_ray.serve.encoding import Encoded, Encoder
 from cg_ray.serve.redact import public_error
+from cg_ray.serve.resources import Unschedulable, analysis_room
 
 log = logging.getLogger(__name__)
 
@@ -91,48 +92,126 @@ def _compute_run(rows: pa.Table, labels: ConceptLabels | None, options: dict[str
 
 
 T = TypeVar("T")
-Offload = Callable[..., Awaitable[Any]]  # `await offload(fn, *args)`: fn(*args) off the event loop
+OnWait = Callable[[str | None], None]  # on_wait(why): the task waits for a CPU; on_wait(None): it started after all
 
 
-async def in_thread(fn: Callable[..., T], *args: Any) -> T:
-    """In a thread of this process (the service without Ray: one process, tests)."""
+class Offload(Protocol):
+    """`await offload(fn, *args, on_wait=...)`: fn(*args) off the event loop."""
+
+    def __call__(self, fn: Callable[..., T], *args: Any, on_wait: OnWait | None = None) -> Awaitable[T]: ...
+
+
+async def in_thread(fn: Callable[..., T], *args: Any, on_wait: OnWait | None = None) -> T:
+    """In a thread of this process (the service without Ray: one process, tests); it never waits for a CPU."""
     return await asyncio.to_thread(fn, *args)
 
 
+def _started_then(fn: Callable[..., T], *args: Any) -> Iterator[T | None]:
+    yield None  # "started": the task holds its CPU now
+    yield fn(*args)
+
+
 @functools.cache
-def _remote(fn: Callable[..., Any]) -> Any:
+def _remote() -> Any:
     import ray
 
-    return ray.remote(fn)  # exported once per function, not per call
+    return ray.remote(_started_then)  # exported once, not per call
 
 
 @dataclasses.dataclass(frozen=True)
 class RayTasks:
     """A Ray task per call, pinned to this replica's node (its uploads and analyses folder are local to it),
     `num_cpus` logical CPUs each. Cancelled, it cancels the task and waits (up to `stop_wait_s`) for it to stop,
-    so the caller's folder is not removed under a task still writing into it."""
+    so the caller's folder is not removed under a task still writing into it.
+
+    A task that has not started within `notice_s` is reported waiting (`on_wait(message)`); one that has not
+    started within `schedule_timeout_s` is cancelled and fails (Unschedulable). The task tells its start by
+    yielding once (a streaming generator) before it works: the signal travels with the task's own result,
+    needs no dashboard (ray.util.state does, and polls it), no actor and no database row, and cannot outlive
+    the task."""
 
     num_cpus: float = 0.25
+    schedule_timeout_s: float = 600.0
+    service_cpus: float = 0.0  # what the service's replicas hold; the rest of the cluster is the analyses'
+    notice_s: float = 2.0  # a worker's start (imports) takes about this long: no "waiting" before it
     stop_wait_s: float = 10.0
 
-    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
+    async def __call__(self, fn: Callable[..., T], *args: Any, on_wait: OnWait | None = None) -> T:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        ref = _remote(fn).options(num_cpus=self.num_cpus, scheduling_strategy=here).remote(*args)
+        gen = _remote().options(num_cpus=self.num_cpus, scheduling_strategy=here, num_returns="streaming")
+        gen = gen.remote(fn, *args)
         try:
-            result: T = await ref
+            await self._started(gen, on_wait)
+            result: T = await (await gen.__anext__())
             return result
+        except Unschedulable:
+            ray.cancel(gen)  # not started: dropped from the queue, nothing to wait for
+            raise
         except asyncio.CancelledError:
-            ray.cancel(ref)  # a KeyboardInterrupt in the task: its own `finally` blocks run
+            ray.cancel(gen)  # a KeyboardInterrupt in the task: its own `finally` blocks run
             with contextlib.suppress(Exception):  # TaskCancelledError, or the result if it won the race
-                await asyncio.wait_for(_settled(ref), self.stop_wait_s)
+                await asyncio.wait_for(_settled(gen), self.stop_wait_s)
             raise
 
+    async def _started(self, gen: Any, on_wait: OnWait | None) -> None:
+        """Until the task has started: `on_wait(message)` after `notice_s`, Unschedulable after the deadline."""
+        first = asyncio.ensure_future(gen.__anext__())
+        notice = min(self.notice_s, self.schedule_timeout_s)
+        try:
+            done, _ = await asyncio.wait({first}, timeout=notice)
+            if not done:
+                if on_wait is not None:
+                    await asyncio.to_thread(on_wait, self._waiting_message())
+                done, _ = await asyncio.wait({first}, timeout=self.schedule_timeout_s - notice)
+                if not done:
+                    raise Unschedulable(await asyncio.to_thread(self._timeout_reason))
+                if on_wait is not None:
+                    await asyncio.to_thread(on_wait, None)
+        finally:
+            if not first.done():
+                first.cancel()  # the generator is cancelled by the caller
+        from ray.exceptions import TaskUnschedulableError
 
-async def _settled(ref: Any) -> None:
-    await ref
+        try:
+            await first.result()  # the first yield (None); an error here is the task's own
+        except TaskUnschedulableError:  # more CPUs than this node has at all: Ray knows at once
+            raise Unschedulable(
+                f"the analysis cannot run on this node: it needs {self.num_cpus:g} logical CPU "
+                '(analysis_num_cpus), more than the node has; lower analysis_num_cpus or leave it "auto"'
+            ) from None
+
+    def _waiting_message(self) -> str:
+        return (
+            f"waiting for a CPU to run the analysis (it needs {self.num_cpus:g}, analysis_num_cpus; the cluster's "
+            f"are taken); it fails if none is free within {self.schedule_timeout_s:g} s"
+        )
+
+    def _timeout_reason(self) -> str:
+        import ray
+
+        total = float(ray.cluster_resources().get("CPU", 0.0))
+        free = float(ray.available_resources().get("CPU", 0.0))
+        return (
+            f"no CPU became free to run the analysis within {self.schedule_timeout_s:g} s "
+            f"(limits.analysis_schedule_timeout_s): it needs {self.num_cpus:g} logical CPU (analysis_num_cpus) and "
+            f"{free:g} of the cluster's {total:g} are free (the service's replicas hold {self.service_cpus:g}, "
+            "other analyses the rest); retry when fewer analyses run, or give the analyses more room "
+            "(lower ingress_num_cpus or encoder.num_cpus, or add CPUs)"
+        )
+
+    def unschedulable(self) -> str | None:
+        """Why no analysis can be scheduled on the cluster as it is now (for /readyz), or None."""
+        import ray
+
+        return analysis_room(float(ray.cluster_resources().get("CPU", 0.0)), self.service_cpus, self.num_cpus)
+
+
+async def _settled(gen: Any) -> None:
+    async for ref in gen:
+        await ref
 
 
 async def compute_and_publish(
@@ -141,11 +220,12 @@ async def compute_and_publish(
     wanted: Callable[[], bool],
     compute: Callable[..., object],
     *args: Any,
+    on_wait: OnWait | None = None,
 ) -> None:
     """`compute(*args, folder)` off the event loop into a temporary folder, published as `out` only if the
     analysis is still wanted then (not cancelled or deleted meanwhile); else nothing is published."""
     with atomic_directory(out, overwrite=True) as tmp:
-        await offload(compute, *args, tmp)
+        await offload(compute, *args, tmp, on_wait=on_wait)
         if not await asyncio.to_thread(wanted):
             raise Withdrawn()
 
@@ -198,6 +278,20 @@ def read_uploads(store: Store, analysis: Analysis) -> pa.Table:
     return pa.concat_tables(uploads, promote_options="default")  # older uploads lack `metadata`
 
 
+COMPUTING = "computing metrics"
+
+
+def waiting_notice(store: Store, analysis_id: str) -> OnWait:
+    """The status message while the metrics' task waits for a CPU, and back once it runs."""
+
+    def on_wait(waiting: str | None) -> None:
+        row = store.get_owned_any(Analysis, analysis_id)
+        if row is not None and row.status == "running":  # a cancelled one keeps its own message
+            store.update_analysis(analysis_id, message=waiting or COMPUTING)
+
+    return on_wait
+
+
 async def run_analysis(
     store: Store,
     encoder: Encoder,
@@ -213,9 +307,18 @@ async def run_analysis(
             store, analysis_id, texts, lambda start, stop: encoder.encode(texts[start:stop])
         )
         rows = rows_table(table, encoded, analysis.options.get("model"), encoder.d_sae)
-        store.update_analysis(analysis_id, progress=0.9, message="computing metrics")
+        store.update_analysis(analysis_id, progress=0.9, message=COMPUTING)
         out = analyses_dir / analysis_id
-        await compute_and_publish(offload, out, wanted, _compute_run, rows, labels, analysis.options)
+        await compute_and_publish(
+            offload,
+            out,
+            wanted,
+            _compute_run,
+            rows,
+            labels,
+            analysis.options,
+            on_wait=waiting_notice(store, analysis_id),
+        )
         return out
 
     await run_guarded(store, analysis_id, work)
