@@ -1,4 +1,5 @@
-"""Liveness and readiness probes (no API key)."""
+"""Liveness and readiness probes (no API key): ready when the database answers and, under Ray, the cluster
+has room for an analysis beside the service's replicas."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from cg_ray.serve.analyses import RayTasks
 from cg_ray.serve.deps import ServiceDep
 from cg_ray.serve.models import Health, Readiness
 
@@ -26,5 +28,11 @@ def readyz(service: ServiceDep) -> Readiness | JSONResponse:
             s.execute(text("SELECT 1"))
     except Exception as exc:  # the database is the one dependency we can check cheaply
         body = Readiness(status="not ready", error=str(exc)).model_dump(exclude_none=True)
+        return JSONResponse(body, status_code=503)
+    # Under Ray, analyses also need a CPU beside the replicas: a cluster that cannot fit one analysis' task
+    # (too small, or shrunk since start) would leave every analysis waiting, so the service is not ready.
+    reason = service.offload.unschedulable() if isinstance(service.offload, RayTasks) else None
+    if reason is not None:
+        body = Readiness(status="not ready", d_sae=service.encoder.d_sae, error=reason).model_dump(exclude_none=True)
         return JSONResponse(body, status_code=503)
     return Readiness(status="ready", d_sae=service.encoder.d_sae)
