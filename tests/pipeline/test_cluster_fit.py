@@ -112,3 +112,14 @@ def test_a_judge_engine_counts_when_larger_than_the_generation_engine() -> None:
 
 def test_of_ray_reads_the_connected_cluster(ray_module: None) -> None:
     assert Cluster.of_ray() == Cluster(2.0, 0.0, 2.0, 0.0, False)
+
+
+def test_the_vllm_processor_asks_for_what_the_plan_counts() -> None:
+    from cg_ray.generation.vllm import LIGHT_STAGE_CPUS, processor_config
+
+    config = job({"resources": {"num_cpus": 0.5, "min_actors": 1, "max_actors": 2}})
+    processor = processor_config(config.generation, "/m")
+    assert processor.placement_group_config["bundles"] == [{"CPU": 0.5, "GPU": 0.0}]  # a share, not rounded up
+    for stage in (processor.chat_template_stage, processor.tokenize_stage, processor.detokenize_stage):
+        assert stage == {"enabled": True, "num_cpus": LIGHT_STAGE_CPUS, "concurrency": (1, 2)}
+    assert fit(config, cluster(2)).engine.cpus_per_actor == pytest.approx(0.5 + 3 * LIGHT_STAGE_CPUS)  # type: ignore[union-attr]
