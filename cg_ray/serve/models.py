@@ -301,6 +301,23 @@ class Distributions(BaseModel):
     per_benchmark_chi_model: dict[str, list[float]]
 
 
+class RunView(_Open):
+    """GET /v1/analyses/{id}/view: every document the explorer draws for a run, as `cg-ray report` embeds them
+    in report.html (cg_ray.report.documents.run_view)."""
+
+    name: str
+    summary: dict[str, Any]
+    distributions: Distributions
+    profiles: dict[str, dict[str, Any]] = Field(description="by kind: weaknesses, strengths, slices, failure_modes…")
+    concepts: dict[str, list[Any]] = Field(description="the concept table, column by column")
+    active_by_benchmark: dict[str, list[int]]
+    details: dict[int, dict[str, Any]] = Field(description="the ranked concepts' examples and per-benchmark rows")
+    descriptions: list[dict[str, Any]] | None
+    themes: dict[str, Any] | None
+    validation: dict[str, Any] | None
+    robustness: dict[str, Any] | None
+
+
 class SubsetCoverage(BaseModel):
     benchmarks: list[str]
     n_missing: int

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import json
-import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,11 +13,8 @@ import pyarrow.parquet as pq
 from cg_ray import schemas as S
 from cg_ray.artifacts.contract import HeadToHeadSummary, RatingsSummary, read_mapping
 from cg_ray.artifacts.layout import ArenaDir, RunDir, read_summary
-from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.outputs import read_sentences
-from cg_ray.report.beyond import row_texts
-from cg_ray.report.examples import salient_rows
-from cg_ray.serve import readable
+from cg_ray.report import documents
 from cg_ray.serve.models import (
     ArenaView,
     ConceptDetail,
@@ -29,6 +23,7 @@ from cg_ray.serve.models import (
     FailureModesResponse,
     ProfileResponse,
     ProfileView,
+    RunView,
     SlicesResponse,
     SubsetCoverage,
     SummaryView,
@@ -47,13 +42,7 @@ SortKey = Literal[
     "n_eff",
 ]
 ProfileKind = Literal["weaknesses", "strengths", "coverage_gaps", "slices", "failure_modes"]
-PROFILE_FILES: dict[str, str] = {
-    "weaknesses": S.WEAKNESSES_FILE,
-    "strengths": S.STRENGTHS_FILE,
-    "coverage_gaps": S.COVERAGE_GAPS_FILE,
-    "slices": S.SLICES_FILE,
-    "failure_modes": S.FAILURE_MODES_FILE,
-}
+PROFILE_FILES = documents.PROFILE_FILES
 
 PROFILE_VIEWS: dict[str, type[ProfileView]] = {"slices": SlicesResponse, "failure_modes": FailureModesResponse}
 """The response model of each profile kind that is not a concept profile (ProfileResponse)."""
@@ -76,12 +65,6 @@ DOWNLOADS = {
 }
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 @functools.lru_cache(maxsize=16)
 def _tables(run_dir: str) -> tuple[pa.Table, pa.Table]:
     run = RunDir(run_dir)
@@ -89,7 +72,19 @@ def _tables(run_dir: str) -> tuple[pa.Table, pa.Table]:
 
 
 def summary(run_dir: str | Path) -> SummaryView:
-    return SummaryView.model_validate(read_summary(Path(run_dir)))
+    return SummaryView.model_validate(documents.summary(Path(run_dir)))
+
+
+@functools.lru_cache(maxsize=8)
+def _view(run_dir: str, name: str, stamp: float) -> RunView:
+    return RunView.model_validate(documents.run_view(Path(run_dir), name=name))
+
+
+def view(run_dir: str | Path, name: str) -> RunView:
+    """Everything the explorer draws for the analysis: the documents a report of its run embeds. Cached per run
+    (`cg-ray describe` rewriting the run changes its summary's time stamp)."""
+    stamp = RunDir(run_dir).file(S.SUMMARY_FILE).stat().st_mtime
+    return _view(str(run_dir), name, stamp)
 
 
 def concept_table(
@@ -132,82 +127,26 @@ def concept_table(
             "total": total,
             "offset": offset,
             "limit": limit,
-            "items": [{k: _clean(v) for k, v in r.items()} for r in page],
+            "items": documents.clean(page),
         }
     )
 
 
 def profile(run_dir: str | Path, kind: ProfileKind = "weaknesses", limit: int = 50) -> ProfileView | None:
     """A profile file's entries in rank order, with the run's profile settings; None if the run has none."""
-    path = RunDir(run_dir).file(PROFILE_FILES[kind])
-    if not path.is_file():
-        return None
-    table = pq.read_table(path)
-    settings = read_summary(Path(run_dir)).get("profile", {})
-    items = [{k: _clean(v) for k, v in r.items()} for r in table.slice(0, limit).to_pylist()]
-    if kind == "slices":
-        for item in items:
-            item["conditions"] = json.loads(item["conditions"])
-    if kind == "failure_modes":  # the evidence beside each mode: its example rows' texts
-        texts = row_texts(Path(run_dir), {rid for item in items for rid in item["example_row_ids"]})
-        for item in items:
-            item["examples"] = [{"row_id": rid, **texts[rid]} for rid in item["example_row_ids"] if rid in texts]
-    beyond = settings.get("beyond") or {}
-    view = PROFILE_VIEWS.get(kind, ProfileResponse)
-    # Over the whole file, not this page: the explorer says "2 confirmed" however many items it asked for.
-    judged = "confirmed" in table.column_names
-    return view.model_validate(
-        {
-            "kind": kind,
-            "adjusted_for": beyond.get("adjusted_for"),
-            "rank_by": settings.get("rank_by"),
-            "duplicate_jaccard": settings.get("duplicate_jaccard"),
-            "confidence": settings.get("confidence"),
-            "total": table.num_rows,
-            "n_confirmed": int(pc.sum(table["confirmed"]).as_py() or 0) if judged else None,
-            "crossfit": beyond.get("crossfit"),
-            "items": items,
-        }
-    )
+    found = documents.profile(Path(run_dir), kind, limit)
+    return None if found is None else PROFILE_VIEWS.get(kind, ProfileResponse).model_validate(found)
 
 
 def concept_detail(run_dir: str | Path, concept_id: int, examples: int = 5) -> ConceptDetail | None:
     """The concept's row with its per-benchmark rows, best and worst examples and (if described) description."""
-    concepts, pairs = _tables(str(run_dir))
-    if not 0 <= concept_id < concepts.num_rows:
-        return None
-    row = {k: _clean(v) for k, v in concepts.slice(concept_id, 1).to_pylist()[0].items()}
-    per_bench = pairs.filter(pc.equal(pairs["concept_id"], concept_id)).to_pylist()
-    salient = salient_rows(open_rows(RunDir(run_dir).rows), [concept_id], per_concept=examples * 8)[concept_id]
-    as_dict = dataclasses.asdict
-
-    best = [as_dict(e) for e in salient if e.score is not None and e.score >= 0.5][:examples]
-    worst = [as_dict(e) for e in salient if e.score is not None and e.score < 0.5][:examples]
-    return ConceptDetail.model_validate(
-        {
-            **row,
-            "benchmarks": [{k: _clean(v) for k, v in r.items() if k != "concept_id"} for r in per_bench],
-            "best_examples": best,
-            "worst_examples": worst,
-            "readable": readable.concept_description(run_dir, concept_id),
-        }
-    )
+    found = documents.concept_details(Path(run_dir), [concept_id], examples).get(concept_id)
+    return None if found is None else ConceptDetail.model_validate(found)
 
 
 def distributions(run_dir: str | Path) -> Distributions:
     """The values behind the explorer's histograms."""
-    concepts, pairs = _tables(str(run_dir))
-    eps = read_summary(Path(run_dir))["config"]["epsilon"]
-    x_bench = concepts["X_bench"]
-    per_bench: dict[str, list[float]] = {}
-    for name in pc.unique(pairs["benchmark"]).to_pylist():
-        sel = pairs.filter(pc.equal(pairs["benchmark"], name))
-        per_bench[name] = sel["chi_model"].drop_null().to_pylist()
-    return Distributions(
-        X_bench=x_bench.filter(pc.greater_equal(x_bench, eps)).to_pylist(),
-        X_model=concepts["X_model"].drop_null().to_pylist(),
-        per_benchmark_chi_model=per_bench,
-    )
+    return Distributions.model_validate(documents.distributions(Path(run_dir)))
 
 
 def subset_coverage(run_dir: str | Path, benchmarks: list[str]) -> SubsetCoverage | None:

@@ -326,13 +326,3 @@ def test_a_modes_examples_are_a_seeded_draw_of_its_failing_rows() -> None:
     assert picked == _examples(mode, beyond, np.random.default_rng(0))  # type: ignore[arg-type]
     draws = {tuple(_examples(mode, beyond, np.random.default_rng(s))) for s in range(10)}  # type: ignore[arg-type]
     assert len(draws) > 1  # a draw, not the strongest rows
-
-
-def test_terms_are_marked_as_whole_words_as_the_tokeniser_reads_them() -> None:
-    from cg_ray.report.beyond import marked
-
-    text = 'Would a person answer an issue? Is "kayak" a palindrome? [asy] draw [/asy]'
-    out = marked(text, ["an", "is kayak", "[asy]"])
-    assert "<mark>an</mark> issue" in out and "<mark>an</mark>swer" not in out  # never inside a longer word
-    assert "<mark>Is &quot;kayak</mark>" in out and "<mark>[asy]</mark> draw" in out
-    assert marked(text, []) == marked(text, ["  "])  # no term: the snippet, unmarked

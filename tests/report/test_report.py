@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -14,6 +15,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.cli import main
 from cg_ray.report.examples import salient_rows
+from cg_ray.report.html import UI_DIR as UI
 from cg_ray.synthetic import SyntheticSpec, write_synthetic_labels, write_synthetic_rows
 
 
@@ -29,50 +31,74 @@ def run_dir(tmp_path_factory) -> Path:
     return out
 
 
+def embedded(run_dir: Path) -> dict:
+    """The run's documents embedded in report.html (what the app draws), parsed as the browser parses them."""
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    found = re.search(r'<script type="application/json" id="cg-ray-run">(.*?)</script>', page, re.S)
+    assert found, "no embedded run documents"
+    return json.loads(found.group(1))
+
+
 def test_report_shows_validation_when_given(run_dir: Path, tmp_path: Path) -> None:
     rows = run_dir / S.ROWS_FILE
     val = tmp_path / "val"
     assert main(["validate", "--rows", str(rows), "--out", str(val), "--bootstrap", "50", "--random", "10"]) == 0
     assert main(["report", str(run_dir), "--validate", str(val / S.VALIDATE_FILE)]) == 0
-    page = (run_dir / "report.html").read_text(encoding="utf-8")
-    assert "<h2>Held-out validation</h2>" in page and "paper&#x27;s X_model ranking" not in page
-    assert "paper's X_model ranking" in page and "random concepts" in page
+    validation = embedded(run_dir)["validation"]
+    written = json.loads((val / S.VALIDATE_FILE).read_text())
+    assert validation["lift"] == written["lift"] and validation["baselines"].keys() == {"paper", "random"}
     # validate's null check (3 seeds by default): findings on scores permuted within the adjusted cells
-    assert re.search(r"Null check: scores permuted within benchmark cells, 3 seeds: \d+, \d+, \d+ confirmed", page)
+    text = validation["null_check_text"]
+    assert re.fullmatch(
+        r"Null check: scores permuted within benchmark cells, "
+        r"3 seeds: \d+, \d+, \d+ confirmed findings",
+        text,
+    )
     assert main(["report", str(run_dir)]) == 0  # back to the plain report for the other tests
+    assert embedded(run_dir)["validation"] is None
 
 
-def test_report_is_complete_and_offline(run_dir: Path) -> None:
+def test_report_is_the_app_with_the_run_embedded_and_offline(run_dir: Path) -> None:
     assert main(["report", str(run_dir)]) == 0
     page = (run_dir / "report.html").read_text(encoding="utf-8")
+    view = embedded(run_dir)
     summary = json.loads((run_dir / S.SUMMARY_FILE).read_text())
-    for heading in (
-        "Benchmark gaps",
-        "Model gaps",
-        "Worst concepts",
-        "Best concepts",
-        "How the benchmarks relate",
-        "Robustness",
-    ):
-        assert heading in page
-    for bench in summary["jaccard"]["benchmarks"]:
-        assert bench in page
+    assert view["summary"]["rankings"] == summary["rankings"] and view["summary"]["suite"] == summary["suite"]
     worst = summary["rankings"]["worst_model"][0]
-    assert worst["label"] and worst["label"] in page
-    # The weakness profile comes first, before the paper's plain ranking, with intervals and support.
-    assert page.index("<h2>Weakness profile</h2>") < page.index("Worst concepts by plain X_model")
-    first = pq.read_table(run_dir / S.WEAKNESSES_FILE).to_pylist()[0]
-    assert f"{first['X_model']:.3f} <span class='ci'>[{first['X_model_low']:.3f}, {first['X_model_high']:.3f}]" in page
-    assert "Held-out validation" not in page  # no validate.json here
-    # failure modes and slices first, judged held out, the candidates apart
-    assert page.index("<h2>Failure modes beyond the metadata</h2>") < page.index("<h2>Weakest slices</h2>")
-    assert "chosen on one half of the rows (one row each, " in page
-    assert "confirmed when both halves confirm at FDR 10%" in page
-    assert page.count("<details class='candidates'>") >= 1 and "Other concept groups" not in page
-    # Everything inline: no script or stylesheet is fetched from anywhere.
-    assert not re.search(r"<script[^>]+src=", page)
-    assert not re.search(r"<link[^>]+href=\"?https?:", page)
-    assert page.count("Plotly.newPlot") >= 6
+    assert worst["label"] and str(worst["concept_id"]) in view["details"]  # JSON keys: its examples travel along
+    assert view["concepts"]["label"][worst["concept_id"]] == worst["label"]
+    weaknesses = pq.read_table(run_dir / S.WEAKNESSES_FILE).to_pylist()
+    first = view["profiles"]["weaknesses"]["items"][0]
+    for key in ("concept_id", "X_model", "X_model_low", "X_model_high", "adjusted_gap", "n_rows"):
+        assert first[key] == weaknesses[0][key], key  # the numbers the app draws are the run's, exactly
+    # failure modes and slices judged held out, in the CLI's words
+    modes = view["profiles"]["failure_modes"]
+    assert modes["judged"].startswith("chosen on one half of the rows (one row each, ")
+    assert modes["judged"].endswith("confirmed when both halves confirm at FDR 10%")
+    assert "slices" in view["profiles"] and view["robustness"]["subsampling"]["repeats"] == 3
+    # Everything inline: the app's scripts and style, no script or stylesheet fetched from anywhere.
+    assert not re.search(r"<script[^>]+src=", page) and not re.search(r"<link[^>]+href=", page)
+    for name in ("charts.js", "view.js", "app.js"):
+        assert (UI / name).read_text(encoding="utf-8") in page
+    assert page.count("<script") == page.count("</script>") == 6  # the data and the five scripts, none cut short
+    assert '<section id="beyond"' in page and '<section id="robustness"' in page
+
+
+def test_embedded_json_cannot_end_its_script(tmp_path: Path) -> None:
+    from cg_ray.report.html import embedded_json, page
+
+    doc = {"name": "</script><script>alert(1)</script>", "n": [1.5, None]}
+    text = embedded_json(doc)
+    assert "</" not in text and json.loads(text) == doc
+    with pytest.raises(ValueError):
+        embedded_json({"x": float("nan")})  # the documents are cleaned first: a NaN here is a bug
+    html = page(doc, "t")
+    assert html.count("</script>") == 6
+
+
+def test_the_report_is_smaller_than_with_plotly(run_dir: Path) -> None:
+    assert main(["report", str(run_dir)]) == 0
+    assert (run_dir / "report.html").stat().st_size < 2 * 2**20  # plotly.js alone was 4.6 MiB
 
 
 def test_examples_are_the_most_salient_rows(run_dir: Path) -> None:
@@ -111,61 +137,49 @@ def test_report_of_a_non_run_directory(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "report.html").exists()
 
 
-# ---- findings judged held out (issue #31), on a run directory written by hand in the new format
+# ---- findings judged held out (issue #31), on a run directory written by hand in the new format: the
+# documents here, their rendering in tests/report/test_report_browser.py
 
 
-def test_confirmed_modes_come_first_and_candidates_sit_apart(tmp_path: Path) -> None:
-    from cg_ray.report.beyond import CANDIDATES_HEADING, failure_modes_section, slices_section
-    from tests.report.crossfit_run import CROSSFIT, mode, slice_, write_run
+def test_profile_documents_carry_the_verdicts_in_the_cli_words(tmp_path: Path) -> None:
+    from cg_ray.report.documents import profile
+    from tests.report.crossfit_run import mode, slice_, write_run
 
     run_dir = write_run(
         tmp_path / "run",
         [mode(1, True, "draw"), mode(2, False, "pawn")],
         [slice_(1, True, "geometry"), slice_(2, False, "algebra")],
     )
-    page = failure_modes_section(run_dir, 10, CROSSFIT)
-    heading = page.index(f"<h3>{CANDIDATES_HEADING}</h3>")
-    assert page.index("Rows with “draw”") < page.index("<details class='candidates'>") < heading
-    assert heading < page.index("Rows with “pawn”") < page.index("</details>")
-    assert "<h3>Confirmed held out (1)</h3>" in page
-    # the confirmed mode: its held-out interval, q-value, what it was measured on, its terms' shares
-    assert "-0.210 <span class='ci'>[-0.300, -0.120]</span>" in page and "q=0.003" in page
-    assert "measured held out on 412 rows (380 groups) in 5 of 5 folds" in page
-    assert "“draw” in 62% of its rows vs 8% of the same cells; “board” 40% vs 10%" in page
-    assert "chosen on 4 of 5 folds of grouped rows (identical prompts, 1,834 groups)" in page
-    assert "a random draw of the mode" in page and "<mark>draw</mark>" in page  # the example, its term marked
-    assert "read the same" not in page and "variants" not in page  # look-alike modes are merged now
-    slices = slices_section(run_dir, 10, CROSSFIT)
-    assert slices.index("task=geometry") < slices.index(CANDIDATES_HEADING) < slices.index("task=algebra")
-    assert "0.300 <span class='ci'>[0.250, 0.360]</span><div class='ex'>other rows 0.600</div>" in slices
+    modes = profile(run_dir, "failure_modes", 50)
+    assert modes is not None and modes["n_confirmed"] == 1 and modes["tried"] == "61 candidates tried"
+    assert modes["judged"].startswith("chosen on 4 of 5 folds of grouped rows (identical prompts, 1,834 groups)")
+    first = modes["items"][0]
+    assert first["measured"] == "measured held out on 412 rows (380 groups) in 5 of 5 folds"
+    assert first["shares_text"] == "“draw” in 62% of its rows vs 8% of the same cells; “board” 40% vs 10%"
+    example = first["examples"][0]
+    assert [example["snippet"][a:b] for a, b in example["marks"]] == ["draw", "board"]  # its terms, marked
+    slices = profile(run_dir, "slices", 50)
+    assert slices is not None and slices["tried"] == "240 candidates tried" and slices["items"][0]["suite_mean"] == 0.6
 
 
-def test_no_confirmed_finding_is_said_plainly(tmp_path: Path) -> None:
-    from cg_ray.report.beyond import CANDIDATES_HEADING, failure_modes_section, slices_section
-    from tests.report.crossfit_run import CROSSFIT, mode, slice_, write_run
+def test_marked_snippets_mark_whole_words_as_the_tokeniser_reads_them() -> None:
+    from cg_ray.report.documents import marked_snippet
 
-    run_dir = write_run(tmp_path / "run", [mode(1, False, "pawn")], [slice_(1, False, "algebra")])
-    page = failure_modes_section(run_dir, 10, CROSSFIT)
-    assert "No failure mode confirmed held out (61 candidates tried)." in page
-    assert "Confirmed held out" not in page and page.index(CANDIDATES_HEADING) < page.index("Rows with “pawn”")
-    assert "No slice confirmed held out (240 candidates tried)." in slices_section(run_dir, 10, CROSSFIT)
-
-
-def test_concept_tables_mark_confirmed_and_show_the_held_out_residual(tmp_path: Path) -> None:
-    from cg_ray.report.profile import load_profile, profile_table
-    from tests.report.crossfit_run import weakness, write_run
-
-    entries = [weakness(1, 7, True), weakness(2, 9, None), weakness(3, 11, False)]
-    run_dir = write_run(tmp_path / "run", [], [], entries)
-    rows = profile_table(load_profile(run_dir), lambda _: "").split("<tr>")[2:]
-    assert "-0.180 <span class='ci'>[-0.250, -0.100]</span>" in rows[0] and "✓ confirmed" in rows[0]
-    assert "q=0.002" in rows[0] and "confirmed" not in rows[1] and "candidate, q=0.500" in rows[2]
+    text = 'Would a person answer an issue? Is "kayak" a palindrome? [asy] draw [/asy]'
+    got = marked_snippet(text, ["an", "is kayak", "[asy]"])
+    marked = [got["snippet"][a:b] for a, b in got["marks"]]
+    assert marked == ["an", 'Is "kayak', "[asy]"]  # never inside a longer word ("answer")
+    assert marked_snippet(text, [])["marks"] == marked_snippet(text, ["  "])["marks"] == []
+    long = "x " * 300 + "the draw here " + "y " * 300
+    cut = marked_snippet(long, ["draw"])
+    assert cut["snippet"].startswith("…") and cut["snippet"].endswith("…")
+    assert [cut["snippet"][a:b] for a, b in cut["marks"]] == ["draw"]
 
 
-def test_null_check_is_shown_from_validation_json() -> None:
-    from cg_ray.report.profile import null_check_html, null_check_text
+def test_null_check_text() -> None:
+    from cg_ray.report.beyond import null_check_text
 
-    check = {
+    check: dict[str, Any] = {
         "seeds": [0, 1, 2],
         "permuted_within": ["task"],
         "confirmed": [{"seed": s, "failure_modes": 0, "slices": 0, "concepts": 0} for s in (0, 1, 2)],
@@ -173,6 +187,6 @@ def test_null_check_is_shown_from_validation_json() -> None:
     assert (
         null_check_text(check) == "Null check: scores permuted within task cells, 3 seeds: 0, 0, 0 confirmed findings"
     )
-    assert null_check_text(None) == "" and null_check_html(None) == ""
+    assert null_check_text(None) == ""
     check["confirmed"][1] |= {"slices": 4, "failure_modes": 1, "concepts": 1}  # slices stay real: not counted
-    assert "3 seeds: 0, 2, 0 confirmed findings" in null_check_html(check)
+    assert "3 seeds: 0, 2, 0 confirmed findings" in null_check_text(check)

@@ -112,6 +112,12 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         expect(rows.first).to_be_visible()
         assert rows.count() > 3
         expect(page.locator("#kpis")).to_contain_text("120")
+        # The same sections as a report of the run (tests/report/test_report_browser.py), drawn by the same app
+        # from the same documents; the service's controls beside them.
+        for section in ("overview", "beyond", "profile", "readable", "benchmarks", "concepts", "relations", "start"):
+            expect(page.locator(f"#{section}")).to_be_visible()
+        analysis = page.locator("#analysis").input_value()
+        _same_numbers_as_the_run(page, base, key, analysis)
         # The themes panel (`cg-ray describe` ran as part of the analysis).
         expect(page.locator("#themes-body")).to_contain_text(re.compile(r"rows · mean score|No themes"))
         page.locator("#themes").screenshot(path=str(ARTIFACTS / "explorer-themes.png"))
@@ -172,6 +178,31 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
     assert (ARTIFACTS / "explorer.png").stat().st_size > 10_000
 
 
+def _same_numbers_as_the_run(page: Any, base: str, key: str, analysis: str) -> None:
+    """The weakest concept's interval and the first failure mode's held-out interval on the page are those of
+    the analysis' run files (downloaded as the API serves them)."""
+    import io
+
+    import httpx
+    import pyarrow.parquet as pq
+    from playwright.sync_api import expect
+
+    def table(name: str) -> list[dict[str, Any]]:
+        got = httpx.get(f"{base}/v1/analyses/{analysis}/artifacts/{name}", headers={"X-API-Key": key})
+        assert got.status_code == 200, got.text
+        return pq.read_table(io.BytesIO(got.content)).to_pylist()
+
+    weakest = table("weaknesses.parquet")[0]
+    first = page.locator("#profile-table tbody tr").first
+    expect(first.locator("td").nth(1)).to_have_text(str(weakest["concept_id"]))
+    interval = f"{weakest['X_model']:.3f} [{weakest['X_model_low']:.3f}, {weakest['X_model_high']:.3f}]"
+    expect(first.locator("td.xmodel")).to_have_text(interval)
+    mode = table("failure_modes.parquet")[0]
+    held = page.locator("#modes-table tbody tr" if mode["confirmed"] else "#modes-candidates-table tbody tr")
+    low, high = mode["residual_low"], mode["residual_high"]
+    expect(held.first.locator("td.heldout")).to_contain_text(f"{mode['residual']:+.3f} [{low:+.3f}, {high:+.3f}]")
+
+
 def _uploaded(base: str, headers: dict[str, str], rows: list[dict], name: str = "bench.jsonl") -> str:
     import httpx
 
@@ -203,7 +234,7 @@ def test_compare_two_analyses_in_the_explorer(server) -> None:
     def analyse(rows: list[dict]) -> str:
         return _finished(base, headers, "/v1/analyses", {"upload_ids": [_uploaded(base, headers, rows)]})
 
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"id": i, "prompt": f"{'please ' if i % 2 else ''}add {i} and {i + 1}", "response": str(i), "score": 1.0}
         for i in range(60)
     ]
@@ -268,7 +299,7 @@ def test_diff_models_in_the_explorer(server) -> None:
         expect(first).to_have_attribute("data-id", str(word_concept(word, 128)))
         expect(first).to_have_class("b-more")
         expect(first.locator("td").nth(4)).to_contain_text("+1.000")
-        expect(page.locator("#models-plot .main-svg").first).to_be_visible()
+        expect(page.locator("#models-plot svg.chart").first).to_be_visible()
         first.click()
         detail = page.locator("#models-detail")
         expect(detail).to_contain_text("In B's answer, not A's")

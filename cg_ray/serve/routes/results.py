@@ -18,6 +18,7 @@ from cg_ray.serve.models import (
     ConceptPage,
     Distributions,
     ProfileView,
+    RunView,
     SubsetCoverage,
     SummaryView,
     ThemesView,
@@ -34,6 +35,13 @@ router = APIRouter(
 @router.get("/summary", response_model=SummaryView)
 def get_summary(run_dir: FinishedRun) -> SummaryView:
     return results.summary(run_dir)
+
+
+@router.get("/view", response_model=RunView)
+def get_view(analysis_id: str, run_dir: FinishedRun) -> RunView:
+    """Every document the explorer draws for the analysis, as `cg-ray report` embeds them in report.html: the
+    explorer and a report show the same numbers."""
+    return results.view(run_dir, analysis_id)
 
 
 @router.get("/concepts", response_model=ConceptPage)

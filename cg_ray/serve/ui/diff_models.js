@@ -17,7 +17,7 @@ function fillModelRuns() {
 
 async function showModelsAnalysis(id) {
   // A diff-models analysis has no CG panels: only the compare area, on its models.
-  for (const section of ["overview", "profile", "concepts", "themes", "detail", "relations"]) $(section).hidden = true;
+  for (const section of ["overview", "beyond", "profile", "readable", "validation", "benchmarks", "concepts", "themes", "detail", "relations", "robustness"]) $(section).hidden = true;
   $("compare").hidden = false;
   $("compare-analyses").hidden = true;
   $("models-analysis").value = id;
@@ -45,18 +45,13 @@ function modelsRow(e) {
 }
 
 function modelsPlot(d) {
-  const items = d.items.slice().reverse();  // plotly draws the first category at the bottom
+  const items = d.items;
   const name = (e) => `${e.concept_id} ${(e.description || e.label || "").slice(0, 40)}`;
   $("models-plot").hidden = !items.length;
   if (!items.length) return;
-  Plotly.newPlot("models-plot", [{
-    type: "scatter", mode: "markers", x: items.map((e) => e.delta), y: items.map(name),
-    marker: { color: items.map((e) => (e.delta < 0 ? "#1f77b4" : e.delta > 0 ? "#ff7f0e" : "#9ca3af")) },
-    error_x: { type: "data", symmetric: false, array: items.map((e) => e.delta_high - e.delta),
-      arrayminus: items.map((e) => e.delta - e.delta_low) },
-  }], Object.assign({}, LAYOUT, { title: T(`Δ = ${d.models.b} − ${d.models.a}, share of answers [${Math.round(100 * d.config.confidence)}% CI]`),
-    height: 120 + 22 * items.length, margin: { l: 300, r: 10, t: 40, b: 40 },
-    shapes: [{ type: "line", x0: 0, x1: 0, y0: 0, y1: 1, yref: "paper", line: { color: "#888", dash: "dot" } }] }), PLOT);
+  Charts.forest("models-plot", d.items.map((e) => ({ label: name(e), x: e.delta, low: e.delta_low, high: e.delta_high,
+    color: e.delta < 0 ? "#1f77b4" : e.delta > 0 ? "#ff7f0e" : "#9ca3af" })),
+    { title: `Δ = ${d.models.b} − ${d.models.a}, share of answers [${Math.round(100 * d.config.confidence)}% CI]` });
 }
 
 async function loadModels(reset = false) {

@@ -1,0 +1,193 @@
+"""report.html in headless Chromium (Debian's, driven by Playwright), opened from file:// with every other request
+refused: every section renders from the embedded documents, the numbers read from the page are the run's, it
+loads in under 2 s, and confirmed findings are kept apart from the candidates."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from cg_ray import schemas as S
+from cg_ray.cli import main
+from cg_ray.synthetic import SyntheticSpec, write_synthetic_labels, write_synthetic_rows
+from tests.serve.test_browser import ARTIFACTS, CHROMIUM, FLAGS
+
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (scripts/setup.sh installs it)"),
+    pytest.mark.slow,
+]
+SECTIONS = (
+    "overview",
+    "beyond",
+    "profile",
+    "validation",
+    "benchmarks",
+    "concepts",
+    "themes",
+    "relations",
+    "robustness",
+)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("report-browser")
+    spec = SyntheticSpec(rows_per_benchmark=250, d_sae=300, nnz=16)
+    rows = write_synthetic_rows(tmp / "rows.parquet", spec)
+    labels = write_synthetic_labels(tmp / "labels.csv", spec)
+    out = tmp / "run"
+    assert main(["metrics", "--rows", str(rows), "--labels", str(labels), "--out", str(out), "--min-rows", "5"]) == 0
+    assert main(["robustness", "--rows", str(rows), "--out", str(out / "robustness"), "--repeats", "3"]) == 0
+    assert (
+        main(["validate", "--rows", str(out / S.ROWS_FILE), "--out", str(out), "--bootstrap", "30", "--random", "5"])
+        == 0
+    )
+    assert main(["report", str(out)]) == 0
+    return out
+
+
+def _offline_page(p: Any, html: Path, loaded: list[float] | None = None) -> tuple[Any, Any, list[str], list[str]]:
+    """Chromium on file://`html`, every non-file request aborted and recorded, page errors recorded; the
+    seconds from opening the file to the drawn page appended to `loaded`."""
+    from playwright.sync_api import expect
+
+    loaded = [] if loaded is None else loaded
+    browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+    page = browser.new_page(viewport={"width": 1280, "height": 1800})
+    left: list[str] = []
+    errors: list[str] = []
+
+    def refuse(route: Any) -> None:
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            left.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", refuse)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    started = time.monotonic()
+    page.goto(html.as_uri())
+    expect(page.locator("#concept-table")).to_have_attribute("aria-busy", "false")  # drawn
+    loaded.append(time.monotonic() - started)
+    return browser, page, left, errors
+
+
+def test_the_report_renders_every_section_offline_with_the_runs_numbers(run_dir: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    weakest = pq.read_table(run_dir / S.WEAKNESSES_FILE).to_pylist()[0]
+    mode = pq.read_table(run_dir / S.FAILURE_MODES_FILE).to_pylist()[0]
+    robustness = json.loads((run_dir / "robustness" / "robustness.json").read_text())
+    concepts = pq.read_table(run_dir / S.CONCEPTS_FILE).to_pylist()
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        loaded: list[float] = []
+        browser, page, left, errors = _offline_page(p, run_dir / "report.html", loaded)
+        for section in (*SECTIONS, "robustness"):
+            expect(page.locator(f"#{section}")).to_be_visible()
+        expect(page.locator("#start")).to_be_hidden()  # the service's controls are not in a report
+        expect(page.locator("#compare")).to_be_hidden()
+        expect(page.locator("#kpis")).to_contain_text(f"{len(concepts):,}")
+        # The weakest concept's interval, as weaknesses.parquet holds it.
+        first = page.locator("#profile-table tbody tr").first
+        expect(first.locator("td").nth(1)).to_have_text(str(weakest["concept_id"]))
+        interval = f"{weakest['X_model']:.3f} [{weakest['X_model_low']:.3f}, {weakest['X_model_high']:.3f}]"
+        expect(first.locator("td.xmodel")).to_have_text(interval)
+        # The first failure mode's held-out interval, as failure_modes.parquet holds it.
+        table = "#modes-table" if mode["confirmed"] else "#modes-candidates-table"
+        cell = page.locator(f"{table} tbody tr").first.locator("td.heldout")
+        expect(cell).to_contain_text(
+            f"{mode['residual']:+.3f} [{mode['residual_low']:+.3f}, {mode['residual_high']:+.3f}]"
+        )
+        expect(page.locator("#robustness")).to_contain_text(f"{robustness['subsampling']['X_model_std_mean']:.4f}")
+        expect(page.locator("#validation-table tbody tr")).to_have_count(3)
+        expect(page.locator("#validation-lift svg")).to_be_visible()
+        expect(page.locator("#hist-coverage svg rect").first).to_be_attached()
+        expect(page.locator("#per-benchmark svg")).to_have_count(
+            len(json.loads((run_dir / S.SUMMARY_FILE).read_text())["benchmarks"])
+        )
+        # The concept table sorts and searches in the page; a ranked concept opens with its examples.
+        page.fill("#search", "planted hard")
+        texts = page.locator("#concept-table tbody tr td:nth-child(2)").all_inner_texts()
+        assert texts and all("planted hard" in t for t in texts)
+        page.fill("#search", "")
+        page.locator("#profile-table tbody tr").first.click()
+        expect(page.locator("#detail-title")).to_contain_text(f"Concept {weakest['concept_id']}:")
+        expect(page.locator("#best .example, #worst .example").first).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+        browser.close()
+    assert not left, f"requests left the page: {left}"
+    assert not errors, errors
+    assert loaded[0] < 2.0, f"the report took {loaded[0]:.2f} s to render"
+
+
+def _with_profiles(run_dir: Path, crossfit_run: Path, out: Path) -> Path:
+    """The run's report with the hand-written run's failure modes, slices and weaknesses in their place."""
+    from cg_ray.report.documents import profile, run_view
+    from cg_ray.report.html import page
+
+    view = run_view(run_dir)
+    for kind in ("failure_modes", "slices", "weaknesses"):
+        view["profiles"][kind] = profile(crossfit_run, kind, 50)
+    out.write_text(page(view, "crossfit"), encoding="utf-8")
+    return out
+
+
+def test_confirmed_findings_come_first_and_candidates_sit_apart(run_dir: Path, tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.report.crossfit_run import mode, slice_, weakness, write_run
+
+    judged = write_run(
+        tmp_path / "judged",
+        [mode(1, True, "draw"), mode(2, False, "pawn")],
+        [slice_(1, True, "geometry"), slice_(2, False, "algebra")],
+        [weakness(1, 7, True), weakness(2, 9, None), weakness(3, 11, False)],
+    )
+    noise = write_run(tmp_path / "noise", [mode(1, False, "pawn")], [slice_(1, False, "algebra")], [])
+    with sync_playwright() as p:
+        browser, page, left, errors = _offline_page(p, _with_profiles(run_dir, judged, tmp_path / "judged.html"))
+        expect(page.locator("#beyond-judged")).to_contain_text(
+            "chosen on 4 of 5 folds of grouped rows (identical prompts, 1,834 groups)"
+        )
+        expect(page.locator("#modes-confirmed")).to_have_text("Confirmed held out (1)")
+        confirmed = page.locator("#modes-table tbody tr")
+        expect(confirmed).to_have_count(1)
+        expect(confirmed.first).to_contain_text("Rows with “draw”")
+        expect(confirmed.first).to_contain_text("“draw” in 62% of its rows vs 8% of the same cells; “board” 40% vs 10%")
+        expect(confirmed.first.locator("mark").first).to_have_text("draw")  # the example, its term marked
+        held = confirmed.first.locator("td.heldout")
+        expect(held).to_contain_text("-0.210 [-0.300, -0.120]")
+        expect(held).to_contain_text("q=0.003")
+        expect(held).to_contain_text("measured held out on 412 rows (380 groups) in 5 of 5 folds")
+        candidates = page.locator("#modes-candidates")
+        expect(candidates.locator("summary")).to_contain_text("Candidates — not confirmed held out; likely noise")
+        expect(candidates.locator("tbody tr").first).to_be_hidden()  # collapsed until opened, greyed
+        assert candidates.locator("table").evaluate("t => getComputedStyle(t).opacity") == "0.6"
+        candidates.locator("summary").click()
+        expect(candidates.locator("tbody tr").first).to_contain_text("Rows with “pawn”")
+        expect(page.locator("#slices-table tbody tr").first).to_contain_text("task=geometry")
+        expect(page.locator("#slices-table tbody tr").first.locator("td.heldout")).to_contain_text(
+            "0.300 [0.250, 0.360]other rows 0.600"
+        )
+        expect(page.locator("#slices-candidates-table tbody tr").first).to_contain_text("task=algebra")
+        rows = page.locator("#profile-table tbody tr")
+        expect(rows.nth(0).locator("td").nth(5)).to_contain_text("-0.180 [-0.250, -0.100]✓ confirmed q=0.002")
+        expect(rows.nth(1).locator("td").nth(5)).to_have_text("—")
+        expect(rows.nth(2).locator("td").nth(5)).to_contain_text("candidate, q=0.500")
+        browser.close()
+        browser, page, left2, errors2 = _offline_page(p, _with_profiles(run_dir, noise, tmp_path / "noise.html"))
+        expect(page.locator("#modes-table tbody")).to_have_text(
+            "No failure mode confirmed held out (61 candidates tried)."
+        )
+        expect(page.locator("#modes-confirmed")).to_have_text("")
+        expect(page.locator("#slices-table tbody")).to_have_text("No slice confirmed held out (240 candidates tried).")
+        expect(page.locator("#modes-candidates-table tbody tr").first).to_contain_text("Rows with “pawn”")
+        browser.close()
+    assert not (left or left2 or errors or errors2), (left, left2, errors, errors2)
