@@ -143,15 +143,29 @@ def _largest(config: RunConfig) -> Pool | None:
 
 def fit(config: RunConfig, cluster: Cluster) -> FitPlan:
     """The plan for `config` on `cluster`; ConfigError naming what is missing when it cannot be hosted."""
-    res = config.reader.resources
-    reader = Pool("reader", "reader", res.num_cpus, res.num_gpus, 0.0, res.min_actors, res.max_actors)
+    reader = _reader(config.reader.resources)
     engine = _largest(config)
-    pools = [p for p in (engine, reader) if p is not None]
+    counts, needs = _size([p for p in (engine, reader) if p is not None], cluster)
+    return FitPlan(cluster, engine, reader, counts.get("engine", 0), counts["reader"], needs)
+
+
+def fit_reader_pool(resources: StageResources, cluster: Cluster) -> StageResources:
+    """A reader pool alone (jobs that only read, `cg_ray.pipeline.reading`): refused or clamped the same way."""
+    counts, _ = _size([_reader(resources)], cluster)
+    return resources.model_copy(update={"max_actors": counts["reader"]})
+
+
+def _reader(res: StageResources) -> Pool:
+    return Pool("reader", "reader", res.num_cpus, res.num_gpus, 0.0, res.min_actors, res.max_actors)
+
+
+def _size(pools: list[Pool], cluster: Cluster) -> tuple[dict[str, int], float]:
+    """Each pool's actors on `cluster`, and the CPUs needed at the smallest sizes (refused if over)."""
     _check_nodes(pools, cluster)
     counts = {p.name: p.min_actors for p in pools}
     used_cpus = TASK_CPUS + sum(p.cpus_per_actor * counts[p.name] for p in pools)
     used_gpus = sum(p.gpus * counts[p.name] for p in pools)
-    if used_cpus > cluster.cpus + _EPS or used_gpus > cluster.gpus + _EPS:
+    if not _fits(used_cpus, used_gpus, cluster):
         raise ConfigError(_refusal(pools, cluster, used_cpus, used_gpus))
     needs = used_cpus
     grown = True
@@ -163,7 +177,7 @@ def fit(config: RunConfig, cluster: Cluster) -> FitPlan:
                 used_cpus += p.cpus_per_actor
                 used_gpus += p.gpus
                 grown = True
-    return FitPlan(cluster, engine, reader, counts.get("engine", 0), counts["reader"], needs)
+    return counts, needs
 
 
 def _fits(cpus: float, gpus: float, cluster: Cluster) -> bool:
@@ -214,4 +228,4 @@ def _n(x: float) -> str:
     return f"{round(x, 3):g}"
 
 
-__all__ = ["TASK_CPUS", "Cluster", "FitPlan", "Pool", "fit"]
+__all__ = ["TASK_CPUS", "Cluster", "FitPlan", "Pool", "fit", "fit_reader_pool"]

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.generation.config import StageResources
+from cg_ray.pipeline.cluster_fit import Cluster, fit_reader_pool
 from cg_ray.pipeline.reader_stage import ReaderStage, planned_tokens
 
 ORDER = "_order"
@@ -31,8 +32,11 @@ def read_texts(
     `count_from_column` and `read_options` are passed to `ReaderStage` (response-span reading). Each actor
     plans for its share of the texts' tokens (estimated from their characters, context included: the
     model reads it too)."""
+    import ray
     import ray.data
 
+    if ray.is_initialized():  # the pool as it fits the cluster; a cluster too small is refused here
+        resources = fit_reader_pool(resources, Cluster.of_ray())
     characters = pc.sum(pc.utf8_length(table[text_column])).as_py() or 0
     indexed = table.append_column(ORDER, pa.array(range(table.num_rows), pa.int64()))
     blocks = max(1, min(table.num_rows // max(resources.batch_size, 1), 64))

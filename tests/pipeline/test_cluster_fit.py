@@ -123,3 +123,14 @@ def test_the_vllm_processor_asks_for_what_the_plan_counts() -> None:
     for stage in (processor.chat_template_stage, processor.tokenize_stage, processor.detokenize_stage):
         assert stage == {"enabled": True, "num_cpus": LIGHT_STAGE_CPUS, "concurrency": (1, 2)}
     assert fit(config, cluster(2)).engine.cpus_per_actor == pytest.approx(0.5 + 3 * LIGHT_STAGE_CPUS)  # type: ignore[union-attr]
+
+
+def test_a_reader_pool_alone_is_clamped_and_refused_the_same_way() -> None:
+    from cg_ray.generation.config import StageResources
+    from cg_ray.pipeline.cluster_fit import fit_reader_pool
+
+    wanted = StageResources(num_cpus=0.5, max_actors=8, batch_size=4)
+    assert fit_reader_pool(wanted, cluster(2)) == wanted.model_copy(update={"max_actors": 2})  # 1 + 2 × 0.5
+    assert fit_reader_pool(wanted, cluster(100)).max_actors == 8
+    with pytest.raises(ConfigError, match=r"needs 2 CPUs \(reader 1, Ray Data tasks 1\) but the cluster has 1;"):
+        fit_reader_pool(StageResources(num_cpus=1), cluster(1))
