@@ -22,9 +22,9 @@ def start_local_ray(generation: GenerationConfig, *, log_to_driver: bool = False
     for name, value in cpu_engine_env(generation).items():
         os.environ.setdefault(name, value)
     temp = tempfile.mkdtemp(prefix="cgray", dir="/tmp")
-    # Logical CPUs are scheduling tokens: vLLM's processor alone holds four actors (chat template,
-    # tokenize, engine, detokenize) besides the reader pool and Ray Data's tasks. Counting only physical
-    # cores would leave some of them pending forever on a small machine; real CPU use is set by the work.
+    # Logical CPUs are scheduling tokens: real CPU use is set by the work. A job fits 2 of them
+    # (cg_ray/pipeline/cluster_fit.py), but Ray Data's map tasks take 1 each: more tokens than cores let
+    # several run beside the actors, and a config asking whole CPUs per actor still runs locally.
     ray.init(
         num_cpus=max(LOCAL_LOGICAL_CPUS, os.cpu_count() or 1),
         include_dashboard=False,
