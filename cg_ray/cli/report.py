@@ -12,7 +12,8 @@ from cg_ray.describe.config import REPORT_TOP
 def _cmd_report(args: argparse.Namespace) -> int:
     """Write RUN_DIR/report.html with the paper's figures, tables and example rows.
 
-    Write a self-contained HTML report (plotly.js inline, no network) of a run directory."""
+    Write a self-contained HTML report of a run directory: the explorer's app with the run's documents
+    embedded (one file, no network)."""
     from cg_ray.report.html import build_report
 
     out = build_report(args.run_dir, examples_per_concept=args.examples, top=args.top, validate=args.validate)

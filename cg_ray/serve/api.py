@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import Response
 
 from cg_ray.labels import ConceptLabels
 from cg_ray.serve.db import Store
@@ -65,15 +65,8 @@ def body_limit(limits: Limits, content_type: str) -> int:
 
 
 def mount_ui(app: FastAPI) -> None:
-    """The web explorer at /ui; plotly.js comes from the installed plotly package (no CDN, works offline)."""
-    import plotly
+    """The web explorer at /ui: the app `cg-ray report` inlines, with its own SVG charts (no CDN, offline)."""
     from fastapi.staticfiles import StaticFiles
-
-    plotly_js = Path(plotly.__file__).with_name("package_data") / "plotly.min.js"
-
-    @app.get("/ui/plotly.min.js", include_in_schema=False)
-    def plotly_bundle() -> FileResponse:
-        return FileResponse(plotly_js, media_type="text/javascript")
 
     @app.get("/", include_in_schema=False)
     def root() -> Response:
