@@ -23,7 +23,7 @@ from scipy import sparse, stats
 from cg_ray.config import MetricsConfig
 from cg_ray.metrics.compute import CGResult
 from cg_ray.metrics.robustness import RowTable
-from cg_ray.profile.crossfit import PoolRows
+from cg_ray.profile.crossfit import POOL_FACTOR, PoolRows
 from cg_ray.profile.grouping import pool_activity_from_csr
 from cg_ray.profile.modes import (
     DUPLICATE_JACCARD,
@@ -41,7 +41,6 @@ from cg_ray.profile.strata import RowFrame, expected_scores, parse_adjust_for
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
-POOL_FACTOR = 4
 
 
 def fit_modes(
