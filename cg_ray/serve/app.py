@@ -2,7 +2,8 @@
 
 Two deployments: the encoder (reader + SAE, `@serve.batch`, GPUs and autoscaling from the args) and the
 FastAPI ingress (two replicas by default), which holds a handle to the encoder and the SQL store; the
-replicas share the store and claim in-service analyses through its leases.
+replicas share the store and claim in-service analyses through its leases. Their CPU shares, and the
+analyses', are sized to the cluster at build time (serve/resources.py).
 """
 
 from __future__ import annotations
