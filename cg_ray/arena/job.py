@@ -62,12 +62,12 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     from cg_ray.artifacts.layout import ArenaDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import open_rows
-    from cg_ray.artifacts.run_dir import publish_metrics
     from cg_ray.benchmarks.arena import load_battles
     from cg_ray.labels import load_labels
     from cg_ray.pipeline.runner import init_ray
     from cg_ray.pipeline.shards import ensure_free
     from cg_ray.report.html import build_report
+    from cg_ray.run_outputs import publish_metrics
 
     cfg = config.arena
     out = Path(config.output_dir) / config.name

@@ -67,7 +67,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import open_rows
-    from cg_ray.artifacts.run_dir import link_or_copy, publish_metrics
+    from cg_ray.run_outputs import link_or_copy, publish_metrics
 
     config = metrics_config_from_args(args)
     started = time.perf_counter()

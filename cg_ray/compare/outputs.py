@@ -13,9 +13,9 @@ from cg_ray import __version__
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import DiffDir
 from cg_ray.artifacts.publish import atomic_directory
-from cg_ray.artifacts.run_dir import json_number, nullable_floats
 from cg_ray.compare.diff import DiffResult, eligible
 from cg_ray.compare.runs import DiffRun
+from cg_ray.run_outputs import json_number, nullable_floats
 
 KIND = "cg_ray.diff"
 

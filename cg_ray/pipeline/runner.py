@@ -364,7 +364,7 @@ class ShardFacts:
 
 def _metrics(run_dir: Path, config: RunConfig, factory: str) -> dict[str, Any]:
     from cg_ray.artifacts.rows import open_rows
-    from cg_ray.artifacts.run_dir import publish_metrics
+    from cg_ray.run_outputs import publish_metrics
 
     rows = open_rows(RunDir(run_dir).rows)
     labels = shipped_labels(config.reader.sae, rows.d_sae, factory)

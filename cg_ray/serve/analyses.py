@@ -81,9 +81,9 @@ class Withdrawn(Exception):
 
 def _compute_run(rows: pa.Table, labels: ConceptLabels | None, options: dict[str, Any], folder: Path) -> None:
     """The run's files (rows, metrics, descriptions) into `folder`, which the caller publishes."""
-    from cg_ray.artifacts.run_dir import publish_metrics
     from cg_ray.config import MetricsConfig
     from cg_ray.describe.run import DescribeOptions, try_describe
+    from cg_ray.run_outputs import publish_metrics
 
     config = MetricsConfig.model_validate(options.get("metrics", {}))
     pq.write_table(rows, RunDir(folder).rows)

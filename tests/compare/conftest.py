@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.run_dir import publish_metrics
 from cg_ray.config import MetricsConfig
+from cg_ray.run_outputs import publish_metrics
 from tests.activations.conftest import _offline_env, tiny_model_dir, tiny_sae_dir  # noqa: F401 (reader fixtures)
 
 D_SAE = 12
