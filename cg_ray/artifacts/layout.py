@@ -4,8 +4,7 @@
 that writes it and, for JSON, its `cg_ray.artifacts.contract` model); `ARENA_ARTIFACTS` does the same for an
 arena run. `RunDir` / `ArenaDir` hand out those paths (an unknown name is refused), read them through their
 models, and `RunDir.update` is the one way a step after publishing (describe, explain, validate, robustness,
-report) changes a published run: every file replaced atomically, the step recorded in manifest.json, and the
-derived files that show what changed (the report) rebuilt through the function the registry names.
+report) changes a published run: every file replaced atomically and the step recorded in manifest.json.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
-import importlib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -120,13 +118,6 @@ ESTIMATE_ARTIFACTS: dict[str, Artifact] = _registry(
     ),
     Artifact("estimate.json", "json", "estimate"),
     Artifact(S.REPORT_FILE, "html", "estimate"),
-)
-
-# Derived files: rebuilt (when the run has one) after a step changes a file they show. Named by import path
-# so that the steps which trigger a rebuild do not import the code that renders it (describe ↛ report).
-REBUILT_BY: dict[str, str] = {S.REPORT_FILE: "cg_ray.report.html:build_report"}
-REPORT_SHOWS = frozenset(
-    {S.DESCRIPTIONS_FILE, S.THEMES_FILE, *S.PROFILE_FILES, S.FAILURE_MODES_FILE, S.VALIDATE_FILE, ROBUSTNESS_JSON}
 )
 
 
@@ -241,11 +232,10 @@ class RunDir(_Layout):
         step: str,
         files: Mapping[str, Content],
         details: Mapping[str, Any] | None = None,
-        *,
-        rebuild: bool = True,
     ) -> list[str]:
-        """Replace `files` of a published run, each atomically (all written before any is replaced), record
-        `{step, at, files, **details}` in manifest.json, then rebuild the derived files that show them."""
+        """Replace `files` of a published run, each atomically (all written before any is replaced), and record
+        `{step, at, files, **details}` in manifest.json. The report that shows them is rebuilt by the command
+        that ran the step (`cg_ray.report.refresh`), a layer that may import the report."""
         self.require(S.SUMMARY_FILE, hint="only a published run can be updated")
         names = list(files)
         with _locked(self.path), contextlib.ExitStack() as stack:
@@ -254,8 +244,6 @@ class RunDir(_Layout):
                 _write(self.artifact(name), tmp, content)
             stack.close()  # every file written: now each replaces its target
             self._record(step, names, dict(details or {}))
-        if rebuild:
-            self._rebuild(set(names))
         return names
 
     def _record(self, step: str, names: list[str], details: dict[str, Any]) -> None:
@@ -264,13 +252,6 @@ class RunDir(_Layout):
         manifest["steps"] = [*(manifest.get("steps") or []), {"step": step, "at": at, "files": names, **details}]
         with atomic_file(self.manifest) as tmp:
             C.write_document(tmp, C.RunManifest, manifest, default=str)
-
-    def _rebuild(self, changed: set[str]) -> None:
-        for name, target in REBUILT_BY.items():
-            if name in changed or not self.has(name) or not changed & REPORT_SHOWS:
-                continue
-            module, _, function = target.partition(":")
-            getattr(importlib.import_module(module), function)(self.path)
 
 
 class ArenaDir(_Layout):

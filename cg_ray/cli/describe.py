@@ -73,8 +73,10 @@ def _describe(args: argparse.Namespace) -> int:
     in-suite tokens, labels, LLM explanations when `cg-ray explain` ran) and group them into themes; writes
     RUN_DIR/descriptions.parquet and RUN_DIR/themes.json."""
     from cg_ray.describe.run import describe_run
+    from cg_ray.report.refresh import refresh_report
 
     table, themes = describe_run(args.run_dir, _options(args))
+    refresh_report(args.run_dir)
     _print(table, themes)
     return 0
 
@@ -88,8 +90,10 @@ def _explain(args: argparse.Namespace) -> int:
     RUN_DIR/explanations.parquet and refreshes descriptions.parquet / themes.json."""
     from cg_ray.describe.endpoint import usage_line
     from cg_ray.describe.explain import explain_run
+    from cg_ray.report.refresh import refresh_report
 
     table, themes = explain_run(args.run_dir, _options(args), _explain_config(args))
+    refresh_report(args.run_dir)
     _print(table, themes)
     info = themes["summary"]["explainer"]
     print(

@@ -237,6 +237,7 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
     from cg_ray.metrics.robustness import adversarial_ablation, subsampling
+    from cg_ray.report.refresh import refresh_report
 
     config = metrics_config_from_args(args)
     robust = from_args(RobustnessConfig, args)
@@ -262,6 +263,7 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
         run.update(
             "robustness", {ROBUSTNESS_JSON: write_json, ROBUSTNESS_CONCEPTS: stds}, {"rows_file": str(args.rows)}
         )
+        refresh_report(run.path)
     else:
         with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
             write_document(RobustnessDir(tmp).file(S.ROBUSTNESS_FILE), RobustnessReport, result)  # NaN kept

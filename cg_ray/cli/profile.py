@@ -49,6 +49,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from cg_ray.cli.metrics import metrics_config_from_args
     from cg_ray.profile.strata import read_frame
     from cg_ray.profile.validate import ValidateConfig, validate
+    from cg_ray.report.refresh import refresh_report
     from cg_ray.schemas import VALIDATE_FILE
 
     if not 0.0 < args.test_fraction < 1.0:  # also checked by argparse; kept for programmatic callers
@@ -74,6 +75,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     report["model"] = args.model
     if run is not None:
         run.update("validate", {VALIDATE_FILE: report}, {"rows_file": str(args.rows)})
+        refresh_report(run.path)
     else:
         with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
             write_document(RobustnessDir(tmp).file(VALIDATE_FILE), ValidateReport, report, allow_nan=False)

@@ -28,6 +28,7 @@ def describe_published_run(
     if not describe.enabled and explain is None:
         return
     from cg_ray.describe.run import DescribeOptions, describe_run
+    from cg_ray.report.refresh import refresh_report
 
     options = DescribeOptions(top=describe.top, examples=describe.examples, seed=seed, tokens=describe.tokens)
     try:
@@ -37,6 +38,7 @@ def describe_published_run(
             explain_run(run_dir, options, explain)
         else:
             describe_run(run_dir, options)
+        refresh_report(run_dir)
     except Exception:
         command = "explain" if explain is not None else "describe"
         log.error("the run is published at %s; describing it failed (retry: cg-ray %s %s)", run_dir, command, run_dir)

@@ -75,5 +75,5 @@ def build_report(
     view = run_view(
         run_files.path, top, examples_per_concept, Path(validate) if validate is not None else None, name=name
     )
-    run_files.update("report", {REPORT_FILE: page(view, f"cg_ray report — {name}")}, rebuild=False)
+    run_files.update("report", {REPORT_FILE: page(view, f"cg_ray report — {name}")})
     return run_files.report

@@ -22,6 +22,7 @@ from cg_ray.describe.descriptions import Candidate, choose
 from cg_ray.describe.explain import explain_run
 from cg_ray.describe.fuzzing import SpanTexts, wrong_marking
 from cg_ray.describe.run import Analysis, DescribeOptions
+from cg_ray.report.refresh import refresh_report
 from tests.describe.endpoint_server import Script, serve
 
 KEY = "sk-test-9f3Kq-planted-secret"
@@ -74,6 +75,7 @@ def run(make_run: Callable[..., Path]) -> Path:
 def _explain(run: Path, url: str, **kw: object) -> dict[tuple[int, str], dict[str, object]]:
     config = ExplainConfig.model_validate({"endpoint": url, "model": "scripted-model", **kw})
     explain_run(run, DescribeOptions(concepts=(0, 6), tokens=False), config, span_reader=marker_spans)
+    refresh_report(run)  # what `cg-ray explain` does after the step
     return {(r["concept_id"], r["source"]): r for r in pq.read_table(run / "explanations.parquet").to_pylist()}
 
 
