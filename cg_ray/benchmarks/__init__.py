@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cg_ray.benchmarks.rows import BENCHMARK_ROW_SCHEMA, BenchmarkRow, rows_table
-from cg_ray.benchmarks.sources import BenchmarkSource, source_label
+from cg_ray.benchmarks.sources import BenchmarkSource, ScorerOptions, source_label
 from cg_ray.errors import InputError
 from cg_ray.registry import Registry
 
@@ -46,7 +46,7 @@ def load_benchmarks(sources: Sequence[BenchmarkSource]) -> list[BenchmarkRow]:
     return load_suite(sources)[0]
 
 
-def record_scorer_options(options: dict[str, dict[str, Any]], source: BenchmarkSource, benchmarks: set[str]) -> None:
+def record_scorer_options(options: dict[str, ScorerOptions], source: BenchmarkSource, benchmarks: set[str]) -> None:
     """Record `source`'s scorer_options for each of its benchmarks; a benchmark given different options by
     two sources is refused (one scorer configuration per benchmark)."""
     for name in sorted(benchmarks):
@@ -59,12 +59,12 @@ def record_scorer_options(options: dict[str, dict[str, Any]], source: BenchmarkS
             )
 
 
-def load_suite(sources: Sequence[BenchmarkSource]) -> tuple[list[BenchmarkRow], dict[str, dict[str, Any]]]:
+def load_suite(sources: Sequence[BenchmarkSource]) -> tuple[list[BenchmarkRow], dict[str, ScorerOptions]]:
     """All rows of a suite (ids unique across it) and each benchmark's scorer options, the second input
     of ``cg_ray.scoring.apply.score_dataset``."""
     seen: dict[str, str] = {}
     out: list[BenchmarkRow] = []
-    options: dict[str, dict[str, Any]] = {}
+    options: dict[str, ScorerOptions] = {}
     for source in sources:
         label = source_label(source)
         rows = load_source(source)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from typing import Any
 
 from cg_ray.benchmarks.rows import BenchmarkRow, as_references, as_score, as_text, make_row
 from cg_ray.benchmarks.sources import FieldMapping
@@ -13,9 +12,9 @@ from cg_ray.errors import InputError
 MISSING = object()
 
 
-def dotted_get(record: Mapping[str, Any], path: str) -> Any:
+def dotted_get(record: Mapping[str, object], path: str) -> object:
     """``record["doc"]["question"]`` for ``"doc.question"``; a missing key gives the sentinel ``MISSING``."""
-    value: Any = record
+    value: object = record
     for part in path.split("."):
         if isinstance(value, Mapping) and part in value:
             value = value[part]
@@ -26,7 +25,7 @@ def dotted_get(record: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def required(record: Mapping[str, Any], path: str, *, where: str, row: int) -> Any:
+def required(record: Mapping[str, object], path: str, *, where: str, row: int) -> object:
     value = dotted_get(record, path)
     if value is MISSING:
         raise InputError(
@@ -49,7 +48,7 @@ def render_prompt(template: str | None, prompt: str, choices: list[str] | None) 
     return template.replace("{choices}", render_choices(choices)).replace("{prompt}", prompt)
 
 
-def _choices(record: Mapping[str, Any], fields: FieldMapping, *, where: str, row: int) -> list[str] | None:
+def _choices(record: Mapping[str, object], fields: FieldMapping, *, where: str, row: int) -> list[str] | None:
     if fields.choices is None:
         return None
     if isinstance(fields.choices, list):
@@ -74,7 +73,7 @@ def _index_to_letter(value: str, fields: FieldMapping, choices: list[str] | None
 
 
 def map_record(
-    record: Mapping[str, Any],
+    record: Mapping[str, object],
     fields: FieldMapping,
     *,
     where: str,
@@ -96,7 +95,7 @@ def map_record(
     for f, part in zip(prompt_fields, parts, strict=True):
         if not isinstance(part, str) or not part.strip():
             raise InputError("prompt must be a non-empty string", path=where, row=row, field=f)
-    prompt = "\n\n".join(parts)
+    prompt = "\n\n".join(p for p in parts if isinstance(p, str))  # all are: checked above
     choices = _choices(record, fields, where=where, row=row)
     reference = as_references(required(record, fields.reference, where=where, row=row)) if fields.reference else []
     if fields.reference_index_base is not None:

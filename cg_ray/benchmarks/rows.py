@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, TypedDict
+from typing import Final, SupportsFloat, SupportsIndex, TypedDict
 
 import pyarrow as pa
 
@@ -67,7 +67,7 @@ def make_row(
     score: float | None = None,
     response: str | None = None,
     model: str | None = None,
-    metadata: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, object] | None = None,
 ) -> BenchmarkRow:
     return BenchmarkRow(
         row_id=row_id,
@@ -83,14 +83,14 @@ def make_row(
     )
 
 
-def as_text(value: Any) -> str:
+def as_text(value: object) -> str:
     """A scalar answer as text (numbers from CSV/JSON keep their natural form: 18, not 18.0)."""
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
 
 
-def as_references(value: Any) -> list[str]:
+def as_references(value: object) -> list[str]:
     """A gold answer (string, number, list of acceptable strings, or null) as a list of strings."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return []
@@ -99,10 +99,12 @@ def as_references(value: Any) -> list[str]:
     return [as_text(value)]
 
 
-def as_score(value: Any) -> float | None:
+def as_score(value: object) -> float | None:
     """A per-row score in [0, 1]; booleans count as 0/1. Raises ValueError outside [0, 1]."""
     if value is None:
         return None
+    if not isinstance(value, str | bytes | SupportsFloat | SupportsIndex):  # what float() takes
+        raise TypeError(f"float() argument must be a string or a real number, not {type(value).__name__!r}")
     score = float(value)
     if math.isnan(score):
         return None

@@ -6,11 +6,13 @@ point at the exact key, e.g. ``benchmarks.0.local.path: Field required``.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cg_ray.io.records import FileFormat
+
+ScorerOptions = dict[str, float | int | str | bool]  # a source's keyword options to its scorer
 
 
 class _Strict(BaseModel):
@@ -42,7 +44,7 @@ class FieldMapping(_Strict):
 class _SourceBase(_Strict):
     benchmark: str | None = Field(None, description="benchmark name; default: from the rows or the file name")
     scorer: str = Field("exact", description="scorer name (see cg_ray.scoring.SCORERS)")
-    scorer_options: dict[str, float | int | str | bool] = Field(default_factory=dict)
+    scorer_options: ScorerOptions = Field(default_factory=dict)
     limit: int | None = Field(None, ge=1, description="keep the first N rows (in file order)")
     prompt_template: str | None = Field(
         None,
@@ -148,7 +150,7 @@ BenchmarkSource = Annotated[
 ]
 
 
-def source_label(source: Any) -> str:
+def source_label(source: BenchmarkSource) -> str:
     """A short human label of a source for logs and errors."""
     where = getattr(source, "path", None) or getattr(source, "dataset", None) or "embedded"
     return f"{source.kind}:{where}"
