@@ -2,7 +2,8 @@
 
 The "readable gaps" analysis writes `descriptions.parquet` (`concept_id: int32`, `description: string`,
 `metadata_enrichment: list<string>`) into a run directory. Profiles built after it exists take both columns
-from it; `apply_descriptions(run_dir)` rewrites existing profile files when it appears later. Until then,
+from it; `described_profiles(run_dir, table)` gives the existing profile files with them when it appears
+later (`cg-ray describe` writes those back as one step). Until then,
 `description` is the concept's label (or "concept N (no label)") and `metadata_enrichment` is empty.
 """
 
@@ -80,20 +81,3 @@ def described_profiles(run_dir: str | Path, descriptions: pa.Table) -> dict[str,
     return {
         name: with_descriptions(table, found) for name in S.PROFILE_FILES if (table := run.read_table(name)) is not None
     }
-
-
-def apply_descriptions(run_dir: str | Path) -> int:
-    """Rewrite the run directory's profile files with `descriptions.parquet` (one post-publish step: each
-    file replaced atomically, recorded in manifest.json).
-
-    Returns the number of profile entries that got a description; 0 (nothing rewritten) without the file.
-    """
-    run = RunDir(run_dir)
-    descriptions = load_descriptions(run.path)
-    if descriptions is None:
-        return 0
-    tables = {name: table for name in S.PROFILE_FILES if (table := run.read_table(name)) is not None}
-    updated = sum(1 for t in tables.values() for c in t.column("concept_id").to_pylist() if c in descriptions)
-    if tables:
-        run.update("descriptions", {name: with_descriptions(t, descriptions) for name, t in tables.items()})
-    return updated

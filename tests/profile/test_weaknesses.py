@@ -10,11 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.cli import main
 from cg_ray.config import MetricsConfig
 from cg_ray.metrics.accumulator import CGAccumulator
 from cg_ray.metrics.compute import compute_metrics
-from cg_ray.profile.descriptions import apply_descriptions
+from cg_ray.profile.descriptions import described_profiles, load_descriptions
 from cg_ray.profile.grouping import group_near_duplicates
 from cg_ray.profile.ranking import weakness_order
 from cg_ray.synthetic import SyntheticSpec, write_synthetic_rows
@@ -128,18 +129,17 @@ def test_descriptions_fill_profiles_now_and_later(tmp_path: Path) -> None:
     assert run("metrics", "--rows", rows, "--out", out, "--min-rows", 5) == 0
     weak = pq.read_table(out / S.WEAKNESSES_FILE)
     first = weak.column("concept_id")[0].as_py()
-    assert apply_descriptions(out) == 0  # no descriptions.parquet: nothing rewritten
-    pq.write_table(
-        pa.table(
-            {
-                "concept_id": pa.array([first, 63], pa.int32()),
-                "description": ["dates and calendars", "unused"],
-                "metadata_enrichment": pa.array([["benchmark: date_math (3.1x)"], []], pa.list_(pa.string())),
-            }
-        ),
-        out / S.DESCRIPTIONS_FILE,
+    assert load_descriptions(out) is None  # no descriptions.parquet yet
+    described = pa.table(
+        {
+            "concept_id": pa.array([first, 63], pa.int32()),
+            "description": ["dates and calendars", "unused"],
+            "metadata_enrichment": pa.array([["benchmark: date_math (3.1x)"], []], pa.list_(pa.string())),
+        }
     )
-    assert apply_descriptions(out) >= 1
+    pq.write_table(described, out / S.DESCRIPTIONS_FILE)
+    # Later: `cg-ray describe` writes back the profiles with the descriptions (described_profiles).
+    RunDir(out).update("descriptions", described_profiles(out, described))
     again = pq.read_table(out / S.WEAKNESSES_FILE).to_pylist()
     assert again[0]["description"] == "dates and calendars"
     assert again[0]["metadata_enrichment"] == ["benchmark: date_math (3.1x)"]
@@ -158,7 +158,7 @@ def test_bad_descriptions_file_is_named(tmp_path: Path) -> None:
 
     pq.write_table(pa.table({"concept_id": [1]}), tmp_path / S.DESCRIPTIONS_FILE)
     with pytest.raises(InputError, match=r"descriptions\.parquet.*description"):
-        apply_descriptions(tmp_path)
+        load_descriptions(tmp_path)
 
 
 def test_pool_statistics_stream_exactly() -> None:
