@@ -59,7 +59,8 @@ def from_request(batch: pa.Table) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=JUDGED_SCHEMA)
 
 
-def _no_judge(batch: pa.Table) -> pa.Table:
+def without_judge(batch: pa.Table) -> pa.Table:
+    """Generated rows as the judge pass leaves the rows it does not grade: `judge_output` null."""
     return batch.select(GENERATED_SCHEMA.names).append_column(JUDGE_OUTPUT, pa.nulls(batch.num_rows, pa.string()))
 
 
@@ -68,7 +69,9 @@ def judge_dataset(ds: ray.data.Dataset, config: GenerationConfig) -> ray.data.Da
     from cg_ray.generation import make_generator
 
     todo = ds.map_batches(_select(judged=True), batch_format="pyarrow")
-    rest = ds.map_batches(_select(judged=False), batch_format="pyarrow").map_batches(_no_judge, batch_format="pyarrow")
+    rest = ds.map_batches(_select(judged=False), batch_format="pyarrow").map_batches(
+        without_judge, batch_format="pyarrow"
+    )
     if todo.count() == 0:
         return rest
     requests = todo.map_batches(to_request, batch_format="pyarrow")

@@ -167,7 +167,7 @@ def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool, p
     import ray.data
 
     from cg_ray.generation import generate_responses
-    from cg_ray.pipeline.judge_pass import _no_judge, judge_dataset
+    from cg_ray.pipeline.judge_pass import judge_dataset, without_judge
     from cg_ray.scoring.apply import score_dataset
 
     ds = generate_responses(ds, config.generation)
@@ -175,7 +175,7 @@ def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool, p
         # judge_dataset counts its judge rows, which executes the generation above: keep that result.
         ds = judge_dataset(ds.materialize(), config.judge_config())
     else:
-        ds = ds.map_batches(_no_judge, batch_format="pyarrow")
+        ds = ds.map_batches(without_judge, batch_format="pyarrow")
     # Small scoring batches keep blocks small downstream, so finished shards stream back (and persist) early.
     ds = score_dataset(
         ds, {b.benchmark: b.scorer_options for b in config.benchmarks if b.benchmark}, batch_size=options.shard_rows
