@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,9 +17,19 @@ PAIRWISE_FILE = S.PAIRWISE_FILE
 RATINGS_JSON = S.RATINGS_JSON
 
 
-def pairwise_rows(ratings: Ratings) -> list[dict[str, Any]]:
+class PairwiseRow(TypedDict):
+    """One row of pairwise.parquet (and of ratings.json's `pairwise`)."""
+
+    model_a: str
+    model_b: str
+    battles_counted: float
+    score_a: float
+    bt_predicted: float
+
+
+def pairwise_rows(ratings: Ratings) -> list[PairwiseRow]:
     """Every ordered pair that met: counted battles, model_a's observed score share and the BT prediction."""
-    rows = []
+    rows: list[PairwiseRow] = []
     for i, a in enumerate(ratings.models):
         for j, b in enumerate(ratings.models):
             games = float(ratings.wins[i, j] + ratings.wins[j, i])

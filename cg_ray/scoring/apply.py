@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Required, TypedDict, cast
 
 import pyarrow as pa
 
@@ -25,14 +25,41 @@ STATUSES: Final = ("precomputed", "scored", "unparsed", "no_response")
 Options = Mapping[str, Mapping[str, Any]]  # benchmark -> scorer options
 
 
+class RowToScore(TypedDict, total=False):
+    """What `score_row` reads of a normalized row (`cg_ray.benchmarks.rows.BenchmarkRow`, plus `judge_output`
+    on judge rows)."""
+
+    row_id: Required[str]
+    scorer: Required[str]
+    benchmark: str
+    score: float | None
+    response: str | None
+    reference: list[str] | None
+    choices: list[str] | None
+    judge_output: str | None
+
+
+class ScoringCounts(TypedDict):
+    """`BenchmarkScoring.as_dict()`: a benchmark's rows by score status (the run manifest's `scoring`)."""
+
+    benchmark: str
+    scorer: str
+    rows: int
+    precomputed: int
+    scored: int
+    unparsed: int
+    no_response: int
+
+
 class ScoringError(CgRayError):
     """A benchmark's scorer could not parse any answer."""
 
 
-def score_row(row: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> tuple[float | None, str]:
+def score_row(row: RowToScore, options: Mapping[str, object] | None = None) -> tuple[float | None, str]:
     """``(score, status)`` of one normalized row (with ``response``, and ``judge_output`` for judge rows)."""
-    if row.get("score") is not None:
-        return float(row["score"]), "precomputed"
+    precomputed = row.get("score")
+    if precomputed is not None:
+        return float(precomputed), "precomputed"
     name = row["scorer"]
     answer = row.get(JUDGE_OUTPUT) if name == "judge" else row.get("response")
     if answer is None:
@@ -84,8 +111,8 @@ class BenchmarkScoring:
     def parsed(self) -> int:
         return self.precomputed + self.scored
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> ScoringCounts:
+        return cast(ScoringCounts, asdict(self))  # asdict of this dataclass: exactly its fields
 
 
 def stats_from_counts(counts: Iterable[Mapping[str, Any]]) -> dict[str, BenchmarkScoring]:
