@@ -12,10 +12,13 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +104,7 @@ def prepare(name: str = DEFAULT_MODEL, cache: Path | None = None, *, overwrite: 
     return target
 
 
-def load_gguf(path: Path) -> tuple[Any, Any]:
+def load_gguf(path: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a GGUF file as a dequantized float32 transformers model + tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -115,7 +115,7 @@ def config_problems(source: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def parse_config(model: type[Settings], data: Any, *, source: str = "<config>") -> Settings:
+def parse_config(model: type[Settings], data: object, *, source: str = "<config>") -> Settings:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     try:

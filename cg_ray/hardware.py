@@ -12,7 +12,10 @@ import platform
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict, cast
+
+if TYPE_CHECKING:
+    import torch
 
 Dtype = Literal["float32", "bfloat16", "float16"]
 DtypeChoice = Literal["auto", "float32", "bfloat16", "float16"]
@@ -62,7 +65,7 @@ def cpu_has_native_bf16(flags: frozenset[str] | None = None, capability: str | N
     return bool(flags & _NATIVE_BF16_FLAGS) or capability.upper() in _NATIVE_BF16_CAPABILITIES
 
 
-def resolve_dtype(requested: str, device: Any = "cpu") -> Dtype:
+def resolve_dtype(requested: str, device: torch.device | str = "cpu") -> Dtype:
     """`auto` → bfloat16 on a CUDA device that supports it (else float16), bfloat16 on a CPU with native
     bf16, float32 on any other CPU. An explicit dtype is returned as it is."""
     if requested != "auto":
@@ -76,6 +79,16 @@ def resolve_dtype(requested: str, device: Any = "cpu") -> Dtype:
     return "bfloat16" if cpu_has_native_bf16() else "float32"
 
 
+class HardwareDict(TypedDict):
+    """`HardwareInfo.as_dict()`, as manifests record it."""
+
+    cpu_model: str
+    cpu_capability: str
+    native_bf16: bool
+    cores: int
+    gpu: str | None
+
+
 @dataclass(frozen=True)
 class HardwareInfo:
     cpu_model: str
@@ -84,8 +97,8 @@ class HardwareInfo:
     cores: int
     gpu: str | None
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def as_dict(self) -> HardwareDict:
+        return cast(HardwareDict, asdict(self))  # asdict of this dataclass: exactly its fields
 
     def line(self) -> str:
         """One line for benchmark output and logs."""
