@@ -117,9 +117,9 @@ def load_prompts(path: str | Path, *, turn: int = 1) -> dict[str, str]:
         id_name, rid = _first(rec, ID_FIELDS)
         if id_name is None:
             raise InputError("no prompt id (id or question_id)", path=str(p), line=line, field="id")
-        value = rec.get("prompt")
-        if turn > 1 and isinstance(rec.get("metadata"), dict) and "turns" in rec["metadata"]:
-            value = rec["metadata"]["turns"]
+        value, metadata = rec.get("prompt"), rec.get("metadata")
+        if turn > 1 and isinstance(metadata, dict) and "turns" in metadata:
+            value = metadata["turns"]
             text = _turn(value, turn, p, line, "metadata.turns")
         elif value is None:
             raise InputError("no prompt", path=str(p), line=line, field="prompt")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
 
 from cg_ray.io.records import decode_json
 
@@ -26,7 +25,7 @@ class MetadataError(ValueError):
         self.field = field
 
 
-def metadata_object(value: Any) -> dict[str, Any] | None:
+def metadata_object(value: object) -> dict[str, object] | None:
     """The row's metadata object: None for null or empty; a mapping as a dict; a string decoded as the JSON
     object it holds (as rows.parquet, the extract output and a JSONL export of them carry it)."""
     if value is None or value == "":
@@ -43,7 +42,7 @@ def metadata_object(value: Any) -> dict[str, Any] | None:
     return dict(value)
 
 
-def check_json_value(value: Any, where: str, depth: int = 0) -> None:
+def check_json_value(value: object, where: str, depth: int = 0) -> None:
     """`value` is one JSON holds exactly: null, a string, a boolean, a finite number, or lists and objects
     (string keys) of those, at most MAX_DEPTH levels deep. Otherwise MetadataError naming the dotted path."""
     if value is None or isinstance(value, str | bool | int):
@@ -68,11 +67,11 @@ def check_json_value(value: Any, where: str, depth: int = 0) -> None:
         )
 
 
-def metadata_json(values: Mapping[str, Any]) -> str:
+def metadata_json(values: Mapping[str, object]) -> str:
     """The stored form: keys sorted, text unescaped, as the pipeline writes rows (checked values only)."""
     return json.dumps(dict(values), sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
-def value_json(value: Any) -> str:
+def value_json(value: object) -> str:
     """One value as stored inside the object (for its length)."""
     return json.dumps(value, ensure_ascii=False, allow_nan=False)

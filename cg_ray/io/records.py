@@ -65,7 +65,7 @@ def iter_json_lines(source: Path | bytes, *, name: str | None = None) -> Iterato
             yield JsonLine(line_no, value, error)
 
 
-def decode_json(text: str) -> tuple[Any, str | None]:
+def decode_json(text: str) -> tuple[object, str | None]:
     """(value, None), or (None, why) for text that is not JSON. Never raises: besides malformed JSON this
     catches integers longer than Python converts (ValueError), nesting deeper than the parser recurses
     (RecursionError) and anything else the decoder may throw on hostile input."""
@@ -79,7 +79,7 @@ def decode_json(text: str) -> tuple[Any, str | None]:
         return None, f"invalid JSON: {exc}"
 
 
-def iter_jsonl(source: Path | bytes, *, name: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(source: Path | bytes, *, name: str | None = None) -> Iterator[tuple[int, dict[str, object]]]:
     """(1-based line, object) for each non-blank line (see `iter_json_lines`); anything but a JSON object
     raises InputError naming the file and line. The reader of extract inputs, labels, the SAE corpus and
     every JSONL source."""
