@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -102,9 +102,49 @@ def _median_x_model(result: CGResult) -> float:
     return float(np.median(x)) if x.size else float("nan")
 
 
+class SubsamplingReport(TypedDict):
+    """robustness.json's `subsampling`: the spread of the scores over the repeats."""
+
+    repeats: int
+    drop_fraction: float
+    seed: int
+    X_model_std_mean: float | None
+    X_model_std_median: float | None
+    X_bench_std_mean: float | None
+    X_bench_std_median: float | None
+    n_concepts_scored: int
+    n_concepts_present: int
+    seconds: float
+
+
+class AblationShift(TypedDict):
+    """The shift of median X_model after removing the rows salient for one group of concepts."""
+
+    n_concepts: int
+    rows_removed: int
+    median_shift: float
+    median_shift_pct: float | None
+
+
+class RandomControl(TypedDict):
+    repeats: int
+    median_shift_mean: float
+    median_shift_std: float
+
+
+class AblationReport(TypedDict):
+    """robustness.json's `adversarial_ablation`."""
+
+    baseline_median_X_model: float
+    rows_removed: int
+    remove_best: AblationShift
+    remove_worst: AblationShift
+    random_control: RandomControl
+
+
 def subsampling(
     table: RowTable, full: CGAccumulator, metrics: MetricsConfig, cfg: RobustnessConfig
-) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+) -> tuple[SubsamplingReport, dict[str, npt.NDArray[np.float64]]]:
     """Re-run the metrics `repeats` times, each dropping `drop_fraction` of every benchmark's rows."""
     rng = np.random.default_rng(cfg.seed)
     base = compute_metrics(full, metrics)
@@ -128,7 +168,7 @@ def subsampling(
     bench_std = x_bench.std(axis=0)
     present = base.X_bench >= metrics.epsilon
     scored = ~np.isnan(model_std)
-    report = {
+    report: SubsamplingReport = {
         "repeats": cfg.repeats,
         "drop_fraction": cfg.drop_fraction,
         "seed": cfg.seed,
@@ -155,7 +195,7 @@ def _row_saliency(table: RowTable, concepts: list[int]) -> npt.NDArray[np.float6
 
 def adversarial_ablation(
     table: RowTable, full: CGAccumulator, metrics: MetricsConfig, cfg: RobustnessConfig
-) -> dict[str, Any]:
+) -> AblationReport:
     """Remove the rows most salient for the best / worst concepts; report the shift of median X_model.
 
     Removing rows where high-scoring concepts fire should lower the median, and the reverse for the worst
@@ -170,18 +210,20 @@ def adversarial_ablation(
         result = compute_metrics(subtract(full, table.accumulate(np.sort(rows))), metrics)
         return _median_x_model(result) - base_median
 
-    out: dict[str, Any] = {"baseline_median_X_model": base_median, "rows_removed": n_remove}
-    for key, concepts in (("best", ranked.best_model), ("worst", ranked.worst_model)):
+    def removing_salient(concepts: list[int]) -> AblationShift:
         saliency = _row_saliency(table, concepts)
         salient = np.argsort(-saliency, kind="stable")[:n_remove]
         salient = salient[saliency[salient] > 0]
         shift = shift_after_removing(salient)
-        out[f"remove_{key}"] = {
+        return {
             "n_concepts": len(concepts),
             "rows_removed": int(salient.size),
             "median_shift": shift,
             "median_shift_pct": 100.0 * shift / base_median if base_median else None,
         }
+
+    remove_best = removing_salient(ranked.best_model)
+    remove_worst = removing_salient(ranked.worst_model)
     rng = np.random.default_rng(cfg.seed)
     control = np.array(
         [
@@ -189,9 +231,14 @@ def adversarial_ablation(
             for _ in range(cfg.ablation_control_repeats)
         ]
     )
-    out["random_control"] = {
-        "repeats": cfg.ablation_control_repeats,
-        "median_shift_mean": float(control.mean()),
-        "median_shift_std": float(control.std()),
+    return {
+        "baseline_median_X_model": base_median,
+        "rows_removed": n_remove,
+        "remove_best": remove_best,
+        "remove_worst": remove_worst,
+        "random_control": {
+            "repeats": cfg.ablation_control_repeats,
+            "median_shift_mean": float(control.mean()),
+            "median_shift_std": float(control.std()),
+        },
     }
-    return out
