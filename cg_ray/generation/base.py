@@ -56,8 +56,8 @@ def _as_list(value: Any) -> list[str] | None:
 
 
 def output_row(
-    row: Mapping[str, Any], response: str | None, n_tokens: int | None, model: str | None = None
-) -> dict[str, Any]:
+    row: Mapping[str, object], response: str | None, n_tokens: int | None, model: str | None = None
+) -> dict[str, object]:
     """A row of ``GENERATED_SCHEMA``: the normalized columns of ``row`` plus the answer (and the model that
     gave it)."""
     out = {name: row.get(name) for name in COLUMNS}

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class VllmSamplingParams(TypedDict):
+    """`SamplingConfig.vllm_params()`: the keyword arguments of vLLM's SamplingParams we set."""
+
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int
+    stop: NotRequired[list[str]]
 
 
 class SamplingConfig(_Strict):
@@ -18,8 +28,8 @@ class SamplingConfig(_Strict):
     seed: int = 0
     stop: list[str] = Field(default_factory=list)
 
-    def vllm_params(self) -> dict[str, Any]:
-        params: dict[str, Any] = {
+    def vllm_params(self) -> VllmSamplingParams:
+        params: VllmSamplingParams = {
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "top_p": self.top_p,
@@ -54,7 +64,8 @@ class EngineConfig(_Strict):
     accelerator_type: str | None = Field(None, description="Ray accelerator type, e.g. H100, A10G; None: any/CPU")
     extra: dict[str, Any] = Field(default_factory=dict, description="more vLLM engine kwargs, passed as they are")
 
-    def vllm_kwargs(self) -> dict[str, Any]:
+    def vllm_kwargs(self) -> dict[str, object]:
+        """The engine's keyword arguments, passed on to vLLM as they are (`extra` holds any of its own)."""
         return {
             "dtype": self.dtype,
             "max_model_len": self.max_model_len,

@@ -8,16 +8,18 @@ and tensor parallelism come from the config and ``ray.data.llm`` builds the per-
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from cg_ray.generation.base import ConfiguredGenerator, messages, output_row
 
 if TYPE_CHECKING:
     import ray.data
+    from ray.data.llm import vLLMEngineProcessorConfig
 
+    from cg_ray.benchmarks.rows import BenchmarkRow
     from cg_ray.generation.config import GenerationConfig
 
-_SOURCE_PROMPT = "cg_source_prompt"  # the chat-template stage overwrites `prompt`; keep the original here
+_SOURCE_PROMPT: Final = "cg_source_prompt"  # the chat-template stage overwrites `prompt`; keep the original here
 
 # The chat-template, tokenize and detokenize actors (and the pre/postprocess maps fused beside them) only
 # call the tokenizer: a small share of a CPU each leaves the cluster's CPUs to the engine, the reader and
@@ -67,7 +69,7 @@ def _light_stage(config: GenerationConfig, enabled: bool = True) -> dict[str, An
     return {"enabled": enabled, "num_cpus": LIGHT_STAGE_CPUS, "concurrency": (res.min_actors, res.max_actors)}
 
 
-def processor_config(config: GenerationConfig, model_path: str) -> Any:
+def processor_config(config: GenerationConfig, model_path: str) -> vLLMEngineProcessorConfig:
     """The ``vLLMEngineProcessorConfig`` for this run (no engine is started here)."""
     from ray.data.llm import vLLMEngineProcessorConfig
 
@@ -96,10 +98,10 @@ def _preprocess(config: GenerationConfig, model_path: str) -> Any:
     use_chat = config.chat_template
     system_prompt = config.system_prompt
 
-    def pre(row: dict[str, Any]) -> dict[str, Any]:
+    def pre(row: BenchmarkRow) -> dict[str, object]:
         # The engine stage reads a `model` column as a LoRA adapter name unless it equals the engine's
         # model: our rows have a `model` column (the evaluated model), so point it at the engine's.
-        out: dict[str, Any] = {_SOURCE_PROMPT: row["prompt"], "sampling_params": sampling, "model": model_path}
+        out: dict[str, object] = {_SOURCE_PROMPT: row["prompt"], "sampling_params": sampling, "model": model_path}
         if use_chat:
             out["messages"] = messages(row["prompt"], system_prompt)
         return out
@@ -107,8 +109,17 @@ def _preprocess(config: GenerationConfig, model_path: str) -> Any:
     return pre
 
 
+class EngineRow(TypedDict):
+    """What the engine's processor hands `post`: the columns `pre` gave it and the answer (more columns too,
+    kept as they are: `output_row` picks the normalized ones)."""
+
+    cg_source_prompt: str
+    generated_text: str
+    num_generated_tokens: int
+
+
 def _postprocess(model_name: str) -> Any:
-    def post(row: dict[str, Any]) -> dict[str, Any]:
+    def post(row: EngineRow) -> dict[str, object]:
         original = {**row, "prompt": row[_SOURCE_PROMPT]}
         return output_row(original, row["generated_text"], int(row["num_generated_tokens"]), model_name)
 
