@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import numpy as np
 import torch
@@ -27,6 +27,9 @@ from scipy.stats import binom
 from cg_ray.activations.reader import ConceptReader
 from cg_ray.describe.render import CONTEXT_MARKER, render_tokens
 from cg_ray.models.token_pass import iter_token_batches, make_windows
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +142,7 @@ def enriched_context_words(
     ]
 
 
-def word_tokens(tokenizer: Any, frequency: np.ndarray, common: int) -> np.ndarray:
+def word_tokens(tokenizer: PreTrainedTokenizerBase, frequency: np.ndarray, common: int) -> np.ndarray:
     """Which token ids are words worth naming: a word's start (a piece such as "heet" of " sheet" names
     nothing), letters only, at least 3 of them, and not among the `common` most frequent words of the
     corpus ("this", "you", "from" say nothing about a topic; ranking by the corpus itself stands in for a
@@ -202,15 +205,43 @@ def _distinct_windows(idx: np.ndarray, window: np.ndarray, limit: int) -> np.nda
     return idx[np.sort(first)][:limit]
 
 
+class ContextWord(TypedDict):
+    word: str
+    sites: int
+    lift: float
+    p: float
+
+
+class LabelExample(TypedDict):
+    text: str
+    act: float
+
+
+class LatentLabel(TypedDict, total=False):
+    """One line of the labels JSONL: a dead latent has only the first three keys."""
+
+    concept_id: Required[int]
+    label: Required[str]
+    n_active_tokens: Required[int]
+    top_tokens: list[tuple[str, float]]
+    top_bigram: list[str | float]
+    top_trigram: list[str | float]
+    context_words: list[ContextWord]
+    example: str
+    examples: list[LabelExample]
+    max_act: float
+    frequency: float
+
+
 def summarize_latent(
     concept_id: int,
     idx: np.ndarray,
     f: Firings,
-    tokenizer: Any,
+    tokenizer: PreTrainedTokenizerBase,
     frequency: np.ndarray,
     words: np.ndarray,
     settings: LabelSettings,
-) -> dict[str, Any]:
+) -> LatentLabel:
     """The label record of one latent; `idx` are its firings, strongest first."""
     if idx.size == 0:
         return {"concept_id": concept_id, "label": DEAD_LABEL, "n_active_tokens": 0}
@@ -238,7 +269,7 @@ def summarize_latent(
     candidate[tok_ids[top]] = False  # the latent's own tokens say nothing about its context
     enriched = enriched_context_words(contexts, frequency, candidate, settings)
     context = [_tok(tokenizer, token_id).strip().lower() for token_id, *_ in enriched]
-    examples = [
+    examples: list[LabelExample] = [
         {
             "text": _snippet(tokenizer, f.windows[int(f.window[i])], int(f.position[i])),
             "act": round(float(f.activation[i]), 4),
@@ -265,7 +296,7 @@ def summarize_latent(
 
 def label_latents(
     reader: ConceptReader, docs: Sequence[str], *, context: int = 128, settings: LabelSettings | None = None
-) -> list[dict[str, Any]]:
+) -> list[LatentLabel]:
     settings = settings or LabelSettings()
     f = collect_firings(reader, docs, context)
     tokenizer = reader.tokenizer

@@ -23,13 +23,17 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cg_ray.artifacts.contract import TrainingStats, write_document
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sae_lens import TrainingSAE
+    from sae_lens.training.sae_trainer import SAETrainer
 
 TRAINING_FILE = "training.json"  # beside the weights: settings, tokens, time (a `TrainingStats`)
 
@@ -133,7 +137,7 @@ def _runner_class() -> type:
         trained_samples: int | None = None
         scaling_factor: float | None = None
 
-        def run_trainer_with_interruption_handling(self, trainer: Any) -> Any:
+        def run_trainer_with_interruption_handling(self, trainer: SAETrainer) -> TrainingSAE:
             if self.scaling_factor is not None:
                 trainer.activation_scaler.scaling_factor = self.scaling_factor
             stop = threading.Event()
