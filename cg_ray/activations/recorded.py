@@ -18,13 +18,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from cg_ray import schemas as S
 from cg_ray.activations.config import DEFAULT_READER_FACTORY
 from cg_ray.artifacts.contract import ExtractManifest, RunManifest, read_mapping
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.config import canonical_text_mode
+
+
+class SaeRecordDict(TypedDict, total=False):
+    """`SaeRecord.as_dict()`: the recorded fields only (None ones left out)."""
+
+    spec: str
+    backend: str
+    source: str
+    architecture: str
+    d_in: int
+    d_sae: int
+    weights_sha256: str
 
 
 @dataclass(frozen=True)
@@ -43,9 +55,10 @@ class SaeRecord:
     def from_mapping(cls, sae: Mapping[str, Any]) -> SaeRecord:
         return cls(**{k: sae.get(k) for k in cls.__dataclass_fields__})
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> SaeRecordDict:
         """The recorded fields only (what skills.json / estimate.json keep)."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        # asdict of this dataclass, its None fields dropped: what SaeRecordDict states
+        return cast(SaeRecordDict, {k: v for k, v in asdict(self).items() if v is not None})
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ least `min_rows` rows (fewer make χ_model a handful of rows' average) and on at
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from cg_ray.activations.recorded import SaeRecordDict
 from cg_ray.errors import InputError
 from cg_ray.metrics.accumulator import CGAccumulator
 from cg_ray.metrics.compute import chi_model
@@ -33,7 +35,7 @@ class ConceptRows:
 
     row_ids: list[str]
     acts: sparse.csr_matrix
-    sae: dict[str, Any] = field(default_factory=dict)  # the extract manifest's SAE (`SaeRecord.as_dict()`)
+    sae: SaeRecordDict = field(default_factory=SaeRecordDict)  # the extract manifest's SAE (`SaeRecord.as_dict()`)
 
     def aligned(self, row_ids: list[str], source: str = "concepts") -> sparse.csr_matrix:
         """s̃ in the order of `row_ids`; a row the concept file lacks is refused by id."""
@@ -107,7 +109,7 @@ def concept_frame(
     return matrix
 
 
-def shipped_concept_labels(sae: dict[str, Any], ids: list[int]) -> dict[int, str]:
+def shipped_concept_labels(sae: Mapping[str, object], ids: list[int]) -> dict[int, str]:
     """Labels of `ids` from the labels shipped beside the SAE the concept rows were read with, if that SAE is
     still the one on disk (its weights' fingerprint equals the recorded `weights_sha256`); {} otherwise — a
     retrained default SAE's labels would name other concepts."""

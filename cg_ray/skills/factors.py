@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -53,9 +53,22 @@ def scree_elbow(eigenvalues: np.ndarray) -> int:
     return max(1, int(np.argmax(accel)) + 1)
 
 
+class FactorChoice(TypedDict):
+    """skills.json's `n_factors`: every criterion's count and the one used."""
+
+    eigenvalues: list[float]
+    parallel_thresholds: list[float]
+    cumulative_variance: list[float]
+    criteria: dict[str, int]
+    ledermann_bound: int
+    source: str
+    n_factors: int
+    capped: bool
+
+
 def choose_n_factors(
     z: pd.DataFrame, *, forced: int | None, iterations: int, quantile: float, seed: int
-) -> dict[str, Any]:
+) -> FactorChoice:
     """All the criteria, and the one used: --n-factors if given, else parallel analysis (at least 1),
     capped by the Ledermann bound."""
     n_models, n_tasks = z.shape

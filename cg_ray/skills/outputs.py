@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ def write_skills(result: SkillsResult, out: Path, *, overwrite: bool) -> Path:
 
 def write_estimate(
     out: Path,
-    meta: dict[str, Any],
+    meta: Mapping[str, object],
     tables: dict[str, pd.DataFrame],
     *,
     overwrite: bool,

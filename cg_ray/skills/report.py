@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 LAYOUT: dict[str, Any] = {
     "template": "plotly_white",
@@ -47,7 +51,7 @@ def _table(frame: pd.DataFrame, digits: int = 3) -> str:
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def loadings_heatmap(loadings: pd.DataFrame, skills: list[str]) -> Any:
+def loadings_heatmap(loadings: pd.DataFrame, skills: list[str]) -> go.Figure:
     import plotly.graph_objects as go
 
     order = loadings.sort_values(["main_skill", "main_loading"], ascending=[True, False])
@@ -63,7 +67,7 @@ def loadings_heatmap(loadings: pd.DataFrame, skills: list[str]) -> Any:
     return fig
 
 
-def profiles_figure(profiles: pd.DataFrame, skills: list[str], top: int = 40) -> Any:
+def profiles_figure(profiles: pd.DataFrame, skills: list[str], top: int = 40) -> go.Figure:
     import plotly.graph_objects as go
 
     shown = profiles.sort_values("mean_score", ascending=False).head(top)
@@ -112,7 +116,7 @@ def skills_page(
     return _page("Latent skills", body)
 
 
-def lomo_figure(table: pd.DataFrame) -> Any:
+def lomo_figure(table: pd.DataFrame) -> go.Figure:
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -148,7 +152,7 @@ def lomo_figure(table: pd.DataFrame) -> Any:
     return fig
 
 
-def estimate_page(table: pd.DataFrame, meta: dict[str, Any]) -> str:
+def estimate_page(table: pd.DataFrame, meta: Mapping[str, object]) -> str:
     body = [
         f"<p>{html.escape(str(meta.get('description', '')))}</p>",
         _figure(lomo_figure(table)),

@@ -8,9 +8,10 @@ analysis picks in each resample."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Required, TypedDict
 
 import numpy as np
+import pandas as pd
 from scipy.linalg import orthogonal_procrustes, subspace_angles
 
 from cg_ray.skills.factors import choose_n_factors, fit_factors, standardise
@@ -21,9 +22,24 @@ def tucker_congruence(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(np.sum(a * b, axis=0) / np.sqrt(np.sum(a**2, axis=0) * np.sum(b**2, axis=0)))
 
 
+class Stability(TypedDict, total=False):
+    """skills.json's `stability`; with no usable resample only `resamples` (0) and `note`."""
+
+    resamples: Required[int]
+    note: str
+    congruence_median: list[float]
+    congruence_p05: list[float]
+    share_congruence_ge_0_85: list[float]
+    share_congruence_ge_0_95: list[float]
+    max_principal_angle_deg_median: float
+    max_principal_angle_deg_p95: float
+    main_skill_kept_share: list[float]
+    parallel_analysis_counts: dict[str, int]
+
+
 def bootstrap_stability(
-    values: Any, reference: np.ndarray, n_factors: int, *, resamples: int, seed: int
-) -> dict[str, Any]:
+    values: pd.DataFrame, reference: np.ndarray, n_factors: int, *, resamples: int, seed: int
+) -> Stability:
     """`values`: the prepared models × tasks DataFrame; `reference`: its full-data loadings."""
     rng = np.random.default_rng(seed)
     n_models = values.shape[0]
