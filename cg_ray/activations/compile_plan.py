@@ -14,7 +14,10 @@ import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,22 @@ BUILTIN: dict[str, CompileCost] = {
 }
 
 
+class CompileCostDict(TypedDict):
+    compile_s: float
+    speedup: float
+    source: str
+
+
+class CompileDecisionDict(TypedDict):
+    """`CompileDecision.describe()`, as the reader's description records it."""
+
+    compile: bool
+    planned_tokens: int
+    eager_tokens_per_s: float | None
+    cost: CompileCostDict | None
+    reason: str
+
+
 @dataclass(frozen=True)
 class CompileDecision:
     compile: bool
@@ -47,13 +66,13 @@ class CompileDecision:
     cost: CompileCost | None
     reason: str
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> CompileDecisionDict:
         out = asdict(self)
         out["cost"] = None if self.cost is None else asdict(self.cost)
-        return out
+        return cast(CompileDecisionDict, out)  # asdict of this dataclass (and of its cost): exactly its fields
 
 
-def device_kind(device: Any) -> str:
+def device_kind(device: torch.device | str) -> str:
     return "cuda" if str(device).startswith("cuda") else "cpu"
 
 

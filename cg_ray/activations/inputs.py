@@ -13,11 +13,14 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cg_ray.config import TextMode
 from cg_ray.errors import InputError
 from cg_ray.io.records import iter_jsonl
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 Turns = tuple[str, ...]
 
@@ -84,9 +87,9 @@ def _benchmark_files(paths: Sequence[Path]) -> list[Path]:
     return files
 
 
-def load_benchmark_records(paths: Sequence[Path]) -> dict[str, tuple[Turns, dict[str, Any] | None]]:
+def load_benchmark_records(paths: Sequence[Path]) -> dict[str, tuple[Turns, dict[str, object] | None]]:
     """id → (prompt turns, metadata object or None), from benchmark JSONL files or directories of them."""
-    records: dict[str, tuple[Turns, dict[str, Any] | None]] = {}
+    records: dict[str, tuple[Turns, dict[str, object] | None]] = {}
     for f in _benchmark_files(paths):
         for line_no, rec in _jsonl(f):
             rid = rec.get("id")
@@ -107,7 +110,7 @@ def load_rows(
     benchmark_prompts: dict[str, Turns] | None = None,
     model: str | None = None,
     limit: int | None = None,
-    benchmark_metadata: dict[str, dict[str, Any] | None] | None = None,
+    benchmark_metadata: dict[str, dict[str, object] | None] | None = None,
 ) -> list[ScoredRow]:
     rows: list[ScoredRow] = []
     seen: dict[tuple[str, str], int] = {}
@@ -169,7 +172,7 @@ def load_rows(
     return rows
 
 
-def row_text(row: ScoredRow, mode: TextMode, tokenizer: Any | None) -> tuple[str, bool]:
+def row_text(row: ScoredRow, mode: TextMode, tokenizer: PreTrainedTokenizerBase | None) -> tuple[str, bool]:
     """The text the reader reads, and whether the tokenizer should add its special tokens.
 
     Raw: turns joined by blank lines (tokenizer adds its usual specials). Chat template: prompt turns as

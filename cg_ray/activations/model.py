@@ -10,11 +10,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from cg_ray.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +27,7 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 @dataclass
 class LoadedModel:
     base: Any  # the base transformer (e.g. LlamaModel), no LM head
-    tokenizer: Any
+    tokenizer: PreTrainedTokenizerBase
     source: str
     hidden_size: int
     n_layers: int  # before truncation
@@ -78,7 +81,7 @@ def load_model(spec: str | Path, dtype: str, device: torch.device) -> LoadedMode
     )
 
 
-def decoder_layers(base: Any) -> torch.nn.ModuleList:
+def decoder_layers(base: torch.nn.Module) -> torch.nn.ModuleList:
     for attr in ("layers", "h", "blocks"):
         layers = getattr(base, attr, None)
         if isinstance(layers, torch.nn.ModuleList):
@@ -86,7 +89,7 @@ def decoder_layers(base: Any) -> torch.nn.ModuleList:
     raise ConfigError(f"cannot find the decoder layers of {type(base).__name__}")
 
 
-def truncate(base: Any, layer: int) -> None:
+def truncate(base: PreTrainedModel, layer: int) -> None:
     """Keep blocks 0..layer only; later blocks are never run (and their memory is freed)."""
     layers = decoder_layers(base)
     if not 0 <= layer < len(layers):
@@ -123,7 +126,7 @@ class LayerCapture:
 
 @torch.inference_mode()
 def forward_to_layer(
-    base: Any, capture: LayerCapture, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    base: torch.nn.Module, capture: LayerCapture, input_ids: torch.Tensor, attention_mask: torch.Tensor
 ) -> torch.Tensor:
     """Hidden states after the hooked layer, (batch, seq, d). Positions follow the mask, so left
     padding gives each row the same positions as running it alone."""
@@ -134,7 +137,7 @@ def forward_to_layer(
 
 @torch.inference_mode()
 def forward_packed(
-    base: Any, capture: LayerCapture, input_ids: torch.Tensor, position_ids: torch.Tensor
+    base: torch.nn.Module, capture: LayerCapture, input_ids: torch.Tensor, position_ids: torch.Tensor
 ) -> torch.Tensor:
     """Hidden states after the hooked layer for one packed sequence (1, T, d): no attention mask (the
     packed attention function reads the row layout), positions restarting with every row group."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cg_ray.activations import compile_plan
 from cg_ray.activations.config import ReaderConfig
@@ -43,6 +43,10 @@ from cg_ray.activations.varlen import (
 from cg_ray.errors import ConfigError, InputError
 from cg_ray.hardware import hardware_info
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]  # (rows done, rows total)
@@ -64,7 +68,7 @@ CPU_PACKED_BUDGET = 1024
 CUDA_TOKEN_BUDGET = 8192
 
 
-def resolve_token_budget(budget: int | str, device: Any, packed: bool = False) -> int:
+def resolve_token_budget(budget: int | str, device: torch.device | str, packed: bool = False) -> int:
     if isinstance(budget, int):
         return budget
     if str(device).startswith("cuda"):
@@ -132,7 +136,7 @@ class ConceptReader:
         return cls(loaded, sae, config, layer)
 
     @property
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> PreTrainedTokenizerBase:
         return self.model.tokenizer
 
     @property

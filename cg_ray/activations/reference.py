@@ -8,13 +8,16 @@ Deliberately shares nothing with the fast path beyond the token policy's setting
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from cg_ray.activations.saes.base import SaeEncoder
 from cg_ray.activations.tokens import TokenPolicy
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 def counted_positions(ids: Sequence[int], policy: TokenPolicy) -> list[int]:
@@ -32,7 +35,7 @@ def counted_positions(ids: Sequence[int], policy: TokenPolicy) -> list[int]:
 
 @torch.inference_mode()
 def reference_row(
-    causal_lm: Any, sae: SaeEncoder, ids: Sequence[int], layer: int, policy: TokenPolicy
+    causal_lm: PreTrainedModel, sae: SaeEncoder, ids: Sequence[int], layer: int, policy: TokenPolicy
 ) -> tuple[np.ndarray, int]:
     """Dense s̃ (d_sae,) float64 on the CPU, and the number of tokens that counted."""
     input_ids = torch.as_tensor([list(ids)], dtype=torch.long)

@@ -4,12 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypedDict, TypeVar, cast
 
 import torch
 
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.activations.saes.base import SaeInfo
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+T = TypeVar("T")
+
+
+class TokenPolicyDict(TypedDict):
+    """`TokenPolicy.describe()`: the policy as the manifest records it."""
+
+    prepend_bos: bool
+    exclude_bos: bool
+    sink_positions: int
+    exclude_special_tokens: bool
+    bos_id: int | None
+    pad_id: int
+    special_ids: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -24,12 +41,12 @@ class TokenPolicy:
     pad_id: int
     special_ids: tuple[int, ...]
 
-    def describe(self) -> dict[str, Any]:
-        return asdict(self)
+    def describe(self) -> TokenPolicyDict:
+        return cast(TokenPolicyDict, asdict(self))  # asdict of this dataclass: exactly its fields
 
 
-def resolve_policy(config: ReaderConfig, sae: SaeInfo, tokenizer: Any) -> TokenPolicy:
-    def auto(value: Any, from_sae: Any, fallback: Any) -> Any:
+def resolve_policy(config: ReaderConfig, sae: SaeInfo, tokenizer: PreTrainedTokenizerBase) -> TokenPolicy:
+    def auto(value: T | Literal["auto"], from_sae: T | None, fallback: T) -> T:
         if value != "auto":
             return value
         return fallback if from_sae is None else from_sae
@@ -51,7 +68,12 @@ def resolve_policy(config: ReaderConfig, sae: SaeInfo, tokenizer: Any) -> TokenP
 
 
 def tokenize(
-    tokenizer: Any, texts: Sequence[str], policy: TokenPolicy, max_tokens: int, *, add_special_tokens: bool
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    policy: TokenPolicy,
+    max_tokens: int,
+    *,
+    add_special_tokens: bool,
 ) -> tuple[list[list[int]], int]:
     """Token ids per text (BOS first when the policy asks), truncated to max_tokens; and how many were cut."""
     encoded = tokenizer(list(texts), add_special_tokens=add_special_tokens)["input_ids"]
@@ -69,7 +91,7 @@ def tokenize(
 
 
 def tokenize_from(
-    tokenizer: Any,
+    tokenizer: PreTrainedTokenizerBase,
     texts: Sequence[str],
     starts: Sequence[int],
     policy: TokenPolicy,

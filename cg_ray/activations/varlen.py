@@ -17,9 +17,12 @@ import contextlib
 import contextvars
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 ATTENTION_NAME = "cg_ray_varlen"
 
@@ -252,7 +255,7 @@ def varlen_attention(
     return packed_attention(query, key, value, scaling, sliding_window), None
 
 
-def packing_supported(base: Any) -> str | None:
+def packing_supported(base: PreTrainedModel) -> str | None:
     """None when the model can run packed, else why not (the reader then pads)."""
     config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
     if getattr(config, "attn_logit_softcapping", None):
@@ -272,7 +275,7 @@ def is_no_mask(mask: torch.Tensor | None) -> bool:
     return mask is not None and mask.dim() == 4 and mask.shape[-1] == 0
 
 
-def use_varlen_attention(base: Any) -> None:
+def use_varlen_attention(base: PreTrainedModel) -> None:
     """Register the attention function (once) and switch the model to it; padded forwards of the same model
     (outside `packed_blocks`) get SDPA's usual masks and kernel."""
     from transformers import AttentionInterface
