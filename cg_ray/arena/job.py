@@ -66,7 +66,8 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     from cg_ray.labels import load_labels
     from cg_ray.pipeline.runner import init_ray
     from cg_ray.pipeline.shards import ensure_free
-    from cg_ray.report.html import build_report
+    from cg_ray.report.comparisons import arena_view
+    from cg_ray.report.html import build_report, write_page
     from cg_ray.run_outputs import publish_metrics
 
     cfg = config.arena
@@ -118,6 +119,7 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
             "seconds": round(time.perf_counter() - started, 1),
         }
         write_document(arena_dir.summary, ArenaSummary, summary)
+        write_page(arena_dir.file(S.REPORT_FILE), arena_view(arena_dir), "arena")  # the explorer's app, embedded
         _print(table, ratings)
     return out
 

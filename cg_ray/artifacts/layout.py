@@ -78,6 +78,7 @@ ARENA_ARTIFACTS: dict[str, Artifact] = _registry(
     Artifact(S.HEAD_TO_HEAD_FILE, "parquet", "arena"),
     Artifact(S.HEAD_TO_HEAD_JSON, "json", "arena", C.HeadToHeadSummary),
     Artifact(S.MODEL_CONCEPTS_FILE, "parquet", "arena"),
+    Artifact(S.REPORT_FILE, "html", "arena"),  # the ratings page (cg_ray.report.comparisons.arena_view)
 )
 
 # The output directories of the analyses beside run directories: each names its files here too, so that no

@@ -189,10 +189,11 @@ def write_diff_models(result: ModelDiffResult, out: Path, *, overwrite: bool = F
 
 def write_files(result: ModelDiffResult, folder: Path) -> dict[str, Any]:
     """The three files into `folder` (the caller publishes it); returns what hypotheses.json holds."""
-    from cg_ray.compare.models_html import diff_models_page
+    from cg_ray.report.comparisons import model_diff_view
+    from cg_ray.report.html import write_page
 
     files = ModelDiffDir(folder)
     files.write_table(TABLE_FILE, concept_table(result))
     written = files.write_json(JSON_FILE, summary_dict(result), allow_nan=False)
-    files.file(HTML_FILE).write_text(diff_models_page(written), encoding="utf-8")
+    write_page(files.file(HTML_FILE), model_diff_view(files), "model_diff")  # the explorer's app, embedded
     return written

@@ -94,6 +94,15 @@ class DiffModelsView(Page[DiffModelsConcept], DiffModelsFindings):
     method: str
 
 
+class DiffModelsDocument(DiffModelsFindings):
+    """A diff-models analysis as the explorer draws it (cg_ray.report.comparisons.model_diff_view): the
+    document its diff_models.html embeds."""
+
+    name: str
+    method: str
+    concepts: dict[str, list[Any]] = Field(description="diff_models.parquet column by column (non-finite as null)")
+
+
 class DiffModelsConceptDetail(DiffModelsConcept):
     examples: dict[str, list[dict[str, Any]]] = Field(
         description="a_more / b_more: prompts where the concept is in that model's answer and not the other's "

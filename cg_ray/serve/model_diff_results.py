@@ -16,7 +16,8 @@ from cg_ray.artifacts.layout import ModelDiffDir
 from cg_ray.compare.model_diff import DIRECTIONS
 from cg_ray.compare.models_config import DiffModelsMethod
 from cg_ray.compare.models_outputs import JSON_FILE, TABLE_FILE, paired_examples
-from cg_ray.serve.comparison_models import DiffModelsConceptDetail, DiffModelsView
+from cg_ray.report.comparisons import model_diff_view
+from cg_ray.serve.comparison_models import DiffModelsConceptDetail, DiffModelsDocument, DiffModelsView
 from cg_ray.serve.model_diffs import PAIRS_FILE, read_pairs
 
 SortKey = Literal["abs_delta", "delta", "delta_low", "delta_high", "frac_a", "frac_b", "concept_id"]
@@ -79,6 +80,13 @@ def page(
             "items": _rows(table.slice(offset, limit)),
         }
     )
+
+
+def view(run_dir: Path) -> DiffModelsDocument:
+    """The document the app draws (the one diff_models.html embeds), its settings without input paths."""
+    doc = model_diff_view(ModelDiffDir(run_dir))
+    doc["config"] = {k: doc["config"].get(k) for k in DiffModelsMethod.model_fields}  # no reader or input paths
+    return DiffModelsDocument.model_validate(doc)
 
 
 def concept(run_dir: Path, concept_id: int, k: int) -> DiffModelsConceptDetail | None:

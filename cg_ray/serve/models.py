@@ -326,8 +326,17 @@ class SubsetCoverage(BaseModel):
 
 
 class ArenaView(BaseModel):
-    ratings: list[dict[str, Any]] = Field(description="ratings.json: one entry per model")
+    """An arena analysis as the explorer draws it: the document its report.html embeds (cg_ray.report.comparisons
+    .arena_view), with each model's own analysis."""
+
+    name: str
+    config: dict[str, Any] = Field(description="ratings.json's settings (scale, anchor, bootstrap, confidence)")
+    n_battles: int
+    n_counted: int
+    ratings: list[dict[str, Any]] = Field(description="ratings.json: one entry per model, best first")
+    pairwise: list[dict[str, Any]] = Field(description="every ordered pair that met: observed score share, BT's")
     model_analyses: dict[str, str] = Field(description="model -> the analysis id of its own CG run")
+    model_runs: dict[str, str] = Field(description="model -> its run's folder under the arena's models/")
     model_concepts: list[dict[str, Any]]
     pairs: list[dict[str, Any]]
 

@@ -11,10 +11,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.contract import HeadToHeadSummary, RatingsSummary, read_mapping
 from cg_ray.artifacts.layout import ArenaDir, RunDir, read_summary
 from cg_ray.describe.outputs import read_sentences
-from cg_ray.report import documents
+from cg_ray.report import comparisons, documents
 from cg_ray.serve.models import (
     ArenaView,
     ConceptDetail,
@@ -174,13 +173,6 @@ def subset_coverage(run_dir: str | Path, benchmarks: list[str]) -> SubsetCoverag
 
 
 def arena_view(run_dir: Path, model_analyses: dict[str, str]) -> ArenaView:
-    """An arena analysis' ratings and head-to-head concepts, with each model's own analysis id."""
-    arena = ArenaDir(run_dir)
-    ratings = read_mapping(arena.ratings, RatingsSummary)  # refuses a newer format, naming the file
-    h2h = read_mapping(arena.head_to_head_json, HeadToHeadSummary)
-    return ArenaView(
-        ratings=ratings["models"],
-        model_analyses=model_analyses,
-        model_concepts=h2h.get("model_concepts", []),
-        pairs=h2h.get("pairs", []),
-    )
+    """An arena analysis as the explorer draws it — the document the arena's report.html embeds
+    (cg_ray.report.comparisons.arena_view) — with each model's own analysis id."""
+    return ArenaView.model_validate({**comparisons.arena_view(ArenaDir(run_dir)), "model_analyses": model_analyses})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -9,7 +10,9 @@ import pyarrow.parquet as pq
 from cg_ray import schemas as S
 from cg_ray.artifacts.contract import DiffSummary, read_document
 from cg_ray.cli import main
+from cg_ray.report.comparisons import diff_document
 from tests.compare.conftest import READER
+from tests.report.offline import embedded, self_contained
 
 
 def run(*argv: str | Path) -> int:
@@ -35,9 +38,11 @@ def test_diff_writes_table_json_and_page(planted_runs, tmp_path: Path, capsys) -
     assert row["delta_X_bench"] == 0.0  # same suite, same activations
     pairs = pq.read_table(out / S.DIFF_BENCHMARKS_FILE)
     assert set(pairs.column("benchmark").to_pylist()) == {"alpha", "beta"}
-    page = (out / S.DIFF_HTML).read_text(encoding="utf-8")
-    assert "<svg" in page and "Regressed most confidently" in page and "<script" not in page
-    assert "right in A, wrong in B" in page
+    # diff.html is the explorer's app with diff.json's document embedded (drawn: tests/compare/test_pages_browser.py)
+    view, embedded_doc = embedded(out / S.DIFF_HTML)
+    assert view == "diff" and embedded_doc == diff_document(json.loads((out / S.DIFF_JSON).read_text()))
+    assert embedded_doc["name"] == "A → B" and embedded_doc["top_regressed"][0]["examples"]["right_in_a_wrong_in_b"]
+    self_contained(out / S.DIFF_HTML)
     assert "confidently regressed" in capsys.readouterr().out
     # an existing output is not replaced without --overwrite
     assert run("diff", a, b, "--out", out) == 2

@@ -13,11 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray.artifacts.contract import DiffModelsSummary, read_document
+from cg_ray.artifacts.layout import ModelDiffDir
 from cg_ray.compare.models_config import DiffModelsConfig, load_diff_models_config
 from cg_ray.compare.models_job import ReadResult, diff_models
 from cg_ray.compare.models_outputs import HTML_FILE, JSON_FILE, TABLE_FILE, write_diff_models
 from cg_ray.errors import InputError
+from cg_ray.report.comparisons import model_diff_view
 from cg_ray.testing.fakes import HashingReader, word_concept
+from tests.report.offline import embedded, self_contained
 
 FAKE = "cg_ray.testing.fakes:HashingReader.from_config"
 FILLER = [
@@ -90,8 +93,13 @@ def test_planted_word_is_found_and_replicates_and_prompt_words_never_count(tmp_p
     assert row["hypothesis"] == "a_more" and row["replicated"] and row["delta_high"] < 0
     assert banana not in {r["concept_id"] for r in table}
     assert read_document(tmp_path / "out" / JSON_FILE, DiffModelsSummary).kind == "cg_ray.diff_models"
-    page = (tmp_path / "out" / HTML_FILE).read_text(encoding="utf-8")
-    assert "<svg" in page and "replicate" in page and "<script" not in page
+    # diff_models.html is the explorer's app with the folder's document embedded (drawn: test_pages_browser.py)
+    view, embedded_doc = embedded(tmp_path / "out" / HTML_FILE)
+    assert view == "model_diff" and embedded_doc == model_diff_view(ModelDiffDir(tmp_path / "out"))
+    assert embedded_doc["hypotheses"] == doc["hypotheses"] and embedded_doc["concepts"]["concept_id"] == [
+        r["concept_id"] for r in table
+    ]
+    self_contained(tmp_path / "out" / HTML_FILE)
 
 
 def test_identical_models_give_no_replicated_hypotheses(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ def server(tmp_path: Path):
     thread.join(timeout=10)
 
 
-def _signed_in(p: Any, base: str, key: str) -> tuple[Any, Any]:
+def signed_in(p: Any, base: str, key: str) -> tuple[Any, Any]:
     """A headless Chromium on the explorer, with the API key saved and accepted."""
     from playwright.sync_api import expect
 
@@ -103,7 +103,7 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
     )
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser, page = _signed_in(p, base, key)
+        browser, page = signed_in(p, base, key)
         page.click("#new-analysis summary")
         page.set_input_files("#upload-file", str(bench))
         page.click("#upload-submit")
@@ -225,8 +225,15 @@ def _finished(base: str, headers: dict[str, str], path: str, body: dict) -> str:
 
 
 @pytest.mark.slow
-def test_compare_two_analyses_in_the_explorer(server) -> None:
+def test_compare_two_analyses_in_the_explorer(server, tmp_path: Path) -> None:
+    """The explorer's compare view draws GET /v1/diff's document; `cg-ray diff` of the same two runs writes
+    the same numbers into diff.parquet and its diff.html shows them the same way."""
+    import pyarrow.parquet as pq
     from playwright.sync_api import expect, sync_playwright
+
+    from cg_ray import schemas as S
+    from cg_ray.cli import main
+    from tests.report.offline import offline_page
 
     base, key = server
     headers = {"X-API-Key": key}
@@ -241,32 +248,59 @@ def test_compare_two_analyses_in_the_explorer(server) -> None:
     first = analyse(rows)
     # B: every "please" row is now wrong — the concepts of "please" regress, nothing else changes
     second = analyse([{**r, "score": 0.0 if "please" in r["prompt"] else 1.0} for r in rows])
+    out = tmp_path / "diff"
+    assert main(["diff", *_run_dirs(tmp_path, first, second), "--out", str(out), "--assume-same-reader"]) == 0
+    top = pq.read_table(out / S.DIFF_FILE).to_pylist()
+    top = sorted((r for r in top if r["direction"] == "regressed"), key=lambda r: r["rank"])[0]
+    cell = f"{top['delta_X_model']:+.3f} [{top['delta_X_model_low']:+.3f}, {top['delta_X_model_high']:+.3f}]"
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser, page = _signed_in(p, base, key)
+        browser, page = signed_in(p, base, key)
         page.select_option("#analysis", first)
         expect(page.locator("#compare")).to_be_visible()
         page.select_option("#compare-with", second)
         page.click("#compare-go")
-        expect(page.locator("#compare-note")).to_contain_text("60 paired rows")
+        expect(page.locator("#diff-kpis")).to_contain_text("60paired rows")
         expect(page.locator("#diff-table")).to_have_attribute("aria-busy", "false")
         regressed = page.locator("#diff-table tbody tr.regressed")
-        expect(regressed.first).to_be_visible()
-        expect(regressed.first.locator("td").nth(2)).to_contain_text("-")
+        expect(regressed.first).to_have_attribute("data-id", str(top["concept_id"]))
+        expect(regressed.first.locator("td").nth(2)).to_have_text(cell)  # as the CLI's diff.parquet holds it
+        expect(page.locator("#diff-plot svg circle").first).to_be_visible()
         regressed.first.click()
         expect(page.locator("#diff-detail")).to_contain_text("Right in A, wrong in B")
         expect(page.locator("#diff-detail .example").first).to_contain_text("please")
         page.locator("#compare").screenshot(path=str(ARTIFACTS / "explorer-compare.png"))
         browser.close()
+        # The CLI's page of the same diff: the same row, the same text.
+        browser, page, left, errors = offline_page(p, out / S.DIFF_HTML, "#diff-table tr.regressed")
+        expect(page.locator("#diff-table tbody tr.regressed").first.locator("td").nth(2)).to_have_text(cell)
+        browser.close()
+    assert not left and not errors, (left, errors)
+
+
+def _run_dirs(tmp_path: Path, *analyses: str) -> list[str]:
+    """The run directories of the `server` fixture's analyses (its store is under tmp_path/data)."""
+    from cg_ray.serve.db import Analysis, Store
+    from cg_ray.serve.settings import ServiceSettings
+
+    store = Store(ServiceSettings(data_dir=tmp_path / "data").db_url)
+    with store.session() as s:
+        rows = [s.get(Analysis, a) for a in analyses]
+        return [str(row.run_dir) for row in rows if row is not None]
 
 
 @pytest.mark.slow
-def test_diff_models_in_the_explorer(server) -> None:
+def test_diff_models_in_the_explorer(server, tmp_path: Path) -> None:
     """Two models' answers (B's all open with one word): from a CG analysis' compare area, the diff-models
-    table sorted by Δ, its forest plot, and a concept's paired examples; then the analysis picked itself."""
+    table sorted by Δ, its forest plot, and a concept's paired examples; then the analysis picked itself. The
+    numbers are those the paged API route reads from diff_models.parquet, and the analysis' diff_models.html
+    shows them the same way."""
+    import httpx
     from playwright.sync_api import expect, sync_playwright
 
+    from cg_ray.artifacts.layout import MODEL_DIFF_HTML, ModelDiffDir
     from cg_ray.testing.fakes import word_concept
+    from tests.report.offline import offline_page
 
     base, key = server
     headers = {"X-API-Key": key}
@@ -286,12 +320,13 @@ def test_diff_models_in_the_explorer(server) -> None:
     dm = _finished(base, headers, "/v1/diff-models", {**pair, "min_rows": 2})
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser, page = _signed_in(p, base, key)
+        browser, page = signed_in(p, base, key)
         page.select_option("#analysis", cg)
         expect(page.locator("#compare-analyses")).to_be_visible()
         page.select_option("#models-analysis", dm)
         page.click("#models-go")
         expect(page.locator("#models-note")).to_contain_text("30 prompts compared")
+        expect(page.locator("#models-replication")).to_contain_text("replicate")
         expect(page.locator("#models-table")).to_have_attribute("aria-busy", "false")
         page.click("th[data-msort='delta']")  # B − A, largest first
         expect(page.locator("#models-table")).to_have_attribute("aria-busy", "false")
@@ -299,6 +334,10 @@ def test_diff_models_in_the_explorer(server) -> None:
         expect(first).to_have_attribute("data-id", str(word_concept(word, 128)))
         expect(first).to_have_class("b-more")
         expect(first.locator("td").nth(4)).to_contain_text("+1.000")
+        params: dict[str, str | int] = {"sort": "delta", "limit": 1}
+        item = httpx.get(f"{base}/v1/diff-models/{dm}", headers=headers, params=params).json()["items"][0]
+        cell = f"{item['delta']:+.3f} [{item['delta_low']:+.3f}, {item['delta_high']:+.3f}]"
+        expect(first.locator("td").nth(4)).to_have_text(cell)
         expect(page.locator("#models-plot svg.chart").first).to_be_visible()
         first.click()
         detail = page.locator("#models-detail")
@@ -312,3 +351,10 @@ def test_diff_models_in_the_explorer(server) -> None:
         expect(page.locator("#compare-analyses")).to_be_hidden()
         expect(page.locator("#models-table tbody tr").first).to_be_visible()
         browser.close()
+        # The analysis' own page, offline: the same row, the same text.
+        page_file = ModelDiffDir(_run_dirs(tmp_path, dm)[0]).file(MODEL_DIFF_HTML)
+        browser, page, left, errors = offline_page(p, page_file, "#models-table tbody tr[data-id]")
+        page.click("th[data-msort='delta']")
+        expect(page.locator("#models-table tbody tr").first.locator("td").nth(4)).to_have_text(cell)
+        browser.close()
+    assert not left and not errors, (left, errors)

@@ -31,18 +31,20 @@ router = APIRouter(
 
 
 def _diff(runs: list[tuple[str, Path]], options: dict[str, Any]) -> DiffView:
-    """diff.json of the two analyses, naming them by id (never by a server path)."""
+    """diff.json of the two analyses, naming them by id (never by a server path), as the app draws it: the
+    document diff.html embeds (cg_ray.report.comparisons.diff_document)."""
     from cg_ray.artifacts.contract import versioned
     from cg_ray.compare.config import DiffConfig
     from cg_ray.compare.diff import compute_diff
     from cg_ray.compare.outputs import summary_dict
+    from cg_ray.report.comparisons import diff_document
 
     (id_a, run_a), (id_b, run_b) = runs
     doc = versioned(summary_dict(compute_diff(run_a, run_b, DiffConfig(assume_same_reader=True, **options))))
     for key, analysis_id in (("a", id_a), ("b", id_b)):
         doc["runs"][key]["path"] = analysis_id
         doc["runs"][key]["reader"]["source"] = None
-    return DiffView.model_validate(doc)
+    return DiffView.model_validate(diff_document(doc))
 
 
 @router.get("/diff", response_model=DiffView)

@@ -1,6 +1,7 @@
 """diff-models over the caller's uploads (`cg-ray diff-models` in the service): POST starts an analysis that
 GET /v1/analyses/{id} follows, cancel and delete stop and remove like any other; GET /v1/diff-models/{id}
-reads its result, GET .../concepts/{concept_id} a concept's paired examples."""
+reads its result (a page of its concepts), GET .../view the whole document the explorer draws (the one
+diff_models.html embeds), GET .../concepts/{concept_id} a concept's paired examples."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from fastapi import APIRouter, Query
 
 from cg_ray.errors import InputError
 from cg_ray.serve import model_diff_results
-from cg_ray.serve.comparison_models import DiffModelsConceptDetail, DiffModelsRequest, DiffModelsView
+from cg_ray.serve.comparison_models import (
+    DiffModelsConceptDetail,
+    DiffModelsDocument,
+    DiffModelsRequest,
+    DiffModelsView,
+)
 from cg_ray.serve.db import Analysis, Upload, new_id
 from cg_ray.serve.deps import FinishedDiffModels, Owner, Service, ServiceDep
 from cg_ray.serve.errors import api_error
@@ -119,6 +125,13 @@ def get_diff_models(
     return model_diff_results.page(
         run_dir, analysis_id, sort=sort, order=order, hypotheses_only=hypotheses_only, q=q, limit=limit, offset=offset
     )
+
+
+@router.get("/{analysis_id}/view", response_model=DiffModelsDocument)
+def get_diff_models_view(run_dir: FinishedDiffModels) -> DiffModelsDocument:
+    """Everything the explorer draws for the analysis, in one document — the one its diff_models.html
+    embeds: the findings (hypotheses with their examples) and every concept's row, column by column."""
+    return model_diff_results.view(run_dir)
 
 
 @router.get("/{analysis_id}/concepts/{concept_id}", response_model=DiffModelsConceptDetail)

@@ -1,7 +1,7 @@
 // cg_ray explorer: a thin client of the /v1 API. The API key stays in this browser (localStorage).
 "use strict";
 
-const state = { analysis: null, finished: [], modelRuns: [] };
+const state = { analysis: null, finished: [], modelRuns: [], arenas: [] };
 
 async function api(path, options = {}) {
   const headers = Object.assign({ "X-API-Key": localStorage.getItem("cg_ray_key") || "" }, options.headers || {});
@@ -23,13 +23,14 @@ async function loadAnalyses(select) {
     $("analysis").innerHTML = list
       .map(
         (a) =>
-          `<option value="${esc(a.id)}" ${a.status !== "succeeded" ? "disabled" : ""}>${esc(a.id)}${a.mode === MODELS_MODE ? " (diff-models)" : ""} — ${esc(a.status)}</option>`,
+          `<option value="${esc(a.id)}" ${a.status !== "succeeded" ? "disabled" : ""}>${esc(a.id)}${a.mode === MODELS_MODE ? " (diff-models)" : a.mode === "arena" ? " (arena)" : ""} — ${esc(a.status)}</option>`,
       )
       .join("");
     const done = list.filter((a) => a.status === "succeeded");
-    state.finished = done.filter((a) => a.mode !== MODELS_MODE).map((a) => a.id);
+    state.finished = done.filter((a) => a.mode !== MODELS_MODE && a.mode !== "arena").map((a) => a.id);
     state.modelRuns = done.filter((a) => a.mode === MODELS_MODE).map((a) => a.id);
-    const pick = select || state.finished[0] || state.modelRuns[0];
+    state.arenas = done.filter((a) => a.mode === "arena").map((a) => a.id);
+    const pick = select || state.finished[0] || state.modelRuns[0] || state.arenas[0];
     if (pick) {
       $("analysis").value = pick;
       await showAnalysis(pick);
@@ -47,13 +48,16 @@ async function loadAnalyses(select) {
 async function showAnalysis(id) {
   fillModelRuns();
   if ((state.modelRuns || []).includes(id)) return showModelsAnalysis(id);
+  if ((state.arenas || []).includes(id)) return showArenaAnalysis(id);
   state.analysis = id;
+  showOnly([]);
   $("compare-analyses").hidden = false;
   $("compare").hidden = false;
   $("compare-with").innerHTML = (state.finished || [])
     .map((a) => `<option value="${esc(a)}">${esc(a)}</option>`)
     .join("");
-  $("diff-detail").innerHTML = "";
+  for (const box of ["diff-kpis", "diff-suites", "diff-method", "diff-detail", "compare-note"]) $(box).innerHTML = "";
+  $("diff-plot").hidden = true;
   document.querySelector("#diff-table tbody").innerHTML = "";
   $("analysis-status").textContent = "loading…";
   const doc = await api(`/v1/analyses/${id}/view`);
@@ -65,6 +69,33 @@ async function showAnalysis(id) {
     doc.details[cid] ? Promise.resolve(doc.details[cid]) : api(`/v1/analyses/${id}/concepts/${cid}`),
   );
   $("analysis-status").textContent = "";
+}
+
+// Only these sections (and the service's controls); a run's view shows its own sections as it draws them.
+function showOnly(ids) {
+  document.querySelectorAll("main > section").forEach((s) => (s.hidden = !(s.id === "start" || ids.includes(s.id))));
+}
+
+// An arena analysis (GET …/arena, the document an arena's report.html embeds): its ratings and head-to-head;
+// each model's own analysis opens from its row.
+async function showArenaAnalysis(id) {
+  showOnly(["arena"]);
+  $("analysis-status").textContent = "loading…";
+  const doc = await api(`/v1/analyses/${id}/arena`);
+  drawArena(doc, (model) => {
+    const child = doc.model_analyses[model];
+    return child && `<a href="#" data-analysis="${esc(child)}">analysis ${esc(child)}</a>`;
+  });
+  $("analysis-status").textContent = "";
+}
+
+// A page: the view registered for its kind (EMBEDDED.<kind>, each in its own file) draws its document.
+function drawEmbedded(kind, doc) {
+  document.body.classList.add("report");
+  if (!EMBEDDED[kind]) throw new Error(`this app draws no "${kind}" view`);
+  showOnly([]);
+  if (kind !== "run") $("subtitle").textContent = doc.name;
+  EMBEDDED[kind](doc);
 }
 
 async function compareSubset() {
@@ -113,13 +144,9 @@ async function uploadAndAnalyse(event) {
 }
 
 window.addEventListener("DOMContentLoaded", () => {
-  // A report: the run's documents are in the page; no API, no key, nothing fetched.
+  // A page (report.html, diff.html, diff_models.html): the documents are in it; no API, no key, nothing fetched.
   const embedded = $("cg-ray-run");
-  if (embedded) {
-    document.body.classList.add("report");
-    const doc = JSON.parse(embedded.textContent);
-    return drawView(doc, async (cid) => doc.details[cid] || view.rows.find((c) => c.concept_id === cid));
-  }
+  if (embedded) return drawEmbedded(embedded.dataset.view || "run", JSON.parse(embedded.textContent));
   $("apikey").value = localStorage.getItem("cg_ray_key") || "";
   $("save-key").onclick = () => {
     localStorage.setItem("cg_ray_key", $("apikey").value.trim());
@@ -130,15 +157,17 @@ window.addEventListener("DOMContentLoaded", () => {
   $("upload-form").onsubmit = uploadAndAnalyse;
   $("subset-go").onclick = compareSubset;
   $("compare-go").onclick = compareAnalyses;
-  document.querySelector("#diff-table tbody").onclick = (e) => {
-    const tr = e.target.closest("tr");
-    if (tr) showDiffConcept(Number(tr.dataset.id));
+  $("arena").onclick = (e) => {
+    const a = e.target.closest("a[data-analysis]");
+    if (!a) return;
+    e.preventDefault();
+    $("analysis").value = a.dataset.analysis;
+    showAnalysis(a.dataset.analysis);
   };
   if (localStorage.getItem("cg_ray_key")) loadAnalyses();
 });
 
-// Compare (`cg-ray diff` over two analyses, GET /v1/diff): the confident changes from this analysis (A) to
-// another (B) with their intervals; a row opens the concept's per-benchmark changes and the rows that flipped.
+// Compare (`cg-ray diff` over two analyses, GET /v1/diff): drawn by diff.js from the diff's document.
 async function compareAnalyses() {
   const table = $("diff-table");
   table.setAttribute("aria-busy", "true");
@@ -148,60 +177,11 @@ async function compareAnalyses() {
     rank_by: $("compare-rank").value,
   });
   try {
-    const d = (state.diff = await api(`/v1/diff?${params}`));
-    const c = d.counts;
-    $("compare-note").textContent =
-      `${c.paired.toLocaleString()} paired rows (${c.only_a} only in A, ${c.only_b} only in B, ` +
-      `${c.shared_unscored} unscored in one: skipped) · mean score ${fmt(d.runs.a.mean_score_paired)} → ${fmt(d.runs.b.mean_score_paired)} · ` +
-      `${c.confident_regressed} regressed, ${c.confident_improved} improved confidently (≈${c.expected_by_chance_per_direction} per direction by chance)`;
-    const rows = d.top_regressed.map((e) => ["regressed", e]).concat(d.top_improved.map((e) => ["improved", e]));
-    document.querySelector("#diff-table tbody").innerHTML =
-      rows
-        .map(
-          ([kind, e]) => `
-      <tr class="${kind}" data-id="${e.concept_id}"><td class="num">${e.concept_id}</td><td>${esc(e.description || e.label || "(no label)")}</td>
-      <td class="num">${signed(e.delta_X_model)} <span class="muted">[${signed(e.low)}, ${signed(e.high)}]</span></td>
-      <td class="num">${signed(e.relative.delta)} <span class="muted">[${signed(e.relative.low)}, ${signed(e.relative.high)}]</span></td>
-      <td class="num">${fmt(e.X_model_a)} → ${fmt(e.X_model_b)}</td><td class="num">${e.n_paired_active}</td></tr>`,
-        )
-        .join("") || `<tr><td colspan="6" class="muted">no concept changed confidently</td></tr>`;
+    $("compare-note").textContent = "";
+    drawDiff(await api(`/v1/diff?${params}`));
   } catch (e) {
     $("compare-note").innerHTML = `<span class="err">${esc(e.message)}</span>`;
     document.querySelector("#diff-table tbody").innerHTML = "";
   }
   table.setAttribute("aria-busy", "false");
-}
-
-function flippedHtml(list) {
-  if (!list.length) return `<div class="muted">none</div>`;
-  return list
-    .map(
-      (r) =>
-        `<div class="example"><div class="meta">${esc(r.benchmark)}/${esc(r.row_id)} · score ${fmt(r.score_a, 2)} → ${fmt(r.score_b, 2)} · s̃ ${Number(r.s_tilde_a).toPrecision(3)} / ${Number(r.s_tilde_b).toPrecision(3)}</div>` +
-        [
-          ["", r.prompt],
-          ["A: ", r.response_a],
-          ["B: ", r.response_b],
-        ]
-          .filter(([, t]) => t)
-          .map(([who, t]) => `<div>${who}${esc(t.slice(0, 400))}</div>`)
-          .join("") +
-        `</div>`,
-    )
-    .join("");
-}
-
-function showDiffConcept(id) {
-  const e = [...state.diff.top_regressed, ...state.diff.top_improved].find((x) => x.concept_id === id);
-  if (!e) return;
-  const bench = e.per_benchmark
-    .map(
-      (b) =>
-        `${esc(b.benchmark)}: Δχ ${signed(b.delta_chi_model)} [${signed(b.low)}, ${signed(b.high)}], ${b.n_paired_active} rows`,
-    )
-    .join(" · ");
-  $("diff-detail").innerHTML =
-    `<h3>Concept ${e.concept_id}: ${esc(e.description || e.label || "(no label)")}</h3><p class="muted">${bench}</p>
-    <div class="grid"><div><h3>Right in A, wrong in B</h3>${flippedHtml(e.examples.right_in_a_wrong_in_b || [])}</div>
-    <div><h3>Wrong in A, right in B</h3>${flippedHtml(e.examples.wrong_in_a_right_in_b || [])}</div></div>`;
 }

@@ -204,30 +204,39 @@ const Charts = (() => {
     done(svg);
   }
 
-  // A forest plot: one row per item {label, x, low, high, color}, a dotted line at 0.
+  // A forest plot: one row per item {label, x, low, high, color} (an item without an interval: its point only),
+  // a dotted line at `ref` (0: no change; an arena's ratings: their anchor).
   function forest(el, items, o = {}) {
-    const { title = "", w = 760 } = o,
+    const { title = "", w = 760, ref = 0 } = o,
       left = 300,
       rowH = 20,
       h = M.t + rowH * items.length + M.b;
     const svg = frame(el, title, w, h);
-    const vs = items.flatMap((i) => [i.low, i.high, i.x, 0]);
-    const x = scale(Math.min(...vs), Math.max(...vs), left, w - M.r);
-    add(svg, `<line x1="${x(0)}" x2="${x(0)}" y1="${M.t}" y2="${h - M.b}" stroke="#888" stroke-dasharray="3 3"/>`);
+    const has = (v) => v !== null && v !== undefined && Number.isFinite(v);
+    const vs = items
+      .flatMap((i) => [i.low, i.high, i.x])
+      .concat([ref])
+      .filter(has);
+    const lo = Math.min(...vs),
+      hi = Math.max(...vs);
+    const x = scale(lo, hi, left, w - M.r);
+    add(svg, `<line x1="${x(ref)}" x2="${x(ref)}" y1="${M.t}" y2="${h - M.b}" stroke="#888" stroke-dasharray="3 3"/>`);
     items.forEach((it, i) => {
-      const cy = M.t + rowH * (i + 0.5);
+      const cy = M.t + rowH * (i + 0.5),
+        ci = has(it.low) && has(it.high);
+      const value = has(it.x) ? it.x.toFixed(3) : "—";
       add(
         svg,
         `<text x="${left - 6}" y="${cy + 4}" text-anchor="end" class="tk">${e(it.label)}</text>` +
-          `<line x1="${x(it.low)}" x2="${x(it.high)}" y1="${cy}" y2="${cy}" stroke="${it.color}"/>` +
-          `<circle cx="${x(it.x)}" cy="${cy}" r="4" fill="${it.color}"><title>${e(it.label)}: ${it.x.toFixed(3)} [${it.low.toFixed(3)}, ${it.high.toFixed(3)}]</title></circle>`,
+          (ci ? `<line x1="${x(it.low)}" x2="${x(it.high)}" y1="${cy}" y2="${cy}" stroke="${it.color}"/>` : "") +
+          (has(it.x)
+            ? `<circle cx="${x(it.x)}" cy="${cy}" r="4" fill="${it.color}"><title>${e(it.label)}: ${value}${ci ? ` [${it.low.toFixed(3)}, ${it.high.toFixed(3)}]` : ""}</title></circle>`
+            : ""),
       );
     });
-    const lo = Math.min(...vs),
-      hi = Math.max(...vs);
     add(
       svg,
-      [lo, 0, hi]
+      [...new Set([lo, ref, hi])]
         .map((v) => `<text x="${x(v)}" y="${h - M.b + 14}" text-anchor="middle" class="tk">${n(v)}</text>`)
         .join(""),
     );

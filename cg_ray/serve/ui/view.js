@@ -18,6 +18,11 @@ const show = (id, on) => {
 };
 const TOP = 20; // entries of each table (the CLI's `--top`)
 
+// The views a page can hold, by kind (report.html of a run: "run"; each other view registers itself).
+const EMBEDDED = {
+  run: (doc) => drawView(doc, async (cid) => doc.details[cid] || view.rows.find((c) => c.concept_id === cid)),
+};
+
 const view = { doc: null, rows: [], mode: "model", sort: "X_model", order: "asc", offset: 0, limit: 25, detail: null };
 
 // The whole view; `detail(id)`: a concept's details (the service asks the API for concepts not in the view).
