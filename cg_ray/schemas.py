@@ -216,6 +216,10 @@ EXPLANATIONS_SCHEMA: Final = pa.schema(
         pa.field("description", pa.string(), nullable=False),
         pa.field("detection_score", pa.float64(), nullable=True),
         pa.field("fuzzing_score", pa.float64(), nullable=True),  # activating span vs other words marked
+        # the chosen candidate's scores on the held-out half of the rows (the others: null); the two above are
+        # on the half the candidates were compared on
+        pa.field("heldout_detection_score", pa.float64(), nullable=True),
+        pa.field("heldout_fuzzing_score", pa.float64(), nullable=True),
         pa.field("n_positive", pa.int32(), nullable=False),
         pa.field("n_negative", pa.int32(), nullable=False),
         pa.field("n_fuzz", pa.int32(), nullable=False),  # fuzzing judgements (right + wrong markings)

@@ -49,6 +49,20 @@ def register(subparsers: Any) -> None:
         help="held-out rows per class for detection (default 20 with --endpoint, else 6)",
     )
     e.add_argument("--no-fuzz", action="store_true", help="skip the fuzzing score")
+    e.add_argument("--judge-endpoint", default=None, help="the judge's base URL (default: the explainer's)")
+    e.add_argument("--judge-model", default=None, help="the judge's model (default: the explainer's)")
+    e.add_argument("--judge-api-key-env", default=None, help="variable holding the judge endpoint's key")
+    e.add_argument("--judge-batch", type=int, default=None, help="examples per judge prompt (default 5)")
+    e.add_argument("--window-tokens", type=int, default=None, help="tokens around the activation (default 32)")
+    e.add_argument("--max-requests", type=int, default=None, help="refuse a plan over this many chat requests")
+    e.add_argument("--expected-rate", type=float, default=None, help="requests/s for the plan's time estimate")
+    e.add_argument(
+        "--all",
+        dest="scope_all",
+        action="store_true",
+        help="every concept `describe` would describe and every listed failure mode (default: what the report "
+        "shows first: the weakness and coverage-gap lists, the confirmed failure modes)",
+    )
     e.add_argument("--name-themes", action="store_true", help="let the model name the themes too")
 
 
@@ -84,24 +98,34 @@ def _describe(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     """LLM explanations of concepts, scored by detection and fuzzing (balanced accuracy).
 
-    An instruct model explains each concept from its top rows (activating spans marked), then judges
-    held-out rows with and without the concept given each candidate description; through the generation
-    backend or an OpenAI-compatible endpoint (--endpoint, --model, --api-key-env); writes
-    RUN_DIR/explanations.parquet and refreshes descriptions.parquet / themes.json."""
+    An instruct model explains each concept (and confirmed failure mode) from its top rows, activating spans
+    marked; a judge (the same model, or --judge-endpoint / --judge-model) then reads 32-token windows of
+    held-out rows with and without it, several per prompt, given each candidate description; candidates are
+    compared on half the rows and the winner scored on the other half. Through the generation backend or an
+    OpenAI-compatible endpoint (--endpoint, --model, --api-key-env); the plan is printed before the first
+    request. Writes RUN_DIR/explanations.parquet and refreshes descriptions.parquet / themes.json."""
     from cg_ray.describe.endpoint import usage_line
     from cg_ray.describe.explain import explain_run
     from cg_ray.report.refresh import refresh_report
 
-    table, themes = explain_run(args.run_dir, _options(args), _explain_config(args))
+    config = _explain_config(args)
+    table, themes = explain_run(
+        args.run_dir, _options(args), config, scope_all=args.scope_all, announce=lambda line: print(line, flush=True)
+    )
     refresh_report(args.run_dir)
     _print(table, themes)
     info = themes["summary"]["explainer"]
+    judging = info["judging"]
+    rate = "—" if judging["parse_rate"] is None else f"{judging['parse_rate']:.0%}"
     print(
         f"explanations: {info['explanations']} read, {info['explanations_unreadable']} unreadable; "
-        f"judgements: {info['judgements']}, {info['judgements_unreadable']} unreadable"
+        f"judgements: {info['judgements']}, {info['judgements_unreadable']} unreadable; judge batches read as "
+        f"lists: {judging['parsed']} of {judging['batches']} ({rate}), {judging['fallback_requests']} "
+        "fallback requests"
     )
-    if "usage" in info:
-        print(usage_line(info["usage"]))
+    for key in ("usage", "judge_usage"):
+        if key in info:
+            print(usage_line(info[key]))
     return 0
 
 
@@ -128,7 +152,16 @@ def _explain_config(args: argparse.Namespace) -> Any:
         "price_in": args.price_in,
         "price_out": args.price_out,
         "n_detect": args.detect,
+        "judge_endpoint": args.judge_endpoint,
+        "judge_model": args.judge_model,
+        "judge_api_key_env": args.judge_api_key_env,
+        "judge_batch": args.judge_batch,
+        "window_tokens": args.window_tokens,
+        "max_requests": args.max_requests,
+        "expected_rate": args.expected_rate,
     }
+    if args.max_requests is not None and args.max_requests < 1:
+        raise ConfigError(f"--max-requests {args.max_requests}: the cap must be at least 1 (leave it out for none)")
     base.update({k: v for k, v in flags.items() if v is not None})
     base["seed"] = args.seed
     if args.no_fuzz:
@@ -137,6 +170,8 @@ def _explain_config(args: argparse.Namespace) -> Any:
         base["name_themes"] = True
     if base.get("endpoint") and "model" not in base:
         raise ConfigError("--endpoint needs --model: the model name the endpoint serves")
+    if base.get("judge_model") and not (base.get("judge_endpoint") or base.get("endpoint")):
+        raise ConfigError("--judge-model needs an endpoint that serves it: --judge-endpoint URL (or --endpoint)")
     try:
         return ExplainConfig.model_validate(base)
     except ValueError as exc:

@@ -8,11 +8,15 @@ from __future__ import annotations
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # Concepts per ranking table of the report; the run's describe step describes as many, so that every
 # concept the report lists reads as a sentence.
 REPORT_TOP: Final = 20
+# Prompt tokens a batched judge prompt spends besides its examples (instructions, description, numbering),
+# and each example besides its window (quotes, "Example i:"), for the check that a batch fits the context.
+JUDGE_PROMPT_OVERHEAD: Final = 160
+JUDGE_EXAMPLE_OVERHEAD: Final = 8
 
 
 class DescribeStepConfig(BaseModel):
@@ -57,8 +61,16 @@ class ExplainConfig(BaseModel):
     detect_tokens: int = Field(24, ge=2, description="room for a fenced JSON answer")
     fuzz: bool = Field(True, description="score fuzzing too (activating span marked) where spans can be read")
     name_themes: bool = Field(False, description="let the model name the themes (else enrichment / descriptions)")
+    judge_batch: int = Field(5, ge=1, description="examples per judge prompt (Delphi: 5); 1 = one per request")
+    window_tokens: int = Field(32, ge=8, le=512, description="tokens of a judged example around its activation")
+    judge_context: int = Field(2048, ge=256, description="the judge's context in tokens (a batch must fit)")
+    judge_endpoint: str | None = Field(None, description="the judge's base URL (default: the explainer's)")
+    judge_model: str | None = Field(None, description="the judge's model (default: the explainer's)")
+    judge_api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    max_requests: int | None = Field(None, ge=1, description="refuse a plan over this many chat requests")
+    expected_rate: float = Field(1.0, gt=0, description="requests/s assumed by the time estimate of the plan")
 
-    @field_validator("endpoint")
+    @field_validator("endpoint", "judge_endpoint")
     @classmethod
     def _http_url(cls, url: str | None) -> str | None:
         if url is None:
@@ -69,6 +81,56 @@ class ExplainConfig(BaseModel):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"endpoint must be an http(s) URL such as http://host:8000/v1, not {url!r}")
         return url.rstrip("/")
+
+    @model_validator(mode="after")
+    def _judge_fits(self) -> ExplainConfig:
+        if self.judge_model is not None and not (self.judge_endpoint or self.endpoint):
+            raise ValueError(
+                "judge_model (--judge-model) needs an endpoint that serves it: --judge-endpoint URL (or --endpoint)"
+            )
+        if self.judge_batch > self.max_judge_batch:
+            raise ValueError(
+                f"judge_batch {self.judge_batch} (--judge-batch) is above the window budget: {self.judge_batch} "
+                f"examples of {self.window_tokens} tokens do not fit the judge's {self.judge_context}-token context "
+                f"(at most {self.max_judge_batch}); lower --judge-batch or --window-tokens"
+            )
+        return self
+
+    @property
+    def max_judge_batch(self) -> int:
+        """The most examples of `window_tokens` one judge prompt and its answer fit in `judge_context`."""
+        room = self.judge_context - JUDGE_PROMPT_OVERHEAD - self.detect_tokens
+        per_example = self.window_tokens + JUDGE_EXAMPLE_OVERHEAD + 4  # + 4 answer tokens each
+        return max(1, room // per_example)
+
+    @property
+    def separate_judge(self) -> bool:
+        return any(v is not None for v in (self.judge_endpoint, self.judge_model, self.judge_api_key_env))
+
+    def judge(self) -> ExplainConfig:
+        """The judge's settings: the explainer's, with `judge_*` in place of endpoint / model / key."""
+        if not self.separate_judge:
+            return self
+        endpoint = self.judge_endpoint or self.endpoint
+        same_place = endpoint == self.endpoint
+        return self.model_copy(
+            update={
+                "endpoint": endpoint,
+                "model": self.judge_model or self.model,
+                "api_key_env": self.judge_api_key_env or (self.api_key_env if same_place else None),
+                "judge_endpoint": None,
+                "judge_model": None,
+                "judge_api_key_env": None,
+            }
+        )
+
+    def who(self) -> dict[str, Any]:
+        """The explainer and the judge as the manifest records them: names and URLs, never a key."""
+        judge = self.judge()
+        return {
+            "explainer": {"model": self.model, "endpoint": self.endpoint, "api_key_env": self.api_key_env},
+            "judge": {"model": judge.model, "endpoint": judge.endpoint, "api_key_env": judge.api_key_env},
+        }
 
     @property
     def detect_rows(self) -> int:

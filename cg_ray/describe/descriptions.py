@@ -13,7 +13,7 @@ this suite added; when the chosen source is not the enrichment, the best enriche
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cg_ray.describe.enrichment import Enriched
 from cg_ray.describe.render import (
@@ -34,8 +34,9 @@ class Candidate:
     source: str  # llm | label | terms | enrichment | ngrams | none
     text: str
     informative: bool = True  # False: punctuation / whitespace only
-    detection_score: float | None = None
+    detection_score: float | None = None  # on the rows the candidates are compared on
     fuzzing_score: float | None = None  # breaks ties in detection
+    heldout_detection: float | None = None  # the winner's, on the other half of the rows: the one reported
 
 
 def _cap(text: str) -> str:
@@ -129,26 +130,16 @@ def describe_concept(
     enriched = [e for e in enriched if e.field not in set(adjusted_for)]
     scored = {c.source: c for c in explanations}
 
-    def with_score(c: Candidate | None) -> Candidate | None:
-        if c is None or c.source not in scored:
+    def with_score(c: Candidate) -> Candidate:
+        s = scored.get(c.source)
+        if s is None:
             return c
-        s = scored[c.source]
-        return Candidate(c.source, c.text, c.informative, s.detection_score, s.fuzzing_score)
+        return replace(
+            c, detection_score=s.detection_score, fuzzing_score=s.fuzzing_score, heldout_detection=s.heldout_detection
+        )
 
-    from_label = label_candidate(label)
-    named = label_token_names(label)
-    if from_label is not None and named is not None and tokens and not named & {render_token(t) for t in tokens}:
-        # the label's tokens come from the SAE's labelling corpus; none of them is what the concept fires
-        # on in this suite, so the label would describe other text: the suite's own evidence goes first
-        from_label = Candidate("label", from_label.text, informative=False)
-    candidates = [
-        scored.get("llm"),
-        with_score(from_label),
-        with_score(Candidate("terms", "Rows with " + ", ".join(f"“{t}”" for t in span_first(terms, spans))))
-        if terms
-        else None,
-        with_score(enrichment_candidate(enriched)),
-        with_score(ngram_candidate(spans, tokens)),
+    candidates = [scored.get("llm")] + [
+        with_score(c) for c in offline_candidates(label, enriched, spans, tokens, terms, adjusted_for)
     ]
     best = choose(candidates)
     if best is None:
@@ -160,4 +151,32 @@ def describe_concept(
     if best.source != "enrichment" and enriched:
         e = enriched[0]
         text += f"; over-represented in {e.field} = {e.value} (×{e.lift:.1f})"
-    return Description(text + ".", best.source, best.detection_score)
+    score = best.heldout_detection if best.heldout_detection is not None else best.detection_score
+    return Description(text + ".", best.source, score)
+
+
+def offline_candidates(
+    label: str | None,
+    enriched: Sequence[Enriched],
+    spans: Sequence[str],
+    tokens: Sequence[str],
+    terms: Sequence[str] = (),
+    adjusted_for: Sequence[str] = (),
+) -> list[Candidate]:
+    """The candidates besides an LLM's, in the order `choose` falls back on: the label, the distinctive terms,
+    the enrichment (never on a field the concept was adjusted for), the in-suite spans / tokens. `cg-ray
+    explain` judges exactly these, so that its choice is the one `describe` makes."""
+    enriched = [e for e in enriched if e.field not in set(adjusted_for)]
+    from_label = label_candidate(label)
+    named = label_token_names(label)
+    if from_label is not None and named is not None and tokens and not named & {render_token(t) for t in tokens}:
+        # the label's tokens come from the SAE's labelling corpus; none of them is what the concept fires
+        # on in this suite, so the label would describe other text: the suite's own evidence goes first
+        from_label = Candidate("label", from_label.text, informative=False)
+    found = [
+        from_label,
+        Candidate("terms", "Rows with " + ", ".join(f"“{t}”" for t in span_first(terms, spans))) if terms else None,
+        enrichment_candidate(enriched),
+        ngram_candidate(spans, tokens),
+    ]
+    return [c for c in found if c is not None]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -55,6 +56,23 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+
+
+# What a key or a token looks like in an error body: a bearer token, an "sk-…"-style key, a `key=…` /
+# `"api_key": "…"` pair, or any long run of key characters (ids and hashes are masked too: a log loses little).
+_SECRET = re.compile(
+    r"(?i)(bearer\s+)[^\s\"',;]+"
+    r"|((?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}]+"
+    r"|\b(?:sk|pk|rk|hf|ghp|gho|xox[abp])[-_][A-Za-z0-9_\-]{8,}"
+    r"|\b[A-Za-z0-9_\-]{32,}\b"
+)
+
+
+def redact(text: str, secrets: Sequence[str] = ()) -> str:
+    """`text` with the known `secrets` and anything that looks like a key or a bearer token replaced by ***."""
+    for s in secrets:
+        text = text.replace(s, "***")
+    return _SECRET.sub(lambda m: (m.group(1) or m.group(2) or "") + "***", text)
 
 
 def read_key(config: ExplainConfig) -> str | None:
@@ -101,17 +119,19 @@ class BatchProgress:
             self.done,
             self.total,
             rate,
-            _duration(left_s),
+            duration(left_s),
         )
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     minutes = round(seconds / 60)
     return f"{seconds:.0f} s" if seconds < 90 else f"{minutes} min" if minutes < 90 else f"{minutes / 60:.1f} h"
 
 
 class EndpointCompleter:
-    def __init__(self, config: ExplainConfig, *, backoff_s: float = 0.5, max_backoff_s: float = 20.0) -> None:
+    def __init__(
+        self, config: ExplainConfig, *, role: str = "explainer", backoff_s: float = 0.5, max_backoff_s: float = 20.0
+    ) -> None:
         import httpx
 
         if config.endpoint is None:
@@ -119,11 +139,13 @@ class EndpointCompleter:
         if logging.getLogger("httpx").level == logging.NOTSET:  # one INFO line per request otherwise
             logging.getLogger("httpx").setLevel(logging.WARNING)
         self.config = config
+        self.role = role
         self.url = config.endpoint
         self.usage = Usage()
         self._lock = threading.Lock()
         self._backoff = (backoff_s, max_backoff_s)
         key = read_key(config)
+        self._secrets = [key] if key else []
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._client = httpx.Client(
             headers=headers,
@@ -136,7 +158,7 @@ class EndpointCompleter:
         self._client.close()
 
     def _who(self) -> str:
-        return f"explainer endpoint {self.url}"
+        return f"{self.role} endpoint {self.url}"
 
     def _fatal(self, status: int, what: str) -> EndpointError:
         if status in (401, 403):
@@ -164,7 +186,7 @@ class EndpointCompleter:
         if r.status_code in RETRY_STATUS or r.status_code >= 500:
             raise _Retryable(f"HTTP {r.status_code}", _retry_after(r.headers))
         if r.status_code != 200:
-            raise _Failed(f"HTTP {r.status_code}: {r.text[:200]!r}")
+            raise _Failed(f"HTTP {r.status_code}: {redact(r.text, self._secrets)[:200]!r}")
         try:
             data = r.json()
         except ValueError:
@@ -281,7 +303,12 @@ class EndpointCompleter:
 
     def report(self) -> dict[str, Any]:
         """Requests, tokens and cost (USD where prices are given): for the output and themes.json."""
-        out: dict[str, Any] = {"endpoint": self.url, "model": self.config.model, **asdict(self.usage)}
+        out: dict[str, Any] = {
+            "role": self.role,
+            "endpoint": self.url,
+            "model": self.config.model,
+            **asdict(self.usage),
+        }
         out["seconds"] = round(self.usage.seconds, 2)
         price_in, price_out = self.config.price_in, self.config.price_out
         if price_in is not None or price_out is not None:
@@ -301,7 +328,7 @@ def usage_line(report: dict[str, Any]) -> str:
         else "cost not priced (--price-in / --price-out USD per million tokens)"
     )
     return (
-        f"explainer {report['model']} at {report['endpoint']}: {report['answered']} answers, "
+        f"{report.get('role', 'explainer')} {report['model']} at {report['endpoint']}: {report['answered']} answers, "
         f"{report['requests']} requests ({report['retries']} retries, {report['failed']} failed), "
         f"{tokens:,} tokens ({report['prompt_tokens']:,} prompt + {report['completion_tokens']:,} completion) "
         f"in {report['seconds']:.1f} s; {cost}"

@@ -1,135 +1,46 @@
-"""`cg-ray explain RUN_DIR`: LLM explanations of concepts, scored by detection and fuzzing.
+"""`cg-ray explain RUN_DIR`: LLM explanations of concepts and failure modes, scored by detection and fuzzing.
 
-An instruct model (default SmolLM2-135M-Instruct, through the project's generation backend: vLLM on
-`ray.data`; or any model behind an OpenAI-compatible endpoint, `cg_ray.describe.endpoint`) reads a concept's
-top in-suite examples with the activating span marked and writes one sentence. Every candidate description of
-the concept (the LLM's, and the label / enrichment / in-suite token sentences `cg-ray describe` would use) is
-then scored the way auto-interpretability work scores explanations: given the description, the same model
-judges held-out rows that exhibit the concept (a seeded random sample of active rows, never the examples it
-saw) and rows that do not (a seeded random sample of all rows where the concept is inactive); the score is the
-balanced accuracy (0.5 = chance). Fuzzing (`describe/fuzzing.py`) is the second score and breaks ties. Greedy
-decoding and seeded row choice make a run reproducible. `describe` then prefers the LLM's sentence only when
-its detection score is at least 0.6 and at least that of every other candidate (ties: by fuzzing).
+An instruct model (through the project's generation backend or an OpenAI-compatible endpoint,
+`describe/completers.py`) reads a concept's top in-suite examples with the activating span marked and writes
+one sentence. Every candidate description (the LLM's, and the label / terms / enrichment / in-suite token
+sentences `cg-ray describe` would use) is then judged the way auto-interpretability work does
+(`describe/judging.py`): several examples per prompt, each a window of about 32 tokens around the row's
+strongest activation of the concept, held-out rows with and without it (detection) and the activating span
+against other words marked (fuzzing). The candidates are compared on one half of the rows; the winner — the
+LLM's sentence when its detection is at least 0.6 and at least every other candidate's, else the offline
+order of `describe` — is judged again on the other half, and that score is the one reported. The judge may be
+another model than the explainer (`judge_*`). By default only what the report shows first is explained (the
+weakness and coverage-gap lists, the confirmed failure modes); the plan — requests, tokens, time — is
+announced before the first request and `max_requests` caps it. Greedy decoding and seeded row choice make a
+run reproducible.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from cg_ray import schemas as S
 from cg_ray.describe import outputs as O
+from cg_ray.describe.completers import Completer, close, make_completer
 from cg_ray.describe.config import ExplainConfig
-from cg_ray.describe.descriptions import (
-    Candidate,
-    enrichment_candidate,
-    label_candidate,
-    ngram_candidate,
-    span_first,
-)
-from cg_ray.describe.explain_modes import mode_files
-from cg_ray.describe.fuzzing import SpanReader, SpanTexts, fuzz_pairs, reader_spans
-from cg_ray.describe.prompts import (
-    balanced_accuracy,
-    detect_prompt,
-    explain_prompt,
-    fuzz_prompt,
-    parse_explanation,
-    parse_judgement,
-    parse_theme_name,
-    theme_prompt,
-)
+from cg_ray.describe.descriptions import Candidate, choose, offline_candidates
+from cg_ray.describe.endpoint import duration
+from cg_ray.describe.explain_modes import ModeWork, mode_outputs, prepare_modes
+from cg_ray.describe.fuzzing import SpanReader, held_out_examples, reader_spans
+from cg_ray.describe.judging import Budget, JudgeStats, Scores, Subject, halves, planned, score_subjects
+from cg_ray.describe.prompts import explain_prompt, parse_explanation, parse_theme_name, theme_prompt
 from cg_ray.describe.run import Analysis, DescribeOptions, analyse, build_outputs, profile_terms, write_outputs
 from cg_ray.describe.spans import marked
-from cg_ray.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-
-class Completer(Protocol):
-    def complete(self, prompts: Sequence[str], max_tokens: int) -> list[str]: ...
-
-
-def check_model(config: ExplainConfig) -> None:
-    """Fail before any work when the explainer cannot be loaded (or its endpoint cannot be used)."""
-    if config.endpoint:
-        from cg_ray.describe.endpoint import EndpointCompleter
-
-        completer = EndpointCompleter(config)
-        try:
-            completer.check()
-        finally:
-            completer.close()
-        return
-    from cg_ray.generation import GENERATORS
-
-    if config.backend not in GENERATORS:
-        raise ConfigError(GENERATORS.unknown_message(config.backend))
-    if config.backend == "fake":
-        return
-    from cg_ray.catalog import KNOWN_MODELS, resolve_model
-
-    try:
-        path = resolve_model(config.model)
-        if config.model not in KNOWN_MODELS:
-            from transformers import AutoConfig
-
-            AutoConfig.from_pretrained(str(path))
-    except Exception as exc:  # any loading failure is reported the same way, up front
-        raise ConfigError(f"explainer model {config.model!r} cannot be loaded: {exc}") from None
-
-
-def backend_generation(config: ExplainConfig, max_tokens: int) -> Any:
-    """The `GenerationConfig` of the explainer's backend: greedy, seeded; `engine` / `resources` override."""
-    from cg_ray.generation.config import GenerationConfig
-
-    return GenerationConfig.model_validate(
-        {
-            "backend": config.backend,
-            "model": config.model,
-            "sampling": {"max_tokens": max_tokens, "temperature": 0.0, "seed": config.seed},
-            "engine": {"dtype": config.dtype, "max_model_len": 2048, **config.engine},
-            "resources": {"num_cpus": 1, "batch_size": 32, **config.resources},
-        }
-    )
-
-
-class BackendCompleter:
-    """Prompts through the generation backend (`cg_ray.generation`) on a local Ray instance."""
-
-    def __init__(self, config: ExplainConfig) -> None:
-        self.config = config
-
-    def complete(self, prompts: Sequence[str], max_tokens: int) -> list[str]:
-        import ray
-        import ray.data
-
-        from cg_ray.benchmarks.rows import make_row, rows_table
-        from cg_ray.generation import make_generator
-
-        if not prompts:
-            return []
-        gen = backend_generation(self.config, max_tokens)
-        if not ray.is_initialized():
-            if os.environ.get("RAY_ADDRESS"):  # a Ray job (`ray job submit`, jobs/explain_gpu.yaml): its cluster
-                ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)
-            else:
-                from cg_ray.generation.local_ray import start_local_ray
-
-                start_local_ray(gen, log_to_driver=True)  # as `cg-ray run` does, engine thread binding included
-        rows = [
-            make_row(row_id=f"p{i:06d}", benchmark="explain", prompt=p, scorer="exact") for i, p in enumerate(prompts)
-        ]
-        out = make_generator(gen).generate(ray.data.from_arrow(rows_table(rows)))
-        answers = {r["row_id"]: r["response"] or "" for r in out.take_all()}
-        return [answers[f"p{i:06d}"] for i in range(len(prompts))]
+PLACEHOLDER = "x" * 80  # the LLM's sentence in the plan, made before it is written
 
 
 def held_out_rows(a: Analysis, concept: int, n: int, seed: int) -> tuple[list[int], list[int]]:
@@ -143,151 +54,89 @@ def held_out_rows(a: Analysis, concept: int, n: int, seed: int) -> tuple[list[in
     return pick_p, pick_n
 
 
-def held_out(a: Analysis, concept: int, n: int, seed: int) -> tuple[list[str], list[str]]:
-    """Texts of rows with the concept (not among its shown examples) and without it, seeded."""
-    pos, neg = held_out_rows(a, concept, n, seed)
-    return [a.text_of(r) for r in pos], [a.text_of(r) for r in neg]
+Offline = dict[tuple[int, ...], list[Candidate]]  # the candidates besides the LLM's, per subject
 
 
-def terms_candidate(terms: Sequence[str], spans: Sequence[str]) -> Candidate | None:
-    """The distinctive-terms sentence `describe_concept` builds, so that it is judged like the others."""
-    return Candidate("terms", "Rows with " + ", ".join(f"“{t}”" for t in span_first(terms, spans))) if terms else None
-
-
-Found = dict[int, list[tuple[str, str, str]]]  # concept → [(source, text, how the explanation was parsed)]
-
-
-def _candidates(a: Analysis, completer: Completer, config: ExplainConfig) -> tuple[Found, dict[int, str]]:
-    """One explanation request per concept (its marked top examples); every candidate description."""
-    concepts = a.evidence.concept_ids
-    shown = {
-        c: [
-            marked(e["snippet"], e["span_start"], e["span_end"]) for e in a.per_concept[c].examples[: config.n_examples]
-        ]
-        for c in concepts
-    }
-    answers = completer.complete([explain_prompt(shown[c]) for c in concepts], config.explain_tokens)
-    candidates: Found = {}
-    raw: dict[int, str] = {}
+def _concepts(
+    a: Analysis, config: ExplainConfig, read_windows: SpanReader, offline_of: Offline
+) -> tuple[list[Subject], list[str], float]:
+    """Per concept: its offline candidates (into `offline_of`) and held-out examples (select / report
+    halves); its explanation prompt; and the share of held-out active rows seen through a token window."""
+    rows = {c: held_out_rows(a, c, config.detect_rows, config.seed) for c in a.evidence.concept_ids}
+    windows = read_windows(a, {c: pos for c, (pos, _) in rows.items()})
     terms = profile_terms(a.run.path)
-    for c, answer in zip(concepts, answers, strict=True):
-        text, how = parse_explanation(answer)
-        ce = a.per_concept[c]
-        raw[c] = answer
-        found: list[tuple[str, str, str]] = [("llm", text, str(how))] if text else []
-        adjusted = set(a.run.concepts[c].get("adjusted_for") or ())  # as describe_concept leaves them out
-        for cand in (
-            label_candidate(a.run.concepts[c].get("label")),
-            terms_candidate(terms.get(c, ()), ce.spans),
-            enrichment_candidate([e for e in ce.enriched if e.field not in adjusted]),
-            ngram_candidate(ce.spans, ce.tokens),
-        ):
-            if cand is not None:
-                found.append((cand.source, cand.text, "-"))
-        candidates[c] = found
-        if not text:
-            log.info("concept %d: the explanation could not be parsed: %r", c, answer[:120])
-    return candidates, raw
-
-
-Votes = dict[tuple[str, int, int], tuple[list[bool | None], list[bool | None]]]
-
-
-def _judge(
-    a: Analysis, completer: Completer, config: ExplainConfig, candidates: Found, spans: SpanTexts
-) -> tuple[Votes, dict[tuple[int, int], str]]:
-    """One request per (candidate, held-out row): detection on active / inactive rows, fuzzing on active rows
-    with the activating span or other words marked. Votes per (score, concept, candidate)."""
-    jobs: list[tuple[str, int, int, bool]] = []  # (score, concept, candidate index, positive?)
-    prompts: list[str] = []
+    subjects, prompts = [], []
     for c in a.evidence.concept_ids:
-        pos_rows, neg_rows = held_out_rows(a, c, config.detect_rows, config.seed)
-        pos, neg = [a.text_of(r) for r in pos_rows], [a.text_of(r) for r in neg_rows]
-        right, wrong = fuzz_pairs(spans, c, pos_rows, config.seed) if config.fuzz else ([], [])
-        for i, (_source, text, _how) in enumerate(candidates[c]):
-            for texts, label in ((pos, True), (neg, False)):
-                for t in texts:
-                    jobs.append(("detection", c, i, label))
-                    prompts.append(detect_prompt(text, t))
-            for texts, label in ((right, True), (wrong, False)):
-                for t in texts:
-                    jobs.append(("fuzzing", c, i, label))
-                    prompts.append(fuzz_prompt(text, t))
-    judged = completer.complete(prompts, config.detect_tokens)
-    votes: Votes = {}
-    first_answer: dict[tuple[int, int], str] = {}
-    for (score, c, i, label), answer in zip(jobs, judged, strict=True):
-        if score == "detection":
-            first_answer.setdefault((c, i), answer)
-        pos_v, neg_v = votes.setdefault((score, c, i), ([], []))
-        (pos_v if label else neg_v).append(parse_judgement(answer))
-    return votes, first_answer
-
-
-def explain(
-    a: Analysis, completer: Completer, config: ExplainConfig, spans: SpanTexts | None = None
-) -> list[dict[str, Any]]:
-    """Explanations, the detection and fuzzing scores of every candidate description, one record each.
-
-    `spans`: the activating span of held-out active rows per (concept, row), for fuzzing (none: no fuzzing)."""
-    candidates, raw = _candidates(a, completer, config)
-    votes, first_answer = _judge(a, completer, config, candidates, spans or {})
-    records = []
-    for c in a.evidence.concept_ids:
-        for i, (source, text, parsed) in enumerate(candidates[c]):
-            pos_v, neg_v = votes.get(("detection", c, i), ([], []))
-            right_v, wrong_v = votes.get(("fuzzing", c, i), ([], []))
-            records.append(
-                {
-                    "concept_id": c,
-                    "source": source,
-                    "description": text,
-                    "detection_score": balanced_accuracy(pos_v, neg_v),
-                    "fuzzing_score": balanced_accuracy(right_v, wrong_v),
-                    "n_positive": len(pos_v),
-                    "n_negative": len(neg_v),
-                    "n_fuzz": len(right_v) + len(wrong_v),
-                    "n_unparsed": sum(1 for v in (*pos_v, *neg_v, *right_v, *wrong_v) if v is None),
-                    "parse": parsed,
-                    "raw_explanation": raw[c] if source == "llm" else None,
-                    "first_judgement": first_answer.get((c, i)),
-                    "model": config.explainer,
-                    "seed": config.seed,
-                }
+        ce, concept = a.per_concept[c], a.run.concepts[c]
+        offline = offline_candidates(
+            concept.get("label"), ce.enriched, ce.spans, ce.tokens, terms.get(c, ()), concept.get("adjusted_for") or ()
+        )
+        pos, neg = rows[c]
+        own = {r: windows[(c, r)] for r in pos if (c, r) in windows}
+        key = (config.seed, 0, c)
+        offline_of[key] = offline
+        (sel_p, rep_p), (sel_n, rep_n) = halves(pos, (*key, 1)), halves(neg, (*key, 2))
+        subjects.append(
+            Subject(
+                key,
+                [o.text for o in offline],
+                held_out_examples(a, sel_p, sel_n, own, config, (*key, 3)),
+                held_out_examples(a, rep_p, rep_n, own, config, (*key, 4)),
+                [o.source for o in offline],
             )
-    return records
+        )
+        shown = [marked(e["snippet"], e["span_start"], e["span_end"]) for e in ce.examples[: config.n_examples]]
+        prompts.append(explain_prompt(shown))
+    n_pos = sum(len(pos) for pos, _ in rows.values())
+    return subjects, prompts, (len(windows) / n_pos if n_pos else 0.0)
 
 
-def make_completer(config: ExplainConfig) -> Completer:
-    """The explainer, checked before any work: the endpoint answers `GET /models`, or the model loads."""
-    if config.endpoint:
-        from cg_ray.describe.endpoint import EndpointCompleter
-
-        completer = EndpointCompleter(config)
-        completer.check()
-        return completer
-    check_model(config)
-    return BackendCompleter(config)
+def with_llm(s: Subject, text: str | None) -> Subject:
+    if text is None:
+        return s
+    return replace(s, candidates=[text, *s.candidates], sources=["llm", *s.sources])
 
 
-def _summary(records: Sequence[dict[str, Any]], completer: Completer, config: ExplainConfig) -> dict[str, Any]:
-    """What the explainer did: counts of unreadable answers, and requests / tokens / cost from an endpoint."""
-    llm = [r for r in records if r["source"] == "llm"]
-    out: dict[str, Any] = {
-        "model": config.model,
-        "endpoint": config.endpoint,
-        "n_detect": config.detect_rows,
-        "seed": config.seed,
-        "explanations": len(llm),
-        "explanations_unreadable": len({r["concept_id"] for r in records}) - len(llm),
-        "judgements": sum(r["n_positive"] + r["n_negative"] + r["n_fuzz"] for r in records),
-        "judgements_unreadable": sum(r["n_unparsed"] for r in records),
-        "fuzzed_candidates": sum(1 for r in records if r["fuzzing_score"] is not None),
+def make_plan(subjects: Sequence[Subject], prompts: Sequence[str], config: ExplainConfig) -> dict[str, Any]:
+    """Requests (explanations + judge prompts, before any fallback), tokens and time, every explanation
+    assumed readable (its sentence judged too)."""
+    n_judge, chars, completion = planned([with_llm(s, PLACEHOLDER) for s in subjects], config)
+    requests = len(prompts) + n_judge
+    per_row = sum((len(s.candidates) + 1) * (s.select.size + s.report.size) for s in subjects)
+    return {
+        "one_per_request": len(prompts) + per_row,  # every candidate on every row, one example a request
+        "requests": requests,
+        "explanations": len(prompts),
+        "judge_prompts": n_judge,
+        "prompt_tokens_est": round((sum(map(len, prompts)) + chars) / 4),
+        "completion_tokens_max": len(prompts) * config.explain_tokens + completion,
+        "seconds_est": round(requests / config.expected_rate),
+        "expected_rate": config.expected_rate,
     }
-    report = getattr(completer, "report", None)
-    if callable(report):
-        out["usage"] = report()
-    return out
+
+
+def plan_line(plan: dict[str, Any], n_concepts: int, n_modes: int, config: ExplainConfig) -> str:
+    return (
+        f"plan: {n_concepts} concepts and {n_modes} failure modes: {plan['requests']:,} requests "
+        f"({plan['explanations']} explanations + {plan['judge_prompts']:,} judge prompts of up to "
+        f"{config.judge_batch} examples), about {plan['prompt_tokens_est']:,} prompt + at most "
+        f"{plan['completion_tokens_max']:,} completion tokens; about {duration(plan['seconds_est'])} at "
+        f"{config.expected_rate:g} requests/s (--expected-rate)"
+    )
+
+
+def pick_by(cands: Offline) -> Callable[[Subject, list[Scores]], int | None]:
+    """`describe`'s choice (`descriptions.choose`) on the select-half scores, as an index."""
+
+    def pick(s: Subject, scores: list[Scores]) -> int | None:
+        scored = [
+            replace(c, detection_score=x.detection, fuzzing_score=x.fuzzing)
+            for c, x in zip(cands[s.key], scores, strict=True)
+        ]
+        best = choose(scored)
+        return None if best is None else next(i for i, c in enumerate(scored) if c is best)
+
+    return pick
 
 
 def explain_run(
@@ -296,34 +145,144 @@ def explain_run(
     config: ExplainConfig,
     completer: Completer | None = None,
     span_reader: SpanReader | None = None,
+    *,
+    judge: Completer | None = None,
+    scope_all: bool = False,
+    announce: Callable[[str], None] | None = None,
 ) -> tuple[pa.Table, dict[str, Any]]:
-    """Explain, judge and score the run's concepts; write explanations.parquet, then descriptions / themes
-    (`themes.json` summary `explainer`: unreadable answers, and requests / tokens / cost from an endpoint)."""
-    if completer is None:
-        completer = make_completer(config)  # before any work
-        try:
-            return explain_run(run_dir, options, config, completer, span_reader)
-        finally:
-            close = getattr(completer, "close", None)
-            if callable(close):
-                close()
+    """Explain, judge and score the run's concepts and failure modes; write explanations.parquet, the
+    explained modes, then descriptions / themes / profiles in one step (`themes.json` summary `explainer`:
+    the plan, unreadable answers, the judging's parse rate, requests / tokens / cost from an endpoint)."""
+    own: list[Completer] = []
+    try:
+        if completer is None:
+            completer = make_completer(config)  # before any work
+            own.append(completer)
+        if judge is None:
+            judge = make_completer(config.judge(), "judge") if config.separate_judge else completer
+            own += [judge] if judge is not completer else []
+        return _explain(run_dir, options, config, completer, judge, span_reader, scope_all, announce or log.info)
+    finally:
+        close(*own)
+
+
+def _explain(
+    run_dir: Path,
+    options: DescribeOptions,
+    config: ExplainConfig,
+    completer: Completer,
+    judge: Completer,
+    span_reader: SpanReader | None,
+    scope_all: bool,
+    announce: Callable[[str], None],
+) -> tuple[pa.Table, dict[str, Any]]:
     # enough held-out active rows for `detect_rows` after the shown examples are set aside
-    options = replace(options, sample=max(options.sample, config.detect_rows + options.examples))
+    options = replace(
+        options, sample=max(options.sample, config.detect_rows + options.examples), report_scope=not scope_all
+    )
     a = analyse(run_dir, options)
-    spans: SpanTexts = {}
-    if config.fuzz:
-        wanted = {c: held_out_rows(a, c, config.detect_rows, config.seed)[0] for c in a.evidence.concept_ids}
-        spans = (span_reader or reader_spans(options))(a, wanted)
-    records = explain(a, completer, config, spans)
+    read_windows = span_reader or reader_spans(options, config.window_tokens)
+    offline: Offline = {}
+    subjects, prompts, windowed = _concepts(a, config, read_windows, offline)
+    modes = prepare_modes(a, config, read_windows, scope_all, a.run.summary.get("model_filter"))
+    offline.update({m.key: [Candidate("terms", m.candidates[0])] for m in modes.subjects})
+    plan = make_plan(subjects + modes.subjects, prompts + modes.prompts, config)
+    announce(plan_line(plan, len(subjects), len(modes.subjects), config))
+    budget = Budget(config.max_requests)
+    budget.check(plan["requests"])
+    answers = completer.complete(prompts + modes.prompts, config.explain_tokens)
+    parsed = [parse_explanation(x) for x in answers]
+    explained = [with_llm(s, text) for s, (text, _how) in zip(subjects + modes.subjects, parsed, strict=True)]
+    cands = {
+        s.key: ([Candidate("llm", text)] if text else []) + offline[s.key]
+        for s, (text, _) in zip(explained, parsed, strict=True)
+    }
+    for s, (text, _how), answer in zip(explained, parsed, answers, strict=True):
+        if text is None:
+            log.info("%s: the explanation could not be parsed: %r", s.key, answer[:120])
+    stats = JudgeStats()
+    selected, heldout = score_subjects(explained, judge, config, budget, pick_by(cands), stats)
+    n = len(subjects)
+    records = _records(a, explained[:n], selected[:n], heldout[:n], parsed[:n], answers[:n], config)
     table = pa.Table.from_pylist(records, schema=S.EXPLANATIONS_SCHEMA)
-    modes, files = mode_files(run_dir, completer, config, a.run.summary.get("model_filter"))  # the failure modes
+    work = ModeWork(modes.table, modes.modes, modes.prompts, explained[n:], modes.reason)
+    mode_summary, files = mode_outputs(work, selected[n:], heldout[n:], config.explainer)
     descriptions, themes = build_outputs(a, options, table)
     if config.name_themes:
         name_themes(themes, completer, config)
-    themes["summary"]["explainer"] = {**_summary(records, completer, config), "failure_modes": modes}
+    summary = _summary(records, completer, judge, config)
+    summary.update(plan=plan, judging=stats.as_dict(), windowed_rows=round(windowed, 4), failure_modes=mode_summary)
+    themes["summary"]["explainer"] = summary
     # One post-publish step: the explanations, the explained modes, descriptions, themes and profiles.
-    write_outputs(run_dir, descriptions, themes, "explain", {**files, O.EXPLANATIONS_FILE: table})
+    details = {**config.who(), "plan": plan, "judging": stats.as_dict()}
+    write_outputs(run_dir, descriptions, themes, "explain", {**files, O.EXPLANATIONS_FILE: table}, details)
     return descriptions, themes
+
+
+def _records(
+    a: Analysis,
+    subjects: Sequence[Subject],
+    selected: Sequence[list[Scores]],
+    heldout: Sequence[tuple[int, Scores] | None],
+    parsed: Sequence[tuple[str | None, str]],
+    answers: Sequence[str],
+    config: ExplainConfig,
+) -> list[dict[str, Any]]:
+    records = []
+    for c, s, sel, held, (_text, how), raw in zip(
+        a.evidence.concept_ids, subjects, selected, heldout, parsed, answers, strict=True
+    ):
+        for i, (source, text) in enumerate(zip(s.sources, s.candidates, strict=True)):
+            won = held[1] if held is not None and held[0] == i else None
+            x = sel[i]
+            records.append(
+                {
+                    "concept_id": c,
+                    "source": source,
+                    "description": text,
+                    "detection_score": x.detection,
+                    "fuzzing_score": x.fuzzing,
+                    "heldout_detection_score": won.detection if won else None,
+                    "heldout_fuzzing_score": won.fuzzing if won else None,
+                    "n_positive": x.n_positive + (won.n_positive if won else 0),
+                    "n_negative": x.n_negative + (won.n_negative if won else 0),
+                    "n_fuzz": x.n_fuzz + (won.n_fuzz if won else 0),
+                    "n_unparsed": x.n_unparsed + (won.n_unparsed if won else 0),
+                    "parse": str(how) if source == "llm" else "-",
+                    "raw_explanation": raw if source == "llm" else None,
+                    "first_judgement": x.first_answer,
+                    "model": config.explainer,
+                    "seed": config.seed,
+                }
+            )
+    return records
+
+
+def _summary(
+    records: Sequence[dict[str, Any]], completer: Completer, judge: Completer, config: ExplainConfig
+) -> dict[str, Any]:
+    """What the explainer and the judge did: unreadable answers, and requests / tokens / cost from an endpoint."""
+    llm = [r for r in records if r["source"] == "llm"]
+    judged_by = config.judge()
+    out: dict[str, Any] = {
+        "model": config.model,
+        "endpoint": config.endpoint,
+        "judge": {"model": judged_by.model, "endpoint": judged_by.endpoint},
+        "n_detect": config.detect_rows,
+        "judge_batch": config.judge_batch,
+        "window_tokens": config.window_tokens,
+        "seed": config.seed,
+        "explanations": len(llm),
+        "explanations_unreadable": len({r["concept_id"] for r in records}) - len(llm),
+        "judgements": sum(r["n_positive"] + r["n_negative"] + r["n_fuzz"] for r in records),
+        "judgements_unreadable": sum(r["n_unparsed"] for r in records),
+        "fuzzed_candidates": sum(1 for r in records if r["fuzzing_score"] is not None),
+    }
+    for key, who in (("usage", completer), ("judge_usage", judge if judge is not completer else None)):
+        report = getattr(who, "report", None)
+        if callable(report):
+            out[key] = report()
+    return out
 
 
 def name_themes(themes: dict[str, Any], completer: Completer, config: ExplainConfig) -> None:

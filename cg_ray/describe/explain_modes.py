@@ -1,83 +1,189 @@
 """Explanations of the failure modes (`failure_modes.parquet`) by the explainer, judged like the concepts'.
 
 A mode's rows are those where any member concept is active. The explainer sees the mode's most activating
-rows (one request per mode) and proposes a sentence; the judge answers, per (candidate, held-out row), whether
-the row fits the description: `n_detect` held-out rows of the mode (never among the shown ones) and as many
-rows of none of its concepts, seeded. The candidates are the LLM sentence and the mode's distinctive-terms
-description; the LLM sentence replaces the description only when its detection (balanced accuracy) is at
-least `LLM_MIN_SCORE` and at least the terms sentence's. `mode_explanations.parquet` keeps every candidate's
-score; `failure_modes.parquet` gets `description_source`, `detection_score` and `terms_description` (the
-terms sentence as first written, judged again on a re-run).
+rows on which the model failed (score below its metadata cell's mean, the cells the mode was found in) and as
+many rows of the same cells, outside the mode, on which it passed, labelled FAILED / PASSED, the failing
+ones marked where the mode's strongest member fires; it is asked what the failing ones share. The answer and
+the mode's distinctive-terms sentence are then judged like a concept's candidates (`describe/judging.py`):
+detection on windows of held-out rows of the mode (around the row's strongest member) and of rows of none of
+its concepts, fuzzing on the member's span against other words, both on one half of the rows to choose and
+on the other half to report. The LLM sentence replaces the description only when its detection is at least
+`LLM_MIN_SCORE` and at least the terms sentence's. By default only the confirmed modes are explained (what
+the report shows first); every listed one (up to `MAX_MODES`) with `--all`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import Content, RunDir
-from cg_ray.artifacts.rows import iter_row_batches, open_rows
+from cg_ray.artifacts.rows import RowsFile, iter_row_batches
 from cg_ray.describe.config import ExplainConfig
-from cg_ray.describe.descriptions import LLM_MIN_SCORE
-from cg_ray.describe.prompts import balanced_accuracy, detect_prompt, explain_prompt, parse_explanation, parse_judgement
-from cg_ray.profile.beyond import TEXT_COLUMNS, read_texts
+from cg_ray.describe.evidence import read_rows
+from cg_ray.describe.fuzzing import SpanReader, held_out_examples
+from cg_ray.describe.judging import Scores, Subject, halves
+from cg_ray.describe.prompts import mode_prompt
+from cg_ray.describe.spans import marked
+from cg_ray.describe.windows import char_window, window_chars
 from cg_ray.profile.modes import ClassStats
-from cg_ray.profile.strata import read_frame
+from cg_ray.profile.strata import RowFrame, cell_keys, expected_scores, read_frame
+
+if TYPE_CHECKING:
+    from cg_ray.describe.run import Analysis
 
 MODE_EXPLANATIONS_FILE = S.MODE_EXPLANATIONS_FILE
-SNIPPET_CHARS = 400
 MAX_MODES = 20
 
 
-def mode_weights(rows_path: Path, modes: Sequence[Sequence[int]], model: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """(rows × modes summed member s̃, the file row of each row): one streaming pass over rows.parquet."""
-    rows = open_rows(rows_path)
+def mode_weights(rows: RowsFile, modes: Sequence[Sequence[int]], model: str | None) -> tuple[np.ndarray, RowFrame]:
+    """(rows × modes summed member s̃, the rows' frame: file rows, scores, metadata): one streaming pass."""
     stats = ClassStats(modes, rows.d_sae, keep_rows=0)
     parts = [
         stats.weights(b.offsets, b.concept_ids, b.concept_acts).toarray().astype(np.float32)
         for b in iter_row_batches(rows, model=model)
     ]
     weights = np.concatenate(parts) if parts else np.zeros((0, len(modes)), np.float32)
-    return weights, read_frame(rows, model).file_rows
+    return weights, read_frame(rows, model)
 
 
-def pick_rows(
-    weights: np.ndarray, file_rows: np.ndarray, config: ExplainConfig
-) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    """Per mode (file rows): the shown examples (most activating), held-out rows of the mode and rows of none
-    of its concepts, seeded."""
-    rng = np.random.default_rng(config.seed)
-    shown, pos, neg = [], [], []
-    for k in range(weights.shape[1]):
-        w = weights[:, k]
-        inside = np.flatnonzero(w > 0)
-        inside = inside[np.lexsort((inside, -w[inside]))]  # most activating first
-        outside = np.flatnonzero(w == 0)
-        shown.append(file_rows[inside[: config.n_examples]])
-        rest = inside[config.n_examples :]
-        pos.append(np.sort(file_rows[rng.choice(rest, size=min(config.detect_rows, rest.size), replace=False)]))
-        neg.append(np.sort(file_rows[rng.choice(outside, size=min(config.detect_rows, outside.size), replace=False)]))
-    return shown, pos, neg
+def strongest_members(rows: RowsFile, model: str | None, wanted: dict[int, Sequence[int]]) -> dict[int, int]:
+    """position → the member concept with the largest activation there, for each wanted position (→ members)."""
+    out: dict[int, int] = {}
+    at = 0
+    for b in iter_row_batches(rows, model=model):
+        n = len(b.offsets) - 1
+        for p in [p for p in wanted if at <= p < at + n]:
+            lo, hi = b.offsets[p - at], b.offsets[p - at + 1]
+            ids, acts = np.asarray(b.concept_ids[lo:hi]), np.asarray(b.concept_acts[lo:hi])
+            mine = np.isin(ids, list(wanted[p]))
+            if mine.any():
+                out[p] = int(ids[mine][np.argmax(acts[mine])])
+        at += n
+    return out
 
 
-def with_choices(table: pa.Table, sources: list[str], descriptions: list[str], scores: list[float | None]) -> pa.Table:
-    """failure_modes.parquet with the chosen descriptions of its first modes, their source and score."""
-    n, n_rest = len(sources), table.num_rows - len(sources)
-    terms_texts = [m.get("terms_description") or m["description"] for m in table.to_pylist()]
-    kept = table.column("description").to_pylist()[n:]
+def selected_modes(table: pa.Table, scope_all: bool) -> list[dict[str, Any]]:
+    """The confirmed modes (those the report shows first; every listed mode of a run without verdicts), or
+    with `scope_all` every listed one; at most MAX_MODES."""
+    modes: list[dict[str, Any]] = table.to_pylist()
+    if not scope_all and "confirmed" in table.column_names:
+        modes = [m for m in modes if m["confirmed"]]
+    return modes[:MAX_MODES]
+
+
+@dataclass
+class ModeWork:
+    """The modes to explain, their explanation prompts and their judged examples (no request made yet)."""
+
+    table: pa.Table | None
+    modes: list[dict[str, Any]] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+    subjects: list[Subject] = field(default_factory=list)  # the terms sentence only, until explained
+    reason: str | None = None
+
+
+def prepare_modes(
+    a: Analysis, config: ExplainConfig, read_windows: SpanReader, scope_all: bool, model: str | None = None
+) -> ModeWork:
+    table = RunDir(a.run.path).read_table(S.FAILURE_MODES_FILE)
+    if table is None:
+        return ModeWork(None, reason="the run has no failure_modes.parquet")
+    modes = selected_modes(table, scope_all)
+    if not modes:
+        return ModeWork(table, reason="no confirmed failure mode (--all explains every listed one)")
+    weights, frame = mode_weights(a.run.rows, [m["concept_ids"] for m in modes], model)
+    rng = np.random.default_rng([config.seed, 7])
+    picks = [_pick(weights[:, k], frame, m, config, rng) for k, m in enumerate(modes)]
+    positions = {int(p) for pick in picks for part in pick for p in part}
+    file_rows = {p: int(frame.file_rows[p]) for p in positions}
+    a.records.update(read_rows(a.run.rows, set(file_rows.values()) - set(a.records)))
+    members: dict[int, set[int]] = {}
+    for m, (failed, _passed, pos, _neg) in zip(modes, picks, strict=True):
+        for p in (*failed, *pos):
+            members.setdefault(int(p), set()).update(m["concept_ids"])
+    peak = strongest_members(a.run.rows, model, {p: sorted(c) for p, c in members.items()})
+    by_member: dict[int, list[int]] = {}
+    for p, c in peak.items():
+        by_member.setdefault(c, []).append(file_rows[p])
+    windows = read_windows(a, by_member)
+    work = ModeWork(table, modes)
+    for m, (failed, passed, pos, neg) in zip(modes, picks, strict=True):
+        own = {
+            file_rows[p]: windows[(peak[p], file_rows[p])]
+            for p in (*failed, *pos)
+            if (peak.get(p), file_rows[p]) in windows
+        }
+        chars = window_chars([w[0] for w in own.values()], config.window_tokens)
+        mark = np.random.default_rng([config.seed, 8, m["rank"]])
+        work.prompts.append(
+            mode_prompt(
+                [marked(*own[file_rows[p]]) if file_rows[p] in own else a.text_of(file_rows[p]) for p in failed],
+                [char_window(a.text_of(file_rows[p]), chars, mark) for p in passed],
+            )
+        )
+        rows_pos, rows_neg = [file_rows[p] for p in pos], [file_rows[p] for p in neg]
+        key = (config.seed, 1, int(m["rank"]))
+        (sel_p, rep_p), (sel_n, rep_n) = halves(rows_pos, (*key, 1)), halves(rows_neg, (*key, 2))
+        work.subjects.append(
+            Subject(
+                key,
+                [m.get("terms_description") or m["description"]],  # as first written: a re-run judges it again
+                held_out_examples(a, sel_p, sel_n, own, config, (*key, 3)),
+                held_out_examples(a, rep_p, rep_n, own, config, (*key, 4)),
+                ["terms"],
+            )
+        )
+    return work
+
+
+def _pick(
+    w: np.ndarray, frame: RowFrame, mode: dict[str, Any], config: ExplainConfig, rng: np.random.Generator
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Positions of (the shown failing rows of the mode, the shown passing rows of the same cells outside it,
+    held-out rows of the mode, held-out rows of none of its concepts)."""
+    fields = [f for f in (mode.get("adjusted_for") or [S.BENCHMARK]) if f in frame.codes]
+    expected = expected_scores(frame, fields)
+    cells = cell_keys(frame, fields)
+    inside = np.flatnonzero(w > 0)
+    inside = inside[np.lexsort((inside, -w[inside]))]  # most activating first
+    outside = np.flatnonzero(w == 0)
+    with np.errstate(invalid="ignore"):
+        failing = inside[frame.scores[inside] < expected[inside]]
+        passing = outside[
+            (frame.scores[outside] >= expected[outside]) & np.isin(cells[outside], cells[failing[: config.n_examples]])
+        ]
+    failed = (failing if failing.size else inside)[: config.n_examples]
+    passed = np.sort(rng.choice(passing, size=min(config.n_examples, passing.size), replace=False))
+    rest = np.setdiff1d(inside, failed)
+    others = np.setdiff1d(outside, passed)
+    pos = np.sort(rng.choice(rest, size=min(config.detect_rows, rest.size), replace=False))
+    neg = np.sort(rng.choice(others, size=min(config.detect_rows, others.size), replace=False))
+    return failed.tolist(), passed.tolist(), pos.tolist(), neg.tolist()
+
+
+def with_choices(
+    table: pa.Table, ranks: list[int], sources: list[str], descriptions: list[str], scores: list[float | None]
+) -> pa.Table:
+    """failure_modes.parquet with the chosen descriptions of the explained modes (by rank), their source and
+    held-out detection score; the other modes keep theirs."""
+    rows = table.to_pylist()
+    chosen = dict(zip(ranks, zip(sources, descriptions, scores, strict=True), strict=True))
+    terms_texts = [m.get("terms_description") or m["description"] for m in rows]
+    keep = [(m.get("description_source") or "terms", m["description"], m.get("detection_score")) for m in rows]
+    new = [chosen.get(m["rank"], old) for m, old in zip(rows, keep, strict=True)]
     table = table.set_column(
-        table.schema.get_field_index("description"), "description", pa.array(descriptions + kept, pa.string())
+        table.schema.get_field_index("description"), "description", pa.array([d for _, d, _ in new], pa.string())
     )
     extra = {
         "terms_description": pa.array(terms_texts, pa.string()),
-        "description_source": pa.array(sources + ["terms"] * n_rest, pa.string()),
-        "detection_score": pa.array(scores + [None] * n_rest, pa.float64()),
+        "description_source": pa.array([s for s, _, _ in new], pa.string()),
+        "detection_score": pa.array([x for _, _, x in new], pa.float64()),
     }
     for name, col in extra.items():
         if name in table.column_names:
@@ -87,77 +193,35 @@ def with_choices(table: pa.Table, sources: list[str], descriptions: list[str], s
     return table
 
 
-def explain_modes(run_dir: Path, completer: Any, config: ExplainConfig, model: str | None = None) -> dict[str, Any]:
-    """Explain and judge the run's top failure modes; rewrite failure_modes.parquet (a post-publish step of
-    the run). A summary back."""
-    summary, files = mode_files(run_dir, completer, config, model)
-    if files:
-        RunDir(run_dir).update("explain-modes", files, summary)
-    return summary
-
-
-def mode_files(
-    run_dir: Path, completer: Any, config: ExplainConfig, model: str | None = None
+def mode_outputs(
+    work: ModeWork, selected: Sequence[list[Scores]], heldout: Sequence[tuple[int, Scores] | None], who: str
 ) -> tuple[dict[str, Any], dict[str, Content]]:
-    """The explained failure modes (failure_modes.parquet, mode_explanations.parquet) and a summary."""
-    run = RunDir(run_dir)
-    table = run.read_table(S.FAILURE_MODES_FILE)
-    if table is None:
-        return {"modes": 0, "reason": "the run has no failure_modes.parquet"}, {}
-    modes = table.to_pylist()[:MAX_MODES]
-    if not modes:
-        return {"modes": 0}, {}
-    rows_path = run.rows
-    weights, file_rows = mode_weights(rows_path, [m["concept_ids"] for m in modes], model)
-    shown, pos, neg = pick_rows(weights, file_rows, config)
-    needed = np.unique(np.concatenate([*shown, *pos, *neg, np.zeros(0, np.int64)]))
-    columns = [c for c in TEXT_COLUMNS if c in pq.read_schema(rows_path).names]
-    texts: dict[int, str] = (
-        dict(zip(needed.tolist(), read_texts(open_rows(rows_path), needed, columns), strict=True)) if columns else {}
-    )
-
-    def snippet(r: int) -> str:
-        return texts.get(int(r), "")[:SNIPPET_CHARS]
-
-    answers = completer.complete([explain_prompt([snippet(r) for r in s]) for s in shown], config.explain_tokens)
-    candidates: list[list[tuple[str, str]]] = []
-    for m, answer in zip(modes, answers, strict=True):
-        text, _how = parse_explanation(answer)
-        # The terms sentence as first written (a re-run judges the same candidate, not an earlier winner).
-        candidates.append(
-            ([("llm", text)] if text else []) + [("terms", m.get("terms_description") or m["description"])]
-        )
-    jobs: list[tuple[int, int, bool]] = []
-    prompts: list[str] = []
-    for k, cands in enumerate(candidates):
-        for i, (_source, description) in enumerate(cands):
-            for rows, label in ((pos[k], True), (neg[k], False)):
-                for r in rows:
-                    jobs.append((k, i, label))
-                    prompts.append(detect_prompt(description, snippet(r)))
-    judged = completer.complete(prompts, config.detect_tokens)
-    votes: dict[tuple[int, int], tuple[list[bool | None], list[bool | None]]] = {}
-    for (k, i, label), answer in zip(jobs, judged, strict=True):
-        p, n = votes.setdefault((k, i), ([], []))
-        (p if label else n).append(parse_judgement(answer))
+    """failure_modes.parquet with the chosen descriptions, mode_explanations.parquet, and a summary."""
+    if work.table is None or not work.modes:
+        return {"modes": 0, "reason": work.reason}, {}
     records, sources, scores, descriptions = [], [], [], []
-    for k, (m, cands) in enumerate(zip(modes, candidates, strict=True)):
-        scored = [(src, text, balanced_accuracy(*votes.get((k, i), ([], [])))) for i, (src, text) in enumerate(cands)]
-        records += [
-            {"rank": m["rank"], "source": src, "description": text, "detection_score": score, "model": config.explainer}
-            for src, text, score in scored
-        ]
-        terms_text = m.get("terms_description") or m["description"]
-        best = ("terms", terms_text, dict((s, d) for s, _, d in scored).get("terms"))
-        llm = next((x for x in scored if x[0] == "llm"), None)
-        if llm and llm[2] is not None and llm[2] >= LLM_MIN_SCORE and llm[2] >= (best[2] or 0.0):
-            best = llm
-        sources.append(best[0])
-        descriptions.append(best[1])
-        scores.append(best[2])
+    for m, sub, sel, held in zip(work.modes, work.subjects, selected, heldout, strict=True):
+        for i, (source, text) in enumerate(zip(sub.sources, sub.candidates, strict=True)):
+            won = held is not None and held[0] == i
+            records.append(
+                {
+                    "rank": m["rank"],
+                    "source": source,
+                    "description": text,
+                    "detection_score": sel[i].detection,
+                    "fuzzing_score": sel[i].fuzzing,
+                    "heldout_detection_score": held[1].detection if won and held else None,
+                    "heldout_fuzzing_score": held[1].fuzzing if won and held else None,
+                    "model": who,
+                }
+            )
+        i = held[0] if held is not None else sub.sources.index("terms")
+        sources.append(sub.sources[i])
+        descriptions.append(sub.candidates[i])
+        scores.append(held[1].detection if held is not None else None)
     files: dict[str, Content] = {
-        S.FAILURE_MODES_FILE: with_choices(table, sources, descriptions, scores),
+        S.FAILURE_MODES_FILE: with_choices(work.table, [m["rank"] for m in work.modes], sources, descriptions, scores),
         MODE_EXPLANATIONS_FILE: pa.Table.from_pylist(records),
     }
     by_llm = sum(s == "llm" for s in sources)
-    return {"modes": len(modes), "explained_by_llm": by_llm, "judgements": len(prompts)}, files
+    return {"modes": len(work.modes), "explained_by_llm": by_llm}, files

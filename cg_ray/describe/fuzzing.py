@@ -15,15 +15,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cg_ray.describe.spans import activating_span, marked, snippet
+from cg_ray.describe.config import ExplainConfig
+from cg_ray.describe.judging import Examples
+from cg_ray.describe.prompts import MAX_TEXT_CHARS
+from cg_ray.describe.spans import marked
+from cg_ray.describe.windows import Window, char_window, token_window, window_chars
 
 if TYPE_CHECKING:
     from cg_ray.describe.run import Analysis, DescribeOptions
 
 log = logging.getLogger(__name__)
 
-# (snippet, span start, span end) of a row's activating span, per (concept, row)
-SpanTexts = dict[tuple[int, int], tuple[str, int, int]]
+# (window, span start, span end) around a row's strongest activation of the concept, per (concept, row)
+SpanTexts = dict[tuple[int, int], Window]
 SpanReader = Callable[["Analysis", Mapping[int, Sequence[int]]], SpanTexts]
 
 _WORD = re.compile(r"\S+")
@@ -44,24 +48,40 @@ def wrong_marking(text: str, start: int, end: int, rng: np.random.Generator) -> 
     return marked(text, words[i][0], words[i + n - 1][1])
 
 
-def fuzz_pairs(spans: SpanTexts, concept: int, rows: Sequence[int], seed: int) -> tuple[list[str], list[str]]:
-    """Correctly and wrongly marked snippets of the concept's held-out active rows (seeded)."""
+def held_out_examples(
+    a: Analysis,
+    pos: Sequence[int],
+    neg: Sequence[int],
+    windows: Mapping[int, Window],
+    config: ExplainConfig,
+    seed: Sequence[int],
+) -> Examples:
+    """Detection examples (windows of rows with the subject, unmarked; windows of as many characters at a
+    seeded place of rows without it) and fuzzing examples (the activating span marked, or as many words
+    elsewhere). Without any window (no reader) every row is shown from its start, as far as a prompt allows."""
+    rng = np.random.default_rng(list(seed))
+    read = [windows[r] for r in pos if r in windows]
+    if not read:
+        return Examples([a.text_of(r)[:MAX_TEXT_CHARS] for r in pos], [a.text_of(r)[:MAX_TEXT_CHARS] for r in neg])
+    chars = window_chars([w[0] for w in read], config.window_tokens)
+    positive = [windows[r][0] if r in windows else char_window(a.text_of(r), chars, rng) for r in pos]
+    negative = [char_window(a.text_of(r), chars, rng) for r in neg]
     right, wrong = [], []
-    for r in rows:
-        got = spans.get((concept, r))
-        if got is None:
-            continue
-        text, start, end = got
-        w = wrong_marking(text, start, end, np.random.default_rng([seed, concept, r]))
-        if w is None:
-            continue
-        right.append(marked(text, start, end))
-        wrong.append(w)
-    return right, wrong
+    if config.fuzz:
+        for r in pos:
+            if r not in windows:
+                continue
+            text, start, end = windows[r]
+            w = wrong_marking(text, start, end, np.random.default_rng([*seed, r]))
+            if w is not None:
+                right.append(marked(text, start, end))
+                wrong.append(w)
+    return Examples(positive, negative, right, wrong)
 
 
-def reader_spans(options: DescribeOptions) -> SpanReader:
-    """Activating spans of held-out rows, re-read with the run's reader; {} where that is not possible."""
+def reader_spans(options: DescribeOptions, window_tokens: int = 32) -> SpanReader:
+    """Windows of `window_tokens` around the strongest activation of rows (their activating span marked by
+    offsets), re-read with the run's reader; {} where that is not possible."""
 
     def read(a: Analysis, rows: Mapping[int, Sequence[int]]) -> SpanTexts:
         if not options.tokens or not any(rows.values()):
@@ -70,7 +90,7 @@ def reader_spans(options: DescribeOptions) -> SpanReader:
 
         settings = read_settings(a.run)
         if isinstance(settings, str):
-            log.info("no fuzzing: %s", settings)
+            log.info("no windows and no fuzzing: %s", settings)
             return {}
         from cg_ray.activations.config import ReaderConfig
         from cg_ray.activations.reader import ConceptReader
@@ -81,7 +101,7 @@ def reader_spans(options: DescribeOptions) -> SpanReader:
             config["dtype"] = options.dtype
         reader = ConceptReader.from_config(ReaderConfig.model_validate(config))
         if reader.d_sae != a.run.rows.d_sae:
-            log.info("no fuzzing: the reader's d_sae is not the run's")
+            log.info("no windows and no fuzzing: the reader's d_sae is not the run's")
             return {}
         concepts = list(rows)
         out: SpanTexts = {}
@@ -93,11 +113,9 @@ def reader_spans(options: DescribeOptions) -> SpanReader:
             for j, c in enumerate(concepts):
                 if r not in rows[c]:
                     continue
-                span = activating_span(detail, j)
-                if span is not None:
-                    text, start, end = snippet(detail.text, span)
-                    if start is not None and end is not None:
-                        out[(c, r)] = (text, start, end)
+                window = token_window(detail, j, window_tokens)
+                if window is not None:
+                    out[(c, r)] = window
         return out
 
     return read

@@ -41,6 +41,31 @@ Text: "{text}"
 
 Do the marked words match this feature? Answer only with JSON: {{"answer": "yes"}} or {{"answer": "no"}}"""
 
+DETECT_BATCH_TEMPLATE = """A hidden feature of a language model is described as: "{description}"
+
+{examples}
+
+For each example, is this feature present in the text? Answer only with a JSON list of {n} answers, "yes" or \
+"no", one per example in order, e.g. {like}"""
+
+FUZZ_BATCH_TEMPLATE = """A hidden feature of a language model is described as: "{description}"
+
+In each example below, a few words are marked with [[ and ]].
+
+{examples}
+
+For each example, do the marked words match this feature? Answer only with a JSON list of {n} answers, "yes" \
+or "no", one per example in order, e.g. {like}"""
+
+MODE_TEMPLATE = """A language model was tested on the texts below. It FAILED on some and PASSED on others of the \
+same kind; in each text, the part where the model's hidden features of this group are most active is marked \
+with [[ and ]].
+
+{examples}
+
+In one short sentence, say what the FAILED texts share that the PASSED ones do not (a topic, a kind of task, \
+a word or a symbol). Answer only with JSON: {{"description": "..."}}"""
+
 THEME_TEMPLATE = """These descriptions belong to hidden features of a language model that are active on the same \
 texts:
 
@@ -68,6 +93,46 @@ def explain_prompt(examples: Sequence[str]) -> str:
     return EXPLAIN_TEMPLATE.format(examples=body)
 
 
+def mode_prompt(failed: Sequence[str], passed: Sequence[str]) -> str:
+    """The failure mode's failing rows and passing rows of the same metadata cells, labelled and marked."""
+    shown = [("FAILED", t) for t in failed] + [("PASSED", t) for t in passed]
+    body = "\n".join(f"{i + 1}. {label}: {one_line(t)[:MAX_TEXT_CHARS]}" for i, (label, t) in enumerate(shown))
+    return MODE_TEMPLATE.format(examples=body)
+
+
+def one_line(text: str) -> str:
+    """Whitespace collapsed and double quotes made single: one example, one quoted line of the prompt."""
+    return " ".join(text.split()).replace('"', "'")
+
+
+def batch_prompt(kind: Literal["detection", "fuzzing"], description: str, texts: Sequence[str]) -> str:
+    """Several examples in one judge prompt, numbered; the answer is a list (Delphi's scorers)."""
+    template = DETECT_BATCH_TEMPLATE if kind == "detection" else FUZZ_BATCH_TEMPLATE
+    limit = MAX_TEXT_CHARS if kind == "detection" else 2 * MAX_TEXT_CHARS
+    examples = "\n".join(f'Example {i + 1}: "{one_line(t)[:limit]}"' for i, t in enumerate(texts))
+    like = json.dumps(["yes", "no", "no", "yes", "no", "yes", "no", "no"][: len(texts)] or ["no"])
+    return template.format(description=description, examples=examples, n=len(texts), like=like)
+
+
+_LIST = re.compile(r"\[[^\[\]]*\]", re.DOTALL)
+_YES_NO = {"yes": True, "no": False, "1": True, "0": False, "true": True, "false": False}
+
+
+def parse_answers(text: str, n: int) -> list[bool] | None:
+    """The first JSON list of exactly `n` yes / no (or 1 / 0, true / false) answers; None when there is none."""
+    for m in _LIST.finditer(text):
+        try:
+            items = json.loads(m.group(0))
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(items, list) or len(items) != n:
+            continue
+        got = [_YES_NO.get(str(x).strip().lower()) for x in items]
+        if all(g is not None for g in got):
+            return [bool(g) for g in got]
+    return None
+
+
 def theme_prompt(descriptions: Sequence[str]) -> str:
     return THEME_TEMPLATE.format(descriptions="\n".join(f"- {d}" for d in descriptions))
 
@@ -82,12 +147,12 @@ def parse_theme_name(text: str) -> str | None:
 
 
 def detect_prompt(description: str, text: str) -> str:
-    return DETECT_TEMPLATE.format(description=description, text=text[:MAX_TEXT_CHARS].replace('"', "'"))
+    return DETECT_TEMPLATE.format(description=description, text=one_line(text)[:MAX_TEXT_CHARS])
 
 
 def fuzz_prompt(description: str, marked_text: str) -> str:
     """Fuzzing (Delphi): is the marked span an instance of the description? (the description verbatim)"""
-    return FUZZ_TEMPLATE.format(description=description, text=marked_text[: 2 * MAX_TEXT_CHARS].replace('"', "'"))
+    return FUZZ_TEMPLATE.format(description=description, text=one_line(marked_text)[: 2 * MAX_TEXT_CHARS])
 
 
 _OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)

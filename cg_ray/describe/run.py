@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -22,7 +20,16 @@ from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.descriptions import Candidate, describe_concept
 from cg_ray.describe.enrichment import Enriched, enrich
 from cg_ray.describe.evidence import Evidence, read_rows, scan
-from cg_ray.describe.rundir import READER_HELP, Run, open_run, read_settings, row_text, select_concepts
+from cg_ray.describe.reread import reread_check
+from cg_ray.describe.rundir import (
+    READER_HELP,
+    Run,
+    open_run,
+    read_settings,
+    report_concepts,
+    row_text,
+    select_concepts,
+)
 from cg_ray.describe.spans import activating_span, snippet, top_spans, top_tokens
 from cg_ray.describe.themes import FORMAT_VERSION, MIN_JACCARD, group, theme_name, theme_rows
 
@@ -43,6 +50,7 @@ class DescribeOptions:
     min_jaccard: float = MIN_JACCARD
     reader_overrides: dict[str, Any] = field(default_factory=dict)
     reader: str | None = None  # `--reader`: names the run's reader when it records none (see rundir.named_reader)
+    report_scope: bool = False  # without `concepts`: only those the report shows first (`cg-ray explain`)
 
 
 @dataclass
@@ -73,7 +81,10 @@ class Analysis:
 
 def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
     run = open_run(run_dir, options.reader)
-    selection = select_concepts(run, options.concepts, options.top)
+    if options.report_scope and not options.concepts:
+        selection = report_concepts(run, options.top)
+    else:
+        selection = select_concepts(run, options.concepts, options.top)
     ids = selection.concept_ids
     log.info("describing %d concepts of %s", len(ids), run_dir)
     ev = scan(
@@ -185,53 +196,6 @@ def _token_details(
     return details, info
 
 
-# The re-read checks that describe reads rows as the run did. Each (concept, top row) pair compares the stored
-# s̃ with the mean of the re-read's per-token activations; a pair differs when they are more than REREAD_TOL
-# apart (relative). Settings that differ (text mode, token policy, SAE) move nearly every pair (demo: 95-99%
-# by > 5%); the same settings move none in float32 (demo: ≤ 8e-6) but, in bfloat16, a few: the run read rows
-# packed and the re-read one at a time, so rounding differs and a token near the TopK cut can gain or lose a
-# concept (demo: 1-11% of pairs by > 1%, single pairs by up to 100%). Hence a share, not the largest pair.
-REREAD_TOL = 0.01
-REREAD_MAX_SHARE = 0.25
-
-
-@dataclass(frozen=True)
-class RereadCheck:
-    pairs: int  # (concept, top row) pairs with a stored s̃ > 0 and a re-read row
-    differing: int  # pairs whose re-read is more than REREAD_TOL from the stored s̃ (relative)
-    median: float  # median relative difference over the pairs
-    worst: float  # largest relative difference
-
-    @property
-    def mismatch(self) -> bool:
-        return self.differing >= 2 and self.differing > REREAD_MAX_SHARE * self.pairs
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "pairs_compared": self.pairs,
-            "pairs_differing": self.differing,
-            "tolerance": REREAD_TOL,
-            "median_rel_diff_vs_stored_s_tilde": round(self.median, 6),
-            "max_rel_diff_vs_stored_s_tilde": round(self.worst, 6),
-        }
-
-    def message(self) -> str:
-        return (
-            f"re-read activations differ from the stored s̃ by more than {REREAD_TOL:.0%} on {self.differing} of "
-            f"{self.pairs} (concept, top row) pairs ({self.differing / max(self.pairs, 1):.0%}; median "
-            f"{self.median:.1%}, largest {self.worst:.1%}): the re-read's dtype or reader settings are likely "
-            f"not the run's (up to {REREAD_MAX_SHARE:.0%} of pairs may differ by TopK near-ties in bfloat16)"
-        )
-
-
-def reread_check(pairs: Sequence[tuple[float, float]]) -> RereadCheck:
-    """(stored s̃, re-read mean of per-token activations) per (concept, top row); pairs with s̃ ≤ 0 are skipped."""
-    rel = np.array([abs(reread - stored) / stored for stored, reread in pairs if stored > 0], dtype=np.float64)
-    if rel.size == 0:
-        return RereadCheck(0, 0, 0.0, 0.0)
-    return RereadCheck(int(rel.size), int((rel > REREAD_TOL).sum()), float(np.median(rel)), float(rel.max()))
-
-
 def explanation_candidates(run_dir: Path, table: pa.Table | None = None) -> dict[int, list[Candidate]]:
     """The scored candidates of `cg-ray explain`: `table` (being written now), else the run's file."""
     table = table if table is not None else RunDir(run_dir).read_table(O.EXPLANATIONS_FILE)
@@ -240,7 +204,14 @@ def explanation_candidates(run_dir: Path, table: pa.Table | None = None) -> dict
     out: dict[int, list[Candidate]] = {}
     for r in table.to_pylist():
         out.setdefault(int(r["concept_id"]), []).append(
-            Candidate(r["source"], r["description"], True, r["detection_score"], r.get("fuzzing_score"))
+            Candidate(
+                r["source"],
+                r["description"],
+                True,
+                r["detection_score"],
+                r.get("fuzzing_score"),
+                r.get("heldout_detection_score"),
+            )
         )
     return out
 
@@ -388,6 +359,7 @@ def write_outputs(
     themes: dict[str, Any],
     step: str = "describe",
     more: dict[str, Content] | None = None,
+    details: dict[str, Any] | None = None,
 ) -> None:
     """descriptions.parquet, themes.json and the profiles rewritten with them (`more` files too) in one
     post-publish step of the run: each replaced atomically, the step recorded in manifest.json, and the run's
@@ -397,4 +369,4 @@ def write_outputs(
     run = RunDir(run_dir)
     files: dict[str, Content] = {**(more or {}), O.DESCRIPTIONS_FILE: table, O.THEMES_FILE: themes}
     files.update(described_profiles(run_dir, table))  # the profiles' `description` / `metadata_enrichment`
-    run.update(step, files, {"concepts": table.num_rows})
+    run.update(step, files, {"concepts": table.num_rows, **(details or {})})

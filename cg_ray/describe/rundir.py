@@ -79,6 +79,20 @@ def select_concepts(run: Run, explicit: Sequence[int] | None, top: int) -> Selec
     return Selection(list(reasons), reasons)
 
 
+def report_concepts(run: Run, top: int) -> Selection:
+    """The concepts the report shows first: the first `top` of the weakness profile and of the coverage
+    gaps (`weaknesses.parquet`, `coverage_gaps.parquet`); where the run has neither, the first `top` of its
+    worst-by-X_model and least-covered rankings (`select_concepts` without the profile files)."""
+    reasons: dict[int, list[str]] = {}
+    for name, why in ((S.WEAKNESSES_FILE, "weaknesses"), (S.COVERAGE_GAPS_FILE, "coverage_gaps")):
+        table = RunDir(run.path).read_table(name)
+        if table is not None and "concept_id" in table.column_names:
+            for c in table.column("concept_id").to_pylist()[:top]:
+                if c is not None and int(c) in run.concepts:
+                    reasons.setdefault(int(c), []).append(why)
+    return Selection(list(reasons), reasons) if reasons else select_concepts(run, None, top)
+
+
 @dataclass(frozen=True)
 class ReadSettings:
     """How the run's rows were read: the reader config and how a row's text was composed."""

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 def check_explainer(explain: ExplainConfig | None) -> None:
     """An explainer that cannot load fails the run before any row is generated or read."""
     if explain is not None:
-        from cg_ray.describe.explain import check_model
+        from cg_ray.describe.completers import check_model
 
         check_model(explain)
 

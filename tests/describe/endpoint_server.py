@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Fault = tuple[str, Any]  # ("status", 429) | ("retry_after", 0) | ("malformed", None) | ("sleep", seconds)
+# ("status", 429) | ("retry_after", 0) | ("malformed", None) | ("sleep", seconds) | ("body", (400, "text"))
+Fault = tuple[str, Any]
 
 
 @dataclass
@@ -97,6 +98,9 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                     headers["Retry-After"] = str(value)
                 elif kind == "status":
                     self._send(value, b'{"error": {"message": "scripted"}}', headers)
+                    return
+                elif kind == "body":
+                    self._send(value[0], str(value[1]).encode(), headers)
                     return
                 elif kind == "malformed":
                     self._send(200, b'{"choices": [ {"message": ', headers)

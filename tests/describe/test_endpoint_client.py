@@ -10,9 +10,9 @@ from collections import deque
 
 import pytest
 
+from cg_ray.describe.completers import check_model
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.endpoint import EndpointCompleter, EndpointError, usage_line
-from cg_ray.describe.explain import check_model
 from cg_ray.errors import ConfigError
 from tests.describe.endpoint_server import Script, serve
 

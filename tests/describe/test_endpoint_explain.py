@@ -24,23 +24,27 @@ from cg_ray.describe.fuzzing import SpanTexts, wrong_marking
 from cg_ray.describe.run import Analysis, DescribeOptions
 from cg_ray.report.refresh import refresh_report
 from tests.describe.endpoint_server import Script, serve
+from tests.describe.judge_script import answer, marked_words
 
 KEY = "sk-test-9f3Kq-planted-secret"
 MARKER = re.compile(r"\b(w\d+|algebra|geometry|poetry)\b")
 
 
+def faithful(kind: str, desc: str, text: str) -> bool:
+    """Yes exactly when the text (detection) or the marked words (fuzzing) contain a marker or topic the
+    description names."""
+    seen = marked_words(text) if kind == "fuzzing" else text
+    return bool(set(MARKER.findall(desc.lower())) & set(MARKER.findall(seen)))
+
+
 def faithful_judge(prompt: str) -> str:
-    """Says yes exactly when the text (detection) or the marked words (fuzzing) contain a marker or topic the
-    description names; answers with a leading Yes or JSON no, as real models mix them."""
-    desc = re.search(r'described as: "(.*?)"\n', prompt).group(1)  # type: ignore[union-attr]
-    named = set(MARKER.findall(desc.lower()))
-    text = re.search(r'Text: "(.*)"', prompt, re.DOTALL).group(1)  # type: ignore[union-attr]
-    seen = " ".join(re.findall(r"\[\[(.*?)\]\]", text)) if "are marked with [[" in prompt else text
-    return "Yes, it is." if named & set(MARKER.findall(seen)) else '{"answer": "no"}'
+    return answer(prompt, faithful)
 
 
 def explainer(good: bool) -> Callable[[str], str]:
     def answer(prompt: str) -> str:
+        if prompt.startswith("A language model was tested"):  # a failure mode
+            return '{"description": "Rows about poetry"}'
         if prompt.startswith("Below are text excerpts"):
             common = Counter(re.findall(r"\bw\d+\b", prompt)).most_common(1)[0][0]
             if good and common == "w0":  # it understands the planted concept (0) only
@@ -52,14 +56,18 @@ def explainer(good: bool) -> Callable[[str], str]:
 
 
 def marker_spans(a: Analysis, rows: Mapping[int, Sequence[int]]) -> SpanTexts:
-    """The activating span of a planted row: its marker `w<concept>` (what a token re-read would find)."""
+    """The window around a planted row's activating span, its marker `w<concept>` (what a token re-read would
+    find): 8 words either side, as a 32-token window of short words would be."""
     out: SpanTexts = {}
     for c, rs in rows.items():
         for r in rs:
             text = a.text_of(r)
             m = re.search(rf"\bw{c}\b", text)
             if m:
-                out[(c, r)] = (text, m.start(), m.end())
+                words = list(re.finditer(r"\S+", text))
+                at = next(i for i, w in enumerate(words) if w.start() == m.start())
+                lo, hi = words[max(0, at - 8)].start(), words[min(len(words) - 1, at + 8)].end()
+                out[(c, r)] = (text[lo:hi], m.start() - lo, m.end() - lo)
     return out
 
 
@@ -74,7 +82,7 @@ def run(make_run: Callable[..., Path]) -> Path:
 
 def _explain(run: Path, url: str, **kw: object) -> dict[tuple[int, str], dict[str, object]]:
     config = ExplainConfig.model_validate({"endpoint": url, "model": "scripted-model", **kw})
-    explain_run(run, DescribeOptions(concepts=(0, 6), tokens=False), config, span_reader=marker_spans)
+    explain_run(run, DescribeOptions(concepts=(0, 6), tokens=False), config, span_reader=marker_spans, scope_all=True)
     refresh_report(run)  # what `cg-ray explain` does after the step
     return {(r["concept_id"], r["source"]): r for r in pq.read_table(run / "explanations.parquet").to_pylist()}
 
@@ -85,28 +93,32 @@ def test_a_capable_explainer_wins_by_detection_and_reaches_every_output(run: Pat
         by = _explain(run, url)
     llm = by[(0, "llm")]
     assert llm["description"] == "Texts containing the marker w0" and llm["parse"] == "json"
+    # 10 + 10 rows to compare the candidates, 10 + 10 others to score the winner; fuzzing likewise
     assert llm["n_positive"] == 20 and llm["n_negative"] == 20 and llm["n_fuzz"] == 40 and llm["n_unparsed"] == 0
     assert llm["detection_score"] == 1.0 and llm["fuzzing_score"] == 1.0
+    assert llm["heldout_detection_score"] == 1.0 and llm["heldout_fuzzing_score"] == 1.0
     enrich = by[(0, "enrichment")]  # "Rows with task = geometry": detects well, marks the wrong words
-    assert 0.8 <= enrich["detection_score"] < 1.0 and enrich["fuzzing_score"] < 0.6
+    assert 0.8 <= enrich["detection_score"] <= 1.0 and enrich["fuzzing_score"] < 0.6  # type: ignore[operator]
+    assert enrich["heldout_detection_score"] is None and enrich["n_positive"] == 10  # a loser: one half only
     assert by[(0, "label")]["detection_score"] == 0.5  # punctuation names nothing in the rows: always no
-    assert by[(6, "llm")]["detection_score"] <= 0.5  # "Poems and verse" does not detect concept 6
+    assert by[(6, "llm")]["detection_score"] <= 0.5  # type: ignore[operator]  # "Poems and verse" misses 6
     posts = [r["body"]["messages"][0]["content"] for r in script.requests if r["path"] == "/v1/chat/completions"]
-    n_candidates = len([k for k in by if k[0] == 0]) + len([k for k in by if k[0] == 6])
-    modes = json.loads((run / "themes.json").read_text())["summary"]["explainer"]["failure_modes"]
-    # one request per concept and one per failure mode
-    assert sum(p.startswith("Below are text excerpts") for p in posts) == 2 + modes["modes"]
-    judged = [p for p in posts if not p.startswith("Below are")]
-    concept_judgements = sum(r["n_positive"] + r["n_negative"] + r["n_fuzz"] for r in by.values())  # type: ignore[misc]
-    assert len(judged) == concept_judgements + modes["judgements"]
-    assert n_candidates == len(by)
+    info = json.loads((run / "themes.json").read_text())["summary"]["explainer"]
+    modes = info["failure_modes"]
+    assert modes["modes"] >= 1  # --all: every listed mode, each explained from FAILED / PASSED rows
+    assert sum(p.startswith("Below are text excerpts") for p in posts) == 2
+    assert sum(p.startswith("A language model was tested") for p in posts) == modes["modes"]
+    judged = [p for p in posts if "described as" in p]
+    assert all("Example 5:" in p for p in judged[:10]) and info["judging"]["parse_rate"] == 1.0
+    assert len(posts) == info["plan"]["requests"]  # the plan announced is what was sent (no fallback here)
+    # today's way, one example per request and every candidate on every row, would have sent 5× more
+    assert len(posts) <= 0.2 * info["plan"]["one_per_request"]
     mode_candidates = pq.read_table(run / "mode_explanations.parquet").column("description").to_pylist()
     quoted = {str(r["description"]) for r in by.values()} | set(mode_candidates)
     assert all(re.search(r'described as: "(.*?)"\n', p).group(1) in quoted for p in judged)  # type: ignore[union-attr]
 
     described = {r["concept_id"]: r for r in pq.read_table(run / "descriptions.parquet").to_pylist()}
     assert described[0]["source"] == "llm" and described[0]["description"].startswith("Texts containing the marker w0")
-    assert described[0]["detection_score"] == 1.0
     assert described[6]["source"] != "llm"
     weak = {r["concept_id"]: r for r in pq.read_table(run / "weaknesses.parquet").to_pylist()}
     assert weak[0]["description"] == described[0]["description"]
@@ -114,6 +126,7 @@ def test_a_capable_explainer_wins_by_detection_and_reaches_every_output(run: Pat
     summary = json.loads((run / "themes.json").read_text())["summary"]["explainer"]
     assert summary["usage"]["answered"] == len(posts) and summary["usage"]["failed"] == 0
     assert summary["judgements_unreadable"] == 0 and summary["n_detect"] == 20
+    assert described[0]["detection_score"] == llm["heldout_detection_score"]
 
 
 def test_a_bad_explainer_loses_to_the_offline_candidates(run: Path) -> None:
@@ -121,6 +134,7 @@ def test_a_bad_explainer_loses_to_the_offline_candidates(run: Path) -> None:
         by = _explain(run, url)
     assert by[(0, "llm")]["description"] == "Rows about poetry" and by[(0, "llm")]["parse"] == "text"
     assert by[(0, "llm")]["detection_score"] < by[(0, "enrichment")]["detection_score"]  # type: ignore[operator]
+    assert by[(0, "llm")]["heldout_detection_score"] is None  # it lost: never judged on the held-out half
     described = {r["concept_id"]: r for r in pq.read_table(run / "descriptions.parquet").to_pylist()}
     assert described[0]["source"] not in ("llm", "none") and described[6]["source"] not in ("llm", "none")
 
@@ -163,13 +177,14 @@ def test_the_key_is_written_nowhere(
     script = Script(explainer(good=True), key=KEY, faults=__import__("collections").deque([[("status", 429)]]))
     with serve(script) as url:
         args = ["explain", str(run), "--concepts", "0,6", "--no-tokens", "--endpoint", url, "--model", "scripted-model"]
+        args += ["--judge-model", "scripted-model"]  # the same server as judge: the key goes with it
         assert cli.main([*args, "--api-key-env", "CGRAY_TEST_KEY", "--price-in", "0.2", "--price-out", "0.6"]) == 0
     out = capsys.readouterr()
     assert all(r["auth"] == f"Bearer {KEY}" for r in script.requests)
     assert re.search(
         r"explainer scripted-model at http://127\.0\.0\.1:\d+/v1: \d+ answers, \d+ requests \(1 retries", out.out
     )
-    assert "cost $0.00" in out.out and "judgements: " in out.out
+    assert "cost $0.00" in out.out and "judgements: " in out.out and out.out.startswith("plan: ")
     for path in run.rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
@@ -192,7 +207,7 @@ def test_the_gpu_job_file_parses_into_a_gpu_vllm_explainer() -> None:
     import argparse
 
     from cg_ray.cli.describe import _explain_config, register
-    from cg_ray.describe.explain import backend_generation
+    from cg_ray.describe.completers import backend_generation
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())

@@ -2,41 +2,60 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from cg_ray.describe.explain import ExplainConfig, balanced_accuracy, explain_run, held_out
+from cg_ray.describe.config import ExplainConfig
+from cg_ray.describe.explain import explain_run, held_out_rows
+from cg_ray.describe.judging import halves
 from cg_ray.describe.outputs import read_descriptions
-from cg_ray.describe.prompts import detect_prompt, explain_prompt, parse_explanation, parse_judgement
+from cg_ray.describe.prompts import (
+    balanced_accuracy,
+    batch_prompt,
+    detect_prompt,
+    explain_prompt,
+    parse_answers,
+    parse_explanation,
+    parse_judgement,
+)
 from cg_ray.describe.run import DescribeOptions, analyse
 from cg_ray.errors import ConfigError
+from tests.describe.judge_script import answer, read_judge_prompt
+
+
+def geometry(kind: str, desc: str, text: str) -> bool:
+    return "geometry" in desc.lower() and "geometry" in text
 
 
 class ScriptedModel:
     """Explains every concept as geometry; judges 'yes' when the text mentions geometry (and the description
-    does), answers nonsense to one in five detection prompts."""
+    does); answers one in five batches with prose (then each example alone, correctly)."""
 
     def __init__(self) -> None:
         self.prompts: list[str] = []
+        self.batches = 0
 
     def complete(self, prompts: Sequence[str], max_tokens: int) -> list[str]:
         self.prompts += prompts
         out = []
-        for i, p in enumerate(prompts):
-            if p.startswith("Below are text excerpts"):
+        for p in prompts:
+            if p.startswith(("Below are text excerpts", "A language model was tested")):
                 out.append('Sure! {"description": "Rows about geometry"}')
                 continue
             if p.startswith("These descriptions belong"):
                 out.append('{"name": "Planted group"}' if "algebra" in p else "no idea")
                 continue
-            desc = re.search(r'described as: "(.*)"', p).group(1)  # type: ignore[union-attr]
-            text = re.search(r'Text: "(.*)"', p, re.DOTALL).group(1)  # type: ignore[union-attr]
-            yes = "geometry" in desc.lower() and "geometry" in text
-            out.append("maybe" if i % 5 == 4 else ('{"answer": "yes"}' if yes else "No, it is not."))
+            judged = read_judge_prompt(p)
+            assert judged is not None
+            if judged.batched:
+                self.batches += 1
+                if self.batches % 5 == 0:
+                    out.append("Each of these could be about geometry.")
+                    continue
+            out.append(answer(p, geometry))
         return out
 
 
@@ -52,6 +71,15 @@ def test_prompts_and_parsing() -> None:
     assert parse_judgement('{"answer": "Yes"}') is True and parse_judgement("no.") is False
     assert parse_judgement("I think so") is None
     assert parse_judgement('```json\n{"answer": "no"}\n```') is False and parse_judgement("The answer: Yes.") is True
+    batch = batch_prompt("detection", "Angles", ["a\n b", 'say "hi"'])
+    assert 'Example 1: "a b"\nExample 2: "say \'hi\'"' in batch and "JSON list of 2 answers" in batch
+    assert parse_answers('Sure: ["yes", "No"]', 2) == [True, False] and parse_answers("[1, 0, true]", 3) == [
+        True,
+        False,
+        True,
+    ]
+    assert parse_answers('["yes"]', 2) is None and parse_answers("yes, no", 2) is None
+    assert parse_answers('["yes", "maybe"]', 2) is None
 
 
 def test_balanced_accuracy_counts_unparsed_as_wrong() -> None:
@@ -76,27 +104,28 @@ def test_explain_scores_every_candidate_and_describe_uses_the_best(make_run: Cal
         (0, "terms"),
         (6, "terms"),
     }
-    # the expected score, recomputed from the same held-out rows and the scripted judge
+    # the expected scores, recomputed from the same held-out rows (halves) and the scripted judge
     a = analyse(run, options)
-    pos, neg = held_out(a, 0, 10, 0)
+    pos, neg = held_out_rows(a, 0, 10, 0)
+    (sel_p, rep_p), (sel_n, rep_n) = halves(pos, (0, 0, 0, 1)), halves(neg, (0, 0, 0, 2))
     llm = by[(0, "llm")]
-    assert llm["n_positive"] == len(pos) == 10 and llm["n_negative"] == len(neg) == 10
     assert llm["parse"] == "json" and llm["description"] == "Rows about geometry"
     assert llm["raw_explanation"].startswith("Sure!") and by[(0, "label")]["raw_explanation"] is None
-    detect_call = model.prompts[2:]  # the two explanation prompts came first, in their own call
 
-    def judged(t: str) -> bool | None:
-        i = detect_call.index(detect_prompt("Rows about geometry", t))
-        return None if i % 5 == 4 else "geometry" in t[:400]
+    def score(p: list[int], n: list[int]) -> float | None:
+        said = [geometry("detection", "Rows about geometry", a.text_of(r)[:400]) for r in p + n]
+        return balanced_accuracy(said[: len(p)], said[len(p) :])
 
-    want = balanced_accuracy([judged(t) for t in pos], [judged(t) for t in neg])
-    assert llm["detection_score"] == pytest.approx(want) and want is not None and want > 0.6
-    assert llm["n_unparsed"] == sum(judged(t) is None for t in pos + neg)
+    assert llm["detection_score"] == pytest.approx(score(sel_p, sel_n)) and llm["detection_score"] > 0.6
+    assert llm["heldout_detection_score"] == pytest.approx(score(rep_p, rep_n))
+    assert llm["n_positive"] == len(pos) == 10 and llm["n_negative"] == len(neg) == 10  # both halves
+    assert llm["n_unparsed"] == 0  # the prose answers were judged again one example at a time
+    assert by[(0, "label")]["heldout_detection_score"] is None  # only the winner is judged twice
     # the punctuation label cannot detect geometry: it never says yes → TPR 0
     assert by[(0, "label")]["detection_score"] <= 0.5
     rows = {r["concept_id"]: r for r in read_descriptions(run) or []}
     assert rows[0]["source"] == "llm" and rows[0]["description"].startswith("Rows about geometry")
-    assert rows[0]["detection_score"] == llm["detection_score"]
+    assert rows[0]["detection_score"] == llm["heldout_detection_score"]  # the held-out half's, not the best
     # concept 6 fires at random: "geometry" does not detect it, the label stays
     assert rows[6]["source"] == "label"
     # deterministic: the same seed gives the same prompts

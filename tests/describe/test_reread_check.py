@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cg_ray.describe.run import REREAD_MAX_SHARE, REREAD_TOL, reread_check
+from cg_ray.describe.reread import REREAD_MAX_SHARE, REREAD_TOL, reread_check
 from cg_ray.describe.rundir import ReadSettings, named_reader
 
 
