@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +34,23 @@ from cg_ray.describe.outputs import read_sentences
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+
+class ChangedRow(TypedDict):
+    """One row of a concept that flipped (diff.json's `examples`): the positions are swapped for the texts
+    once they are read."""
+
+    benchmark: str
+    row_id: str
+    score_a: float
+    score_b: float
+    s_tilde_a: float
+    s_tilde_b: float
+    position_a: NotRequired[int]
+    position_b: NotRequired[int]
+    prompt: NotRequired[str | None]
+    response_a: NotRequired[str | None]
+    response_b: NotRequired[str | None]
 
 
 @dataclass
@@ -51,7 +68,7 @@ class DiffResult:
     n_active_bench: IntArray  # B × k
     regressed: list[int]  # columns into concept_ids of every confident regression, in rank order
     improved: list[int]  # the same for improvements; the first `config.top` of each are listed
-    examples: dict[int, dict[str, list[dict[str, Any]]]]  # concept id → direction → rows
+    examples: dict[int, dict[str, list[ChangedRow]]]  # concept id → direction → rows
     descriptions: dict[int, str]
     labels: dict[int, str]
     seconds: dict[str, float] = field(default_factory=dict)
@@ -118,7 +135,7 @@ def rank_confident(
 
 def changed_rows(
     pairing: Pairing, sample: PairedSample, column: int, config: DiffConfig
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[ChangedRow]]:
     """Rows of one concept that went right → wrong and wrong → right, most salient (max s̃ of A, B) first."""
     act_a = sample.acts_a[:, column].toarray().ravel()
     act_b = sample.acts_b[:, column].toarray().ravel()
@@ -126,7 +143,7 @@ def changed_rows(
     right_b = sample.scores_b >= config.right_threshold
     active = (act_a > 0) | (act_b > 0)
     salience = np.maximum(act_a, act_b)
-    out = {}
+    out: dict[str, list[ChangedRow]] = {}
     for key, mask in (("right_in_a_wrong_in_b", right_a & ~right_b), ("wrong_in_a_right_in_b", ~right_a & right_b)):
         rows = np.flatnonzero(active & mask)
         rows = rows[np.argsort(-salience[rows], kind="stable")[: config.examples]]
@@ -146,7 +163,7 @@ def changed_rows(
     return out
 
 
-def _attach_texts(a: DiffRun, b: DiffRun, examples: dict[int, dict[str, list[dict[str, Any]]]]) -> None:
+def _attach_texts(a: DiffRun, b: DiffRun, examples: dict[int, dict[str, list[ChangedRow]]]) -> None:
     rows = [e for per in examples.values() for group in per.values() for e in group]
     texts_a = row_texts(a, sorted({e["position_a"] for e in rows}))
     texts_b = row_texts(b, sorted({e["position_b"] for e in rows}))

@@ -44,7 +44,7 @@ class ReaderMismatch(CgRayError):
 class ReaderIdentity:
     """What a run says about its reader; None = not recorded. `source` names the document it came from."""
 
-    values: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, str | int | None] = field(default_factory=dict)
     source: str | None = None
     text: str | None = None  # which text was read (prompt | response | both), reported, not compared
 
@@ -52,7 +52,7 @@ class ReaderIdentity:
     def known(self) -> bool:
         return self.source is not None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, str | int | None]:
         return {"source": self.source, "text": self.text, **{k: self.values.get(k) for k in FIELDS}}
 
 

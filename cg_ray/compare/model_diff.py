@@ -24,7 +24,7 @@ probability ≈ (1 − confidence) / 2, which is reported beside the count.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -123,6 +123,18 @@ def split_halves(n: int, seed: int) -> tuple[IntArray, IntArray]:
     return np.sort(order[: n - half]).astype(np.int64), np.sort(order[n - half :]).astype(np.int64)
 
 
+class ReplicationCounts(TypedDict):
+    """hypotheses.json's `replication`: hypotheses formed on the discovery prompts and held on the others."""
+
+    discovery_prompts: int
+    held_out_prompts: int
+    formed: dict[str, int]
+    replicated: dict[str, int]
+    formed_total: int
+    replicated_total: int
+    expected_by_chance_if_null: float
+
+
 @dataclass
 class Replication:
     discovery: IntArray  # prompt positions
@@ -132,7 +144,7 @@ class Replication:
     hypotheses: dict[str, IntArray]  # direction -> concept ids (from the discovery half)
     replicated: dict[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
 
-    def counts(self, confidence: float) -> dict[str, Any]:
+    def counts(self, confidence: float) -> ReplicationCounts:
         formed = {k: len(v) for k, v in self.hypotheses.items()}
         held = {k: int(v.sum()) for k, v in self.replicated.items()}
         total = sum(formed.values())

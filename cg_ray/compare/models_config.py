@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -75,7 +76,7 @@ class DiffModelsConfig(DiffModelsMethod):
         return Path(str(self.a)).stem, Path(str(self.b)).stem
 
 
-def load_diff_models_config(path: str | Path, overrides: dict[str, Any] | None = None) -> DiffModelsConfig:
+def load_diff_models_config(path: str | Path, overrides: Mapping[str, object] | None = None) -> DiffModelsConfig:
     """A YAML job config, with non-None `overrides` (CLI flags) applied on top and validated again."""
     config = load_config(DiffModelsConfig, path)
     if overrides:
