@@ -11,6 +11,7 @@ import pytest
 from cg_ray import schemas as S
 from cg_ray.arena.job import ArenaJobConfig, load_arena_config, run_arena
 from cg_ray.errors import ConfigError
+from tests.report.offline import embedded
 
 from .arena_builders import record, write_jsonl
 
@@ -67,6 +68,9 @@ def test_arena_job(ray_module, tmp_path: Path) -> None:
         wins = [r for r in table if r["model"] == model and r["kind"] == "wins"]
         assert careful in [r["concept_id"] for r in wins[:3]]
     assert (out / "head_to_head.parquet").exists() and json.loads((out / "arena.json").read_text())["models"]
+    # The arena's own page: its ratings drawn by the explorer's app (tests/arena/test_arena_page.py draws it).
+    view, doc = embedded(out / "report.html")
+    assert view == "arena" and [m["model"] for m in doc["ratings"]] == [m["model"] for m in ratings["models"]]
 
 
 def test_arena_configs_validate(tmp_path: Path) -> None:
