@@ -5,7 +5,6 @@ loads in under 2 s, and confirmed findings are kept apart from the candidates.""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,8 @@ import pytest
 from cg_ray import schemas as S
 from cg_ray.cli import main
 from cg_ray.synthetic import SyntheticSpec, write_synthetic_labels, write_synthetic_rows
-from tests.serve.test_browser import ARTIFACTS, CHROMIUM, FLAGS
+from tests.report.offline import offline_page
+from tests.serve.test_browser import ARTIFACTS, CHROMIUM
 
 pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (scripts/setup.sh installs it)"),
@@ -52,30 +52,9 @@ def run_dir(tmp_path_factory) -> Path:
 
 
 def _offline_page(p: Any, html: Path, loaded: list[float] | None = None) -> tuple[Any, Any, list[str], list[str]]:
-    """Chromium on file://`html`, every non-file request aborted and recorded, page errors recorded; the
-    seconds from opening the file to the drawn page appended to `loaded`."""
-    from playwright.sync_api import expect
-
-    loaded = [] if loaded is None else loaded
-    browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-    page = browser.new_page(viewport={"width": 1280, "height": 1800})
-    left: list[str] = []
-    errors: list[str] = []
-
-    def refuse(route: Any) -> None:
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            left.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", refuse)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    started = time.monotonic()
-    page.goto(html.as_uri())
-    expect(page.locator("#concept-table")).to_have_attribute("aria-busy", "false")  # drawn
-    loaded.append(time.monotonic() - started)
-    return browser, page, left, errors
+    """Chromium on the report from file://, every other request refused (tests/report/offline.py), until the
+    concept table is drawn."""
+    return offline_page(p, html, "#concept-table tbody tr", loaded)
 
 
 def test_the_report_renders_every_section_offline_with_the_runs_numbers(run_dir: Path) -> None:
