@@ -2,21 +2,55 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
 
 from cg_ray import __version__
 from cg_ray.skills.config import SkillsConfig
-from cg_ray.skills.factors import choose_n_factors, fit_factors, loadings_table, standardise
-from cg_ray.skills.matrix import Prepared, prepare
+from cg_ray.skills.factors import FactorChoice, choose_n_factors, fit_factors, loadings_table, standardise
+from cg_ray.skills.matrix import InputNotes, Prepared, prepare
 from cg_ray.skills.profile import profile_from_k
 from cg_ray.skills.redundancy import redundancy_table
-from cg_ray.skills.stability import bootstrap_stability
+from cg_ray.skills.stability import Stability, bootstrap_stability
 
 FORMAT_VERSION = 1
+
+
+class TaskLoading(TypedDict):
+    task: str
+    loading: float
+
+
+class SkillEntry(TypedDict):
+    """One skill of skills.json: its strongest tasks and the tasks it is the main skill of."""
+
+    skill: str
+    top_tasks: list[TaskLoading]
+    main_for: list[str]
+    ss_loadings: float
+
+
+class SkillsSummary(TypedDict):
+    """skills.json."""
+
+    format_version: int
+    cg_ray_version: str
+    source: str
+    n_models: int
+    n_tasks: int
+    method: str
+    n_factors: FactorChoice
+    variance: dict[str, list[float]]
+    skills: list[SkillEntry]
+    input: InputNotes
+    redundant_tasks: list[str]
+    profile_from_k: list[dict[Hashable, Any]]  # profile_from_k.csv's rows, as pandas gives them
+    stability: NotRequired[Stability]
+    concepts: NotRequired[dict[str, object]]  # `--concepts`: the concepts the tasks are (set by the CLI)
 
 
 @dataclass
@@ -25,11 +59,11 @@ class SkillsResult:
     profiles: pd.DataFrame  # one row per model: regression factor scores
     redundancy: pd.DataFrame  # one row per task
     profile_from_k: pd.DataFrame  # one row per k
-    summary: dict[str, Any]  # skills.json
+    summary: SkillsSummary  # skills.json
 
 
-def _skills_summary(loadings: pd.DataFrame, n_factors: int) -> list[dict[str, Any]]:
-    out = []
+def _skills_summary(loadings: pd.DataFrame, n_factors: int) -> list[SkillEntry]:
+    out: list[SkillEntry] = []
     for k in range(n_factors):
         name = f"skill_{k + 1}"
         column = loadings[name].sort_values(key=np.abs, ascending=False)
@@ -66,7 +100,7 @@ def run_skills(matrix: pd.DataFrame, config: SkillsConfig, source: str = "matrix
     profiles["mean_score"] = values.mean(axis=1).to_numpy()
     redundancy = redundancy_table(z, solution.loadings)
     from_k = profile_from_k(values, n_factors, solution.communalities)
-    summary: dict[str, Any] = {
+    summary: SkillsSummary = {
         "format_version": FORMAT_VERSION,
         "cg_ray_version": __version__,
         "source": source,

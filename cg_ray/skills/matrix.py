@@ -7,6 +7,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -114,6 +115,15 @@ def matrix_from_runs(run_dirs: list[Path]) -> pd.DataFrame:
     return long.pivot_table(index="model", columns="task", values="score", aggfunc="mean", dropna=False)
 
 
+class InputNotes(TypedDict):
+    """skills.json's `input`: what was dropped or imputed to make the matrix factorable."""
+
+    dropped_constant_tasks: list[str]
+    dropped_empty_tasks: list[str]
+    imputed_cells: list[dict[str, str]]
+    warnings: list[str]
+
+
 @dataclass
 class Prepared:
     """A complete numeric matrix ready for factoring, and what was done to get it."""
@@ -124,7 +134,7 @@ class Prepared:
     imputed_cells: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
-    def notes(self) -> dict[str, object]:
+    def notes(self) -> InputNotes:
         return {
             "dropped_constant_tasks": self.dropped_constant,
             "dropped_empty_tasks": self.dropped_empty,

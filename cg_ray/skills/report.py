@@ -11,6 +11,8 @@ import pandas as pd
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
+    from cg_ray.skills.analysis import SkillsSummary
+
 LAYOUT: dict[str, Any] = {
     "template": "plotly_white",
     "margin": {"l": 140, "r": 20, "t": 50, "b": 60},
@@ -83,7 +85,7 @@ def profiles_figure(profiles: pd.DataFrame, skills: list[str], top: int = 40) ->
 
 
 def skills_page(
-    summary: dict[str, Any], loadings: pd.DataFrame, profiles: pd.DataFrame, redundancy: pd.DataFrame
+    summary: SkillsSummary, loadings: pd.DataFrame, profiles: pd.DataFrame, redundancy: pd.DataFrame
 ) -> str:
     skills = [s["skill"] for s in summary["skills"]]
     choice = summary["n_factors"]
