@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -167,6 +167,23 @@ def elo_ratings(
 RATING_COLUMNS: Final = ("bt", "bt_lower", "bt_upper", "elo", "elo_lower", "elo_upper")
 
 
+class BootstrapCounts(TypedDict):
+    ok: int
+    failed: int
+
+
+class RatingsDoc(TypedDict):
+    """`Ratings.as_dict()`: ratings.json without the pairs; a model's entry holds its name, the RATING_COLUMNS
+    (None where undefined) and its battle counts."""
+
+    config: dict[str, Any]  # RatingsConfig.model_dump()
+    tie_policy: dict[str, Any]  # TiePolicy.model_dump()
+    n_battles: int
+    n_counted: int
+    bootstrap: BootstrapCounts
+    models: list[dict[str, str | float | int | None]]
+
+
 @dataclass(frozen=True)
 class Ratings:
     """BT and Elo ratings (NaN: a model with no counted battle) with their bootstrap CIs."""
@@ -195,7 +212,7 @@ class Ratings:
         per_unit = np.log(self.config.base) / self.config.scale
         return float(1.0 / (1.0 + np.exp(-(self.bt[i] - self.bt[j]) * per_unit)))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> RatingsDoc:
         def num(x: float) -> float | None:
             return None if np.isnan(x) else round(float(x), 3)
 
