@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -13,6 +13,7 @@ from cg_ray.errors import ConfigError
 log = logging.getLogger(__name__)
 
 Settings = TypeVar("Settings", bound=BaseModel)
+Value = TypeVar("Value")
 
 # Which text of a row the reader reads. `both` is the old name of `prompt_response`, still accepted.
 TEXT_MODES: tuple[str, ...] = ("prompt", "prompt_response", "response")
@@ -20,7 +21,7 @@ _TEXT_MODE_ALIASES = {"both": "prompt_response"}
 _warned_aliases: set[str] = set()
 
 
-def canonical_text_mode(value: Any, *, warn: bool = True) -> Any:
+def canonical_text_mode(value: Value, *, warn: bool = True) -> Value:
     """`value` with a deprecated alias replaced by its canonical name (logged once per alias and process);
     anything else is returned as is, for the validator to judge."""
     if isinstance(value, str) and value in _TEXT_MODE_ALIASES:
@@ -28,7 +29,7 @@ def canonical_text_mode(value: Any, *, warn: bool = True) -> Any:
         if warn and value not in _warned_aliases:
             _warned_aliases.add(value)
             log.warning("text mode %r is deprecated: use %r", value, canonical)
-        return canonical
+        return cast(Value, canonical)  # `value` is a str here (an alias), and so is its canonical name
     return value
 
 
