@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +35,48 @@ def _num(x: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _side(stats: ConceptStats, c: int) -> dict[str, Any]:
+class SideStats(TypedDict):
+    """A concept's presence in either model's answers over some prompts, and the change (B − A) with its
+    interval (None where undefined)."""
+
+    n: int
+    active_a: int
+    active_b: int
+    frac_a: float | None
+    frac_b: float | None
+    delta: float | None
+    low: float | None
+    high: float | None
+
+
+class PairedExample(TypedDict):
+    """A prompt where the concept is in the favoured model's answer, with both answers (snippets)."""
+
+    id: str
+    s_tilde_a: float
+    s_tilde_b: float
+    prompt: str
+    response_a: str
+    response_b: str
+
+
+class Hypothesis(TypedDict):
+    """One hypothesis of hypotheses.json: formed on the discovery prompts, checked on the held-out ones."""
+
+    direction: str
+    rank: int
+    concept_id: int
+    label: str | None
+    description: str | None
+    statement: str
+    discovery: SideStats
+    held_out: SideStats
+    all: SideStats
+    replicated: bool
+    examples: list[PairedExample]
+
+
+def _side(stats: ConceptStats, c: int) -> SideStats:
     return {
         "n": stats.n,
         "active_a": int(stats.active_a[c]),
@@ -52,13 +93,13 @@ def _snippet(text: str) -> str:
     return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…"
 
 
-def examples(result: ModelDiffResult, c: int, direction: str) -> list[dict[str, Any]]:
+def examples(result: ModelDiffResult, c: int, direction: str) -> list[PairedExample]:
     return paired_examples(result.acts_a, result.acts_b, result.pairs, c, direction, result.config.examples)
 
 
 def paired_examples(
     acts_a: sparse.csr_matrix, acts_b: sparse.csr_matrix, pairs: list[Pair], c: int, direction: str, k: int
-) -> list[dict[str, Any]]:
+) -> list[PairedExample]:
     """Up to k prompts where the concept is in the favoured model's answer and not in the other's, by s̃
     (then any prompt where it is in the favoured answer), with both answers."""
     fav, other = (acts_a, acts_b) if direction == "a_more" else (acts_b, acts_a)
@@ -66,7 +107,7 @@ def paired_examples(
     s_other = np.asarray(other[:, c].todense()).ravel()
     present = np.flatnonzero(s_fav > 0)
     order = present[np.lexsort((present, -s_fav[present], s_other[present] > 0))]
-    out = []
+    out: list[PairedExample] = []
     for i in order[:k]:
         pair = pairs[i]
         s_a, s_b = (s_fav[i], s_other[i]) if direction == "a_more" else (s_other[i], s_fav[i])
@@ -88,9 +129,9 @@ def statement(direction: str, names: tuple[str, str], text: str) -> str:
     return f"{more}'s answers more often contain {text} (than {less}'s)"
 
 
-def hypotheses(result: ModelDiffResult) -> list[dict[str, Any]]:
+def hypotheses(result: ModelDiffResult) -> list[Hypothesis]:
     rep = result.replication
-    out = []
+    out: list[Hypothesis] = []
     for direction in DIRECTIONS:
         for rank, c in enumerate(rep.hypotheses[direction].tolist(), 1):
             label, description = result.concept_names(c)

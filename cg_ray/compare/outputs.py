@@ -4,7 +4,7 @@ concept), diff.json (a versioned summary) and diff.html, published atomically in
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pyarrow as pa
@@ -13,7 +13,7 @@ from cg_ray import __version__
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import DiffDir
 from cg_ray.artifacts.publish import atomic_directory
-from cg_ray.compare.diff import DiffResult, eligible
+from cg_ray.compare.diff import ChangedRow, DiffResult, eligible
 from cg_ray.compare.runs import DiffRun
 from cg_ray.run_outputs import json_number, nullable_floats
 
@@ -98,11 +98,42 @@ def diff_benchmarks_table(result: DiffResult) -> pa.Table:
     )
 
 
-def concept_entry(result: DiffResult, column: int) -> dict[str, Any]:
+class BenchmarkChange(TypedDict):
+    benchmark: str
+    n_paired_active: int
+    delta_chi_model: float | None
+    low: float | None
+    high: float | None
+
+
+class RelativeChange(TypedDict):
+    delta: float | None
+    low: float | None
+    high: float | None
+
+
+class ConceptEntry(TypedDict):
+    """One concept of diff.json's top lists (None: undefined)."""
+
+    concept_id: int
+    label: str | None
+    description: str | None
+    X_model_a: float | None
+    X_model_b: float | None
+    delta_X_model: float | None
+    low: float | None
+    high: float | None
+    relative: RelativeChange
+    n_paired_active: int
+    per_benchmark: list[BenchmarkChange]
+    examples: dict[str, list[ChangedRow]]
+
+
+def concept_entry(result: DiffResult, column: int) -> ConceptEntry:
     """One listed concept: its change with the interval, per benchmark, and the rows that flipped."""
     c = int(result.concept_ids[column])
     delta = result.delta
-    per_bench = [
+    per_bench: list[BenchmarkChange] = [
         {
             "benchmark": name,
             "n_paired_active": int(result.n_active_bench[b, column]),
