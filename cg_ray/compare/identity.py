@@ -11,9 +11,10 @@ apart) — the comparison says which fields it checked.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsIndex, SupportsInt
 
 from cg_ray.activations.recorded import reader_of_run
 from cg_ray.errors import CgRayError
@@ -61,9 +62,15 @@ def _name(path: Any) -> str | None:
     return None if path in (None, "", "auto") else Path(str(path)).name
 
 
-def reader_identity(run_dir: Path, summary: dict[str, Any]) -> ReaderIdentity:
+def reader_identity(run_dir: Path, summary: Mapping[str, object]) -> ReaderIdentity:
     """The run's reader as recorded (an identity with only d_sae and no source when nothing says more)."""
-    d_sae = int(summary["d_sae"])
+    recorded_d_sae = summary["d_sae"]
+    if not isinstance(recorded_d_sae, str | bytes | SupportsInt | SupportsIndex):  # what int() takes
+        raise TypeError(
+            "int() argument must be a string, a bytes-like object or a real number, "
+            f"not {type(recorded_d_sae).__name__!r}"
+        )
+    d_sae = int(recorded_d_sae)
     rows_file = summary.get("rows_file")
     recorded = reader_of_run(run_dir, None if not rows_file else str(rows_file))
     if not recorded.known:

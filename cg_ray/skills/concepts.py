@@ -13,10 +13,9 @@ least `min_rows` rows (fewer make χ_model a handful of rows' average) and on at
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -95,7 +94,7 @@ def concept_weights(acts: sparse.csr_matrix, concepts: np.ndarray) -> np.ndarray
 
 
 def concept_frame(
-    data: RowScores, weights: np.ndarray, concepts: dict[str, Any], relative: bool = False
+    data: RowScores, weights: np.ndarray, concepts: Mapping[str, object], relative: bool = False
 ) -> pd.DataFrame:
     """The models × top concepts χ_model matrix (columns `c<id>`) for `cg-ray skills`, through the CG
     accumulator; `weights` are the top concepts' s̃ (concepts × the suite's rows). `relative`: minus each
@@ -103,7 +102,10 @@ def concept_frame(
     a concept-specific skill can show once the general strength that dominates χ_model is taken out."""
     acts = sparse.csr_matrix(weights.T)
     matrix = chi_model_matrix(data.scores, acts, data.models)
-    matrix.columns = [f"c{c}" for c in concepts["top_concepts"]]
+    top = concepts["top_concepts"]  # the concept ids, in the weights' order
+    if not isinstance(top, Iterable):
+        raise TypeError(f"'{type(top).__name__}' object is not iterable")
+    matrix.columns = [f"c{c}" for c in top]
     if relative:
         matrix = matrix.sub(np.nanmean(data.scores, axis=1), axis=0)
     return matrix
