@@ -39,6 +39,13 @@ class RowToScore(TypedDict, total=False):
     judge_output: str | None
 
 
+# What `stats_from_rows` reads of a scored row (`score_status` is SCORE_STATUS).
+class ScoredStatus(TypedDict):
+    benchmark: str
+    scorer: str
+    score_status: str
+
+
 class ScoringCounts(TypedDict):
     """`BenchmarkScoring.as_dict()`: a benchmark's rows by score status (the run manifest's `scoring`)."""
 
@@ -129,7 +136,7 @@ def stats_from_counts(counts: Iterable[Mapping[str, Any]]) -> dict[str, Benchmar
     return stats
 
 
-def stats_from_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, BenchmarkScoring]:
+def stats_from_rows(rows: Iterable[ScoredStatus]) -> dict[str, BenchmarkScoring]:
     counts: dict[tuple[str, str, str], int] = {}
     for r in rows:
         key = (r["benchmark"], r["scorer"], r[SCORE_STATUS])
