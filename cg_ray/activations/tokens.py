@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Literal, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import torch
 
@@ -15,18 +15,6 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 T = TypeVar("T")
-
-
-class TokenPolicyDict(TypedDict):
-    """`TokenPolicy.describe()`: the policy as the manifest records it."""
-
-    prepend_bos: bool
-    exclude_bos: bool
-    sink_positions: int
-    exclude_special_tokens: bool
-    bos_id: int | None
-    pad_id: int
-    special_ids: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -41,8 +29,9 @@ class TokenPolicy:
     pad_id: int
     special_ids: tuple[int, ...]
 
-    def describe(self) -> TokenPolicyDict:
-        return cast(TokenPolicyDict, asdict(self))  # asdict of this dataclass: exactly its fields
+    def describe(self) -> dict[str, object]:
+        """The policy as the manifest records it (the fields above)."""
+        return asdict(self)
 
 
 def resolve_policy(config: ReaderConfig, sae: SaeInfo, tokenizer: PreTrainedTokenizerBase) -> TokenPolicy:

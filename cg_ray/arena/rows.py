@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any
 
 import numpy as np
 
@@ -30,20 +30,6 @@ from cg_ray.benchmarks.arena import WINNERS, Battle, BattleSet, Side
 from cg_ray.errors import InputError
 
 DEFAULT_BENCHMARK = "arena"
-
-
-class ArenaRowDict(TypedDict):
-    """`ArenaRow.as_dict()`: one line of the arena's rows JSONL."""
-
-    row_id: str
-    benchmark: str
-    model: str
-    score: float
-    prompt: str
-    response: str
-    text: str
-    messages: list[dict[str, str]]
-    metadata: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -58,8 +44,9 @@ class ArenaRow:
     messages: list[dict[str, str]]
     metadata: dict[str, Any]
 
-    def as_dict(self) -> ArenaRowDict:
-        return cast(ArenaRowDict, asdict(self))  # asdict of this dataclass: exactly its fields
+    def as_dict(self) -> dict[str, object]:
+        """One line of the arena's rows JSONL (the fields above)."""
+        return asdict(self)
 
 
 def row_id(battle: Battle, side: Side) -> str:
