@@ -112,10 +112,7 @@ function showDiffConcept(id) {
 }
 
 window.addEventListener("DOMContentLoaded", () => {
-  document.querySelector("#diff-table tbody").onclick = (e) => {
-    const tr = e.target.closest("tr[data-id]");
-    if (tr) showDiffConcept(Number(tr.dataset.id));
-  };
+  onRowClick(["#diff-table"], (id) => showDiffConcept(Number(id)));
 });
 
 // diff.html (cg-ray diff): this view alone.

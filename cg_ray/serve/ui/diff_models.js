@@ -222,27 +222,9 @@ window.addEventListener("DOMContentLoaded", () => {
   };
   $("models-hypotheses").onchange = redraw;
   $("models-search").oninput = redraw;
-  $("models-prev").onclick = () => {
-    models.offset = Math.max(0, models.offset - models.limit);
-    drawModelsPage();
-  };
-  $("models-next").onclick = () => {
-    models.offset += models.limit;
-    drawModelsPage();
-  };
-  document.querySelectorAll("th[data-msort]").forEach(
-    (th) =>
-      (th.onclick = () => {
-        models.order = models.sort === th.dataset.msort && models.order === "desc" ? "asc" : "desc";
-        models.sort = th.dataset.msort;
-        redraw();
-      }),
-  );
-  for (const table of ["#models-table", "#models-hyp-table"])
-    document.querySelector(`${table} tbody`).onclick = (e) => {
-      const tr = e.target.closest("tr[data-id]");
-      if (tr) showModelsConcept(Number(tr.dataset.id));
-    };
+  wirePager("models-prev", "models-next", models, drawModelsPage);
+  wireSort("msort", models, "desc", redraw);
+  onRowClick(["#models-table", "#models-hyp-table"], (id) => showModelsConcept(Number(id)));
 });
 
 // diff_models.html (cg-ray diff-models): this view alone, the hypotheses' examples from the page.

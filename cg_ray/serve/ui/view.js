@@ -392,6 +392,41 @@ function drawThemes(t) {
   );
 }
 
+// A paged table's buttons: `state` holds offset and limit; `draw` redraws the page.
+function wirePager(prevId, nextId, state, draw) {
+  $(prevId).onclick = () => {
+    state.offset = Math.max(0, state.offset - state.limit);
+    draw();
+  };
+  $(nextId).onclick = () => {
+    state.offset += state.limit;
+    draw();
+  };
+}
+
+// Sortable headers (th[data-<attr>]): a new column sorts in `first` order, the same column again flips it.
+function wireSort(attr, state, first, draw) {
+  const other = first === "asc" ? "desc" : "asc";
+  document.querySelectorAll(`th[data-${attr}]`).forEach(
+    (th) =>
+      (th.onclick = () => {
+        const key = th.dataset[attr];
+        state.order = state.sort === key && state.order === first ? other : first;
+        state.sort = key;
+        draw();
+      }),
+  );
+}
+
+// A click on a row (tr[data-id]) of any of `tables` opens that id.
+function onRowClick(tables, open) {
+  for (const table of tables)
+    document.querySelector(`${table} tbody`).onclick = (e) => {
+      const tr = e.target.closest("tr[data-id]");
+      if (tr) open(tr.dataset.id);
+    };
+}
+
 function setMode(mode) {
   view.mode = mode;
   view.sort = mode === "model" ? "X_model" : "X_bench";
@@ -411,27 +446,8 @@ window.addEventListener("DOMContentLoaded", () => {
   $("mode-bench").onclick = () => setMode("bench");
   $("search").oninput = redraw;
   $("filter-class").onchange = $("filter-benchmark").onchange = redraw;
-  $("prev").onclick = () => {
-    view.offset = Math.max(0, view.offset - view.limit);
-    drawConcepts();
-  };
-  $("next").onclick = () => {
-    view.offset += view.limit;
-    drawConcepts();
-  };
-  document.querySelectorAll("th[data-sort]").forEach(
-    (th) =>
-      (th.onclick = () => {
-        view.order = view.sort === th.dataset.sort && view.order === "asc" ? "desc" : "asc";
-        view.sort = th.dataset.sort;
-        drawConcepts();
-      }),
-  );
+  wirePager("prev", "next", view, drawConcepts);
+  wireSort("sort", view, "asc", drawConcepts);
   $("profile-kind").onchange = drawProfile;
-  for (const table of ["concept-table", "profile-table", "readable-table"]) {
-    document.querySelector(`#${table} tbody`).onclick = (e) => {
-      const tr = e.target.closest("tr[data-id]");
-      if (tr) showConcept(tr.dataset.id);
-    };
-  }
+  onRowClick(["#concept-table", "#profile-table", "#readable-table"], (id) => showConcept(id));
 });
