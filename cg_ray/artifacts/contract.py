@@ -13,6 +13,7 @@ Bump the version when a field changes meaning or goes away; adding a field needs
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -201,15 +202,16 @@ class ValidateReport(_Versioned):
 
 
 Doc = TypeVar("Doc", bound=_Versioned)
+Value = TypeVar("Value")  # a document's values, kept as the producer typed them (format_version is an int)
 Versioned = _Versioned  # the base of every document model (the run-directory layout names them)
 
 
-def versioned(doc: dict[str, Any], version: int = FORMAT_VERSION) -> dict[str, Any]:
+def versioned(doc: Mapping[str, Value], version: int = FORMAT_VERSION) -> dict[str, Value | int]:
     """The document with `format_version` first (the only field this contract adds to what producers write)."""
     return {"format_version": version, **doc}
 
 
-def write_document(path: Path, model: type[Doc], doc: dict[str, Any], **dumps: Any) -> dict[str, Any]:
+def write_document(path: Path, model: type[Doc], doc: Mapping[str, object], **dumps: Any) -> dict[str, Any]:
     """Check `doc` against its model, then write it as JSON exactly as given (with its format version)."""
     out = versioned(doc, model.version)
     model.model_validate(out)

@@ -160,7 +160,7 @@ class _Layout:
     def read_json_if_present(self, name: str) -> dict[str, Any] | None:
         return self.read_json(name) if self.has(name) else None
 
-    def write_json(self, name: str, doc: dict[str, Any], **dumps: Any) -> dict[str, Any]:
+    def write_json(self, name: str, doc: Mapping[str, C.Value], **dumps: Any) -> dict[str, C.Value | int]:
         """Write a JSON artifact while the directory is being built (before it is published)."""
         return C.write_document(self.file(name), self._model(name), doc, **dumps)
 
@@ -232,7 +232,7 @@ class RunDir(_Layout):
         self,
         step: str,
         files: Mapping[str, Content],
-        details: Mapping[str, Any] | None = None,
+        details: Mapping[str, object] | None = None,
     ) -> list[str]:
         """Replace `files` of a published run, each atomically (all written before any is replaced), and record
         `{step, at, files, **details}` in manifest.json. The report that shows them is rebuilt by the command
@@ -353,6 +353,6 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def dumps(doc: Any) -> str:
+def dumps(doc: object) -> str:
     """JSON text as the run directory's documents are written (for a `Content` that is text)."""
     return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

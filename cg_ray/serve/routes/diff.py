@@ -40,11 +40,11 @@ def _diff(runs: list[tuple[str, Path]], options: dict[str, Any]) -> DiffView:
     from cg_ray.report.comparisons import diff_document
 
     (id_a, run_a), (id_b, run_b) = runs
-    doc = versioned(summary_dict(compute_diff(run_a, run_b, DiffConfig(assume_same_reader=True, **options))))
+    summary = summary_dict(compute_diff(run_a, run_b, DiffConfig(assume_same_reader=True, **options)))
     for key, analysis_id in (("a", id_a), ("b", id_b)):
-        doc["runs"][key]["path"] = analysis_id
-        doc["runs"][key]["reader"]["source"] = None
-    return DiffView.model_validate(diff_document(doc))
+        summary["runs"][key]["path"] = analysis_id
+        summary["runs"][key]["reader"]["source"] = None
+    return DiffView.model_validate(diff_document(versioned(summary)))
 
 
 @router.get("/diff", response_model=DiffView)
