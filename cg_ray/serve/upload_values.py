@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import SupportsFloat, SupportsIndex
 
 from cg_ray.benchmarks.mapping import MISSING, dotted_get
 from cg_ray.benchmarks.sources import FieldMapping
@@ -49,7 +49,7 @@ class UploadError(InputError):
         return UploadError(self.kind, self.reason, line=self.line, field=self.field, file=file, unit=unit)
 
 
-def text_value(value: Any, line: int, field: str, max_chars: int | None = None) -> str | None:
+def text_value(value: object, line: int, field: str, max_chars: int | None = None) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -63,12 +63,14 @@ def text_value(value: Any, line: int, field: str, max_chars: int | None = None) 
     return text
 
 
-def score_value(value: Any, line: int, field: str) -> float | None:
+def score_value(value: object, line: int, field: str) -> float | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool):  # JSON true / false: as the CSV path refuses "True"
         raise UploadError(INVALID, f"score {value!r} is a boolean, not a number", line=line, field=field)
     try:
+        if not isinstance(value, str | bytes | bytearray | SupportsFloat | SupportsIndex):
+            raise TypeError  # what float() refuses
         score = float(value)
     except (TypeError, ValueError, OverflowError):
         raise UploadError(INVALID, f"score {short(value)} is not a number in [0, 1]", line=line, field=field) from None
@@ -77,7 +79,7 @@ def score_value(value: Any, line: int, field: str) -> float | None:
     return score
 
 
-def short(value: Any) -> str:
+def short(value: object) -> str:
     """A value for a message, cut to 40 characters (a client's 10,000-digit number is not echoed back)."""
     try:
         text = repr(value)
@@ -87,7 +89,7 @@ def short(value: Any) -> str:
 
 
 def metadata_value(
-    record: Mapping[str, Any], mapping: FieldMapping, line: int, limits: Limits
+    record: Mapping[str, object], mapping: FieldMapping, line: int, limits: Limits
 ) -> tuple[str | None, list[str]]:
     """The row's metadata as a JSON object string, and the fields holding nested values (kept, not analysed):
     the fields `mapping.metadata` names, else the record's `metadata` (an object, or its JSON text as
