@@ -70,7 +70,7 @@ def reader_config(args: argparse.Namespace) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(subparsers, "extract", _extract)
     p.add_argument("--input", required=True, type=Path, help="JSONL rows with id, benchmark, score, texts")
     p.add_argument("--out", required=True, type=Path, help="rows.parquet to write")

@@ -25,7 +25,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reader", default=None, help="the reader, if the run records none: default|MODEL@SAE|manifest")
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_common(add_command(subparsers, "describe", _describe))
     e = add_command(subparsers, "explain", _explain)
     _add_common(e)

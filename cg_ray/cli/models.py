@@ -13,7 +13,7 @@ log = logging.getLogger(__name__)
 DATA_DIR_HELP = "shared data directory holding model_outputs/ and arena/ (the corpus source)"
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     models = subparsers.add_parser("models", help="prepare reader models")
     msub = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
     prep = msub.add_parser("prepare", help="convert a known model (e.g. the GGUF default) to a local HF dir")
