@@ -7,7 +7,6 @@ Relative paths inside it are relative to the working directory of the run (the p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -81,7 +80,7 @@ class RunConfig(BaseModel):
         return self.judge or self.generation
 
 
-def parse_run_config(data: Any, *, source: str = "<config>") -> RunConfig:
+def parse_run_config(data: object, *, source: str = "<config>") -> RunConfig:
     return parse_config(RunConfig, data, source=source)
 
 

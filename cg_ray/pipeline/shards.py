@@ -16,7 +16,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +31,7 @@ PLAN_FILE = "plan.json"
 ROW_GROUP_ROWS = 65_536  # rows.parquet's row groups: a few shards each, bounded whatever the suite's size
 
 
-def fingerprint(config: Mapping[str, Any], row_keys: Iterable[str]) -> str:
+def fingerprint(config: Mapping[str, object], row_keys: Iterable[str]) -> str:
     """Hash of what determines the results: the resolved config and the input rows' keys, in order."""
     h = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
     for key in row_keys:
