@@ -21,7 +21,7 @@ from cg_ray.errors import InputError
 MAX_VALUES = 50
 
 
-def value_text(value: Any) -> str | None:
+def value_text(value: object) -> str | None:
     """A flat metadata value as text (3.0 → "3", True → "true"); None for nested values."""
     if isinstance(value, bool):
         return "true" if value else "false"
