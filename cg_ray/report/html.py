@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
@@ -20,7 +20,7 @@ UI_DIR = Path(__file__).resolve().parents[1] / "serve" / "ui"
 DATA_ID = "cg-ray-run"  # the <script type="application/json"> the app reads instead of the API
 
 
-def embedded_json(doc: Any) -> str:
+def embedded_json(doc: object) -> str:
     """JSON safe inside <script>: every "<" escaped (JSON allows it only in strings), so no "</script>"."""
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
 
@@ -32,7 +32,7 @@ def _inline_script(name: str) -> str:
     return f"<script>{code}</script>"
 
 
-def page(view: dict[str, Any], title: str, kind: str = "run") -> str:
+def page(view: Mapping[str, object], title: str, kind: str = "run") -> str:
     """The explorer's index.html with its stylesheet and scripts inline and the documents of the analysis
     before them, marked with the kind of view that draws them (its data-view: app.js drawEmbedded)."""
     if not re.fullmatch(r"\w+", kind):
@@ -67,7 +67,7 @@ def build_report(
     return run_files.report
 
 
-def write_page(path: Path, view: dict[str, Any], kind: str) -> Path:
+def write_page(path: Path, view: Mapping[str, object], kind: str) -> Path:
     """An analysis' page (diff.html, diff_models.html, an arena's report.html): the app with `view` embedded,
     drawn by the view registered for `kind` (serve/ui: `EMBEDDED.<kind>`)."""
     path.write_text(page(view, f"cg_ray {kind.replace('_', ' ')} — {view['name']}", kind), encoding="utf-8")
