@@ -274,6 +274,8 @@ def read_uploads(store: Store, analysis: Analysis) -> pa.Table:
     uploads = []
     for upload_id in analysis.upload_ids:
         upload = store.get_owned(Upload, analysis.owner, upload_id)
+        if upload is None:  # deleted since the analysis was queued (it fails, as before, with a named cause)
+            raise LookupError(f"upload {upload_id} of analysis {analysis.id} is gone")
         uploads.append(pq.read_table(upload.path))
     return pa.concat_tables(uploads, promote_options="default")  # older uploads lack `metadata`
 

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     JSON,
@@ -111,6 +111,9 @@ JOB_MODES = ("generate", "arena")  # always Ray jobs: never claimed for an in-se
 DELETED = "deleted"  # a deleted analysis keeps its row (marked), answers 404 and is never listed
 
 
+Row = TypeVar("Row", Upload, Analysis)  # the owned tables the lookups below serve
+
+
 class Store:
     """Sessions over one engine; tables are created on first use."""
 
@@ -142,7 +145,7 @@ class Store:
         with self._sessions() as session, session.begin():
             yield session
 
-    def get_owned(self, model: type[Upload] | type[Analysis], owner: str, item_id: str) -> Any:
+    def get_owned(self, model: type[Row], owner: str, item_id: str) -> Row | None:
         """The row if it exists AND belongs to `owner`; None otherwise (callers answer 404 either way)."""
         query = select(model).where(model.id == item_id, model.owner == owner)
         if model is Analysis:
@@ -150,12 +153,12 @@ class Store:
         with self.session() as s:
             return s.scalar(query)
 
-    def get_owned_any(self, model: type[Upload] | type[Analysis], item_id: str) -> Any:
+    def get_owned_any(self, model: type[Row], item_id: str) -> Row | None:
         """Internal lookups by id only (background work); never used to answer a request."""
         with self.session() as s:
             return s.get(model, item_id)
 
-    def list_owned(self, model: type[Upload] | type[Analysis], owner: str) -> list[Any]:
+    def list_owned(self, model: type[Row], owner: str) -> list[Row]:
         query = select(model).where(model.owner == owner)
         if model is Analysis:
             query = query.where(Analysis.status != DELETED)

@@ -122,9 +122,18 @@ def submit(settings: ServiceSettings, store: Store, analysis_id: str) -> str:
         store.release(analysis_id, holder)
 
 
+def _upload(store: Store, analysis: Analysis, upload_id: str) -> Upload:
+    upload = store.get_owned(Upload, analysis.owner, upload_id)
+    if upload is None:
+        raise LookupError(f"upload {upload_id} of analysis {analysis.id} is gone")
+    return upload
+
+
 def _submit(settings: ServiceSettings, store: Store, analysis_id: str) -> str:
     analysis = store.get_owned_any(Analysis, analysis_id)
-    uploads = [store.get_owned(Upload, analysis.owner, u) for u in analysis.upload_ids]
+    if analysis is None:  # deleted since it was queued (the submission fails, as before, with a named cause)
+        raise LookupError(f"analysis {analysis_id} is gone")
+    uploads = [_upload(store, analysis, u) for u in analysis.upload_ids]
     work = (settings.analyses_dir / analysis_id).resolve()
     work.mkdir(parents=True, exist_ok=True)
     config: RunConfig | ArenaJobConfig
