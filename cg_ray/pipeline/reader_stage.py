@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import pyarrow as pa
 
@@ -28,19 +28,26 @@ ACTOR_COLUMN = "_reader_actor"  # JSON: the resolved reader (dtype, device) and 
 CHARS_PER_TOKEN = 4
 
 
+class ReadOptions(TypedDict, total=False):
+    """Keyword options of `Reader.read` a stage passes on (response-span reading: `cg-ray diff-models`)."""
+
+    pool: Literal["mean", "max"]
+    span_tokens: int | None
+
+
 def planned_tokens(characters: int, max_actors: int) -> int:
     """One reader actor's estimated share of the tokens in `characters` of text, with the pool at its
     largest (the work is split over the actors; each compiles, or not, for its own share)."""
     return characters // CHARS_PER_TOKEN // max(max_actors, 1)
 
 
-def resolve(spec: str) -> Callable[..., Any]:
+def resolve(spec: str) -> Callable[..., object]:
     """Import "package.module:attr.attr" lazily (inside the actor, where the heavy imports belong)."""
     module_name, _, attr_path = spec.partition(":")
     obj: Any = importlib.import_module(module_name)
     for part in attr_path.split("."):
         obj = getattr(obj, part)
-    factory: Callable[..., Any] = obj
+    factory: Callable[..., object] = obj  # what it builds is checked by the caller (reader_from_config)
     return factory
 
 
@@ -66,7 +73,7 @@ class ReaderStage:
         text_column: str,
         factory: str = DEFAULT_READER_FACTORY,
         count_from_column: str | None = None,
-        read_options: dict[str, Any] | None = None,
+        read_options: ReadOptions | None = None,
         planned_tokens: int | None = None,
     ) -> None:
         import ray
@@ -80,7 +87,7 @@ class ReaderStage:
         # Optional: a column of character offsets (text before it is context only: `read(count_from=)`)
         # and keyword options of `read` (pool, span_tokens). Unset, the stage reads exactly as before.
         self.count_from_column = count_from_column
-        self.read_options = dict(read_options or {})
+        self.read_options: ReadOptions = read_options.copy() if read_options else {}
         from cg_ray.hardware import hardware_info
 
         self.node = ray.get_runtime_context().get_node_id()  # where the work ran, for the manifest
@@ -99,10 +106,11 @@ class ReaderStage:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         texts = batch.column(self.text_column).to_pylist()
-        kwargs = dict(self.read_options)
-        if self.count_from_column is not None:
-            kwargs["count_from"] = batch.column(self.count_from_column).to_pylist()
-        acts = self.reader.read(texts, **kwargs)
+        if self.count_from_column is None:
+            acts = self.reader.read(texts, **self.read_options)
+        else:
+            count_from = batch.column(self.count_from_column).to_pylist()
+            acts = self.reader.read(texts, count_from=count_from, **self.read_options)
         packed = pack_concepts(acts)
         out = (
             batch.append_column(S.N_TOKENS, packed.n_tokens)

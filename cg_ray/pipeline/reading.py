@@ -6,15 +6,13 @@ pipeline uses, without the rest of its graph.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.generation.config import StageResources
 from cg_ray.pipeline.cluster_fit import Cluster, fit_reader_pool
-from cg_ray.pipeline.reader_stage import ReaderStage, planned_tokens
+from cg_ray.pipeline.reader_stage import ReaderStage, ReadOptions, planned_tokens
 
 ORDER = "_order"
 
@@ -26,7 +24,7 @@ def read_texts(
     resources: StageResources,
     factory: str = DEFAULT_READER_FACTORY,
     count_from_column: str | None = None,
-    read_options: dict[str, Any] | None = None,
+    read_options: ReadOptions | None = None,
 ) -> pa.Table:
     """`table` plus n_tokens / concept_ids / concept_acts (and the reader's bookkeeping columns).
     `count_from_column` and `read_options` are passed to `ReaderStage` (response-span reading). Each actor
