@@ -10,10 +10,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cg_ray.activations.config import DEFAULT_READER_FACTORY
 from cg_ray.cli.options import add_command, add_model_flags, ensure_output_free, validated
+
+if TYPE_CHECKING:
+    from cg_ray.compare.models_config import DiffModelsConfig
+    from cg_ray.compare.models_job import ConceptNames, NamesFor, ReadFn
 
 FLAGS: tuple[tuple[str, type], ...] = (
     ("answers", str),
@@ -50,7 +54,7 @@ def init_ray(address: str | None) -> None:
     start_local_ray(GenerationConfig())
 
 
-def ray_reader(config: Any, factory: str = DEFAULT_READER_FACTORY) -> Any:
+def ray_reader(config: DiffModelsConfig, factory: str = DEFAULT_READER_FACTORY) -> ReadFn:
     """A ReadFn: the texts through the pipeline's reader actor pool, each read from its response offset."""
     import json
 
@@ -59,13 +63,14 @@ def ray_reader(config: Any, factory: str = DEFAULT_READER_FACTORY) -> Any:
 
     from cg_ray.compare.models_job import ReadResult
     from cg_ray.pipeline.config import reader_settings
+    from cg_ray.pipeline.reader_stage import ReadOptions
     from cg_ray.pipeline.reading import read_texts
 
     def read(texts: list[str], offsets: list[int]) -> ReadResult:
         init_ray(config.ray_address)
         table = pa.table({"text": texts, "count_from": pa.array(offsets, pa.int64())})
         reader_config = reader_settings(config.reader)  # the reader's own settings, without the actor pool
-        options: dict[str, Any] = {"pool": config.pool}
+        options: ReadOptions = {"pool": config.pool}
         if config.max_response_tokens is not None:
             options["span_tokens"] = config.max_response_tokens
         out = read_texts(
@@ -94,11 +99,11 @@ def ray_reader(config: Any, factory: str = DEFAULT_READER_FACTORY) -> Any:
     return read
 
 
-def names_factory(config: Any, factory: str = DEFAULT_READER_FACTORY) -> Any:
+def names_factory(config: DiffModelsConfig, factory: str = DEFAULT_READER_FACTORY) -> NamesFor:
     """d_sae -> (concept -> (label, description)): --labels, else the SAE's shipped labels; sentences of
     a described run directory (--descriptions-from) first."""
 
-    def make(d_sae: int) -> Any:
+    def make(d_sae: int) -> ConceptNames:
         from cg_ray.activations.saes.labels import shipped_labels
         from cg_ray.describe.outputs import read_sentences
         from cg_ray.labels import load_labels
@@ -118,7 +123,9 @@ def names_factory(config: Any, factory: str = DEFAULT_READER_FACTORY) -> Any:
     return make
 
 
-def run_diff_models(config: Any, *, overwrite: bool = False, factory: str = DEFAULT_READER_FACTORY) -> dict[str, Any]:
+def run_diff_models(
+    config: DiffModelsConfig, *, overwrite: bool = False, factory: str = DEFAULT_READER_FACTORY
+) -> dict[str, Any]:
     from cg_ray.compare.models_job import diff_models
     from cg_ray.compare.models_outputs import write_diff_models
 
