@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -82,7 +82,7 @@ def add_model_flags(
         group.add_argument(flag(name), dest=name, type=kind, choices=choices, default=None, help=help_)
 
 
-def validated(model: type[Settings], values: dict[str, Any], flags: dict[str, str] | None = None) -> Settings:
+def validated(model: type[Settings], values: Mapping[str, object], flags: dict[str, str] | None = None) -> Settings:
     """`model` from flag values (None: not given); a problem is reported against its flag (`flags`: the
     flags not named after their field, e.g. {"n_components": "--components"})."""
     try:
