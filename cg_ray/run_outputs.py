@@ -6,6 +6,7 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,7 @@ def _concept_entry(result: CGResult, labels: ConceptLabels | None, c: int) -> di
 
 
 def summary_dict(
-    result: CGResult, rankings: Rankings, labels: ConceptLabels | None, extra: dict[str, Any] | None = None
+    result: CGResult, rankings: Rankings, labels: ConceptLabels | None, extra: Mapping[str, object] | None = None
 ) -> dict[str, Any]:
     cfg = result.config
     d = result.d_sae
@@ -205,7 +206,7 @@ def publish_metrics(
     run_dir: Path,
     config: MetricsConfig,
     labels: ConceptLabels | None = None,
-    extra_summary: dict[str, Any] | None = None,
+    extra_summary: Mapping[str, object] | None = None,
     *,
     model: str | None = None,
     rows: RowsFile | None = None,
