@@ -11,6 +11,7 @@ configured `max_actors`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,33 @@ class Cluster:
         if most and (most.get("CPU", 0) > cpus or most.get("GPU", 0) > gpus):
             # Worker types of unknown size may come up: only the totals are checked then.
             return cls(max(cpus, most.get("CPU", 0)), max(gpus, most.get("GPU", 0)), float("inf"), float("inf"), True)
+        if most is None and (cpus == 0 or legacy_autoscaler(_legacy_status())):
+            # An autoscaler whose maximum Ray does not publish (the v1 monitor), or a head kept free of work
+            # that can only mean workers will join: nothing is refused, the pools keep their configured sizes.
+            return cls(float("inf"), float("inf"), float("inf"), float("inf"), True)
         return cls(cpus, gpus, node_cpus, node_gpus)
+
+
+def _legacy_status() -> dict[str, Any] | None:
+    try:  # private, as above: the v1 monitor's status, which `ray status` prints
+        import json
+
+        import ray._private.ray_constants as ray_constants
+        from ray.experimental.internal_kv import _internal_kv_get
+
+        raw = _internal_kv_get(ray_constants.DEBUG_AUTOSCALING_STATUS)
+        status: dict[str, Any] = json.loads(raw) if raw else {}
+    except Exception:
+        return None
+    return status
+
+
+def legacy_autoscaler(status: dict[str, Any] | None) -> bool:
+    """Whether the v1 monitor runs an autoscaling config: its report names node types (`head_cpu`,
+    `gpu_worker`, …); without a config every node is its own type, named `node_<id>`."""
+    report = (status or {}).get("autoscaler_report") or {}
+    types = set(report.get("active_nodes") or {}) | set((report.get("node_type_mapping") or {}).values())
+    return any(not t.startswith("node_") for t in types)
 
 
 def _autoscaler_max() -> dict[str, float] | None:
@@ -102,8 +129,9 @@ class FitPlan:
     def as_dict(self) -> dict[str, Any]:
         """For the manifest: what the cluster had and what the run took of it."""
         return {
-            "cluster_cpus": self.cluster.cpus,
-            "cluster_gpus": self.cluster.gpus,
+            # None: an autoscaler whose maximum is unknown (JSON has no infinity)
+            "cluster_cpus": self.cluster.cpus if math.isfinite(self.cluster.cpus) else None,
+            "cluster_gpus": self.cluster.gpus if math.isfinite(self.cluster.gpus) else None,
             "autoscaled": self.cluster.autoscaled,
             "needs_cpus": round(self.needs_cpus, 3),
             "engine_actors": self.engine_actors,

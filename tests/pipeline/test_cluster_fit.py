@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cg_ray.errors import ConfigError
-from cg_ray.pipeline.cluster_fit import TASK_CPUS, Cluster, fit
+from cg_ray.pipeline.cluster_fit import TASK_CPUS, Cluster, fit, legacy_autoscaler
 from cg_ray.pipeline.config import RunConfig, load_run_config, parse_run_config
 
 DEFAULT_JOB = Path(__file__).resolve().parents[2] / "jobs" / "default.yaml"
@@ -112,6 +112,18 @@ def test_a_judge_engine_counts_when_larger_than_the_generation_engine() -> None:
 
 def test_of_ray_reads_the_connected_cluster(ray_module: None) -> None:
     assert Cluster.of_ray() == Cluster(2.0, 0.0, 2.0, 0.0, False)
+
+
+def test_a_v1_autoscaler_is_told_from_a_fixed_cluster_by_its_node_types() -> None:
+    # The v1 monitor's status (`ray status`) as Ray 2.60 writes it: with an autoscaling config its report
+    # names node types; without one each node is its own type, `node_<id>`.
+    autoscaling = {"autoscaler_report": {"active_nodes": {"head_cpu": 1}, "node_type_mapping": {"ab12": "head_cpu"}}}
+    fixed = {"autoscaler_report": {"active_nodes": {"node_ab12": 1}, "node_type_mapping": {"ab12": "node_ab12"}}}
+    assert legacy_autoscaler(autoscaling)
+    assert not legacy_autoscaler(fixed) and not legacy_autoscaler(None) and not legacy_autoscaler({})
+    # Its maximum is unknown: the run keeps its configured pools and records no cluster size.
+    plan = fit(job(), Cluster(float("inf"), float("inf"), float("inf"), float("inf"), autoscaled=True))
+    assert plan.as_dict()["cluster_cpus"] is None and plan.as_dict()["autoscaled"] is True
 
 
 def test_the_vllm_processor_asks_for_what_the_plan_counts() -> None:
