@@ -33,7 +33,9 @@ def test_vllm_on_cpu_matches_hf_generate_greedy(ray_local: object, smollm_dir: P
             # float32 on both sides so greedy decoding is comparable token for token.
             "engine": {"dtype": "float32", "max_model_len": 1024, "gpu_memory_utilization": 0.3},
             "sampling": {"max_tokens": 24, "temperature": 0.0},
-            "resources": {"num_cpus": 1, "batch_size": 8},
+            # Half a CPU, as jobs/default.yaml: the light vLLM stages hold 0.05 each, and a 1-CPU engine would
+            # leave Ray Data's 1-CPU map tasks no room on this 2-CPU cluster (the run's cluster_fit says so).
+            "resources": {"num_cpus": 0.5, "batch_size": 8},
             # No `env` here: the engine inherits the session's environment (set before ray.init); a stage
             # runtime_env would un-fuse the preprocess map and need a third CPU (it hung on 2 CPUs).
         }
