@@ -16,19 +16,12 @@ from cg_ray.artifacts.rows import open_rows
 from cg_ray.cli import main
 from cg_ray.report.examples import salient_rows
 from cg_ray.report.html import UI_DIR as UI
-from cg_ray.synthetic import SyntheticSpec, write_synthetic_labels, write_synthetic_rows
+from tests.report.runs import synthetic_run
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("report")
-    spec = SyntheticSpec(rows_per_benchmark=250, d_sae=300, nnz=16)
-    rows = write_synthetic_rows(tmp / "rows.parquet", spec)
-    labels = write_synthetic_labels(tmp / "labels.csv", spec)
-    out = tmp / "run"
-    assert main(["metrics", "--rows", str(rows), "--labels", str(labels), "--out", str(out), "--min-rows", "5"]) == 0
-    assert main(["robustness", "--rows", str(rows), "--out", str(out / "robustness"), "--repeats", "3"]) == 0
-    return out
+    return synthetic_run(tmp_path_factory.mktemp("report"))
 
 
 def embedded(run_dir: Path) -> dict:

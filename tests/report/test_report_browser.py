@@ -13,8 +13,8 @@ import pytest
 
 from cg_ray import schemas as S
 from cg_ray.cli import main
-from cg_ray.synthetic import SyntheticSpec, write_synthetic_labels, write_synthetic_rows
 from tests.report.offline import offline_page
+from tests.report.runs import synthetic_run
 from tests.serve.test_browser import ARTIFACTS, CHROMIUM
 
 pytestmark = [
@@ -36,13 +36,7 @@ SECTIONS = (
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("report-browser")
-    spec = SyntheticSpec(rows_per_benchmark=250, d_sae=300, nnz=16)
-    rows = write_synthetic_rows(tmp / "rows.parquet", spec)
-    labels = write_synthetic_labels(tmp / "labels.csv", spec)
-    out = tmp / "run"
-    assert main(["metrics", "--rows", str(rows), "--labels", str(labels), "--out", str(out), "--min-rows", "5"]) == 0
-    assert main(["robustness", "--rows", str(rows), "--out", str(out / "robustness"), "--repeats", "3"]) == 0
+    out = synthetic_run(tmp_path_factory.mktemp("report-browser"))
     assert (
         main(["validate", "--rows", str(out / S.ROWS_FILE), "--out", str(out), "--bootstrap", "30", "--random", "5"])
         == 0
