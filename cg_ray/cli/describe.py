@@ -53,6 +53,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     e.add_argument("--judge-model", default=None, help="the judge's model (default: the explainer's)")
     e.add_argument("--judge-api-key-env", default=None, help="variable holding the judge endpoint's key")
     e.add_argument("--judge-batch", type=int, default=None, help="examples per judge prompt (default 5)")
+    e.add_argument(
+        "--judge-structured",
+        choices=("auto", "on", "off"),
+        default=None,
+        help="ask an endpoint judge for JSON-schema answers (default auto: unless the server refuses; on: fail then)",
+    )
     e.add_argument("--window-tokens", type=int, default=None, help="tokens around the activation (default 32)")
     e.add_argument("--max-requests", type=int, default=None, help="refuse a plan over this many chat requests")
     e.add_argument("--expected-rate", type=float, default=None, help="requests/s for the plan's time estimate")
@@ -121,7 +127,7 @@ def _explain(args: argparse.Namespace) -> int:
         f"explanations: {info['explanations']} read, {info['explanations_unreadable']} unreadable; "
         f"judgements: {info['judgements']}, {info['judgements_unreadable']} unreadable; judge batches read as "
         f"lists: {judging['parsed']} of {judging['batches']} ({rate}), {judging['fallback_requests']} "
-        "fallback requests"
+        f"fallback requests; structured answers: {judging.get('structured', 'off')}"
     )
     for key in ("usage", "judge_usage"):
         if key in info:
@@ -156,6 +162,7 @@ def _explain_config(args: argparse.Namespace) -> Any:
         "judge_model": args.judge_model,
         "judge_api_key_env": args.judge_api_key_env,
         "judge_batch": args.judge_batch,
+        "judge_structured": args.judge_structured,
         "window_tokens": args.window_tokens,
         "max_requests": args.max_requests,
         "expected_rate": args.expected_rate,

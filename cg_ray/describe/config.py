@@ -67,6 +67,10 @@ class ExplainConfig(BaseModel):
     judge_endpoint: str | None = Field(None, description="the judge's base URL (default: the explainer's)")
     judge_model: str | None = Field(None, description="the judge's model (default: the explainer's)")
     judge_api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    judge_structured: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="ask an endpoint judge for a JSON-schema answer (response_format); auto: unless refused",
+    )
     max_requests: int | None = Field(None, ge=1, description="refuse a plan over this many chat requests")
     expected_rate: float = Field(1.0, gt=0, description="requests/s assumed by the time estimate of the plan")
 

@@ -46,6 +46,10 @@ class _Retryable(Exception):
 class _Failed(Exception):
     """One request that cannot succeed (e.g. HTTP 400 for a prompt over the context): its answer is ''."""
 
+    def __init__(self, reason: str, status: int = 0) -> None:
+        super().__init__(reason)
+        self.status = status
+
 
 @dataclass
 class Usage:
@@ -144,6 +148,9 @@ class EndpointCompleter:
         self.usage = Usage()
         self._lock = threading.Lock()
         self._backoff = (backoff_s, max_backoff_s)
+        # Structured answers (response_format) are asked while this holds; `auto` clears it for the run when
+        # the server refuses them.
+        self.structured = config.judge_structured != "off"
         key = read_key(config)
         self._secrets = [key] if key else []
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -186,7 +193,7 @@ class EndpointCompleter:
         if r.status_code in RETRY_STATUS or r.status_code >= 500:
             raise _Retryable(f"HTTP {r.status_code}", _retry_after(r.headers))
         if r.status_code != 200:
-            raise _Failed(f"HTTP {r.status_code}: {redact(r.text, self._secrets)[:200]!r}")
+            raise _Failed(f"HTTP {r.status_code}: {redact(r.text, self._secrets)[:200]!r}", r.status_code)
         try:
             data = r.json()
         except ValueError:
@@ -245,16 +252,47 @@ class EndpointCompleter:
             listed = ", ".join(served[:10]) + (" …" if len(served) > 10 else "")
             raise EndpointError(f"{self._who()} does not serve model {self.config.model!r} (it lists: {listed})")
 
-    def _one(self, prompt: str, max_tokens: int, stop: threading.Event) -> str:
+    def _one(self, prompt: str, max_tokens: int, stop: threading.Event, fmt: dict[str, Any] | None = None) -> str:
         if stop.is_set():
             return ""
-        body = {
+        body: dict[str, Any] = {
             "model": self.config.model,
             "messages": [{"role": "user", "content": prompt}],
             "max_tokens": max_tokens,
             "temperature": 0.0,
             "seed": self.config.seed,
         }
+        structured = fmt is not None and self.structured
+        if structured:
+            body["response_format"] = fmt
+        try:
+            try:
+                return self._chat(body)
+            except _Failed as exc:
+                if not (structured and exc.status in (400, 422)):
+                    raise
+                refused = exc
+            # the schema or the prompt? The same request without the schema tells.
+            if self.config.judge_structured == "on":
+                raise EndpointError(
+                    f"{self._who()} refused a structured answer (response_format json_schema, --judge-structured "
+                    f"on): {refused}; use --judge-structured auto to judge on without it"
+                )
+            body.pop("response_format")
+            content = self._chat(body)
+            self._structured_refused(refused)
+            return content
+        except (_Retryable, _Failed) as exc:
+            log.warning("%s: a request failed (%s); its answer counts as unreadable", self._who(), exc)
+            with self._lock:
+                self.usage.failed += 1
+            return ""
+        except EndpointError:
+            stop.set()
+            raise
+
+    def _chat(self, body: dict[str, Any]) -> str:
+        """One chat completion (retried), its tokens counted; _Retryable / _Failed when it cannot be had."""
 
         def parse(data: dict[str, Any]) -> tuple[str, int, int]:
             try:
@@ -265,35 +303,41 @@ class EndpointCompleter:
             usage: dict[str, Any] = got if isinstance(got, dict) else {}
             return str(content), int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
 
-        try:
-            content, p_tok, c_tok = self._retrying("POST", "/chat/completions", body, parse)
-            content = str(content)
-        except (_Retryable, _Failed) as exc:
-            log.warning("%s: a request failed (%s); its answer counts as unreadable", self._who(), exc)
-            with self._lock:
-                self.usage.failed += 1
-            return ""
-        except EndpointError:
-            stop.set()
-            raise
+        content, p_tok, c_tok = self._retrying("POST", "/chat/completions", body, parse)
         with self._lock:
             self.usage.answered += 1
             self.usage.prompt_tokens += p_tok
             self.usage.completion_tokens += c_tok
-        return content
+        return str(content)
 
-    def complete(self, prompts: Sequence[str], max_tokens: int) -> list[str]:
-        """One chat completion per prompt, answers in the prompts' order."""
+    def _structured_refused(self, exc: _Failed) -> None:
+        with self._lock:
+            if not self.structured:
+                return
+            self.structured = False
+        log.warning(
+            "%s refused structured answers (response_format json_schema: %s); judging on without them for this run "
+            "(--judge-structured off does not ask)",
+            self._who(),
+            exc,
+        )
+
+    def complete(
+        self, prompts: Sequence[str], max_tokens: int, formats: Sequence[dict[str, Any] | None] | None = None
+    ) -> list[str]:
+        """One chat completion per prompt, answers in the prompts' order; `formats`: a `response_format` per
+        prompt (None: free text), sent while `structured` holds."""
         if not prompts:
             return []
         started, failed_before = time.perf_counter(), self.usage.failed
         stop = threading.Event()
         progress = BatchProgress(self._who(), len(prompts))
+        fmts = formats if formats is not None else [None] * len(prompts)
         with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="cgray-endpoint") as pool:
-            futures = [pool.submit(self._one, p, max_tokens, stop) for p in prompts]
-            for f in futures:
-                f.add_done_callback(lambda _f: progress.tick())
-            answers = [f.result() for f in futures]
+            futures = [pool.submit(self._one, p, max_tokens, stop, f) for p, f in zip(prompts, fmts, strict=True)]
+            for fut in futures:
+                fut.add_done_callback(lambda _f: progress.tick())
+            answers = [fut.result() for fut in futures]
         self.usage.seconds += time.perf_counter() - started
         failed = self.usage.failed - failed_before
         if failed == len(prompts):

@@ -3,9 +3,11 @@
 Detection and fuzzing put `judge_batch` examples (default 5, as Delphi's scorers) into one prompt, shuffled
 so that a batch mixes the classes, and read a JSON list of yes / no back (`prompts.parse_answers`). A batch
 whose answer is not such a list is judged again one example per request (the single-example prompts); the
-share of batches read as lists is the parse rate. `--max-requests` caps what is sent: a plan over it is
-refused before the first request, and a fallback that would pass it is not sent (its examples count as
-unreadable).
+share of batches read as lists is the parse rate. An endpoint judge is asked for a structured answer
+(`response_format` json_schema: exactly n yes / no) unless `judge_structured` is off; a small model that
+cannot write a list on its own then always does (`structured` in the stats says whether it was used).
+`--max-requests` caps what is sent: a plan over it is refused before the first request, and a fallback that
+would pass it is not sent (its examples count as unreadable).
 
 Every candidate description is judged on one half of the held-out rows (`select`); the winner — chosen by
 the caller's rule from those scores — is judged again on the other half (`report`), and that is the score
@@ -18,7 +20,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -42,6 +44,17 @@ LLM_DESCRIPTION_CHARS = 80  # a one-sentence explanation, for the plan made befo
 
 class Completer(Protocol):
     def complete(self, prompts: Sequence[str], max_tokens: int) -> list[str]: ...
+
+
+@runtime_checkable
+class StructuredCompleter(Protocol):
+    """A completer that can constrain answers to a JSON schema (the endpoint), while `structured` holds."""
+
+    structured: bool
+
+    def complete(
+        self, prompts: Sequence[str], max_tokens: int, formats: Sequence[dict[str, Any] | None] | None = None
+    ) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,7 @@ class JudgeStats:
     fallback_requests: int = 0  # single-example requests for the batches that were not
     skipped: int = 0  # examples not judged: their fallback would have passed --max-requests
     requests: int = 0  # every judge request sent
+    structured: str = "off"  # used | refused (by the server, then judged without) | off (not asked)
 
     def as_dict(self) -> dict[str, Any]:
         rate = None if not self.batches else round(self.parsed / self.batches, 4)
@@ -129,6 +143,28 @@ def answer_tokens(config: ExplainConfig, n: int) -> int:
     return config.detect_tokens + 4 * n
 
 
+def answer_format(n: int) -> dict[str, Any]:
+    """The `response_format` of a judgement of `n` examples: {"answers": [n × "yes" | "no"]}, or {"answer": …}
+    for one (the shapes the prompts ask for; an object at the top, as strict OpenAI schemas require)."""
+    yes_no = {"type": "string", "enum": ["yes", "no"]}
+    key, value = (
+        ("answer", yes_no) if n == 1 else ("answers", {"type": "array", "items": yes_no, "minItems": n, "maxItems": n})
+    )
+    schema = {"type": "object", "properties": {key: value}, "required": [key], "additionalProperties": False}
+    return {"type": "json_schema", "json_schema": {"name": "judgements", "schema": schema, "strict": True}}
+
+
+def ask(
+    completer: Completer, prompts: Sequence[str], max_tokens: int, sizes: Sequence[int], stats: JudgeStats
+) -> list[str]:
+    """The answers, structured (`answer_format` per prompt of `sizes` examples) when the completer can."""
+    if not (isinstance(completer, StructuredCompleter) and completer.structured):
+        return completer.complete(prompts, max_tokens)
+    answers = completer.complete(prompts, max_tokens, [answer_format(n) for n in sizes])
+    stats.structured = "used" if completer.structured and stats.structured != "refused" else "refused"
+    return answers
+
+
 def batches_of(task: Task, k: int) -> list[list[int]]:
     """The task's examples, shuffled (seeded) so a batch mixes the classes, in batches of at most `k`."""
     order = np.random.default_rng(list(task.seed)).permutation(len(task.texts)).tolist()
@@ -158,7 +194,7 @@ def judge(
         else single_prompt(tasks[t], b[0])
         for t, b in plan
     ]
-    answers = completer.complete(prompts, answer_tokens(config, k))
+    answers = ask(completer, prompts, answer_tokens(config, k), [len(b) for _, b in plan], stats)
     stats.requests += len(prompts)
     out: list[list[bool | None]] = [[None] * len(t.texts) for t in tasks]
     raw: list[list[str]] = [[] for _ in tasks]
@@ -182,7 +218,9 @@ def judge(
             log.warning("%d examples left unjudged: their fallback would pass --max-requests", len(again) - allowed)
             stats.skipped += len(again) - allowed
         sent = again[:allowed]
-        singles = completer.complete([single_prompt(tasks[t], j) for t, j in sent], config.detect_tokens)
+        singles = ask(
+            completer, [single_prompt(tasks[t], j) for t, j in sent], config.detect_tokens, [1] * len(sent), stats
+        )
         stats.fallback_requests += len(sent)
         stats.requests += len(sent)
         for (t, j), answer in zip(sent, singles, strict=True):
