@@ -2,7 +2,9 @@
 
 Answers come from a function of the prompt; faults (an HTTP status, a malformed body, a delay) are queued
 per request or chosen by the prompt, so a test states exactly what the client meets. It records every
-request (path, Authorization header, body) and the most requests it had in flight at once.
+request (path, Authorization header, body) and the most requests it had in flight at once. A request that
+carries a `response_format` is answered by `structured` (a constrained decoder's answer) when given, or
+refused with `refuse_format` (an HTTP status), as a server without structured outputs does.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class Script:
     faults: deque[list[Fault]] = field(default_factory=deque)  # popped one per chat request
     fault_for: Callable[[str], list[Fault]] | None = None  # by prompt
     delay_s: float = 0.0
+    structured: Callable[[str, dict[str, Any]], str] | None = None  # (prompt, response_format) -> answer
+    refuse_format: int | None = None  # the status answered to a request carrying response_format
     requests: list[dict[str, Any]] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
@@ -88,6 +92,11 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             if body.get("model") not in script.models:
                 self._send(404, json.dumps({"error": {"message": f"model {body.get('model')} not found"}}).encode())
                 return
+            fmt = body.get("response_format")
+            if fmt is not None and script.refuse_format is not None:
+                message = {"error": {"message": "response_format json_schema is not supported", "type": "BadRequest"}}
+                self._send(script.refuse_format, json.dumps(message).encode())
+                return
             faults = faults + (script.fault_for(prompt) if script.fault_for else [])
             time.sleep(script.delay_s)
             headers: dict[str, str] = {}
@@ -105,7 +114,7 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 elif kind == "malformed":
                     self._send(200, b'{"choices": [ {"message": ', headers)
                     return
-            content = script.answer(prompt)
+            content = script.structured(prompt, fmt) if fmt is not None and script.structured else script.answer(prompt)
             data = {
                 "id": "x",
                 "object": "chat.completion",
