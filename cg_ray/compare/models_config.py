@@ -37,12 +37,18 @@ class DiffModelsMethod(BaseModel):
     examples: int = Field(3, ge=0, description="example prompts per hypothesis")
 
 
-class DiffModelsConfig(DiffModelsMethod):
-    """The method plus the inputs, output and reader of `cg-ray diff-models`."""
+class DiffModelsPair(DiffModelsMethod):
+    """The method plus the two models' names, as the CLI and the service both take them: with one input holding
+    both models' answers, the names it gives them; with one input per model, only the names shown."""
+
+    model_a: str | None = Field(None, description="model A (the baseline): its name in the answers of both, or a name")
+    model_b: str | None = Field(None, description="model B: its name in the answers of both, or a name")
+
+
+class DiffModelsConfig(DiffModelsPair):
+    """The method, the models' names, and the inputs, output and reader of `cg-ray diff-models`."""
 
     answers: str | None = Field(None, description="one JSONL of answers with a `model` field per row")
-    model_a: str | None = Field(None, description="model A's name in --answers (the baseline)")
-    model_b: str | None = Field(None, description="model B's name in --answers")
     a: str | None = Field(None, description="model A's answers (JSONL: id, prompt, response)")
     b: str | None = Field(None, description="model B's answers (JSONL: id, prompt, response)")
     prompts: str | None = Field(None, description="prompts by id for answers without one (a benchmark JSONL)")
@@ -73,7 +79,7 @@ class DiffModelsConfig(DiffModelsMethod):
     def names(self) -> tuple[str, str]:
         if self.answers is not None:
             return str(self.model_a), str(self.model_b)
-        return Path(str(self.a)).stem, Path(str(self.b)).stem
+        return self.model_a or Path(str(self.a)).stem, self.model_b or Path(str(self.b)).stem
 
 
 def load_diff_models_config(path: str | Path, overrides: Mapping[str, object] | None = None) -> DiffModelsConfig:

@@ -4,7 +4,7 @@ concept), diff.json (a versioned summary) and diff.html, published atomically in
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -13,7 +13,8 @@ from cg_ray import __version__
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import DiffDir
 from cg_ray.artifacts.publish import atomic_directory
-from cg_ray.compare.diff import ChangedRow, DiffResult, eligible
+from cg_ray.compare.diff import DiffResult, eligible
+from cg_ray.compare.entries import DiffBenchmark, DiffConcept, DiffInterval
 from cg_ray.compare.runs import DiffRun
 from cg_ray.run_outputs import json_number, nullable_floats
 
@@ -98,70 +99,40 @@ def diff_benchmarks_table(result: DiffResult) -> pa.Table:
     )
 
 
-class BenchmarkChange(TypedDict):
-    benchmark: str
-    n_paired_active: int
-    delta_chi_model: float | None
-    low: float | None
-    high: float | None
-
-
-class RelativeChange(TypedDict):
-    delta: float | None
-    low: float | None
-    high: float | None
-
-
-class ConceptEntry(TypedDict):
-    """One concept of diff.json's top lists (None: undefined)."""
-
-    concept_id: int
-    label: str | None
-    description: str | None
-    X_model_a: float | None
-    X_model_b: float | None
-    delta_X_model: float | None
-    low: float | None
-    high: float | None
-    relative: RelativeChange
-    n_paired_active: int
-    per_benchmark: list[BenchmarkChange]
-    examples: dict[str, list[ChangedRow]]
-
-
-def concept_entry(result: DiffResult, column: int) -> ConceptEntry:
+def concept_entry(result: DiffResult, column: int) -> DiffConcept:
     """One listed concept: its change with the interval, per benchmark, and the rows that flipped."""
     c = int(result.concept_ids[column])
     delta = result.delta
-    per_bench: list[BenchmarkChange] = [
-        {
-            "benchmark": name,
-            "n_paired_active": int(result.n_active_bench[b, column]),
-            "delta_chi_model": json_number(delta.chi_delta[b, column]),
-            "low": json_number(delta.chi_low[b, column]),
-            "high": json_number(delta.chi_high[b, column]),
-        }
+    per_bench = [
+        DiffBenchmark(
+            benchmark=name,
+            n_paired_active=int(result.n_active_bench[b, column]),
+            delta_chi_model=json_number(delta.chi_delta[b, column]),
+            low=json_number(delta.chi_low[b, column]),
+            high=json_number(delta.chi_high[b, column]),
+        )
         for b, name in enumerate(result.pairing.benchmarks)
         if result.n_active_bench[b, column] > 0
     ]
-    return {
-        "concept_id": c,
-        "label": result.labels.get(c),
-        "description": result.descriptions.get(c),
-        "X_model_a": json_number(delta.x_a[column]),
-        "X_model_b": json_number(delta.x_b[column]),
-        "delta_X_model": json_number(delta.x_delta[column]),
-        "low": json_number(delta.x_low[column]),
-        "high": json_number(delta.x_high[column]),
-        "relative": {
-            "delta": json_number(delta.rel_delta[column]),
-            "low": json_number(delta.rel_low[column]),
-            "high": json_number(delta.rel_high[column]),
-        },
-        "n_paired_active": int(result.n_active[column]),
-        "per_benchmark": per_bench,
-        "examples": result.examples.get(c, {}),
-    }
+    flipped = result.examples.get(c, {})
+    return DiffConcept(
+        concept_id=c,
+        label=result.labels.get(c),
+        description=result.descriptions.get(c),
+        X_model_a=json_number(delta.x_a[column]),
+        X_model_b=json_number(delta.x_b[column]),
+        delta_X_model=json_number(delta.x_delta[column]),
+        low=json_number(delta.x_low[column]),
+        high=json_number(delta.x_high[column]),
+        relative=DiffInterval(
+            delta=json_number(delta.rel_delta[column]),
+            low=json_number(delta.rel_low[column]),
+            high=json_number(delta.rel_high[column]),
+        ),
+        n_paired_active=int(result.n_active[column]),
+        per_benchmark=per_bench,
+        examples={key: [dict(row) for row in rows] for key, rows in flipped.items()},
+    )
 
 
 def _run_entry(run: DiffRun, mean_paired: float | None) -> dict[str, Any]:
@@ -211,8 +182,8 @@ def summary_dict(result: DiffResult) -> dict[str, Any]:
             {"benchmark": name, "mean_score_delta": json_number(delta.mean_delta[b])}
             for b, name in enumerate(result.pairing.benchmarks)
         ],
-        "top_regressed": [concept_entry(result, c) for c in result.regressed[: cfg.top]],
-        "top_improved": [concept_entry(result, c) for c in result.improved[: cfg.top]],
+        "top_regressed": [concept_entry(result, c).model_dump() for c in result.regressed[: cfg.top]],
+        "top_improved": [concept_entry(result, c).model_dump() for c in result.improved[: cfg.top]],
         "seconds": result.seconds,
         "files": [S.DIFF_FILE, S.DIFF_BENCHMARKS_FILE, S.DIFF_JSON, S.DIFF_HTML],
     }

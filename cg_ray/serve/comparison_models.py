@@ -5,44 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from cg_ray.artifacts.contract import DiffModelsFindings
-from cg_ray.compare.models_config import DiffModelsMethod
+from cg_ray.compare.entries import DiffConcept
+from cg_ray.compare.models_config import DiffModelsPair
 from cg_ray.serve.models import Page, _Open
 
-# ---- diff of two analyses (GET /v1/diff)
-
-
-class DiffInterval(BaseModel):
-    delta: float | None
-    low: float | None
-    high: float | None
-
-
-class DiffBenchmark(BaseModel):
-    benchmark: str
-    n_paired_active: int
-    delta_chi_model: float | None
-    low: float | None
-    high: float | None
-
-
-class DiffConcept(BaseModel):
-    concept_id: int
-    label: str | None
-    description: str | None
-    X_model_a: float | None
-    X_model_b: float | None
-    delta_X_model: float | None
-    low: float | None
-    high: float | None
-    relative: DiffInterval
-    n_paired_active: int
-    per_benchmark: list[DiffBenchmark]
-    examples: dict[str, list[dict[str, Any]]] = Field(
-        description="right_in_a_wrong_in_b / wrong_in_a_right_in_b: the rows that flipped, most salient first"
-    )
+# ---- diff of two analyses (GET /v1/diff); its entries are diff.json's own (cg_ray.compare.entries)
 
 
 class DiffView(_Open):
@@ -60,14 +30,12 @@ class DiffView(_Open):
 # ---- diff-models: two models' answers to the same prompts (POST /v1/diff-models)
 
 
-class DiffModelsRequest(DiffModelsMethod):
+class DiffModelsRequest(DiffModelsPair):
     """Either one upload holding both models' answers, its `benchmark` field naming the model (upload it with
     the mapping {"benchmark": "model"}), with `model_a` and `model_b`; or one upload per model (`upload_a`,
     `upload_b`; `model_a` / `model_b` then only name them). Rows are paired by id."""
 
     upload_id: str | None = Field(None, description="one upload of both models' answers (benchmark = model)")
-    model_a: str | None = Field(None, description="model A (the baseline): its name in upload_id, or a name")
-    model_b: str | None = Field(None, description="model B: its name in upload_id, or a name")
     upload_a: str | None = Field(None, description="model A's answers (rows: id, prompt, response)")
     upload_b: str | None = Field(None, description="model B's answers (rows: id, prompt, response)")
 

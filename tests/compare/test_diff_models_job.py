@@ -132,6 +132,13 @@ def test_config_needs_one_input_kind(tmp_path: Path) -> None:
         )
 
 
+def test_two_files_are_named_by_their_stems_unless_named() -> None:
+    # As the service's upload_a / upload_b: model_a / model_b, when given, only name the two inputs.
+    assert DiffModelsConfig(a="runs/base.jsonl", b="runs/tuned.jsonl").names() == ("base", "tuned")
+    assert DiffModelsConfig(a="runs/base.jsonl", b="runs/tuned.jsonl", model_a="v1").names() == ("v1", "tuned")
+    assert DiffModelsConfig(answers="both.jsonl", model_a="big", model_b="small").names() == ("big", "small")
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("ray_module")
 def test_ray_job_yaml_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
