@@ -29,12 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 from scipy import sparse
 
+from cg_ray.arrays import FloatArray, IntArray
 from cg_ray.metrics.compute import chi_model, nanmean_rows
-
-FloatArray = npt.NDArray[np.float64]
 
 MAX_CELLS = 4_000_000  # (resamples + 1) × concept columns per array of a chunk (~32 MB in float64)
 
@@ -47,7 +45,7 @@ class PairedSample:
     acts_b: sparse.csr_matrix  # n × k
     scores_a: FloatArray  # n
     scores_b: FloatArray  # n
-    codes: npt.NDArray[np.int64]  # n, into range(n_benchmarks)
+    codes: IntArray  # n, into range(n_benchmarks)
     n_benchmarks: int
 
     @property

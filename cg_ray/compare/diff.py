@@ -23,17 +23,14 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 import numpy as np
-import numpy.typing as npt
 from scipy import sparse
 
+from cg_ray.arrays import BoolArray, FloatArray, IntArray
 from cg_ray.compare.bootstrap import PairedDelta, PairedSample, paired_bootstrap
 from cg_ray.compare.config import DiffConfig
 from cg_ray.compare.identity import check_same_reader
 from cg_ray.compare.runs import DiffRun, Pairing, open_diff_run, pair_rows, row_texts
 from cg_ray.describe.outputs import read_sentences
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 
 class ChangedRow(TypedDict):
@@ -113,10 +110,10 @@ def ranked_values(delta: PairedDelta, rank_by: str) -> tuple[FloatArray, FloatAr
     return delta.x_delta, delta.x_low, delta.x_high
 
 
-def eligible(delta: PairedDelta, n_active: IntArray, min_rows: int, rank_by: str = "delta") -> npt.NDArray[np.bool_]:
+def eligible(delta: PairedDelta, n_active: IntArray, min_rows: int, rank_by: str = "delta") -> BoolArray:
     """Concepts that may be listed: active in ≥ min_rows paired rows, with an interval."""
     _, low, high = ranked_values(delta, rank_by)
-    ok: npt.NDArray[np.bool_] = (n_active >= min_rows) & ~np.isnan(low) & ~np.isnan(high)
+    ok: BoolArray = (n_active >= min_rows) & ~np.isnan(low) & ~np.isnan(high)
     return ok
 
 

@@ -30,8 +30,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
+from cg_ray.arrays import BoolArray, FloatArray, IntArray
 
 DIRECTIONS = ("a_more", "b_more")  # A's answers contain the concept more often / B's do
 
@@ -142,7 +141,7 @@ class Replication:
     found: ConceptStats
     check: ConceptStats
     hypotheses: dict[str, IntArray]  # direction -> concept ids (from the discovery half)
-    replicated: dict[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
+    replicated: dict[str, BoolArray] = field(default_factory=dict)
 
     def counts(self, confidence: float) -> ReplicationCounts:
         formed = {k: len(v) for k, v in self.hypotheses.items()}

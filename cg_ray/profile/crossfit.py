@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
+from cg_ray.arrays import BoolArray, FloatArray, IntArray
 from cg_ray.artifacts.rows import RowsFile
 from cg_ray.config import MetricsConfig
 from cg_ray.metrics.compute import CGResult
@@ -35,9 +36,6 @@ from cg_ray.profile.slices import (
     weakest_slices,
 )
 from cg_ray.profile.strata import RowFrame, cell_keys
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 POOL_FACTOR = 4  # concepts a fold considers for failure modes, per finding reported
 LESS, GREATER = "less", "greater"
@@ -151,15 +149,15 @@ class PoolRows:
         summed: FloatArray = np.bincount(inverse, weights=acts, minlength=uniq.size).astype(np.float64)
         return uniq.astype(np.int64), summed
 
-    def intersections(self, concepts: Sequence[int]) -> npt.NDArray[np.int64]:
+    def intersections(self, concepts: Sequence[int]) -> IntArray:
         """Rows shared by each pair of the concepts (the diagonal: each one's rows)."""
         cols = self.matrix[:, self.slot_of[np.asarray(concepts, dtype=np.int64)]]
         b = (cols > 0).astype(np.float64)
-        out: npt.NDArray[np.int64] = np.rint((b.T @ b).toarray()).astype(np.int64)
+        out: IntArray = np.rint((b.T @ b).toarray()).astype(np.int64)
         return out
 
 
-def strength_residual_order(res: Residuals, mask: npt.NDArray[np.bool_]) -> IntArray:
+def strength_residual_order(res: Residuals, mask: BoolArray) -> IntArray:
     """Concepts in `mask` with a defined interval, most confidently above their cells first."""
     idx = np.flatnonzero(mask & ~np.isnan(res.low))
     order: IntArray = idx[np.lexsort((idx, -np.nan_to_num(res.n_eff[idx]), -res.low[idx]))].astype(np.int64)
@@ -239,7 +237,7 @@ def slice_findings(frame: RowFrame, plan: FoldPlan, cfg: MetricsConfig) -> list[
         weakest = weakest_slices(frame, cfg.top_k, cfg.slice_order, cfg.slice_min_rows)
         return [SliceFinding(s, not_tested()) for s in weakest]
     counts: SliceCounts = slice_counts(frame, plan.fold, plan.folds, cfg.slice_order)
-    masks: dict[tuple[tuple[str, int], ...], npt.NDArray[np.bool_]] = {}
+    masks: dict[tuple[tuple[str, int], ...], BoolArray] = {}
     tests: Tests = {}
     # The rows a slice needs, scaled to the training part: a 40-row benchmark must not drop out of a half.
     min_rows = max(1, int(np.ceil(cfg.slice_min_rows * (plan.folds - 1) / plan.folds)))
@@ -256,7 +254,7 @@ def slice_findings(frame: RowFrame, plan: FoldPlan, cfg: MetricsConfig) -> list[
     everything = {s.conditions: s for s in _in_sample(frame, counts, list(verdicts))}
     order = sorted(verdicts, key=lambda key: rank_key(verdicts[key]))
     kept: list[SliceFinding] = []
-    kept_masks: list[npt.NDArray[np.bool_]] = []
+    kept_masks: list[BoolArray] = []
     for key in order:
         m = masks[key]  # type: ignore[index]
         if near_duplicate(m, kept_masks):

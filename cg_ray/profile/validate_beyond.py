@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from scipy import sparse, stats
 
+from cg_ray.arrays import BoolArray, FloatArray, IntArray
 from cg_ray.config import MetricsConfig
 from cg_ray.metrics.compute import CGResult
 from cg_ray.metrics.robustness import RowTable
@@ -38,9 +38,6 @@ from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, residual_order
 from cg_ray.profile.slices import best_fields, weakest_slices
 from cg_ray.profile.strata import RowFrame, expected_scores, parse_adjust_for
-
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 def fit_modes(
@@ -144,7 +141,7 @@ def beyond_validation(
 
 
 def _random(
-    pool: npt.NDArray[np.int64],
+    pool: IntArray,
     concept_flags: Callable[[Sequence[int]], list[BoolArray]],
     lift_values: FloatArray,
     residual_values: FloatArray,
