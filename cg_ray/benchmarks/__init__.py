@@ -23,13 +23,14 @@ log = logging.getLogger(__name__)
 
 Loader = Callable[[Any], Iterator[BenchmarkRow]]
 
+# A source kind's loader is `load_<kind>`: the file kinds' in local.py, each other kind's in its own module.
+LOCAL_KINDS = ("local", "normalized", "model_outputs")
+MODULE_KINDS = ("hf", "lm_eval", "probes")
 LOADERS: Registry[Loader] = Registry("benchmark loader")
-LOADERS.add("local", "cg_ray.benchmarks.local:load_local")
-LOADERS.add("normalized", "cg_ray.benchmarks.local:load_normalized")
-LOADERS.add("model_outputs", "cg_ray.benchmarks.local:load_model_outputs")
-LOADERS.add("hf", "cg_ray.benchmarks.hf:load_hf")
-LOADERS.add("lm_eval", "cg_ray.benchmarks.lm_eval:load_lm_eval")
-LOADERS.add("probes", "cg_ray.benchmarks.probes:load_probes")
+for _kind in LOCAL_KINDS:
+    LOADERS.add(_kind, f"cg_ray.benchmarks.local:load_{_kind}")
+for _kind in MODULE_KINDS:
+    LOADERS.add(_kind, f"cg_ray.benchmarks.{_kind}:load_{_kind}")
 # Arena battles are not a source kind: `cg-ray arena` reads them with `cg_ray.benchmarks.arena.load_battles`
 # and turns each model's side into rows itself (cg_ray.arena.rows).
 

@@ -2,14 +2,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pydantic import TypeAdapter
 
-from cg_ray.benchmarks import load_benchmarks, load_source
+from cg_ray.benchmarks import LOADERS, load_benchmarks, load_source
 from cg_ray.benchmarks.rows import BENCHMARK_ROW_SCHEMA, rows_table
 from cg_ray.benchmarks.sources import BenchmarkSource
 from cg_ray.errors import InputError
@@ -288,3 +288,11 @@ def test_benchmark_field_names_each_rows_benchmark(tmp_path: Path) -> None:
     rows = list(load_source(source(kind="local", path=str(path), benchmark="misc", fields=fields)))
     assert [r["benchmark"] for r in rows] == ["arith", "misc"]  # null: the source's name
     assert "suite" not in json.loads(rows[0]["metadata"])  # a mapped field is not metadata
+
+
+def test_every_source_kind_has_a_loader() -> None:
+    union = get_args(get_args(BenchmarkSource)[0])
+    kinds = {get_args(model.model_fields["kind"].annotation)[0] for model in union}
+    assert kinds == set(LOADERS.names())
+    for kind in kinds:
+        assert callable(LOADERS.get(kind)), kind  # `load_<kind>` exists where the registry says
