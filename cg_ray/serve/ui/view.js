@@ -137,6 +137,21 @@ const verdictCell = (e) =>
     : `<div class="muted">${qText(e.q_value)}</div>` +
       (e.measured ? `<div class="muted">${esc(e.measured)}</div>` : "");
 
+// The markup of a block of findings judged held out (a `.judged` element of index.html, its title and columns
+// in data-title / data-columns): title, note, the confirmed table, and the candidates apart with the same
+// columns, collapsed and greyed; fillJudged fills it.
+function judgedBlock(block) {
+  const id = block.id;
+  const columns = block.dataset.columns.split("|").map((c) => `<th>${esc(c)}</th>`);
+  const table = (name) => `<table id="${name}"><thead><tr>${columns.join("")}</tr></thead><tbody></tbody></table>`;
+  block.innerHTML =
+    `<h2>${esc(block.dataset.title)}</h2><p id="${id}-note" class="muted"></p><h3 id="${id}-confirmed"></h3>` +
+    table(`${id}-table`) +
+    `<details id="${id}-candidates" class="candidates" hidden><summary><b>Candidates — not confirmed held out; ` +
+    `likely noise</b> <span id="${id}-candidates-count" class="muted"></span></summary>${table(`${id}-candidates-table`)}</details>`;
+}
+document.querySelectorAll(".judged").forEach(judgedBlock);
+
 // Findings judged held out (issue #31): confirmed ones (q ≤ the FDR) into `${id}-table`, the other candidates
 // apart, into the collapsed, greyed `${id}-candidates`; `nothing` said when none is confirmed. A run made
 // before held-out checks (confirmed null) keeps one table, said so.
