@@ -5,10 +5,12 @@ system prompt) are grouped: the shared prefix is computed once and each row's re
 suffix) attend to that prefix and then causally to themselves — exactly what each row sees alone, as the
 prefix of a causal model does not depend on what follows it.
 
-The linear layers then see only real tokens; attention runs per block through SDPA (a causal block for a
-prefix or unshared row; for a suffix, keys = prefix ++ suffix with a causal mask on the suffix part) via a
-transformers attention function registered under ATTENTION_NAME. Positions restart at 0 for every group,
-so rotary / learned positions are those of the row alone.
+The linear layers then see only real tokens; attention goes through a transformers attention function
+registered under ATTENTION_NAME, with one of two kernels: "sdpa" runs SDPA per block (a causal block for a
+prefix or unshared row; for a suffix, keys = prefix ++ suffix with a causal mask on the suffix part);
+"flex" runs one FlexAttention call per layer over the whole sequence with a document mask (flex.py; the
+only kernel with Gemma-2's logit soft-capping). Positions restart at 0 for every group, so rotary /
+learned positions are those of the row alone.
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from cg_ray.activations.flex import FlexLayout, flex_packed_attention
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 ATTENTION_NAME = "cg_ray_varlen"
+KERNELS = ("sdpa", "flex")
 
 
 @dataclass(frozen=True)
@@ -147,17 +152,29 @@ def pack(seqs: Sequence[Sequence[int]], batch: Sequence[Group]) -> PackedBatch:
     )
 
 
-_BLOCKS: contextvars.ContextVar[list[Block] | None] = contextvars.ContextVar("cg_ray_varlen_blocks", default=None)
+@dataclass
+class Layout:
+    """What the attention function reads while one packed forward runs: the blocks, and with the "flex"
+    kernel the FlexAttention layout (its block masks built once per batch, shared by every layer)."""
+
+    blocks: list[Block]
+    flex: FlexLayout | None = None
+
+
+_LAYOUT: contextvars.ContextVar[Layout | None] = contextvars.ContextVar("cg_ray_varlen_layout", default=None)
 
 
 @contextlib.contextmanager
-def packed_blocks(blocks: list[Block]) -> Iterator[None]:
-    """The block layout the attention function reads while one packed forward runs."""
-    token = _BLOCKS.set(blocks)
+def packed_blocks(blocks: list[Block], kernel: str = "sdpa", device: torch.device | str = "cpu") -> Iterator[None]:
+    """The block layout the attention function reads while one packed forward runs; `kernel` "sdpa" (a
+    loop over the blocks) or "flex" (one FlexAttention call per layer)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown packed attention kernel {kernel!r} ({' or '.join(KERNELS)})")
+    token = _LAYOUT.set(Layout(blocks, FlexLayout.of(blocks, device) if kernel == "flex" else None))
     try:
         yield
     finally:
-        _BLOCKS.reset(token)
+        _LAYOUT.reset(token)
 
 
 def _mask(q_len: int, prefix_len: int, window: int | None, device: torch.device) -> torch.Tensor:
@@ -200,23 +217,37 @@ def _blocks_attention(
 
 @torch.library.custom_op("cg_ray::packed_attention", mutates_args=())
 def packed_attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None, window: int | None
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    scaling: float | None,
+    window: int | None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """The packed forward's attention over the current `packed_blocks` layout, (1, T, heads, d). A custom
-    op: torch.compile keeps it in the graph as one opaque call (no graph break per layer) and runs this
-    Python loop over the layout as it is."""
-    blocks = _BLOCKS.get()
-    if blocks is None:
+    op: torch.compile keeps it in the graph as one opaque call (no graph break per layer) and runs the
+    layout's kernel as it is (the SDPA loop over the blocks, or FlexAttention)."""
+    layout = _LAYOUT.get()
+    if layout is None:
         raise RuntimeError("packed_attention outside packed_blocks(...)")
+    if layout.flex is not None:
+        return flex_packed_attention(query, key, value, layout.flex, scaling, window, softcap)
+    if softcap is not None:
+        raise RuntimeError("the SDPA packed kernel has no logit soft-capping: use the flex kernel")
     out = query.new_empty(query.shape)
-    for b, res in _blocks_attention(query, key, value, blocks, scaling, window):
+    for b, res in _blocks_attention(query, key, value, layout.blocks, scaling, window):
         out[:, :, b.start : b.start + b.length] = res
     return out.transpose(1, 2).contiguous()
 
 
 @packed_attention.register_fake
 def _packed_attention_shape(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scaling: float | None, window: int | None
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    scaling: float | None,
+    window: int | None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     return query.new_empty(query.shape[0], query.shape[2], query.shape[1], query.shape[3])
 
@@ -235,7 +266,7 @@ def varlen_attention(
     """A transformers attention function: query (1, heads, T, d), key/value (1, kv heads, T, d);
     returns (1, T, heads, d) like transformers' SDPA integration."""
     # torch.compile cannot read the context variable; a compiled packed forward is told by its placeholder mask
-    packed = is_no_mask(attention_mask) if torch.compiler.is_compiling() else _BLOCKS.get() is not None
+    packed = is_no_mask(attention_mask) if torch.compiler.is_compiling() else _LAYOUT.get() is not None
     if not packed:  # an ordinary (padded) forward of the same model: transformers' own SDPA path
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -252,17 +283,23 @@ def varlen_attention(
         )
     if query.shape[0] != 1:
         raise ValueError(f"a packed batch is one sequence, got a batch of {query.shape[0]}")
-    return packed_attention(query, key, value, scaling, sliding_window), None
+    softcap = kwargs.get("softcap")  # Gemma-2's attention logit soft-capping
+    return packed_attention(query, key, value, scaling, sliding_window, softcap), None
+
+
+def packed_kernels(base: PreTrainedModel) -> dict[str, str | None]:
+    """Per packed attention kernel: None when the model can run packed with it, else why not."""
+    config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
+    if getattr(base, "_supports_attention_backend", False) is not True:
+        why = f"{type(base).__name__} does not take a custom attention function"
+        return dict.fromkeys(KERNELS, why)
+    sdpa = "attention logit soft-capping (SDPA has none)" if getattr(config, "attn_logit_softcapping", None) else None
+    return {"sdpa": sdpa, "flex": None}
 
 
 def packing_supported(base: PreTrainedModel) -> str | None:
-    """None when the model can run packed, else why not (the reader then pads)."""
-    config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
-    if getattr(config, "attn_logit_softcapping", None):
-        return "attention logit soft-capping (SDPA has none)"
-    if getattr(base, "_supports_attention_backend", False) is not True:
-        return f"{type(base).__name__} does not take a custom attention function"
-    return None
+    """None when the model can run packed with the SDPA kernel, else why not."""
+    return packed_kernels(base)["sdpa"]
 
 
 # transformers hands a 4-D mask to the attention untouched: with this placeholder no (T × T) mask is built
