@@ -61,10 +61,18 @@ class ReaderConfig(BaseModel):
         "one H100: Gemma-2-2B to layer 20 85k -> 137k tokens/s, Llama-3.1-8B to layer 19 45k -> 57k, after "
         "~100 s of compilation: worth it for suites of tens of millions of tokens",
     )
-    packing: bool = Field(
-        default=True,
-        description="rows concatenated into one sequence per batch, each attending only to itself (no "
-        "padding); models that cannot take a custom attention function fall back to padded batches",
+    packing: bool | Literal["auto"] = Field(
+        default="auto",
+        description="true: rows concatenated into one sequence per batch, each attending only to itself (no "
+        "padding; models that cannot take a custom attention function fall back to padded batches); false: "
+        "padded batches; auto: the path recorded fastest on this device kind (cg_ray.activations.path_plan: "
+        "packed on the measured CPUs, padded on an H100 until the FlexAttention kernel is measured faster)",
+    )
+    packed_attention: Literal["auto", "sdpa", "flex"] = Field(
+        default="auto",
+        description="the packed batches' attention: sdpa (one call per row and layer), flex (one "
+        "FlexAttention call per layer with a document mask; the only one with Gemma-2's soft-capping), "
+        "auto: as packing chooses",
     )
     share_prefixes: bool = Field(
         default=True,

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from cg_ray.activations import compile_plan
+from cg_ray.activations import compile_plan, path_plan
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.activations.model import (
     LayerCapture,
@@ -32,10 +32,11 @@ from cg_ray.activations.tokens import (
     tokenize_from,
 )
 from cg_ray.activations.varlen import (
+    KERNELS,
     PackedBatch,
     pack,
     packed_blocks,
-    packing_supported,
+    packed_kernels,
     plan_groups,
     plan_packed_batches,
     use_varlen_attention,
@@ -76,6 +77,29 @@ def resolve_token_budget(budget: int | str, device: torch.device | str, packed: 
     return CPU_PACKED_BUDGET if packed else CPU_TOKEN_BUDGET
 
 
+def _softcapping(base: Any) -> bool:
+    config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
+    return bool(getattr(config, "attn_logit_softcapping", None))
+
+
+def choose_path(config: ReaderConfig, base: Any, kind: str) -> path_plan.PathDecision:
+    """The reader's batching path for this model on this device kind (see path_plan)."""
+    kernels = packed_kernels(base)
+    allowed = KERNELS if config.packed_attention == "auto" else (config.packed_attention,)
+    packed = {f"packed-{k}": kernels[k] for k in allowed}
+    requested = str(config.packing).lower()
+    if config.packed_attention != "auto":
+        requested += f", packed_attention: {config.packed_attention}"
+    if config.packing is False:
+        candidates: dict[str, str | None] = {"padded": None}
+    elif config.packing is True and any(why is None for why in packed.values()):
+        candidates = packed
+    else:  # auto, or packing: true on a model that cannot run packed (it falls back to padding)
+        candidates = {**packed, "padded": None}
+    rates = path_plan.recorded_rates(kind, hardware_info().line())
+    return path_plan.choose(requested, candidates, rates, kind)
+
+
 class ConceptReader:
     def __init__(self, loaded: LoadedModel, sae: SaeEncoder, config: ReaderConfig, layer: int) -> None:
         info = sae.info
@@ -93,13 +117,19 @@ class ConceptReader:
         self.capture = LayerCapture(decoder_layers(loaded.base)[layer])
         param = next(loaded.base.parameters())
         self.device, self.dtype = param.device, param.dtype
-        # Packed rows need the model to take our attention function; otherwise rows are padded.
-        self.packing_off = (
-            "packing: false in the reader config" if not config.packing else packing_supported(loaded.base)
-        )
-        self.packed = self.packing_off is None
+        # Packed rows need the model to take our attention function; `packing: auto` picks the path
+        # recorded fastest on this device kind (path_plan).
+        self.path_decision = choose_path(config, loaded.base, compile_plan.device_kind(self.device))
+        self.packed = self.path_decision.packed
+        self.kernel = self.path_decision.kernel if self.packed else None
+        self.packing_off = None if self.packed else self.path_decision.reason
+        self.padded_attention = str(getattr(loaded.base.config, "_attn_implementation", None))
         if self.packed:
             use_varlen_attention(loaded.base)
+        elif _softcapping(loaded.base) and self.padded_attention == "sdpa":
+            # transformers' SDPA integration drops Gemma-2's logit soft-capping; eager attention applies it
+            loaded.base.set_attn_implementation("eager")
+            self.padded_attention = "eager (SDPA has no logit soft-capping)"
         self.token_budget = resolve_token_budget(config.token_budget, self.device, self.packed)
         self.sae = sae.to(self.device, self.dtype)
         self.pad_multiple = 1
@@ -283,7 +313,7 @@ class ConceptReader:
         import torch
 
         ids = packed.input_ids.to(self.device)
-        with packed_blocks(packed.blocks):
+        with packed_blocks(packed.blocks, self.kernel or "sdpa", self.device):
             hidden = forward_packed(self.model.base, self.capture, ids, packed.position_ids.to(self.device))[0]
         lengths = torch.as_tensor([len(t) for t in packed.row_tokens])
         index = torch.cat(packed.row_tokens).to(self.device)  # packed position of each row's tokens
@@ -331,6 +361,9 @@ class ConceptReader:
             "token_budget": self.token_budget,
             "packing": self.packed,
             "packing_off": self.packing_off,  # why rows were padded, when they were
+            "packed_attention": self.kernel,  # sdpa | flex, when packed
+            "padded_attention": None if self.packed else self.padded_attention,
+            "packing_decision": self.path_decision.describe(),  # what `packing` chose and why
             "share_prefixes": self.packed and self.config.share_prefixes,
             "compile": self.config.compile,
             "compiled": self.compiled,
