@@ -48,32 +48,55 @@ def rows_schema_with_d_sae(d_sae: int) -> pa.Schema:
 CoverageClass = Literal["missing", "under", "normal", "over"]
 COVERAGE_CLASSES: Final[tuple[CoverageClass, ...]] = ("missing", "under", "normal", "over")
 
+
+# Column groups of one type: the schemas below state a type and its nullability once per group, in column order.
+def floats(*names: str) -> list[pa.Field]:
+    """Nullable float64 columns: an estimate is null where it is undefined."""
+    return [pa.field(name, pa.float64(), nullable=True) for name in names]
+
+
+def counts(*names: str) -> list[pa.Field]:
+    """Non-null int64 columns: counts of rows."""
+    return [pa.field(name, pa.int64(), nullable=False) for name in names]
+
+
+def string_lists(*names: str, nullable: bool = False) -> list[pa.Field]:
+    return [pa.field(name, pa.list_(pa.string()), nullable=nullable) for name in names]
+
+
+def with_interval(name: str) -> list[pa.Field]:
+    """An estimate and its 95% interval: `name`, `name_low`, `name_high`."""
+    return floats(name, f"{name}_low", f"{name}_high")
+
+
+# The columns most tables share: which concept, as read (label) and as described.
+CONCEPT_ID_FIELD: Final = pa.field("concept_id", pa.int32(), nullable=False)
+LABEL_FIELD: Final = pa.field("label", pa.string(), nullable=True)
+DESCRIPTION_FIELD: Final = pa.field("description", pa.string(), nullable=True)
+
 # The 95% intervals of X_model and of the difficulty-adjusted gap (cg_ray.metrics.uncertainty, whose
 # `Uncertainty` has an array of each name), beside the paper's columns in concepts.parquet and the profiles.
 INTERVAL_COLUMNS: Final = ("X_model_low", "X_model_high", "adjusted_gap", "adjusted_gap_low", "adjusted_gap_high")
-INTERVAL_FIELDS: Final = [pa.field(name, pa.float64(), nullable=True) for name in INTERVAL_COLUMNS]
+INTERVAL_FIELDS: Final = floats(*INTERVAL_COLUMNS)
 
 # The residual (metadata-adjusted) gap (cg_ray.profile.residual) and the fields it was adjusted for, beside
 # the intervals in concepts.parquet and the profiles; null where undefined or when no analysis ran.
 RESIDUAL_COLUMNS: Final = ("residual", "residual_low", "residual_high")
-RESIDUAL_FIELDS: Final = [
-    *(pa.field(name, pa.float64(), nullable=True) for name in RESIDUAL_COLUMNS),
-    pa.field("adjusted_for", pa.list_(pa.string()), nullable=True),
-]
+RESIDUAL_FIELDS: Final = [*floats(*RESIDUAL_COLUMNS), *string_lists("adjusted_for", nullable=True)]
 
 # concepts.parquet
 CONCEPTS_SCHEMA: Final = pa.schema(
     [
-        pa.field("concept_id", pa.int32(), nullable=False),
-        pa.field("label", pa.string(), nullable=True),
+        CONCEPT_ID_FIELD,
+        LABEL_FIELD,
         pa.field("X_bench", pa.float64(), nullable=False),
-        pa.field("X_model", pa.float64(), nullable=True),
+        *floats("X_model"),
         pa.field("n_benchmarks_active", pa.int32(), nullable=False),
-        pa.field("n_active_rows", pa.int64(), nullable=False),
+        *counts("n_active_rows"),
         pa.field("coverage_class", pa.string(), nullable=False),
         pa.field("is_model_gap", pa.bool_(), nullable=False),
         # Added beside the paper's columns (cg_ray.metrics.uncertainty): support and 95% intervals.
-        pa.field("n_eff", pa.float64(), nullable=True),
+        *floats("n_eff"),
         *INTERVAL_FIELDS,
         *RESIDUAL_FIELDS,
     ]
@@ -83,15 +106,13 @@ CONCEPTS_SCHEMA: Final = pa.schema(
 BENCHMARK_CONCEPTS_SCHEMA: Final = pa.schema(
     [
         pa.field("benchmark", pa.string(), nullable=False),
-        pa.field("concept_id", pa.int32(), nullable=False),
+        CONCEPT_ID_FIELD,
         pa.field("chi_bench", pa.float64(), nullable=False),
-        pa.field("chi_model", pa.float64(), nullable=True),
-        pa.field("n_active_rows", pa.int64(), nullable=False),
+        *floats("chi_model"),
+        *counts("n_active_rows"),
         pa.field("coverage_class", pa.string(), nullable=False),
         # Added beside the paper's columns: effective support and the 95% interval of chi_model.
-        pa.field("n_eff", pa.float64(), nullable=True),
-        pa.field("chi_model_low", pa.float64(), nullable=True),
-        pa.field("chi_model_high", pa.float64(), nullable=True),
+        *floats("n_eff", "chi_model_low", "chi_model_high"),
     ]
 )
 
@@ -101,12 +122,10 @@ BENCHMARK_CONCEPTS_SCHEMA: Final = pa.schema(
 # `folds_selected`: in how many folds' selections it was chosen; n_heldout / n_clusters: the scored rows and
 # row groups it was measured on, over those folds.
 VERDICT_FIELDS: Final = [
-    pa.field("p_value", pa.float64(), nullable=True),
-    pa.field("q_value", pa.float64(), nullable=True),
+    *floats("p_value", "q_value"),
     pa.field("confirmed", pa.bool_(), nullable=False),
     pa.field("folds_selected", pa.int32(), nullable=False),
-    pa.field("n_heldout", pa.int64(), nullable=False),
-    pa.field("n_clusters", pa.int64(), nullable=False),
+    *counts("n_heldout", "n_clusters"),
 ]
 
 # weaknesses.parquet, strengths.parquet, coverage_gaps.parquet: one row per reported concept, in rank order
@@ -115,23 +134,20 @@ VERDICT_FIELDS: Final = [
 PROFILE_SCHEMA: Final = pa.schema(
     [
         pa.field("rank", pa.int32(), nullable=False),
-        pa.field("concept_id", pa.int32(), nullable=False),
-        pa.field("label", pa.string(), nullable=True),
-        pa.field("description", pa.string(), nullable=True),
-        pa.field("X_model", pa.float64(), nullable=True),
+        CONCEPT_ID_FIELD,
+        LABEL_FIELD,
+        DESCRIPTION_FIELD,
+        *floats("X_model"),
         *INTERVAL_FIELDS,
-        pa.field("n_rows", pa.int64(), nullable=False),
-        pa.field("n_eff", pa.float64(), nullable=True),
+        *counts("n_rows"),
+        *floats("n_eff"),
         pa.field("n_benchmarks", pa.int32(), nullable=False),
         pa.field("group", pa.int32(), nullable=False),
         pa.field("members", pa.list_(pa.int32()), nullable=False),
-        pa.field("metadata_enrichment", pa.list_(pa.string()), nullable=False),
-        pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),
+        *string_lists("metadata_enrichment", "example_row_ids"),
         *RESIDUAL_FIELDS,
-        pa.field("terms", pa.list_(pa.string()), nullable=True),  # distinctive terms of its rows
-        pa.field("residual_heldout", pa.float64(), nullable=True),
-        pa.field("residual_heldout_low", pa.float64(), nullable=True),
-        pa.field("residual_heldout_high", pa.float64(), nullable=True),
+        *string_lists("terms", nullable=True),  # distinctive terms of its rows
+        *with_interval("residual_heldout"),
         *VERDICT_FIELDS,
     ]
 )
@@ -142,14 +158,12 @@ SLICES_SCHEMA: Final = pa.schema(
         pa.field("rank", pa.int32(), nullable=False),
         pa.field("slice", pa.string(), nullable=False),  # readable: "type=Geometry & level=Level 5"
         pa.field("conditions", pa.string(), nullable=False),  # JSON object field → value
-        pa.field("n_rows", pa.int64(), nullable=False),  # scored rows
-        pa.field("mean_score", pa.float64(), nullable=True),
-        pa.field("low", pa.float64(), nullable=True),
-        pa.field("high", pa.float64(), nullable=True),
+        *counts("n_rows"),  # scored rows
+        *floats("mean_score", "low", "high"),
         pa.field("mean_in_sample", pa.float64(), nullable=False),
-        pa.field("suite_mean", pa.float64(), nullable=True),  # what the held-out mean is compared with
+        *floats("suite_mean"),  # what the held-out mean is compared with
         *VERDICT_FIELDS,
-        pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),
+        *string_lists("example_row_ids"),
     ]
 )
 # failure_modes.parquet (cg_ray.profile.modes): groups of concepts whose rows score below their cells,
@@ -160,49 +174,37 @@ FAILURE_MODES_SCHEMA: Final = pa.schema(
     [
         pa.field("rank", pa.int32(), nullable=False),
         pa.field("description", pa.string(), nullable=False),
-        pa.field("terms", pa.list_(pa.string()), nullable=False),
+        *string_lists("terms"),
         pa.field("term_shares", pa.list_(pa.float64()), nullable=False),
         pa.field("background_shares", pa.list_(pa.float64()), nullable=False),
         pa.field("concept_ids", pa.list_(pa.int32()), nullable=False),
-        pa.field("n_rows", pa.int64(), nullable=False),  # rows where any member is active
-        pa.field("n_scored", pa.int64(), nullable=False),
-        pa.field("mean_score", pa.float64(), nullable=True),
-        pa.field("expected_score", pa.float64(), nullable=True),  # mean of the rows' cell means
-        pa.field("residual", pa.float64(), nullable=True),
-        pa.field("residual_low", pa.float64(), nullable=True),
-        pa.field("residual_high", pa.float64(), nullable=True),
-        pa.field("residual_in_sample", pa.float64(), nullable=True),
+        *counts("n_rows", "n_scored"),  # n_rows: rows where any member is active
+        *floats("mean_score", "expected_score"),  # expected: the mean of the rows' cell means
+        *with_interval("residual"),
+        *floats("residual_in_sample"),
         *VERDICT_FIELDS,
-        pa.field("adjusted_for", pa.list_(pa.string()), nullable=False),
-        pa.field("example_row_ids", pa.list_(pa.string()), nullable=False),  # a seeded draw of its failing rows
+        *string_lists("adjusted_for", "example_row_ids"),  # the examples: a seeded draw of its failing rows
     ]
 )
 # The columns of descriptions.parquet the weakness profile reads (cg_ray.profile.descriptions): a table
 # from elsewhere needs only these.
 DESCRIPTIONS_READ_SCHEMA: Final = pa.schema(
-    [
-        pa.field("concept_id", pa.int32(), nullable=False),
-        pa.field("description", pa.string(), nullable=True),
-        pa.field("metadata_enrichment", pa.list_(pa.string()), nullable=True),
-    ]
+    [CONCEPT_ID_FIELD, DESCRIPTION_FIELD, *string_lists("metadata_enrichment", nullable=True)]
 )
 
 # descriptions.parquet as `cg-ray describe` / `explain` write it (cg_ray.describe).
 DESCRIPTIONS_SCHEMA: Final = pa.schema(
     [
-        pa.field("concept_id", pa.int32(), nullable=False),
+        CONCEPT_ID_FIELD,
         pa.field("description", pa.string(), nullable=False),
         pa.field("source", pa.string(), nullable=False),  # llm | label | enrichment | ngrams | none
-        pa.field("metadata_enrichment", pa.list_(pa.string()), nullable=False),
-        pa.field("top_ngrams", pa.list_(pa.string()), nullable=False),  # activating spans in this suite
-        pa.field("top_tokens", pa.list_(pa.string()), nullable=False),
-        pa.field("detection_score", pa.float64(), nullable=True),
-        pa.field("label", pa.string(), nullable=True),
-        pa.field("reasons", pa.list_(pa.string()), nullable=False),  # why the concept was described
-        pa.field("X_model", pa.float64(), nullable=True),
-        pa.field("X_bench", pa.float64(), nullable=True),
-        pa.field("n_active_rows", pa.int64(), nullable=False),
-        pa.field("mean_score_active", pa.float64(), nullable=True),
+        *string_lists("metadata_enrichment", "top_ngrams", "top_tokens"),  # ngrams: activating spans in this suite
+        *floats("detection_score"),
+        LABEL_FIELD,
+        *string_lists("reasons"),  # why the concept was described
+        *floats("X_model", "X_bench"),
+        *counts("n_active_rows"),
+        *floats("mean_score_active"),
         # JSON list: {row_id, benchmark, score, s_tilde, snippet, span_start, span_end} (span offsets in snippet)
         pa.field("examples", pa.string(), nullable=False),
     ]
@@ -211,19 +213,15 @@ DESCRIPTIONS_SCHEMA: Final = pa.schema(
 # One row per (concept, candidate description) scored by detection.
 EXPLANATIONS_SCHEMA: Final = pa.schema(
     [
-        pa.field("concept_id", pa.int32(), nullable=False),
+        CONCEPT_ID_FIELD,
         pa.field("source", pa.string(), nullable=False),
         pa.field("description", pa.string(), nullable=False),
-        pa.field("detection_score", pa.float64(), nullable=True),
-        pa.field("fuzzing_score", pa.float64(), nullable=True),  # activating span vs other words marked
+        *floats("detection_score", "fuzzing_score"),  # fuzzing: activating span vs other words marked
         # the chosen candidate's scores on the held-out half of the rows (the others: null); the two above are
         # on the half the candidates were compared on
-        pa.field("heldout_detection_score", pa.float64(), nullable=True),
-        pa.field("heldout_fuzzing_score", pa.float64(), nullable=True),
-        pa.field("n_positive", pa.int32(), nullable=False),
-        pa.field("n_negative", pa.int32(), nullable=False),
-        pa.field("n_fuzz", pa.int32(), nullable=False),  # fuzzing judgements (right + wrong markings)
-        pa.field("n_unparsed", pa.int32(), nullable=False),
+        *floats("heldout_detection_score", "heldout_fuzzing_score"),
+        # judgements: detection's positive / negative examples, fuzzing's (right + wrong markings), unparsed
+        *(pa.field(name, pa.int32(), nullable=False) for name in ("n_positive", "n_negative", "n_fuzz", "n_unparsed")),
         pa.field("parse", pa.string(), nullable=False),  # json | text | failed (how the explanation was read)
         pa.field("raw_explanation", pa.string(), nullable=True),  # the model's answer (llm rows)
         pa.field("first_judgement", pa.string(), nullable=True),  # its first detection answer, as written
@@ -235,39 +233,27 @@ EXPLANATIONS_SCHEMA: Final = pa.schema(
 # diff.parquet (`cg-ray diff A B`): one row per concept active in either run; Δ = B − A on the paired rows.
 DIFF_SCHEMA: Final = pa.schema(
     [
-        pa.field("concept_id", pa.int32(), nullable=False),
-        pa.field("label", pa.string(), nullable=True),
-        pa.field("description", pa.string(), nullable=True),
-        pa.field("n_paired_active", pa.int64(), nullable=False),  # paired rows active in A or B
-        pa.field("n_active_a", pa.int64(), nullable=False),
-        pa.field("n_active_b", pa.int64(), nullable=False),
-        pa.field("X_model_a", pa.float64(), nullable=True),  # on the paired rows
-        pa.field("X_model_b", pa.float64(), nullable=True),
-        pa.field("delta_X_model", pa.float64(), nullable=True),
-        pa.field("delta_X_model_low", pa.float64(), nullable=True),
-        pa.field("delta_X_model_high", pa.float64(), nullable=True),
+        CONCEPT_ID_FIELD,
+        LABEL_FIELD,
+        DESCRIPTION_FIELD,
+        *counts("n_paired_active", "n_active_a", "n_active_b"),  # paired rows active in A or B, in A, in B
+        *floats("X_model_a", "X_model_b"),  # on the paired rows
+        *with_interval("delta_X_model"),
         # ΔX_model beyond the benchmarks' mean-score change (cg_ray.compare.bootstrap, "Relative change")
-        pa.field("relative_delta", pa.float64(), nullable=True),
-        pa.field("relative_low", pa.float64(), nullable=True),
-        pa.field("relative_high", pa.float64(), nullable=True),
+        *floats("relative_delta", "relative_low", "relative_high"),
         pa.field("direction", pa.string(), nullable=True),  # regressed | improved (confident, rank_by), else null
         pa.field("rank", pa.int32(), nullable=True),  # among the confident ones of its direction, 1 = first
-        pa.field("X_bench_a", pa.float64(), nullable=True),  # each run's own suite (concepts.parquet)
-        pa.field("X_bench_b", pa.float64(), nullable=True),
-        pa.field("delta_X_bench", pa.float64(), nullable=True),
+        *floats("X_bench_a", "X_bench_b", "delta_X_bench"),  # each run's own suite (concepts.parquet)
     ]
 )
 # diff_benchmarks.parquet: Δχ_model per (benchmark, concept) over the paired rows where the concept is active.
 DIFF_BENCHMARKS_SCHEMA: Final = pa.schema(
     [
         pa.field("benchmark", pa.string(), nullable=False),
-        pa.field("concept_id", pa.int32(), nullable=False),
-        pa.field("n_paired_active", pa.int64(), nullable=False),
-        pa.field("chi_model_a", pa.float64(), nullable=True),
-        pa.field("chi_model_b", pa.float64(), nullable=True),
-        pa.field("delta_chi_model", pa.float64(), nullable=True),
-        pa.field("delta_chi_model_low", pa.float64(), nullable=True),
-        pa.field("delta_chi_model_high", pa.float64(), nullable=True),
+        CONCEPT_ID_FIELD,
+        *counts("n_paired_active"),
+        *floats("chi_model_a", "chi_model_b"),
+        *with_interval("delta_chi_model"),
     ]
 )
 
