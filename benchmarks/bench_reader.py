@@ -124,6 +124,7 @@ def main() -> None:
 
     from transformers import AutoModelForCausalLM
 
+    from cg_ray.activations.agreement import compare, row_hidden
     from cg_ray.activations.config import ReaderConfig
     from cg_ray.activations.reader import ConceptReader
     from cg_ray.activations.reference import counted_positions
@@ -161,6 +162,8 @@ def main() -> None:
     sae32 = load_sae(args.sae)
     layer, policy = fast.layer, fast.policy
 
+    naive_hidden: list[torch.Tensor] = []  # layer L at the counted tokens, for the pre-activation check
+
     def naive() -> list[np.ndarray]:
         out = []
         with torch.inference_mode():
@@ -169,6 +172,7 @@ def main() -> None:
                 acts = sae32.encode(hs[layer + 1][0]).cpu().numpy()  # every token, dense, to the CPU
                 keep = counted_positions(seq, policy)
                 out.append(acts[keep].mean(0) if keep else np.zeros(acts.shape[1], np.float32))
+                naive_hidden.append(hs[layer + 1][0][keep])
         return out
 
     fast.read_ids(seqs[:4])  # warm-up (allocator, kernels)
@@ -181,8 +185,8 @@ def main() -> None:
     ref = naive()
     t_naive = time.perf_counter() - t
 
-    variants: dict[str, tuple[float, list]] = {}
-    names = {"float32 padded": {"packing": False}}
+    variants: dict[str, tuple[float, list, ConceptReader]] = {}
+    names: dict[str, dict[str, object]] = {"float32 padded": {"packing": False}}
     if auto_dtype != "float32":
         names = {"float32": {}, **names}
     if not args.skip_variants:
@@ -192,7 +196,7 @@ def main() -> None:
         other.read_ids(seqs[:4])
         t = time.perf_counter()
         rows = other.read_ids(seqs)
-        variants[name] = (time.perf_counter() - t, rows)
+        variants[name] = (time.perf_counter() - t, rows, other)
 
     compiled_line = timed_compile(fast, reader("auto", compile=True), seqs, n_tokens) if args.compile else None
 
@@ -211,12 +215,19 @@ def main() -> None:
         gflops = work / secs / 1e9
         return f"{n_tokens / secs:8.0f} tokens/s ({secs:.1f} s), {gflops:.0f} GFLOP/s = {gflops / top:.0%} of peak"
 
+    def agreement(r: ConceptReader, rows: list) -> str:
+        """Beside max |Δs̃|: pre-TopK max |Δ| and the shares of tokens / rows whose latent sets changed."""
+        hidden = [h[counted_positions(seq, policy)] for h, seq in zip(row_hidden(r, seqs), seqs, strict=True)]
+        return compare(dense(rows), ref_m, hidden, naive_hidden, sae32, sae32.topk_k).line()
+
     print(f"naive  float32            : {rate(t_naive, naive_flops, peak32)}")
-    for name, (secs, rows) in variants.items():
+    for name, (secs, rows, other) in variants.items():
         err = np.abs(dense(rows) - ref_m).max()
         print(f"ours   {name:<19}: {rate(secs, flops, peak32)}; max |Δ| vs naive {err:.2e}")
+        print(f"         vs naive: {agreement(other, rows)}")
     rel = np.abs(dense(fast_rows) - ref_m).max() / np.abs(ref_m).max()
     print(f"ours   {auto_dtype + ' (default)':<19}: {rate(t_fast, flops, peak)}; max rel |Δ| vs naive {rel:.2e}")
+    print(f"         vs naive: {agreement(fast, fast_rows)}")
     if compiled_line is not None:
         line, compiled_rate = compiled_line
         print(line)
