@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,8 +11,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from cg_ray import __version__
 from cg_ray import schemas as S
@@ -162,37 +158,23 @@ def summary_dict(
     }
 
 
-def write_official_csvs(out: Path, result: CGResult) -> None:
+def write_official_csvs(run: RunDir, result: CGResult) -> None:
     """The official CG code's outputs, so existing plotting code reads ours unchanged."""
-    run = RunDir(out)
     ids = pa.array(np.arange(result.d_sae, dtype=np.int32))
-    pacsv.write_csv(
-        pa.table({"concept_id": ids, "cg_coverage": pa.array(result.X_bench)}), run.file(S.OFFICIAL_COVERAGE_CSV)
-    )
+    run.write(S.OFFICIAL_COVERAGE_CSV, pa.table({"concept_id": ids, "cg_coverage": pa.array(result.X_bench)}))
     b_idx, c_idx = np.nonzero(result.act_sum > 0)
     order = np.lexsort((b_idx, c_idx))  # by concept, then benchmark
     names = np.asarray(result.benchmarks, dtype=object)
-    pacsv.write_csv(
-        pa.table(
-            {
-                "concept_id": pa.array(c_idx[order].astype(np.int32)),
-                "benchmark": pa.array(names[b_idx[order]], pa.string()),
-                "saliency_score": pa.array(result.chi_bench[b_idx[order], c_idx[order]]),
-            }
-        ),
-        run.file(S.OFFICIAL_SALIENCY_CSV),
-    )
+    saliency = {
+        "concept_id": pa.array(c_idx[order].astype(np.int32)),
+        "benchmark": pa.array(names[b_idx[order]], pa.string()),
+        "saliency_score": pa.array(result.chi_bench[b_idx[order], c_idx[order]]),
+    }
+    run.write(S.OFFICIAL_SALIENCY_CSV, pa.table(saliency))
     scores = {"concept_id": ids, "overall_score": nullable_floats(result.X_model)}
     for b, name in enumerate(result.benchmarks):
         scores[f"{name}_score"] = nullable_floats(result.chi_model[b])
-    pacsv.write_csv(pa.table(scores), run.file(S.OFFICIAL_SCORES_CSV))
-
-
-def link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+    run.write(S.OFFICIAL_SCORES_CSV, pa.table(scores))
 
 
 @dataclass(frozen=True)
@@ -203,7 +185,7 @@ class PublishedMetrics:
 
 
 def publish_metrics(
-    run_dir: Path,
+    run_dir: RunDir | Path,  # a Path: pipeline/runner.py and serve/analyses.py still pass one (issue 32)
     config: MetricsConfig,
     labels: ConceptLabels | None = None,
     extra_summary: Mapping[str, object] | None = None,
@@ -219,7 +201,7 @@ def publish_metrics(
     `model` for near-duplicate groups and example rows) and summary.json."""
     from cg_ray.profile.weaknesses import write_profiles
 
-    run = RunDir(run_dir)
+    run = RunDir.of(run_dir)
     started = time.perf_counter()
     rows = rows or open_rows(run.rows)
     residuals = ResidualPass(rows, model, config)  # metadata, slices, the fields adjusted for, cell means
@@ -230,11 +212,11 @@ def publish_metrics(
     result = compute_metrics(acc, config)
     beyond = residuals.finish(result)
     extra = dict(extra_summary or {})
-    pq.write_table(concepts_table(result, labels, beyond), run.file(S.CONCEPTS_FILE))
-    pq.write_table(benchmark_concepts_table(result), run.file(S.BENCHMARK_CONCEPTS_FILE))
-    write_official_csvs(run_dir, result)
+    run.write(S.CONCEPTS_FILE, concepts_table(result, labels, beyond))
+    run.write(S.BENCHMARK_CONCEPTS_FILE, benchmark_concepts_table(result))
+    write_official_csvs(run, result)
     t_profiles = time.perf_counter()
-    extra["profile"] = write_profiles(run_dir, result, labels, model, beyond)  # with the failure modes
+    extra["profile"] = write_profiles(run, result, labels, model, beyond)  # with the failure modes
     if record_timing:
         extra["timings_s"] = {
             "aggregate": round(aggregate_s, 3),  # with the residual gaps

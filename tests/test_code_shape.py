@@ -85,8 +85,8 @@ def _artifact_names() -> set[str]:
     """The file names every output directory's registry in cg_ray/artifacts/layout.py names."""
     from cg_ray.artifacts import layout
 
-    registries = [v for k, v in vars(layout).items() if k.endswith("_ARTIFACTS") and isinstance(v, dict)]
-    return {Path(name).name for registry in registries for name in registry}
+    layouts = [v for v in vars(layout).values() if isinstance(v, type) and issubclass(v, layout.ArtifactDir)]
+    return {Path(name).name for kind in layouts for name in kind.ARTIFACTS}
 
 
 def _string_constants() -> dict[str, str]:

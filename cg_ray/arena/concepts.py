@@ -25,7 +25,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from scipy import sparse
 
 from cg_ray import schemas as S
@@ -264,21 +263,20 @@ def _top(table: pa.Table, k: int, min_active: int) -> dict[str, list[dict[str, A
 
 
 def write_head_to_head(
-    out_dir: str | os.PathLike[str],
+    out: ArenaDir,
     h2h: HeadToHead,
     models_table: pa.Table | None = None,
     *,
     top_k: int = 20,
     min_active: int = 5,
 ) -> None:
-    """head_to_head.parquet (+ model_concepts.parquet) and a JSON summary into an existing directory."""
-    out = ArenaDir(out_dir)
-    pq.write_table(h2h.table, out.file(S.HEAD_TO_HEAD_FILE))
+    """head_to_head.parquet (+ model_concepts.parquet) and a JSON summary into `out` (being built)."""
+    out.write(S.HEAD_TO_HEAD_FILE, h2h.table)
     summary: dict[str, Any] = {
         "pairs": [vars(p) for p in h2h.pairs],
         f"top_{top_k}_by_pair (n_active >= {min_active})": _top(h2h.table, top_k, min_active),
     }
     if models_table is not None:
-        pq.write_table(models_table, out.file(S.MODEL_CONCEPTS_FILE))
+        out.write(S.MODEL_CONCEPTS_FILE, models_table)
         summary["model_concepts"] = models_table.to_pylist()
     out.write_json(S.HEAD_TO_HEAD_JSON, summary, ensure_ascii=False)

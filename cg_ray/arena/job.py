@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
 from cg_ray import schemas as S
@@ -58,7 +57,6 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     from cg_ray.arena.outputs import write_ratings
     from cg_ray.arena.ratings import rate
     from cg_ray.arena.rows import RowCounts, iter_model_rows, select_models
-    from cg_ray.artifacts.contract import ArenaSummary, write_document
     from cg_ray.artifacts.layout import ArenaDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import open_rows
@@ -67,7 +65,7 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     from cg_ray.pipeline.runner import init_ray
     from cg_ray.pipeline.shards import ensure_free
     from cg_ray.report.comparisons import arena_view
-    from cg_ray.report.html import build_report, write_page
+    from cg_ray.report.html import build_report, write_view
     from cg_ray.run_outputs import publish_metrics
 
     cfg = config.arena
@@ -82,7 +80,6 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
 
     with atomic_directory(out, overwrite=overwrite) as tmp:
         arena_dir = ArenaDir(tmp)
-        arena_dir.ratings_dir.mkdir()
         write_ratings(arena_dir.ratings_dir, ratings, {"source": cfg.battles, "skipped": dict(battles.skipped)})
         activations, results = {}, {}
         counts = RowCounts()
@@ -96,8 +93,7 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
             log.info("reading %d rows of %s (prompt + its response)", len(rows), model)
             read, d_sae = _read_rows(rows, config, reader_factory)
             run_dir = arena_dir.model(safe_name(model))
-            run_dir.path.mkdir(parents=True)
-            pq.write_table(read, run_dir.rows)
+            run_dir.write(S.ROWS_FILE, read)
             if labels is None and config.labels:
                 labels = load_labels(config.labels, d_sae=d_sae)
             elif labels is None:
@@ -106,20 +102,20 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
             # the model-concepts table, and the head-to-head takes its activations from the same file.
             rows_file = open_rows(run_dir.rows)
             extra = {"evaluated_model": model, "arena": True}
-            results[model] = publish_metrics(run_dir.path, config.metrics, labels, extra, rows=rows_file).result
-            build_report(run_dir.path)
+            results[model] = publish_metrics(run_dir, config.metrics, labels, extra, rows=rows_file).result
+            build_report(run_dir)
             activations[model] = load_model_activations(model, rows_file)
         h2h = head_to_head(battles.battles, activations, cfg.tie_policy, weighting=cfg.weighting, labels=labels)
         table = model_concepts_table(results, labels=labels)
-        write_head_to_head(tmp, h2h, table)
+        write_head_to_head(arena_dir, h2h, table)
         summary = {
             "config": config.model_dump(mode="json"),
             "models": {m: safe_name(m) for m in models},
             "row_counts": counts.as_dict(),
             "seconds": round(time.perf_counter() - started, 1),
         }
-        write_document(arena_dir.summary, ArenaSummary, summary)
-        write_page(arena_dir.file(S.REPORT_FILE), arena_view(arena_dir), "arena")  # the explorer's app, embedded
+        arena_dir.write_json(S.ARENA_FILE, summary)
+        write_view(arena_dir, S.REPORT_FILE, arena_view(arena_dir), "arena")  # the explorer's app, embedded
         _print(table, ratings)
     return out
 

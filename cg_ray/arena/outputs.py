@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, TypedDict
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.arena.ratings import RATING_COLUMNS, Ratings
@@ -46,11 +44,8 @@ def pairwise_rows(ratings: Ratings) -> list[PairwiseRow]:
     return rows
 
 
-def write_ratings(
-    out_dir: str | os.PathLike[str], ratings: Ratings, extra: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """Write the three files into an existing directory; returns the JSON document written."""
-    out = RatingsDir(out_dir)
+def write_ratings(out: RatingsDir, ratings: Ratings, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write the three files into `out` (being built); returns the JSON document written."""
     result = ratings.as_dict() | (extra or {})
     pairs = pairwise_rows(ratings)
     model_schema = pa.schema(
@@ -58,11 +53,11 @@ def write_ratings(
         + [(k, pa.float64()) for k in RATING_COLUMNS]
         + [(k, pa.int64()) for k in ("battles", "wins", "losses", "ties", "bothbad")]
     )
-    pq.write_table(pa.Table.from_pylist(result["models"], schema=model_schema), out.file(RATINGS_FILE))
+    out.write(RATINGS_FILE, pa.Table.from_pylist(result["models"], schema=model_schema))
     pair_schema = pa.schema(
         [("model_a", pa.string()), ("model_b", pa.string())]
         + [(k, pa.float64()) for k in ("battles_counted", "score_a", "bt_predicted")]
     )
-    pq.write_table(pa.Table.from_pylist(pairs, schema=pair_schema), out.file(PAIRWISE_FILE))
+    out.write(PAIRWISE_FILE, pa.Table.from_pylist(pairs, schema=pair_schema))
     result = result | {"pairwise": pairs}
     return out.write_json(RATINGS_JSON, result, ensure_ascii=False)

@@ -2,9 +2,14 @@
 
 `RUN_ARTIFACTS` names each file of a run directory once (its path inside the run, its kind, the command
 that writes it and, for JSON, its `cg_ray.artifacts.contract` model); `ARENA_ARTIFACTS` does the same for an
-arena run. `RunDir` / `ArenaDir` hand out those paths (an unknown name is refused), read them through their
-models, and `RunDir.update` is the one way a step after publishing (describe, explain, validate, robustness,
-report) changes a published run: every file replaced atomically and the step recorded in manifest.json.
+arena run, and each output directory's class for its own files. `RunDir` / `ArenaDir` / the others hand out
+those paths (an unknown name is refused) and read them through their models.
+
+This module is also the one writer of those directories: `ArtifactDir.write` (and `write_table` /
+`write_json`) while a directory is being built in its temporary place, before `artifacts.publish` renames it
+into place; `RunDir.update` once a run is published (describe, explain, validate, robustness, report): every
+file replaced atomically and the step recorded in manifest.json. Both write through `_write`, which checks
+a JSON document against its model. tests/artifacts/test_one_writer.py keeps other modules from writing there.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ import datetime as dt
 import fcntl
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeAlias
 
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
@@ -30,7 +37,8 @@ from cg_ray.artifacts.publish import atomic_file
 from cg_ray.errors import CgRayError, InputError
 
 Kind = Literal["json", "parquet", "html", "csv"]
-# What `RunDir.update` writes for one file: a JSON document, text, bytes, a table, or a writer of the file.
+# What the writer writes for one file: a JSON document, text, bytes, a table (Parquet or CSV, as the artifact
+# is), or a writer of the file.
 Content: TypeAlias = "dict[str, Any] | str | bytes | pa.Table | Callable[[Path], object]"
 
 
@@ -40,6 +48,7 @@ class Artifact:
     kind: Kind
     written_by: str  # the command / step that writes it
     model: type[C.Versioned] | None = None  # JSON: the document model it is read through
+    nan: bool = False  # JSON: NaN written as such (else refused: JSON has none)
 
 
 def _registry(*artifacts: Artifact) -> dict[str, Artifact]:
@@ -65,7 +74,7 @@ RUN_ARTIFACTS: dict[str, Artifact] = _registry(
     Artifact(S.EXPLANATIONS_FILE, "parquet", "explain"),
     Artifact(S.MODE_EXPLANATIONS_FILE, "parquet", "explain"),
     Artifact(S.VALIDATE_FILE, "json", "validate", C.ValidateReport),
-    Artifact(ROBUSTNESS_JSON, "json", "robustness", C.RobustnessReport),
+    Artifact(ROBUSTNESS_JSON, "json", "robustness", C.RobustnessReport, nan=True),  # stds of never-active concepts
     Artifact(ROBUSTNESS_CONCEPTS, "parquet", "robustness"),
 )
 
@@ -81,48 +90,11 @@ ARENA_ARTIFACTS: dict[str, Artifact] = _registry(
     Artifact(S.REPORT_FILE, "html", "arena"),  # the ratings page (cg_ray.report.comparisons.arena_view)
 )
 
-# The output directories of the analyses beside run directories: each names its files here too, so that no
-# module joins an artifact name onto a directory itself (tests/test_code_shape.py checks it).
-RATINGS_ARTIFACTS: dict[str, Artifact] = _registry(
-    Artifact(S.RATINGS_JSON, "json", "ratings", C.RatingsSummary),
-    Artifact(S.RATINGS_PARQUET, "parquet", "ratings"),
-    Artifact(S.PAIRWISE_FILE, "parquet", "ratings"),
-)
-DIFF_ARTIFACTS: dict[str, Artifact] = _registry(
-    Artifact(S.DIFF_FILE, "parquet", "diff"),
-    Artifact(S.DIFF_BENCHMARKS_FILE, "parquet", "diff"),
-    Artifact(S.DIFF_JSON, "json", "diff", C.DiffSummary),
-    Artifact(S.DIFF_HTML, "html", "diff"),
-)
 MODEL_DIFF_TABLE, MODEL_DIFF_JSON, MODEL_DIFF_HTML = "diff_models.parquet", "hypotheses.json", "diff_models.html"
 MODEL_DIFF_PAIRS = "pairs.parquet"  # the paired answers' s̃, kept by the service for its examples
-MODEL_DIFF_ARTIFACTS: dict[str, Artifact] = _registry(
-    Artifact(MODEL_DIFF_TABLE, "parquet", "diff-models"),
-    Artifact(MODEL_DIFF_JSON, "json", "diff-models", C.DiffModelsSummary),
-    Artifact(MODEL_DIFF_HTML, "html", "diff-models"),
-    Artifact(MODEL_DIFF_PAIRS, "parquet", "serve model-diff"),
-)
-ROBUSTNESS_ARTIFACTS: dict[str, Artifact] = _registry(  # `cg-ray robustness / validate --out DIR` outside a run
-    Artifact(S.ROBUSTNESS_FILE, "json", "robustness", C.RobustnessReport),
-    Artifact(S.ROBUSTNESS_CONCEPTS_FILE, "parquet", "robustness"),
-    Artifact(S.VALIDATE_FILE, "json", "validate", C.ValidateReport),
-)
-SKILLS_ARTIFACTS: dict[str, Artifact] = _registry(
-    *(Artifact(f"{n}.csv", "csv", "skills") for n in ("loadings", "profiles", "redundancy", "profile_from_k")),
-    Artifact("skills.json", "json", "skills"),
-    Artifact(S.REPORT_FILE, "html", "skills"),
-)
-ESTIMATE_ARTIFACTS: dict[str, Artifact] = _registry(
-    *(
-        Artifact(f"{n}.csv", "csv", "estimate")
-        for n in ("lomo_summary", "lomo_detail", "trace", "chosen_rows", "next_batch", "concepts")
-    ),
-    Artifact("estimate.json", "json", "estimate"),
-    Artifact(S.REPORT_FILE, "html", "estimate"),
-)
 
 
-class _Layout:
+class ArtifactDir:
     """A directory whose files are the registry's `ARTIFACTS`."""
 
     ARTIFACTS: ClassVar[dict[str, Artifact]] = {}
@@ -160,9 +132,31 @@ class _Layout:
     def read_json_if_present(self, name: str) -> dict[str, Any] | None:
         return self.read_json(name) if self.has(name) else None
 
+    def write(self, name: str, content: Content) -> Path:
+        """Write artifact `name` while the directory is being built in its temporary place, before
+        `artifacts.publish` renames it into place (a published run changes through `RunDir.update`)."""
+        path = self._target(name)
+        _write(self.artifact(name), path, content)
+        return path
+
+    def link(self, name: str, src: Path) -> Path:
+        """`write` for a file that already exists elsewhere (the rows of `cg-ray metrics`): hard-linked when
+        the file system allows it, else copied."""
+        path = self._target(name)
+        try:
+            os.link(src, path)
+        except OSError:
+            shutil.copy2(src, path)
+        return path
+
     def write_json(self, name: str, doc: Mapping[str, C.Value], **dumps: Any) -> dict[str, C.Value | int]:
-        """Write a JSON artifact while the directory is being built (before it is published)."""
-        return C.write_document(self.file(name), self._model(name), doc, **dumps)
+        """`write` for a JSON document with its own `json.dumps` options; returns the document as written."""
+        return C.write_document(self._target(name), self._model(name), doc, **dumps)
+
+    def _target(self, name: str) -> Path:
+        path = self.file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
 
     def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table | None:
         """A Parquet artifact (None when the directory has none); unreadable files are named."""
@@ -175,9 +169,7 @@ class _Layout:
             raise InputError(f"unreadable Parquet ({exc})", path=str(path)) from None
 
     def write_table(self, name: str, table: pa.Table) -> None:
-        path = self.file(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, path)
+        self.write(name, table)
 
     def _model(self, name: str) -> type[C.Versioned]:
         artifact = self.artifact(name)
@@ -192,11 +184,11 @@ class _File:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def __get__(self, layout: _Layout, owner: type[_Layout] | None = None) -> Path:
+    def __get__(self, layout: ArtifactDir, owner: type[ArtifactDir] | None = None) -> Path:
         return layout.file(self.name)
 
 
-class RunDir(_Layout):
+class RunDir(ArtifactDir):
     """A run directory (`cg-ray metrics`, `cg-ray run`, a service analysis, one arena model)."""
 
     ARTIFACTS = RUN_ARTIFACTS
@@ -205,6 +197,12 @@ class RunDir(_Layout):
     summary = _File(S.SUMMARY_FILE)
     manifest = _File(S.MANIFEST_FILE)
     report = _File(S.REPORT_FILE)
+
+    @classmethod
+    def of(cls, run: RunDir | str | os.PathLike[str]) -> RunDir:
+        """`run` itself, or the run directory at that path. Only for the few functions that code outside the
+        report, describe and CLI packages still calls with a path (issue 32: those callers wrap it)."""
+        return run if isinstance(run, RunDir) else cls(run)
 
     @classmethod
     def published(cls, path: str | os.PathLike[str]) -> RunDir | None:
@@ -255,7 +253,7 @@ class RunDir(_Layout):
             C.write_document(tmp, C.RunManifest, manifest, default=str)
 
 
-class ArenaDir(_Layout):
+class ArenaDir(ArtifactDir):
     """A published arena run: ratings, head-to-head tables, and a `RunDir` per model of interest."""
 
     ARTIFACTS = ARENA_ARTIFACTS
@@ -265,8 +263,8 @@ class ArenaDir(_Layout):
     head_to_head_json = _File(S.HEAD_TO_HEAD_JSON)
 
     @property
-    def ratings_dir(self) -> Path:
-        return self.path / S.RATINGS_DIR
+    def ratings_dir(self) -> RatingsDir:
+        return RatingsDir(self.path / S.RATINGS_DIR)
 
     def model(self, folder: str) -> RunDir:
         return RunDir(self.path / S.ARENA_MODELS_DIR / folder)
@@ -276,40 +274,73 @@ class ArenaDir(_Layout):
         return [RunDir(p) for p in sorted(root.iterdir()) if p.is_dir()] if root.is_dir() else []
 
 
-class RatingsDir(_Layout):
+# The output directories of the analyses beside run directories: each names its files in its class, so that
+# no module joins an artifact name onto a directory itself (tests/test_code_shape.py checks it).
+
+
+class RatingsDir(ArtifactDir):
     """Arena ratings: `cg-ray ratings --out`, or an arena run's ratings/."""
 
-    ARTIFACTS = RATINGS_ARTIFACTS
+    ARTIFACTS = _registry(
+        Artifact(S.RATINGS_JSON, "json", "ratings", C.RatingsSummary),
+        Artifact(S.RATINGS_PARQUET, "parquet", "ratings"),
+        Artifact(S.PAIRWISE_FILE, "parquet", "ratings"),
+    )
 
 
-class DiffDir(_Layout):
+class DiffDir(ArtifactDir):
     """`cg-ray diff --out` / a service diff: two runs paired by row."""
 
-    ARTIFACTS = DIFF_ARTIFACTS
+    ARTIFACTS = _registry(
+        Artifact(S.DIFF_FILE, "parquet", "diff"),
+        Artifact(S.DIFF_BENCHMARKS_FILE, "parquet", "diff"),
+        Artifact(S.DIFF_JSON, "json", "diff", C.DiffSummary),
+        Artifact(S.DIFF_HTML, "html", "diff"),
+    )
 
 
-class ModelDiffDir(_Layout):
+class ModelDiffDir(ArtifactDir):
     """`cg-ray diff-models --out` / a service model diff: two models' answers paired by prompt."""
 
-    ARTIFACTS = MODEL_DIFF_ARTIFACTS
+    ARTIFACTS = _registry(
+        Artifact(MODEL_DIFF_TABLE, "parquet", "diff-models"),
+        Artifact(MODEL_DIFF_JSON, "json", "diff-models", C.DiffModelsSummary),
+        Artifact(MODEL_DIFF_HTML, "html", "diff-models"),
+        Artifact(MODEL_DIFF_PAIRS, "parquet", "serve model-diff"),
+    )
 
 
-class RobustnessDir(_Layout):
+class RobustnessDir(ArtifactDir):
     """`cg-ray robustness` / `cg-ray validate --out DIR` when DIR is not a run (into a run: `RunDir.update`)."""
 
-    ARTIFACTS = ROBUSTNESS_ARTIFACTS
+    ARTIFACTS = _registry(
+        Artifact(S.ROBUSTNESS_FILE, "json", "robustness", C.RobustnessReport, nan=True),
+        Artifact(S.ROBUSTNESS_CONCEPTS_FILE, "parquet", "robustness"),
+        Artifact(S.VALIDATE_FILE, "json", "validate", C.ValidateReport),
+    )
 
 
-class SkillsDir(_Layout):
+class SkillsDir(ArtifactDir):
     """`cg-ray skills --out`: loadings, profiles, redundancy, skills.json and its page."""
 
-    ARTIFACTS = SKILLS_ARTIFACTS
+    ARTIFACTS = _registry(
+        *(Artifact(f"{n}.csv", "csv", "skills") for n in ("loadings", "profiles", "redundancy", "profile_from_k")),
+        Artifact("skills.json", "json", "skills"),
+        Artifact(S.REPORT_FILE, "html", "skills"),
+    )
 
 
-class EstimateDir(_Layout):
+class EstimateDir(ArtifactDir):
     """`cg-ray estimate --out`: the trace or leave-one-model-out tables, estimate.json and its page."""
 
-    ARTIFACTS = ESTIMATE_ARTIFACTS
+    ARTIFACTS = _registry(
+        *(
+            Artifact(f"{n}.csv", "csv", "estimate")
+            for n in ("lomo_summary", "lomo_detail", "trace", "chosen_rows", "next_batch", "concepts")
+        ),
+        Artifact("estimate.json", "json", "estimate"),
+        Artifact(S.REPORT_FILE, "html", "estimate"),
+    )
 
 
 def read_summary(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -324,13 +355,17 @@ def read_arena_summary(arena_dir: str | os.PathLike[str]) -> C.ArenaSummary:
 def _write(artifact: Artifact, tmp: Path, content: Content) -> None:
     if callable(content):
         content(tmp)
-    elif isinstance(content, pa.Table):
+    elif isinstance(content, pa.Table) and artifact.kind == "parquet":
         pq.write_table(content, tmp)
+    elif isinstance(content, pa.Table) and artifact.kind == "csv":
+        pacsv.write_csv(content, tmp)
+    elif isinstance(content, pa.Table):
+        raise CgRayError(f"{artifact.name} is a {artifact.kind} artifact, not a table")
     elif isinstance(content, dict):
         if artifact.model is None:
-            raise CgRayError(f"{artifact.name} is not a JSON artifact")
+            raise CgRayError(f"{artifact.name} is not a JSON artifact with a model")
         try:
-            C.write_document(tmp, artifact.model, content, ensure_ascii=False, allow_nan=False)
+            C.write_document(tmp, artifact.model, content, ensure_ascii=False, allow_nan=artifact.nan)
         except ValidationError as exc:
             first = exc.errors()[0]
             raise InputError(first["msg"], path=artifact.name, field=".".join(map(str, first["loc"]))) from None

@@ -52,6 +52,7 @@ def _cmd_ratings(args: argparse.Namespace) -> int:
     from cg_ray.arena.outcomes import BattleArrays
     from cg_ray.arena.outputs import write_ratings
     from cg_ray.arena.ratings import rate
+    from cg_ray.artifacts.layout import RatingsDir
     from cg_ray.artifacts.publish import atomic_directory
 
     policy = _tie_policy(args)
@@ -64,7 +65,7 @@ def _cmd_ratings(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-        result = write_ratings(tmp, ratings, {"source": str(args.battles), "skipped": battles.skipped})
+        result = write_ratings(RatingsDir(tmp), ratings, {"source": str(args.battles), "skipped": battles.skipped})
     models = result["models"]
     level = f"{config.confidence:.0%} CI" if config.bootstrap else "no CI"
     print(f"{'model':40} {'BT':>7} {level:>17} {'Elo':>7} {'battles':>8} {'W-L-T':>13}")
@@ -111,6 +112,7 @@ def _cmd_head_to_head(args: argparse.Namespace) -> int:
         model_results,
         write_head_to_head,
     )
+    from cg_ray.artifacts.layout import ArenaDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.config import MetricsConfig
     from cg_ray.labels import load_labels
@@ -131,7 +133,7 @@ def _cmd_head_to_head(args: argparse.Namespace) -> int:
     h2h = head_to_head(battles.battles, activations, policy, weighting=args.weighting, labels=labels)
     table = model_concepts_table(model_results(files, metrics), labels=labels)
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-        write_head_to_head(tmp, h2h, table, top_k=metrics.top_k, min_active=args.min_active)
+        write_head_to_head(ArenaDir(tmp), h2h, table, top_k=metrics.top_k, min_active=args.min_active)
     for p in h2h.pairs:
         rate = "—" if p.win_rate is None else f"{p.win_rate:.3f}"
         print(f"  {p.model_a} vs {p.model_b}: {p.n_counted} battles counted, score {rate}")

@@ -92,11 +92,13 @@ def _describe(args: argparse.Namespace) -> int:
     Describe concepts from the run's own rows (top rows with the activating span, metadata enrichment,
     in-suite tokens, labels, LLM explanations when `cg-ray explain` ran) and group them into themes; writes
     RUN_DIR/descriptions.parquet and RUN_DIR/themes.json."""
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.describe.run import describe_run
     from cg_ray.report.refresh import refresh_report
 
-    table, themes = describe_run(args.run_dir, _options(args))
-    refresh_report(args.run_dir)
+    run = RunDir(args.run_dir)
+    table, themes = describe_run(run, _options(args))
+    refresh_report(run)
     _print(table, themes)
     return 0
 
@@ -110,15 +112,17 @@ def _explain(args: argparse.Namespace) -> int:
     compared on half the rows and the winner scored on the other half. Through the generation backend or an
     OpenAI-compatible endpoint (--endpoint, --model, --api-key-env); the plan is printed before the first
     request. Writes RUN_DIR/explanations.parquet and refreshes descriptions.parquet / themes.json."""
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.describe.endpoint import usage_line
     from cg_ray.describe.explain import explain_run
     from cg_ray.report.refresh import refresh_report
 
     config = _explain_config(args)
+    run = RunDir(args.run_dir)
     table, themes = explain_run(
-        args.run_dir, _options(args), config, scope_all=args.scope_all, announce=lambda line: print(line, flush=True)
+        run, _options(args), config, scope_all=args.scope_all, announce=lambda line: print(line, flush=True)
     )
-    refresh_report(args.run_dir)
+    refresh_report(run)
     _print(table, themes)
     info = themes["summary"]["explainer"]
     judging = info["judging"]

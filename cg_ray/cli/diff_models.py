@@ -105,6 +105,7 @@ def names_factory(config: DiffModelsConfig, factory: str = DEFAULT_READER_FACTOR
 
     def make(d_sae: int) -> ConceptNames:
         from cg_ray.activations.saes.labels import shipped_labels
+        from cg_ray.artifacts.layout import RunDir
         from cg_ray.describe.outputs import read_sentences
         from cg_ray.labels import load_labels
 
@@ -113,7 +114,7 @@ def names_factory(config: DiffModelsConfig, factory: str = DEFAULT_READER_FACTOR
             if config.labels
             else shipped_labels(config.reader.sae, d_sae, factory)
         )
-        sentences = read_sentences(Path(config.descriptions_from)) if config.descriptions_from else {}
+        sentences = read_sentences(RunDir(config.descriptions_from)) if config.descriptions_from else {}
 
         def names(c: int) -> tuple[str | None, str | None]:
             return (labels.get(c) if labels is not None else None), sentences.get(c)

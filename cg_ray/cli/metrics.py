@@ -7,11 +7,14 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cg_ray import schemas as S
 from cg_ray.cli.options import add_command, add_labels_options, add_model_flags, ensure_output_free, from_args
 from cg_ray.config import MetricsConfig, RobustnessConfig
+
+if TYPE_CHECKING:
+    from cg_ray.artifacts.layout import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +70,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import open_rows
-    from cg_ray.run_outputs import link_or_copy, publish_metrics
+    from cg_ray.run_outputs import publish_metrics
 
     config = metrics_config_from_args(args)
     started = time.perf_counter()
@@ -76,10 +79,11 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     ensure_output_free(args.out, args.overwrite)
     extra = {"rows_file": str(args.rows), "model_filter": args.model, "evaluated_model": args.model}
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-        link_or_copy(args.rows, RunDir(tmp).rows)
-        published = publish_metrics(tmp, config, labels, extra, model=args.model, rows=rows, record_timing=True)
+        building = RunDir(tmp)
+        building.link(S.ROWS_FILE, args.rows)
+        published = publish_metrics(building, config, labels, extra, model=args.model, rows=rows, record_timing=True)
     _print_summary(args.out, published.summary, time.perf_counter() - started)
-    _print_profile(args.out)
+    _print_profile(RunDir(args.out))
     return 0
 
 
@@ -96,13 +100,11 @@ def _labels(args: argparse.Namespace, d_sae: int) -> Any:
     return labels
 
 
-def _print_profile(out: Path) -> None:
+def _print_profile(run: RunDir) -> None:
     import pyarrow.parquet as pq
 
-    from cg_ray.artifacts.layout import RunDir
     from cg_ray.report.beyond import crossfit_of, judged_text
 
-    run = RunDir(out)
     crossfit = crossfit_of(run.read_json_if_present(S.SUMMARY_FILE))
     if crossfit:
         print(f"findings (failure modes, slices, concepts) {judged_text(crossfit)}")
@@ -230,9 +232,7 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
     concepts (paper §4.2.3)."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from cg_ray.artifacts.contract import RobustnessReport, write_document
     from cg_ray.artifacts.layout import ROBUSTNESS_CONCEPTS, ROBUSTNESS_JSON, RobustnessDir, RunDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
@@ -259,15 +259,12 @@ def _cmd_robustness(args: argparse.Namespace) -> int:
         }
     )
     if run is not None:
-        write_json = lambda tmp: write_document(tmp, RobustnessReport, result)  # noqa: E731 (NaN kept as before)
-        run.update(
-            "robustness", {ROBUSTNESS_JSON: write_json, ROBUSTNESS_CONCEPTS: stds}, {"rows_file": str(args.rows)}
-        )
-        refresh_report(run.path)
+        run.update("robustness", {ROBUSTNESS_JSON: result, ROBUSTNESS_CONCEPTS: stds}, {"rows_file": str(args.rows)})
+        refresh_report(run)
     else:
         with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-            write_document(RobustnessDir(tmp).file(S.ROBUSTNESS_FILE), RobustnessReport, result)  # NaN kept
-            pq.write_table(stds, RobustnessDir(tmp).file(S.ROBUSTNESS_CONCEPTS_FILE))
+            RobustnessDir(tmp).write(S.ROBUSTNESS_FILE, result)
+            RobustnessDir(tmp).write(S.ROBUSTNESS_CONCEPTS_FILE, stds)
     print(
         f"subsampling ({report['repeats']}× dropping {report['drop_fraction']:.0%} per benchmark): "
         f"mean std X_model {_fmt(report['X_model_std_mean'])}, X_bench {_fmt(report['X_bench_std_mean'])}"

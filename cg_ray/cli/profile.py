@@ -42,7 +42,6 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     Split rows into fit / test parts (stratified by benchmark, seeded), build the weakness profile on the fit
     part, and measure on the test part how low the profiled concepts' rows score: the new ranking, the paper's
     plain X_model ranking and random concepts side by side."""
-    from cg_ray.artifacts.contract import ValidateReport, write_document
     from cg_ray.artifacts.layout import RobustnessDir, RunDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
@@ -75,10 +74,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     report["model"] = args.model
     if run is not None:
         run.update("validate", {VALIDATE_FILE: report}, {"rows_file": str(args.rows)})
-        refresh_report(run.path)
+        refresh_report(run)
     else:
         with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
-            write_document(RobustnessDir(tmp).file(VALIDATE_FILE), ValidateReport, report, allow_nan=False)
+            RobustnessDir(tmp).write(VALIDATE_FILE, report)
     _print(report, RobustnessDir(args.out).file(VALIDATE_FILE))
     return 0
 

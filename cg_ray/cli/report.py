@@ -14,9 +14,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     Write a self-contained HTML report of a run directory: the explorer's app with the run's documents
     embedded (one file, no network)."""
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.report.html import build_report
 
-    out = build_report(args.run_dir, examples_per_concept=args.examples, top=args.top, validate=args.validate)
+    out = build_report(RunDir(args.run_dir), examples_per_concept=args.examples, top=args.top, validate=args.validate)
     print(f"report: {out} ({out.stat().st_size / 2**20:.1f} MiB, self-contained, works offline)")
     return 0
 

@@ -100,6 +100,7 @@ def _skills(args: argparse.Namespace) -> int:
     Standardise a models × tasks matrix, choose the number of factors (parallel analysis; scree, Kaiser and the
     IQ-test paper's rule reported), fit principal axis factoring + varimax, and write loadings.csv,
     profiles.csv, redundancy.csv, profile_from_k.csv, skills.json and report.html to --out."""
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.errors import ConfigError
     from cg_ray.skills.analysis import run_skills
     from cg_ray.skills.concepts import concept_frame
@@ -124,7 +125,7 @@ def _skills(args: argparse.Namespace) -> int:
     elif args.scores is not None:
         matrix, source = matrix_from_long(read_long(args.scores, args.task_field)), str(args.scores)
     else:
-        matrix, source = matrix_from_runs(args.runs), ", ".join(str(r) for r in args.runs)
+        matrix, source = matrix_from_runs([RunDir(r) for r in args.runs]), ", ".join(str(r) for r in args.runs)
     result = run_skills(matrix, config, source)
     if concepts is not None:
         result.summary["concepts"] = concepts

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.describe import outputs as O
 from cg_ray.describe.completers import Completer, close, make_completer
 from cg_ray.describe.config import ExplainConfig
@@ -64,7 +65,7 @@ def _concepts(
     halves); its explanation prompt; and the share of held-out active rows seen through a token window."""
     rows = {c: held_out_rows(a, c, config.detect_rows, config.seed) for c in a.evidence.concept_ids}
     windows = read_windows(a, {c: pos for c, (pos, _) in rows.items()})
-    terms = profile_terms(a.run.path)
+    terms = profile_terms(a.run.dir)
     subjects, prompts = [], []
     for c in a.evidence.concept_ids:
         ce, concept = a.per_concept[c], a.run.concepts[c]
@@ -140,7 +141,7 @@ def pick_by(cands: Offline) -> Callable[[Subject, list[Scores]], int | None]:
 
 
 def explain_run(
-    run_dir: Path,
+    run_dir: RunDir | Path,  # a Path: pipeline/describe_step.py still passes one (issue 32)
     options: DescribeOptions,
     config: ExplainConfig,
     completer: Completer | None = None,
@@ -161,13 +162,14 @@ def explain_run(
         if judge is None:
             judge = make_completer(config.judge(), "judge") if config.separate_judge else completer
             own += [judge] if judge is not completer else []
-        return _explain(run_dir, options, config, completer, judge, span_reader, scope_all, announce or log.info)
+        run = RunDir.of(run_dir)
+        return _explain(run, options, config, completer, judge, span_reader, scope_all, announce or log.info)
     finally:
         close(*own)
 
 
 def _explain(
-    run_dir: Path,
+    run_dir: RunDir,
     options: DescribeOptions,
     config: ExplainConfig,
     completer: Completer,

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.layout import Content, RunDir
+from cg_ray.artifacts.layout import Content
 from cg_ray.artifacts.rows import RowsFile, iter_row_batches
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.evidence import read_rows
@@ -91,7 +91,7 @@ class ModeWork:
 def prepare_modes(
     a: Analysis, config: ExplainConfig, read_windows: SpanReader, scope_all: bool, model: str | None = None
 ) -> ModeWork:
-    table = RunDir(a.run.path).read_table(S.FAILURE_MODES_FILE)
+    table = a.run.dir.read_table(S.FAILURE_MODES_FILE)
     if table is None:
         return ModeWork(None, reason="the run has no failure_modes.parquet")
     modes = selected_modes(table, scope_all)

@@ -15,8 +15,7 @@ THEMES_FILE: Final = S.THEMES_FILE
 EXPLANATIONS_FILE: Final = S.EXPLANATIONS_FILE
 
 
-def read_descriptions(run_dir: Path) -> list[dict[str, Any]] | None:
-    run = RunDir(run_dir)
+def read_descriptions(run: RunDir) -> list[dict[str, Any]] | None:
     table = run.read_table(DESCRIPTIONS_FILE)
     if table is None:
         return None
@@ -29,11 +28,11 @@ def read_descriptions(run_dir: Path) -> list[dict[str, Any]] | None:
     return rows
 
 
-def read_sentences(run_dir: Path) -> dict[int, str]:
+def read_sentences(run: RunDir | Path) -> dict[int, str]:  # a Path: serve/results.py, compare/diff.py (issue 32)
     """concept_id → its description sentence, for the tables that show it before the label ({} if none)."""
-    return {int(d["concept_id"]): str(d["description"]) for d in read_descriptions(run_dir) or []}
+    return {int(d["concept_id"]): str(d["description"]) for d in read_descriptions(RunDir.of(run)) or []}
 
 
-def read_themes(run_dir: Path) -> dict[str, Any] | None:
+def read_themes(run: RunDir | Path) -> dict[str, Any] | None:  # a Path: serve/readable.py (issue 32)
     """themes.json through its model (a newer format_version, or one without `themes`, is refused)."""
-    return RunDir(run_dir).read_json_if_present(THEMES_FILE)
+    return RunDir.of(run).read_json_if_present(THEMES_FILE)

@@ -79,7 +79,7 @@ class Analysis:
         return plain_text(self.records[row], self.text_mode)
 
 
-def analyse(run_dir: Path, options: DescribeOptions) -> Analysis:
+def analyse(run_dir: RunDir, options: DescribeOptions) -> Analysis:
     run = open_run(run_dir, options.reader)
     if options.report_scope and not options.concepts:
         selection = report_concepts(run, options.top)
@@ -196,9 +196,9 @@ def _token_details(
     return details, info
 
 
-def explanation_candidates(run_dir: Path, table: pa.Table | None = None) -> dict[int, list[Candidate]]:
+def explanation_candidates(run: RunDir, table: pa.Table | None = None) -> dict[int, list[Candidate]]:
     """The scored candidates of `cg-ray explain`: `table` (being written now), else the run's file."""
-    table = table if table is not None else RunDir(run_dir).read_table(O.EXPLANATIONS_FILE)
+    table = table if table is not None else run.read_table(O.EXPLANATIONS_FILE)
     if table is None:
         return {}
     out: dict[int, list[Candidate]] = {}
@@ -216,10 +216,9 @@ def explanation_candidates(run_dir: Path, table: pa.Table | None = None) -> dict
     return out
 
 
-def profile_terms(run_dir: Path) -> dict[int, list[str]]:
+def profile_terms(run: RunDir) -> dict[int, list[str]]:
     """concept → the distinctive terms of its rows, from the profile files that carry them."""
     out: dict[int, list[str]] = {}
-    run = RunDir(run_dir)
     for name in S.PROFILE_FILES:
         path = run / name
         if path.is_file() and "terms" in pq.read_schema(path).names:
@@ -232,8 +231,8 @@ def profile_terms(run_dir: Path) -> dict[int, list[str]]:
 def build_outputs(
     a: Analysis, options: DescribeOptions, explanations: pa.Table | None = None
 ) -> tuple[pa.Table, dict[str, Any]]:
-    explained = explanation_candidates(a.run.path, explanations)
-    terms = profile_terms(a.run.path)
+    explained = explanation_candidates(a.run.dir, explanations)
+    terms = profile_terms(a.run.dir)
     rows: list[dict[str, Any]] = []
     texts: dict[int, str] = {}
     enrich_text: dict[int, list[str]] = {}
@@ -330,31 +329,35 @@ def _themes(
                 "alpha": options.alpha,
             },
             "token_detail": a.token_detail,
-            "explanations": explained or RunDir(a.run.path).has(O.EXPLANATIONS_FILE),
+            "explanations": explained or a.run.dir.has(O.EXPLANATIONS_FILE),
             "seed": options.seed,
         },
     }
 
 
-def describe_run(run_dir: Path, options: DescribeOptions) -> tuple[pa.Table, dict[str, Any]]:
-    analysis = analyse(run_dir, options)
+def describe_run(
+    run_dir: RunDir | Path,  # a Path: pipeline/describe_step.py still passes one (issue 32)
+    options: DescribeOptions,
+) -> tuple[pa.Table, dict[str, Any]]:
+    run = RunDir.of(run_dir)
+    analysis = analyse(run, options)
     table, themes = build_outputs(analysis, options)
-    write_outputs(run_dir, table, themes)
+    write_outputs(run, table, themes)
     return table, themes
 
 
-def try_describe(run_dir: Path, options: DescribeOptions) -> bool:
+def try_describe(run: RunDir | Path, options: DescribeOptions) -> bool:  # a Path: serve/analyses.py (issue 32)
     """`describe_run` for callers that must not fail on it (the service): logs and returns False instead."""
     try:
-        describe_run(run_dir, options)
+        describe_run(run, options)
     except Exception as exc:  # descriptions are extras: the metrics they describe are already complete
-        log.warning("no descriptions for %s: %s: %s", run_dir, type(exc).__name__, exc)
+        log.warning("no descriptions for %s: %s: %s", run, type(exc).__name__, exc)
         return False
     return True
 
 
 def write_outputs(
-    run_dir: Path,
+    run: RunDir,
     table: pa.Table,
     themes: dict[str, Any],
     step: str = "describe",
@@ -366,7 +369,6 @@ def write_outputs(
     report (when it has one) rebuilt by that step to show them."""
     from cg_ray.profile.descriptions import described_profiles
 
-    run = RunDir(run_dir)
     files: dict[str, Content] = {**(more or {}), O.DESCRIPTIONS_FILE: table, O.THEMES_FILE: themes}
-    files.update(described_profiles(run_dir, table))  # the profiles' `description` / `metadata_enrichment`
+    files.update(described_profiles(run, table))  # the profiles' `description` / `metadata_enrichment`
     run.update(step, files, {"concepts": table.num_rows, **(details or {})})

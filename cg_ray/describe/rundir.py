@@ -20,21 +20,20 @@ from cg_ray.errors import InputError
 
 @dataclass
 class Run:
-    path: Path
+    dir: RunDir
     rows: RowsFile
     concepts: dict[int, dict[str, Any]]  # concept_id → its concepts.parquet row
     summary: dict[str, Any]
     reader: str | None = None  # the reader named by the user (`--reader`), over what the run records
 
 
-def open_run(path: Path, reader: str | None = None) -> Run:
-    run = RunDir(path)
+def open_run(run: RunDir, reader: str | None = None) -> Run:
     run.require(S.ROWS_FILE, S.CONCEPTS_FILE, S.SUMMARY_FILE)
     rows = open_rows(run.rows)
     table = pq.read_table(run.file(S.CONCEPTS_FILE)).to_pylist()
     concepts = {int(r["concept_id"]): r for r in table}
     summary = run.read_summary()
-    return Run(path, rows, concepts, summary, reader)
+    return Run(run, rows, concepts, summary, reader)
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ def select_concepts(run: Run, explicit: Sequence[int] | None, top: int) -> Selec
     if explicit:
         for c in explicit:
             if c not in run.concepts:
-                raise InputError(f"concept {c} is not in concepts.parquet", path=str(run.path), field="concept_id")
+                raise InputError(f"concept {c} is not in concepts.parquet", path=str(run.dir.path), field="concept_id")
             reasons.setdefault(int(c), []).append("requested")
         return Selection(list(reasons), reasons)
     rankings = run.summary.get("rankings", {})
@@ -66,7 +65,7 @@ def select_concepts(run: Run, explicit: Sequence[int] | None, top: int) -> Selec
             for r in rows[:top]:
                 reasons.setdefault(int(r["concept_id"]), []).append(why)
     for name in S.PROFILE_FILES:  # the weakness profile's concepts, when present, are described too
-        path = RunDir(run.path) / name
+        path = run.dir / name
         if path.is_file():
             schema = pq.read_schema(path)
             if "concept_id" not in schema.names:
@@ -75,7 +74,9 @@ def select_concepts(run: Run, explicit: Sequence[int] | None, top: int) -> Selec
                 if c is not None and int(c) in run.concepts:
                     reasons.setdefault(int(c), []).append(name.removesuffix(".parquet"))
     if not reasons:
-        raise InputError("no concepts to describe: the run's rankings are empty (pass --concepts)", path=str(run.path))
+        raise InputError(
+            "no concepts to describe: the run's rankings are empty (pass --concepts)", path=str(run.dir.path)
+        )
     return Selection(list(reasons), reasons)
 
 
@@ -85,7 +86,7 @@ def report_concepts(run: Run, top: int) -> Selection:
     worst-by-X_model and least-covered rankings (`select_concepts` without the profile files)."""
     reasons: dict[int, list[str]] = {}
     for name, why in ((S.WEAKNESSES_FILE, "weaknesses"), (S.COVERAGE_GAPS_FILE, "coverage_gaps")):
-        table = RunDir(run.path).read_table(name)
+        table = run.dir.read_table(name)
         if table is not None and "concept_id" in table.column_names:
             for c in table.column("concept_id").to_pylist()[:top]:
                 if c is not None and int(c) in run.concepts:
@@ -112,7 +113,7 @@ def read_settings(run: Run) -> ReadSettings | str:
     if run.reader is not None:
         return named_reader(run.reader)
     rows_file = run.summary.get("rows_file")
-    return _settings(reader_of_run(run.path, None if rows_file is None else str(rows_file)))
+    return _settings(reader_of_run(run.dir.path, None if rows_file is None else str(rows_file)))
 
 
 def named_reader(reader: str) -> ReadSettings | str:

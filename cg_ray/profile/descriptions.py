@@ -2,7 +2,7 @@
 
 The "readable gaps" analysis writes `descriptions.parquet` (`concept_id: int32`, `description: string`,
 `metadata_enrichment: list<string>`) into a run directory. Profiles built after it exists take both columns
-from it; `described_profiles(run_dir, table)` gives the existing profile files with them when it appears
+from it; `described_profiles(run, table)` gives the existing profile files with them when it appears
 later (`cg-ray describe` writes those back as one step). Until then,
 `description` is the concept's label (or "concept N (no label)") and `metadata_enrichment` is empty.
 """
@@ -21,9 +21,9 @@ from cg_ray.errors import InputError
 Descriptions = dict[int, tuple[str | None, list[str]]]
 
 
-def load_descriptions(run_dir: Path) -> Descriptions | None:
-    """`run_dir/descriptions.parquet` as {concept_id: (description, metadata_enrichment)}; None when absent."""
-    path = RunDir(run_dir).file(S.DESCRIPTIONS_FILE)
+def load_descriptions(run: RunDir) -> Descriptions | None:
+    """RUN/descriptions.parquet as {concept_id: (description, metadata_enrichment)}; None when absent."""
+    path = run.file(S.DESCRIPTIONS_FILE)
     if not path.exists():
         return None
     try:
@@ -74,9 +74,8 @@ def with_descriptions(table: pa.Table, descriptions: Descriptions) -> pa.Table:
     )
 
 
-def described_profiles(run_dir: str | Path, descriptions: pa.Table) -> dict[str, pa.Table]:
+def described_profiles(run: RunDir, descriptions: pa.Table) -> dict[str, pa.Table]:
     """The run's profile files with their descriptions taken from `descriptions` (those the run has)."""
-    run = RunDir(run_dir)
     found = descriptions_of(descriptions, run.file(S.DESCRIPTIONS_FILE))
     return {
         name: with_descriptions(table, found) for name in S.PROFILE_FILES if (table := run.read_table(name)) is not None

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
@@ -173,18 +172,17 @@ def build_profiles(
 
 
 def write_profiles(
-    out: Path, result: CGResult, labels: ConceptLabels | None, model: str | None = None, beyond: Beyond | None = None
+    run: RunDir, result: CGResult, labels: ConceptLabels | None, model: str | None = None, beyond: Beyond | None = None
 ) -> dict[str, Any]:
-    """Write the three profile files into `out` (a directory being published atomically), and with `beyond`
+    """Write the three profile files into `run` (a directory being published atomically), and with `beyond`
     slices.parquet and failure_modes.parquet; a summary back."""
-    run = RunDir(out)
-    tables = build_profiles(result, labels, run.rows, model, load_descriptions(out), beyond)
+    tables = build_profiles(result, labels, run.rows, model, load_descriptions(run), beyond)
     for name, table in tables.items():
-        pq.write_table(table, run.file(name))
+        run.write(name, table)
     if beyond is not None:
-        pq.write_table(slices_file(beyond), run.file(S.SLICES_FILE))
+        run.write(S.SLICES_FILE, slices_file(beyond))
         if beyond.modes is not None:
-            pq.write_table(beyond.modes, run.file(S.FAILURE_MODES_FILE))
+            run.write(S.FAILURE_MODES_FILE, beyond.modes)
     weak = tables[S.WEAKNESSES_FILE]
     return {
         "rank_by": result.config.rank_by,

@@ -9,7 +9,6 @@ most of them are noise.
 from __future__ import annotations
 
 from collections.abc import Sized
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -113,9 +112,9 @@ def null_check_text(check: dict[str, Any] | None) -> str:
 # ---- the rows behind the examples
 
 
-def row_texts(run: Path, row_ids: set[str]) -> dict[str, dict[str, Any]]:
+def row_texts(run: RunDir, row_ids: set[str]) -> dict[str, dict[str, Any]]:
     """row_id → {benchmark, score, text} for the wanted rows (one pass over the light columns)."""
-    path = RunDir(run).rows
+    path = run.rows
     if not row_ids or not path.is_file():
         return {}
     names = pq.read_schema(path).names

@@ -1,6 +1,9 @@
 """The run's documents as JSON-ready dicts: what the explorer (cg_ray/serve/ui) draws, in the service and in a
 report alike. The service's routes return them (through their response models) and `cg-ray report` embeds
-`run_view` in report.html, so both show the same numbers by construction."""
+`run_view` in report.html, so both show the same numbers by construction.
+
+Each takes the run as a `RunDir`; `summary`, `profile`, `distributions`, `concept_details` and `run_view` take a
+path too, as cg_ray/serve/results.py still passes one (issue 32: it will wrap it once itself)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.contract import ValidateReport, read_mapping
-from cg_ray.artifacts.layout import ROBUSTNESS_JSON, RunDir, read_summary
+from cg_ray.artifacts.layout import ROBUSTNESS_JSON, RunDir
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.outputs import read_descriptions, read_themes
@@ -63,8 +66,8 @@ def clean(value: J) -> J:
     return value
 
 
-def summary(run: Path) -> dict[str, Any]:
-    return clean(read_summary(run))
+def summary(run: RunDir | Path) -> dict[str, Any]:
+    return clean(RunDir.of(run).read_summary())
 
 
 def marked_snippet(text: str, terms: list[str]) -> dict[str, Any]:
@@ -80,14 +83,14 @@ def marked_snippet(text: str, terms: list[str]) -> dict[str, Any]:
     return {"snippet": snippet, "marks": marks}
 
 
-def profile(run: Path, kind: str, limit: int) -> dict[str, Any] | None:
+def profile(run: RunDir | Path, kind: str, limit: int) -> dict[str, Any] | None:
     """A profile file's entries in rank order with the run's profile settings (None: the run has none).
     Failure modes carry their example rows' texts, the terms marked."""
-    path = RunDir(run).file(PROFILE_FILES[kind])
-    if not path.is_file():
+    run = RunDir.of(run)
+    table = run.read_table(PROFILE_FILES[kind])
+    if table is None:
         return None
-    table = pq.read_table(path)
-    settings = read_summary(run).get("profile", {})
+    settings = run.read_summary().get("profile", {})
     items = clean(table.slice(0, limit).to_pylist())
     if kind == "slices":
         for item in items:
@@ -122,12 +125,12 @@ def profile(run: Path, kind: str, limit: int) -> dict[str, Any] | None:
     }
 
 
-def distributions(run: Path) -> dict[str, Any]:
+def distributions(run: RunDir | Path) -> dict[str, Any]:
     """The values behind the histograms: X_bench of present concepts, X_model, χ_model per benchmark."""
-    files = RunDir(run)
-    concepts = pq.read_table(files.file(S.CONCEPTS_FILE), columns=["X_bench", "X_model"])
-    pairs = pq.read_table(files.file(S.BENCHMARK_CONCEPTS_FILE), columns=["benchmark", "chi_model"])
-    eps = read_summary(run)["config"]["epsilon"]
+    run = RunDir.of(run)
+    concepts = pq.read_table(run.file(S.CONCEPTS_FILE), columns=["X_bench", "X_model"])
+    pairs = pq.read_table(run.file(S.BENCHMARK_CONCEPTS_FILE), columns=["benchmark", "chi_model"])
+    eps = run.read_summary()["config"]["epsilon"]
     x_bench = concepts["X_bench"]
     per_bench = {
         name: pairs.filter(pc.equal(pairs["benchmark"], name))["chi_model"].drop_null().to_pylist()
@@ -142,25 +145,21 @@ def distributions(run: Path) -> dict[str, Any]:
     )
 
 
-def description_of(run: Path, concept_id: int) -> dict[str, Any] | None:
-    return next((d for d in read_descriptions(run) or [] if d["concept_id"] == concept_id), None)
-
-
-def concept_details(run: Path, concept_ids: list[int], examples: int = 5) -> dict[int, dict[str, Any]]:
+def concept_details(run: RunDir | Path, concept_ids: list[int], examples: int = 5) -> dict[int, dict[str, Any]]:
     """Per concept: its row, its per-benchmark rows, best and worst salient examples and (if described) its
     description; one pass over rows.parquet for all of them."""
-    files = RunDir(run)
-    concepts = pq.read_table(files.file(S.CONCEPTS_FILE))
+    run = RunDir.of(run)
+    concepts = pq.read_table(run.file(S.CONCEPTS_FILE))
     ids = sorted({c for c in concept_ids if 0 <= c < concepts.num_rows})
     if not ids:
         return {}
-    pairs = pq.read_table(files.file(S.BENCHMARK_CONCEPTS_FILE))
+    pairs = pq.read_table(run.file(S.BENCHMARK_CONCEPTS_FILE))
     pairs = pairs.filter(pc.is_in(pairs["concept_id"], value_set=pc.cast(ids, pairs["concept_id"].type)))
     by_concept: dict[int, list[dict[str, Any]]] = {}
     for r in pairs.to_pylist():
         by_concept.setdefault(r.pop("concept_id"), []).append(r)
-    model = read_summary(run).get("model_filter")  # a run of one model of a multi-model rows file
-    salient = salient_rows(open_rows(files.rows), ids, per_concept=examples * 8, model=model)
+    model = run.read_summary().get("model_filter")  # a run of one model of a multi-model rows file
+    salient = salient_rows(open_rows(run.rows), ids, per_concept=examples * 8, model=model)
     described = {d["concept_id"]: d for d in read_descriptions(run) or []}
     out = {}
     for c in ids:
@@ -186,21 +185,21 @@ def validation(path: Path | None) -> dict[str, Any] | None:
     return report
 
 
-def robustness(run: Path) -> dict[str, Any] | None:
-    return clean(RunDir(run).read_json_if_present(ROBUSTNESS_JSON))
+def robustness(run: RunDir) -> dict[str, Any] | None:
+    return clean(run.read_json_if_present(ROBUSTNESS_JSON))
 
 
-def concept_columns(run: Path) -> dict[str, list[Any]]:
+def concept_columns(run: RunDir) -> dict[str, list[Any]]:
     """The concept table, column by column (compact), with each concept's `cg-ray describe` sentence."""
-    table = pq.read_table(RunDir(run).file(S.CONCEPTS_FILE), columns=list(CONCEPT_COLUMNS))
+    table = pq.read_table(run.file(S.CONCEPTS_FILE), columns=list(CONCEPT_COLUMNS))
     columns = {name: clean(table[name].to_pylist()) for name in CONCEPT_COLUMNS}
     sentences = {d["concept_id"]: d["description"] for d in read_descriptions(run) or []}
     columns["description"] = [sentences.get(c) for c in columns["concept_id"]]
     return columns
 
 
-def active_by_benchmark(run: Path) -> dict[str, list[int]]:
-    pairs = pq.read_table(RunDir(run).file(S.BENCHMARK_CONCEPTS_FILE), columns=["benchmark", "concept_id"])
+def active_by_benchmark(run: RunDir) -> dict[str, list[int]]:
+    pairs = pq.read_table(run.file(S.BENCHMARK_CONCEPTS_FILE), columns=["benchmark", "concept_id"])
     out: dict[str, list[int]] = {}
     for name, cid in zip(pairs["benchmark"].to_pylist(), pairs["concept_id"].to_pylist(), strict=True):
         out.setdefault(name, []).append(cid)
@@ -208,18 +207,19 @@ def active_by_benchmark(run: Path) -> dict[str, list[int]]:
 
 
 def run_view(
-    run: Path, top: int = REPORT_TOP, examples: int = 3, validate: Path | None = None, name: str | None = None
+    run: RunDir | Path, top: int = REPORT_TOP, examples: int = 3, validate: Path | None = None, name: str | None = None
 ) -> dict[str, Any]:
     """Everything the explorer draws for one run, in one document: `cg-ray report` embeds it, the service
     serves it (GET /v1/analyses/{id}/view). Details (examples, per-benchmark rows) come for the concepts of
     the rankings and profiles (`top` of each); the service answers the others on request."""
+    run = RunDir.of(run)
     the_summary = summary(run)
     profiles = {kind: profile(run, kind, VIEW_PROFILE_LIMIT) for kind in PROFILE_FILES}
     ranked = [e["concept_id"] for v in the_summary.get("rankings", {}).values() if isinstance(v, list) for e in v[:top]]
     for kind in ("weaknesses", "strengths", "coverage_gaps"):
         ranked += [e["concept_id"] for e in (profiles[kind] or {}).get("items", [])[:top]]
     return {
-        "name": name or run.name,
+        "name": name or run.path.name,
         "summary": the_summary,
         "distributions": distributions(run),
         "profiles": {kind: p for kind, p in profiles.items() if p is not None},
@@ -228,6 +228,6 @@ def run_view(
         "details": concept_details(run, ranked, examples),
         "descriptions": clean(read_descriptions(run)),
         "themes": clean(read_themes(run)),
-        "validation": validation(validate if validate is not None else RunDir(run).file(S.VALIDATE_FILE)),
+        "validation": validation(validate if validate is not None else run.file(S.VALIDATE_FILE)),
         "robustness": robustness(run),
     }

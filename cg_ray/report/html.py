@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.layout import RunDir
+from cg_ray.artifacts.layout import ArtifactDir, RunDir
 from cg_ray.describe.config import REPORT_TOP
 from cg_ray.report.documents import run_view
 
@@ -53,22 +53,33 @@ def _escape(text: str) -> str:
 
 
 def build_report(
-    run_dir: str | Path, examples_per_concept: int = 3, top: int = REPORT_TOP, validate: str | Path | None = None
+    run: RunDir | Path,  # a Path: pipeline/runner.py still passes one (issue 32)
+    examples_per_concept: int = 3,
+    top: int = REPORT_TOP,
+    validate: Path | None = None,
 ) -> Path:
     """RUN/report.html (a post-publish step of the run); shows RUN/validate.json (or the `validate` file
     given) when there is one."""
-    run_files = RunDir(run_dir)
-    run_files.require(S.SUMMARY_FILE, S.CONCEPTS_FILE, S.BENCHMARK_CONCEPTS_FILE, S.ROWS_FILE)
-    name = run_files.path.name
-    view = run_view(
-        run_files.path, top, examples_per_concept, Path(validate) if validate is not None else None, name=name
-    )
-    run_files.update("report", {REPORT_FILE: page(view, f"cg_ray report — {name}")})
-    return run_files.report
+    run = RunDir.of(run)
+    run.require(S.SUMMARY_FILE, S.CONCEPTS_FILE, S.BENCHMARK_CONCEPTS_FILE, S.ROWS_FILE)
+    name = run.path.name
+    view = run_view(run, top, examples_per_concept, validate, name=name)
+    run.update("report", {REPORT_FILE: page(view, f"cg_ray report — {name}")})
+    return run.report
+
+
+def _title(view: Mapping[str, object], kind: str) -> str:
+    return f"cg_ray {kind.replace('_', ' ')} — {view['name']}"
+
+
+def write_view(files: ArtifactDir, name: str, view: Mapping[str, object], kind: str) -> Path:
+    """An analysis' page (diff.html, diff_models.html, an arena's report.html) as artifact `name` of `files`
+    (being built): the app with `view` embedded, drawn by the view registered for `kind` (serve/ui:
+    `EMBEDDED.<kind>`)."""
+    return files.write(name, page(view, _title(view, kind), kind))
 
 
 def write_page(path: Path, view: Mapping[str, object], kind: str) -> Path:
-    """An analysis' page (diff.html, diff_models.html, an arena's report.html): the app with `view` embedded,
-    drawn by the view registered for `kind` (serve/ui: `EMBEDDED.<kind>`)."""
-    path.write_text(page(view, f"cg_ray {kind.replace('_', ' ')} — {view['name']}", kind), encoding="utf-8")
+    """`write_view` onto a path: cg_ray/compare still calls it so (issue 32: it will call `write_view`)."""
+    path.write_text(page(view, _title(view, kind), kind), encoding="utf-8")
     return path

@@ -92,17 +92,17 @@ def matrix_from_long(long: pd.DataFrame) -> pd.DataFrame:
     return long.pivot_table(index="model", columns="task", values="score", aggfunc="mean", dropna=False)
 
 
-def matrix_from_runs(run_dirs: list[Path]) -> pd.DataFrame:
+def matrix_from_runs(runs: list[RunDir]) -> pd.DataFrame:
     """Per-benchmark mean scores of each run directory's model (rows.parquet, else summary.json)."""
     parts: list[pd.DataFrame] = []
-    for run in run_dirs:
-        rows, summary = RunDir(run).rows, RunDir(run).summary
+    for run in runs:
+        rows, summary = run.rows, run.summary
         if rows.exists():
             frame = pd.read_parquet(rows, columns=["model", "benchmark", "score"])
             parts.append(frame.rename(columns={"benchmark": "task"}))
         elif summary.exists():
             meta = json.loads(summary.read_text())
-            model = str(meta.get("evaluated_model") or Path(run).name)
+            model = str(meta.get("evaluated_model") or run.path.name)
             parts.append(
                 pd.DataFrame(
                     [{"model": model, "task": b["benchmark"], "score": b.get("mean_score")} for b in meta["benchmarks"]]

@@ -23,14 +23,12 @@ def _json(value: Any) -> str:
 def write_skills(result: SkillsResult, out: Path, *, overwrite: bool) -> Path:
     with atomic_directory(out, overwrite=overwrite) as tmp:
         files = SkillsDir(tmp)
-        result.loadings.to_csv(files.file("loadings.csv"))
-        result.profiles.to_csv(files.file("profiles.csv"))
-        result.redundancy.to_csv(files.file("redundancy.csv"))
-        result.profile_from_k.to_csv(files.file("profile_from_k.csv"), index=False)
-        files.file("skills.json").write_text(_json(result.summary))
-        files.file(S.REPORT_FILE).write_text(
-            skills_page(result.summary, result.loadings, result.profiles, result.redundancy)
-        )
+        files.write("loadings.csv", result.loadings.to_csv())
+        files.write("profiles.csv", result.profiles.to_csv())
+        files.write("redundancy.csv", result.redundancy.to_csv())
+        files.write("profile_from_k.csv", result.profile_from_k.to_csv(index=False))
+        files.write("skills.json", _json(result.summary))
+        files.write(S.REPORT_FILE, skills_page(result.summary, result.loadings, result.profiles, result.redundancy))
     return out
 
 
@@ -45,8 +43,8 @@ def write_estimate(
     with atomic_directory(out, overwrite=overwrite) as tmp:
         files = EstimateDir(tmp)
         for name, table in tables.items():
-            table.to_csv(files.file(f"{name}.csv"), index=False)  # a table EstimateDir does not name is refused
-        files.file("estimate.json").write_text(_json(meta))
+            files.write(f"{name}.csv", table.to_csv(index=False))  # a table EstimateDir does not name is refused
+        files.write("estimate.json", _json(meta))
         if page is not None:
-            files.file(S.REPORT_FILE).write_text(estimate_page(page, meta))
+            files.write(S.REPORT_FILE, estimate_page(page, meta))
     return out

@@ -62,6 +62,7 @@ def test_describe_rereads_the_top_rows_of_an_extracted_run(
     import json
 
     from cg_ray import cli
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.describe.outputs import read_descriptions, read_themes
 
     words = ["cat", "dog", "eggs", "market", "river", "house", "green", "money"]
@@ -87,9 +88,9 @@ def test_describe_rereads_the_top_rows_of_an_extracted_run(
     run = tmp_path / "run"
     assert cli.main(["metrics", "--rows", str(tmp_path / "rows.parquet"), "--out", str(run), "--min-rows", "3"]) == 0
     assert cli.main(["describe", str(run), "--top", "3"]) == 0
-    detail = (read_themes(run) or {})["summary"]["token_detail"]
+    detail = (read_themes(RunDir(run)) or {})["summary"]["token_detail"]
     assert detail["available"] is True and detail["max_rel_diff_vs_stored_s_tilde"] < 1e-4
-    described = read_descriptions(run) or []
+    described = read_descriptions(RunDir(run)) or []
     spans = [e for d in described for e in d["examples"] if e["span_start"] is not None]
     assert spans and all(0 <= e["span_start"] < e["span_end"] <= len(e["snippet"]) for e in spans)
     assert all(d["top_tokens"] for d in described)

@@ -18,6 +18,7 @@ from cg_ray.arena.concepts import (
     write_head_to_head,
 )
 from cg_ray.arena.config import TiePolicy
+from cg_ray.artifacts.layout import ArenaDir
 from cg_ray.benchmarks.arena import Battle, load_battles
 from cg_ray.config import MetricsConfig
 from cg_ray.errors import InputError
@@ -157,7 +158,9 @@ def test_writes_parquet_and_json(
     h2h = head_to_head(battles, {m: load_model_activations(m, p) for m, p in files.items()})
     out = tmp_path / "out"
     out.mkdir()
-    write_head_to_head(out, h2h, model_concepts_table(model_results(files, MetricsConfig(min_rows=1))), min_active=2)
+    write_head_to_head(
+        ArenaDir(out), h2h, model_concepts_table(model_results(files, MetricsConfig(min_rows=1))), min_active=2
+    )
     assert pq.read_table(out / "head_to_head.parquet").equals(h2h.table)
     summary = json.loads((out / "head_to_head.json").read_text())
     top = summary["top_20_by_pair (n_active >= 2)"]

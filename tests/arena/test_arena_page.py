@@ -21,10 +21,9 @@ from cg_ray.arena.concepts import (
 from cg_ray.arena.config import RatingsConfig
 from cg_ray.arena.outputs import write_ratings
 from cg_ray.arena.ratings import rate
-from cg_ray.artifacts.contract import ArenaSummary, write_document
 from cg_ray.artifacts.layout import ArenaDir
 from cg_ray.report.comparisons import arena_view
-from cg_ray.report.html import write_page
+from cg_ray.report.html import write_view
 from tests.report.offline import embedded, offline_page, self_contained
 from tests.serve.test_browser import ARTIFACTS, CHROMIUM, server  # noqa: F401 (the service fixture)
 
@@ -38,7 +37,6 @@ def arena_folder(out: Path) -> ArenaDir:
     strengths, the pairs that met, each model's winning and losing concepts, and its page."""
     out.mkdir(parents=True)
     arena = ArenaDir(out)
-    arena.ratings_dir.mkdir()
     arrays, _ = bt_battles([0.8, 0.0, -0.8], 600, seed=1, tie_prob=0.1)
     write_ratings(arena.ratings_dir, rate(arrays, RatingsConfig(bootstrap=50)), {"source": "battles.jsonl"})
     pairs = []
@@ -61,10 +59,10 @@ def arena_folder(out: Path) -> ArenaDir:
         for kind, c, x in (("wins", c0, 0.9), ("losses", c0 + 1, 0.1))
     ]
     table = pa.Table.from_pylist(concepts, schema=MODEL_CONCEPTS_SCHEMA)
-    write_head_to_head(out, HeadToHead(HEAD_TO_HEAD_SCHEMA.empty_table(), pairs), table)
+    write_head_to_head(arena, HeadToHead(HEAD_TO_HEAD_SCHEMA.empty_table(), pairs), table)
     summary = {"config": {}, "models": {"m0": "m0", "m1": "m1"}, "row_counts": {}, "seconds": 0.1}
-    write_document(arena.summary, ArenaSummary, summary)
-    write_page(arena.file(S.REPORT_FILE), arena_view(arena), "arena")  # as `cg-ray arena` does
+    arena.write_json(S.ARENA_FILE, summary)
+    write_view(arena, S.REPORT_FILE, arena_view(arena), "arena")  # as `cg-ray arena` does
     return arena
 
 

@@ -245,6 +245,7 @@ def test_folds_and_fdr_reach_the_metrics_config() -> None:
 
 
 def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, capsys) -> None:
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.cli.metrics import _print_profile
     from tests.report.crossfit_run import mode, slice_, write_run
 
@@ -253,7 +254,7 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
         *(mode(r, False, t) for r, t in ((2, "pawn"), (3, "rook"), (4, "king"), (5, "bishop"))),
     ]
     run_dir = write_run(tmp_path / "run", modes, [slice_(1, True, "geometry"), slice_(2, False, "algebra")], [])
-    _print_profile(run_dir)
+    _print_profile(RunDir(run_dir))
     out = capsys.readouterr().out
     assert (
         "findings (failure modes, slices, concepts) chosen on 4 of 5 folds of grouped rows (identical prompts, "
@@ -279,13 +280,14 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
 
 
 def test_says_plainly_when_nothing_is_confirmed(tmp_path: Path, capsys) -> None:
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.cli.metrics import _print_profile
     from tests.report.crossfit_run import mode, slice_, weakness, write_run
 
     run_dir = write_run(
         tmp_path / "run", [mode(1, False, "pawn")], [slice_(1, False, "algebra")], [weakness(1, 7, False)]
     )
-    _print_profile(run_dir)
+    _print_profile(RunDir(run_dir))
     out = capsys.readouterr().out
     assert "  no failure mode confirmed held out (61 candidates tried)" in out.splitlines()
     assert "  no slice confirmed held out (240 candidates tried)" in out.splitlines()

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import cli
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.describe.outputs import read_descriptions, read_themes
 from cg_ray.schemas import DESCRIPTIONS_SCHEMA
 
@@ -24,7 +25,7 @@ def test_describe_writes_descriptions_and_themes(
     assert cli.main(["describe", str(run), "--no-tokens", "--concepts", "0,1,2,3,4,5,6"]) == 0
     table = pq.read_table(run / "descriptions.parquet")
     assert table.schema.equals(DESCRIPTIONS_SCHEMA, check_metadata=False)
-    rows = {r["concept_id"]: r for r in read_descriptions(run) or []}
+    rows = {r["concept_id"]: r for r in read_descriptions(RunDir(run)) or []}
     assert sorted(rows) == [0, 1, 2, 3, 4, 5, 6]
     zero = rows[0]
     # a punctuation label, but the rows say geometry: the enrichment wins
@@ -52,7 +53,7 @@ def test_describe_writes_descriptions_and_themes(
 def test_default_selection_is_worst_and_least_covered(make_run: Callable[..., Path]) -> None:
     run = make_run()
     assert cli.main(["describe", str(run), "--no-tokens", "--top", "3"]) == 0
-    rows = read_descriptions(run) or []
+    rows = read_descriptions(RunDir(run)) or []
     summary = json.loads((run / "summary.json").read_text())
     worst = [e["concept_id"] for e in summary["rankings"]["worst_model"][:3]]
     assert worst[0] == 0  # the planted weak concept
@@ -66,7 +67,7 @@ def test_small_suites_without_eligible_concepts_rank_all_active_ones(make_run: C
     summary["rankings"] = {k: [] for k in summary["rankings"]}
     (run / "summary.json").write_text(json.dumps(summary))
     assert cli.main(["describe", str(run), "--no-tokens", "--top", "2"]) == 0
-    reasons = {r["concept_id"]: r["reasons"] for r in read_descriptions(run) or []}
+    reasons = {r["concept_id"]: r["reasons"] for r in read_descriptions(RunDir(run)) or []}
     assert sum("worst_X_model_unfiltered" in r for r in reasons.values()) == 2
     assert sum("least_covered_unfiltered" in r for r in reasons.values()) == 2
 
@@ -76,7 +77,7 @@ def test_profile_files_add_their_concepts_and_get_their_descriptions(make_run: C
     profiled = pq.read_table(run / "weaknesses.parquet").column("concept_id").to_pylist()
     assert profiled
     assert cli.main(["describe", str(run), "--no-tokens", "--top", "1"]) == 0
-    described = {r["concept_id"]: r for r in read_descriptions(run) or []}
+    described = {r["concept_id"]: r for r in read_descriptions(RunDir(run)) or []}
     for c in profiled:
         assert "weaknesses" in described[c]["reasons"]
     # The profile now carries the descriptions (apply_descriptions ran after describe).
@@ -114,7 +115,7 @@ def test_a_concept_ranked_adjusted_for_a_field_is_not_described_by_its_value(mak
     concepts = pq.read_table(run / "concepts.parquet").to_pylist()
     assert concepts[0]["adjusted_for"][0] == "task"
     assert cli.main(["describe", str(run), "--no-tokens", "--concepts", "0"]) == 0
-    zero = {r["concept_id"]: r for r in read_descriptions(run) or []}[0]
+    zero = {r["concept_id"]: r for r in read_descriptions(RunDir(run)) or []}[0]
     assert zero["source"] == "terms" and zero["description"].startswith("Rows with “")
     assert "task = geometry" not in zero["description"] and "geometry" in zero["description"]
     assert zero["metadata_enrichment"][0].startswith("task=geometry (×")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.explain import explain_run, held_out_rows
 from cg_ray.describe.judging import halves
@@ -105,7 +106,7 @@ def test_explain_scores_every_candidate_and_describe_uses_the_best(make_run: Cal
         (6, "terms"),
     }
     # the expected scores, recomputed from the same held-out rows (halves) and the scripted judge
-    a = analyse(run, options)
+    a = analyse(RunDir(run), options)
     pos, neg = held_out_rows(a, 0, 10, 0)
     (sel_p, rep_p), (sel_n, rep_n) = halves(pos, (0, 0, 0, 1)), halves(neg, (0, 0, 0, 2))
     llm = by[(0, "llm")]
@@ -123,7 +124,7 @@ def test_explain_scores_every_candidate_and_describe_uses_the_best(make_run: Cal
     assert by[(0, "label")]["heldout_detection_score"] is None  # only the winner is judged twice
     # the punctuation label cannot detect geometry: it never says yes → TPR 0
     assert by[(0, "label")]["detection_score"] <= 0.5
-    rows = {r["concept_id"]: r for r in read_descriptions(run) or []}
+    rows = {r["concept_id"]: r for r in read_descriptions(RunDir(run)) or []}
     assert rows[0]["source"] == "llm" and rows[0]["description"].startswith("Rows about geometry")
     assert rows[0]["detection_score"] == llm["heldout_detection_score"]  # the held-out half's, not the best
     # concept 6 fires at random: "geometry" does not detect it, the label stays

@@ -129,7 +129,7 @@ def test_descriptions_fill_profiles_now_and_later(tmp_path: Path) -> None:
     assert run("metrics", "--rows", rows, "--out", out, "--min-rows", 5) == 0
     weak = pq.read_table(out / S.WEAKNESSES_FILE)
     first = weak.column("concept_id")[0].as_py()
-    assert load_descriptions(out) is None  # no descriptions.parquet yet
+    assert load_descriptions(RunDir(out)) is None  # no descriptions.parquet yet
     described = pa.table(
         {
             "concept_id": pa.array([first, 63], pa.int32()),
@@ -139,7 +139,7 @@ def test_descriptions_fill_profiles_now_and_later(tmp_path: Path) -> None:
     )
     pq.write_table(described, out / S.DESCRIPTIONS_FILE)
     # Later: `cg-ray describe` writes back the profiles with the descriptions (described_profiles).
-    RunDir(out).update("descriptions", described_profiles(out, described))
+    RunDir(out).update("descriptions", described_profiles(RunDir(out), described))
     again = pq.read_table(out / S.WEAKNESSES_FILE).to_pylist()
     assert again[0]["description"] == "dates and calendars"
     assert again[0]["metadata_enrichment"] == ["benchmark: date_math (3.1x)"]
@@ -149,7 +149,7 @@ def test_descriptions_fill_profiles_now_and_later(tmp_path: Path) -> None:
     from cg_ray.profile.weaknesses import write_profiles
 
     result = compute_metrics(accumulate_rows(open_rows(rows)), MetricsConfig(min_rows=5))
-    write_profiles(out, result, None)
+    write_profiles(RunDir(out), result, None)
     assert pq.read_table(out / S.WEAKNESSES_FILE).column("description")[0].as_py() == "dates and calendars"
 
 
@@ -158,7 +158,7 @@ def test_bad_descriptions_file_is_named(tmp_path: Path) -> None:
 
     pq.write_table(pa.table({"concept_id": [1]}), tmp_path / S.DESCRIPTIONS_FILE)
     with pytest.raises(InputError, match=r"descriptions\.parquet.*description"):
-        load_descriptions(tmp_path)
+        load_descriptions(RunDir(tmp_path))
 
 
 def test_pool_statistics_stream_exactly() -> None:

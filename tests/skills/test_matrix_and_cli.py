@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from cg_ray import cli
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import InputError
 from cg_ray.skills.matrix import matrix_from_runs, prepare, read_long, read_matrix
 
@@ -88,12 +89,12 @@ def test_skills_from_run_directories(tmp_path: Path) -> None:
         else:
             rows = [{"model": model, "benchmark": t, "score": s} for t, v in row.items() for s in (v - 0.01, v + 0.01)]
             pd.DataFrame(rows).to_parquet(run / "rows.parquet")
-        runs.append(run)
+        runs.append(RunDir(run))
     matrix = matrix_from_runs(runs)
     assert matrix.shape == (5, 8)
     assert np.allclose(matrix.loc[frame.index, frame.columns].to_numpy(), frame.to_numpy())
     with pytest.raises(InputError, match="not a run directory"):
-        matrix_from_runs([tmp_path / "nowhere"])
+        matrix_from_runs([RunDir(tmp_path / "nowhere")])
 
 
 def test_estimate_cli_holdout_and_lomo(tmp_path: Path) -> None:
