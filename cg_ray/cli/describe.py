@@ -4,10 +4,53 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cg_ray.cli.options import add_command, comma_list
 from cg_ray.describe.config import REPORT_TOP
+
+
+class _Flag(NamedTuple):
+    """A flag of `cg-ray explain` that sets one ExplainConfig field (None: not given, so the --config file's
+    value, else the field's default, stands)."""
+
+    names: tuple[str, ...]
+    field: str
+    type: type
+    help: str
+    choices: tuple[str, ...] | None = None
+
+
+_EXPLAIN_FLAGS = (
+    _Flag(("--model",), "model", str, "explainer: known name, HF dir or hub id; the served name with --endpoint"),
+    _Flag(("--backend",), "backend", str, "generation backend: vllm | hf | fake (default vllm)"),
+    _Flag(("--endpoint",), "endpoint", str, "OpenAI-compatible base URL (e.g. http://host:8000/v1)"),
+    _Flag(("--api-key-env",), "api_key_env", str, "environment variable holding the endpoint's API key"),
+    _Flag(("--concurrency",), "concurrency", int, "endpoint requests in flight (default 8)"),
+    _Flag(("--timeout",), "timeout_s", float, "seconds per endpoint request (default 60)"),
+    _Flag(("--price-in",), "price_in", float, "USD per million prompt tokens (cost line)"),
+    _Flag(("--price-out",), "price_out", float, "USD per million completion tokens"),
+    _Flag(
+        ("--n-detect", "--detect"),
+        "n_detect",
+        int,
+        "held-out rows per class for detection (default 20 with --endpoint, else 6)",
+    ),
+    _Flag(("--judge-endpoint",), "judge_endpoint", str, "the judge's base URL (default: the explainer's)"),
+    _Flag(("--judge-model",), "judge_model", str, "the judge's model (default: the explainer's)"),
+    _Flag(("--judge-api-key-env",), "judge_api_key_env", str, "variable holding the judge endpoint's key"),
+    _Flag(("--judge-batch",), "judge_batch", int, "examples per judge prompt (default 5)"),
+    _Flag(
+        ("--judge-structured",),
+        "judge_structured",
+        str,
+        "ask an endpoint judge for JSON-schema answers (default auto: unless the server refuses; on: fail then)",
+        ("auto", "on", "off"),
+    ),
+    _Flag(("--window-tokens",), "window_tokens", int, "tokens around the activation (default 32)"),
+    _Flag(("--max-requests",), "max_requests", int, "refuse a plan over this many chat requests"),
+    _Flag(("--expected-rate",), "expected_rate", float, "requests/s for the plan's time estimate"),
+)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -30,38 +73,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     e = add_command(subparsers, "explain", _explain)
     _add_common(e)
     e.add_argument("--config", type=Path, default=None, help="a YAML file with an `explain:` block (flags win)")
-    e.add_argument(
-        "--model", default=None, help="explainer: known name, HF dir or hub id; the served name with --endpoint"
-    )
-    e.add_argument("--backend", default=None, help="generation backend: vllm | hf | fake (default vllm)")
-    e.add_argument("--endpoint", default=None, help="OpenAI-compatible base URL (e.g. http://host:8000/v1)")
-    e.add_argument("--api-key-env", default=None, help="environment variable holding the endpoint's API key")
-    e.add_argument("--concurrency", type=int, default=None, help="endpoint requests in flight (default 8)")
-    e.add_argument("--timeout", type=float, default=None, help="seconds per endpoint request (default 60)")
-    e.add_argument("--price-in", type=float, default=None, help="USD per million prompt tokens (cost line)")
-    e.add_argument("--price-out", type=float, default=None, help="USD per million completion tokens")
-    e.add_argument(
-        "--n-detect",
-        "--detect",
-        dest="detect",
-        type=int,
-        default=None,
-        help="held-out rows per class for detection (default 20 with --endpoint, else 6)",
-    )
+    for f in _EXPLAIN_FLAGS:
+        e.add_argument(*f.names, dest=f.field, type=f.type, choices=f.choices, default=None, help=f.help)
     e.add_argument("--no-fuzz", action="store_true", help="skip the fuzzing score")
-    e.add_argument("--judge-endpoint", default=None, help="the judge's base URL (default: the explainer's)")
-    e.add_argument("--judge-model", default=None, help="the judge's model (default: the explainer's)")
-    e.add_argument("--judge-api-key-env", default=None, help="variable holding the judge endpoint's key")
-    e.add_argument("--judge-batch", type=int, default=None, help="examples per judge prompt (default 5)")
-    e.add_argument(
-        "--judge-structured",
-        choices=("auto", "on", "off"),
-        default=None,
-        help="ask an endpoint judge for JSON-schema answers (default auto: unless the server refuses; on: fail then)",
-    )
-    e.add_argument("--window-tokens", type=int, default=None, help="tokens around the activation (default 32)")
-    e.add_argument("--max-requests", type=int, default=None, help="refuse a plan over this many chat requests")
-    e.add_argument("--expected-rate", type=float, default=None, help="requests/s for the plan's time estimate")
     e.add_argument(
         "--all",
         dest="scope_all",
@@ -152,25 +166,7 @@ def _explain_config(args: argparse.Namespace) -> Any:
         if not isinstance(data, dict) or not isinstance(data.get("explain"), dict):
             raise ConfigError(f"{args.config}: no `explain:` block")
         base = dict(data["explain"])
-    flags = {
-        "model": args.model,
-        "backend": args.backend,
-        "endpoint": args.endpoint,
-        "api_key_env": args.api_key_env,
-        "concurrency": args.concurrency,
-        "timeout_s": args.timeout,
-        "price_in": args.price_in,
-        "price_out": args.price_out,
-        "n_detect": args.detect,
-        "judge_endpoint": args.judge_endpoint,
-        "judge_model": args.judge_model,
-        "judge_api_key_env": args.judge_api_key_env,
-        "judge_batch": args.judge_batch,
-        "judge_structured": args.judge_structured,
-        "window_tokens": args.window_tokens,
-        "max_requests": args.max_requests,
-        "expected_rate": args.expected_rate,
-    }
+    flags = {f.field: getattr(args, f.field) for f in _EXPLAIN_FLAGS}
     if args.max_requests is not None and args.max_requests < 1:
         raise ConfigError(f"--max-requests {args.max_requests}: the cap must be at least 1 (leave it out for none)")
     base.update({k: v for k, v in flags.items() if v is not None})
