@@ -108,26 +108,33 @@ def span_first(terms: Sequence[str], spans: Sequence[str]) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Facts:
+    """What a concept's offline candidates are drawn from: its SAE label, its metadata enrichment, its top
+    spans / tokens in this suite, its rows' distinctive terms and the fields its residual gap was adjusted for."""
+
+    label: str | None
+    enriched: Sequence[Enriched]
+    spans: Sequence[str]
+    tokens: Sequence[str]
+    terms: Sequence[str] = ()
+    adjusted_for: Sequence[str] = ()
+
+    def enrichment(self) -> list[Enriched]:
+        """The enrichment, never on a field the concept was adjusted for (naming it would restate the metadata)."""
+        adjusted = set(self.adjusted_for)
+        return [e for e in self.enriched if e.field not in adjusted]
+
+
+@dataclass(frozen=True)
 class Description:
     text: str
     source: str
     detection_score: float | None
 
 
-def describe_concept(
-    concept_id: int,
-    *,
-    label: str | None,
-    enriched: Sequence[Enriched],
-    spans: Sequence[str],
-    tokens: Sequence[str],
-    explanations: Sequence[Candidate] = (),
-    terms: Sequence[str] = (),
-    adjusted_for: Sequence[str] = (),
-) -> Description:
-    """The concept's sentence. `explanations`: LLM (and other) candidates scored by `cg-ray explain`;
-    `terms`: its rows' distinctive terms; `adjusted_for`: the fields its residual gap was adjusted for."""
-    enriched = [e for e in enriched if e.field not in set(adjusted_for)]
+def describe_concept(concept_id: int, facts: Facts, explanations: Sequence[Candidate] = ()) -> Description:
+    """The concept's sentence. `explanations`: LLM (and other) candidates scored by `cg-ray explain`."""
+    enriched = facts.enrichment()
     scored = {c.source: c for c in explanations}
 
     def with_score(c: Candidate) -> Candidate:
@@ -138,16 +145,14 @@ def describe_concept(
             c, detection_score=s.detection_score, fuzzing_score=s.fuzzing_score, heldout_detection=s.heldout_detection
         )
 
-    candidates = [scored.get("llm")] + [
-        with_score(c) for c in offline_candidates(label, enriched, spans, tokens, terms, adjusted_for)
-    ]
+    candidates = [scored.get("llm")] + [with_score(c) for c in offline_candidates(facts)]
     best = choose(candidates)
     if best is None:
         return Description(f"Concept {concept_id} (no label, enrichment or in-suite tokens)", "none", None)
     text = best.text.rstrip(".")
-    if best.source == "label" and is_token_label(label) and tokens:
+    if best.source == "label" and is_token_label(facts.label) and facts.tokens:
         # a generated label comes from the SAE's labelling corpus: say what it fires on in this suite
-        text += f"; here on {render_tokens(list(tokens), limit=3)}"
+        text += f"; here on {render_tokens(list(facts.tokens), limit=3)}"
     if best.source != "enrichment" and enriched:
         e = enriched[0]
         text += f"; over-represented in {e.field} = {e.value} (×{e.lift:.1f})"
@@ -155,18 +160,11 @@ def describe_concept(
     return Description(text + ".", best.source, score)
 
 
-def offline_candidates(
-    label: str | None,
-    enriched: Sequence[Enriched],
-    spans: Sequence[str],
-    tokens: Sequence[str],
-    terms: Sequence[str] = (),
-    adjusted_for: Sequence[str] = (),
-) -> list[Candidate]:
+def offline_candidates(facts: Facts) -> list[Candidate]:
     """The candidates besides an LLM's, in the order `choose` falls back on: the label, the distinctive terms,
     the enrichment (never on a field the concept was adjusted for), the in-suite spans / tokens. `cg-ray
     explain` judges exactly these, so that its choice is the one `describe` makes."""
-    enriched = [e for e in enriched if e.field not in set(adjusted_for)]
+    label, spans, tokens, terms = facts.label, facts.spans, facts.tokens, facts.terms
     from_label = label_candidate(label)
     named = label_token_names(label)
     if from_label is not None and named is not None and tokens and not named & {render_token(t) for t in tokens}:
@@ -176,7 +174,7 @@ def offline_candidates(
     found = [
         from_label,
         Candidate("terms", "Rows with " + ", ".join(f"“{t}”" for t in span_first(terms, spans))) if terms else None,
-        enrichment_candidate(enriched),
+        enrichment_candidate(facts.enrichment()),
         ngram_candidate(spans, tokens),
     ]
     return [c for c in found if c is not None]

@@ -68,10 +68,8 @@ def _concepts(
     terms = profile_terms(a.run.dir)
     subjects, prompts = [], []
     for c in a.evidence.concept_ids:
-        ce, concept = a.per_concept[c], a.run.concepts[c]
-        offline = offline_candidates(
-            concept.get("label"), ce.enriched, ce.spans, ce.tokens, terms.get(c, ()), concept.get("adjusted_for") or ()
-        )
+        ce = a.per_concept[c]
+        offline = offline_candidates(a.facts(c, terms))
         pos, neg = rows[c]
         own = {r: windows[(c, r)] for r in pos if (c, r) in windows}
         key = (config.seed, 0, c)

@@ -17,7 +17,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.layout import Content, RunDir
 from cg_ray.describe import outputs as O
 from cg_ray.describe.config import REPORT_TOP
-from cg_ray.describe.descriptions import Candidate, describe_concept
+from cg_ray.describe.descriptions import Candidate, Facts, describe_concept
 from cg_ray.describe.enrichment import Enriched, enrich
 from cg_ray.describe.evidence import Evidence, read_rows, scan
 from cg_ray.describe.reread import reread_check
@@ -77,6 +77,12 @@ class Analysis:
     def text_of(self, row: int) -> str:
         """The row's text as the reader read it (raw form), for snippets and detection."""
         return plain_text(self.records[row], self.text_mode)
+
+    def facts(self, concept_id: int, terms: dict[int, list[str]]) -> Facts:
+        """What the concept's offline candidates are drawn from (`terms`: `profile_terms` of the run)."""
+        ce, concept = self.per_concept[concept_id], self.run.concepts[concept_id]
+        adjusted_for = concept.get("adjusted_for") or ()
+        return Facts(concept.get("label"), ce.enriched, ce.spans, ce.tokens, terms.get(concept_id, ()), adjusted_for)
 
 
 def analyse(run_dir: RunDir, options: DescribeOptions) -> Analysis:
@@ -239,16 +245,7 @@ def build_outputs(
     for c in a.evidence.concept_ids:
         ce = a.per_concept[c]
         concept = a.run.concepts[c]
-        d = describe_concept(
-            c,
-            label=concept.get("label"),
-            enriched=ce.enriched,
-            spans=ce.spans,
-            tokens=ce.tokens,
-            explanations=explained.get(c, []),
-            terms=terms.get(c, ()),
-            adjusted_for=concept.get("adjusted_for") or (),
-        )
+        d = describe_concept(c, a.facts(c, terms), explained.get(c, []))
         texts[c] = d.text
         enrich_text[c] = [e.text() for e in ce.enriched]
         rows.append(

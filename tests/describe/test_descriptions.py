@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cg_ray.describe.descriptions import Candidate, describe_concept
+from cg_ray.describe.descriptions import Candidate, Facts, describe_concept
 from cg_ray.describe.enrichment import Enriched
 from cg_ray.describe.render import label_token_names, label_tokens, render_token, symbolic_phrase
 
@@ -23,28 +23,32 @@ def test_whitespace_is_named_never_shown_bare() -> None:
 
 
 def test_order_label_then_enrichment_then_ngrams() -> None:
-    words = describe_concept(1, label="'books' | 'house'", enriched=[GEOMETRY], spans=["the triangle"], tokens=[])
+    words = describe_concept(
+        1, Facts(label="'books' | 'house'", enriched=[GEOMETRY], spans=["the triangle"], tokens=[])
+    )
     assert words.source == "label" and words.text.startswith("Tokens such as “books”, “house”")
     assert "over-represented in type = Geometry (×2.4)" in words.text
-    here = describe_concept(1, label="'books' | 'house'", enriched=[], spans=[], tokens=[" house", "\n"])
+    here = describe_concept(1, Facts(label="'books' | 'house'", enriched=[], spans=[], tokens=[" house", "\n"]))
     assert here.text == "Tokens such as “books”, “house”; here on “house”, line breaks."
     # a label none of whose tokens the concept fires on in this suite describes other text: the suite's
     # own evidence goes first (the enrichment, else the in-suite tokens)
-    off = describe_concept(1, label="'books' | 'house'", enriched=[GEOMETRY], spans=[], tokens=[" grams"])
+    off = describe_concept(1, Facts(label="'books' | 'house'", enriched=[GEOMETRY], spans=[], tokens=[" grams"]))
     assert off.source == "enrichment" and off.text.startswith("Rows with type = Geometry")
-    off = describe_concept(1, label="'books' | 'house'", enriched=[], spans=[], tokens=[" grams"])
+    off = describe_concept(1, Facts(label="'books' | 'house'", enriched=[], spans=[], tokens=[" grams"]))
     assert off.source == "ngrams" and off.text == "Tokens such as “grams”."
     # a punctuation-only label loses to the enrichment
-    punct = describe_concept(1, label="',' | '.' | '\\n'", enriched=[GEOMETRY], spans=["the triangle"], tokens=[])
+    punct = describe_concept(
+        1, Facts(label="',' | '.' | '\\n'", enriched=[GEOMETRY], spans=["the triangle"], tokens=[])
+    )
     assert punct.source == "enrichment" and punct.text == "Rows with type = Geometry (75% of its rows, ×2.4)."
     # … and, without enrichment, to the in-suite spans when they hold words
-    spans = describe_concept(1, label="',' | '.'", enriched=[], spans=[")", "the triangle"], tokens=[])
+    spans = describe_concept(1, Facts(label="',' | '.'", enriched=[], spans=[")", "the triangle"], tokens=[]))
     assert spans.source == "ngrams" and spans.text == "Text such as “the triangle”."
     # nothing better: the punctuation label, named readably, never a bare token list
-    last = describe_concept(1, label="',' | '\\n'", enriched=[], spans=[")"], tokens=[")"])
+    last = describe_concept(1, Facts(label="',' | '\\n'", enriched=[], spans=[")"], tokens=[")"]))
     assert last.source == "label" and last.text == "Punctuation and symbols (“,”) and line breaks; here on “)”."
     assert "'\\n'" not in last.text
-    none = describe_concept(1, label=None, enriched=[], spans=[], tokens=[])
+    none = describe_concept(1, Facts(label=None, enriched=[], spans=[], tokens=[]))
     assert none.source == "none"
 
 
@@ -53,7 +57,7 @@ def test_llm_explanation_wins_only_with_a_detection_score_that_beats_the_others(
         scored = [Candidate("llm", "Questions about triangles", True, llm)]
         if label is not None:
             scored.append(Candidate("label", "", True, label))
-        return describe_concept(1, label="'books'", enriched=[], spans=[], tokens=[], explanations=scored).source
+        return describe_concept(1, Facts(label="'books'", enriched=[], spans=[], tokens=[]), scored).source
 
     assert run(0.8, None) == "llm"
     assert run(0.8, 0.7) == "llm"
@@ -65,20 +69,20 @@ def test_a_context_label_is_an_informative_label_and_gets_the_in_suite_tokens() 
     label = "line breaks, “```” in text about python, import"
     assert label_tokens(label) is None  # not a bare token list …
     assert label_token_names(label) == {"line breaks", "“```”"}
-    d = describe_concept(1, label=label, enriched=[GEOMETRY], spans=[], tokens=["\n"])
+    d = describe_concept(1, Facts(label=label, enriched=[GEOMETRY], spans=[], tokens=["\n"]))
     # … so it beats the enrichment, and says what it fires on here and where it is over-represented
     assert d.source == "label"
     assert d.text == (
         "Line breaks, “```” in text about python, import; here on line breaks; "
         "over-represented in type = Geometry (×2.4)."
     )
-    free = describe_concept(1, label="Mentions of geometry", enriched=[], spans=[], tokens=["\n"])
+    free = describe_concept(1, Facts(label="Mentions of geometry", enriched=[], spans=[], tokens=["\n"]))
     assert free.text == "Mentions of geometry."  # a free-text label is not told which tokens it fired on
 
 
 def test_terms_inside_the_activating_spans_lead_the_sentence() -> None:
-    from cg_ray.describe.descriptions import describe_concept, span_first
+    from cg_ray.describe.descriptions import span_first
 
     assert span_first(["see", "how many", "four"], ["How many pens", "four"]) == ["how many", "four", "see"]
-    d = describe_concept(7, label=None, enriched=[], spans=["[asy] draw"], tokens=[], terms=["shown", "draw"])
+    d = describe_concept(7, Facts(label=None, enriched=[], spans=["[asy] draw"], tokens=[], terms=["shown", "draw"]))
     assert d.source == "terms" and d.text.startswith("Rows with “draw”, “shown”")
