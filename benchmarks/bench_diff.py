@@ -52,10 +52,11 @@ def synthetic(rows: int, n_bench: int, seed: int = 0) -> PairedSample:
 
 
 def real(run_a: Path, run_b: Path) -> PairedSample:
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.compare.diff import paired_sample
     from cg_ray.compare.runs import open_diff_run, pair_rows
 
-    a, b = open_diff_run(run_a, "A"), open_diff_run(run_b, "B")
+    a, b = open_diff_run(RunDir(run_a), "A"), open_diff_run(RunDir(run_b), "B")
     return paired_sample(a, b, pair_rows(a, b))[0]
 
 

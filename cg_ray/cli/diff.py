@@ -37,13 +37,14 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     Per concept, ΔX_model and Δχ_model (B − A) on the rows both runs share, with paired
     bootstrap intervals, ΔX_bench between the suites, and the concepts that regressed and improved most
     confidently with the rows that flipped. Both runs must be read with the same reader and SAE."""
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.compare.config import DiffConfig
     from cg_ray.compare.diff import compute_diff
     from cg_ray.compare.outputs import write_diff
 
     config = from_args(DiffConfig, args)
     ensure_output_free(args.out, args.overwrite)
-    result = compute_diff(args.run_a, args.run_b, config)
+    result = compute_diff(RunDir(args.run_a), RunDir(args.run_b), config)
     _print(args.out, write_diff(result, args.out, overwrite=args.overwrite))
     return 0
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import NotRequired, TypedDict
 
 import numpy as np
 from scipy import sparse
 
 from cg_ray.arrays import BoolArray, FloatArray, IntArray
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.compare.bootstrap import PairedDelta, PairedSample, paired_bootstrap
 from cg_ray.compare.config import DiffConfig
 from cg_ray.compare.identity import check_same_reader
@@ -179,11 +179,11 @@ def concept_labels(a: DiffRun, b: DiffRun) -> dict[int, str]:
     return out
 
 
-def compute_diff(path_a: Path, path_b: Path, config: DiffConfig | None = None) -> DiffResult:
+def compute_diff(run_a: RunDir, run_b: RunDir, config: DiffConfig | None = None) -> DiffResult:
     """Everything `cg-ray diff` writes, computed from the two run directories (nothing is written here)."""
     config = config or DiffConfig()
     started = time.perf_counter()
-    a, b = open_diff_run(Path(path_a), "A"), open_diff_run(Path(path_b), "B")
+    a, b = open_diff_run(run_a, "A"), open_diff_run(run_b, "B")
     checked = check_same_reader(
         a.identity, b.identity, (str(a.path), str(b.path)), assume_same=config.assume_same_reader
     )
@@ -212,7 +212,7 @@ def compute_diff(path_a: Path, path_b: Path, config: DiffConfig | None = None) -
         regressed=regressed,
         improved=improved,
         examples=examples,
-        descriptions={**read_sentences(a.path), **read_sentences(b.path)},
+        descriptions={**read_sentences(a.run), **read_sentences(b.run)},
         labels=concept_labels(a, b),
         seconds={"load": round(loaded - started, 3), "bootstrap": round(booted - loaded, 3)},
     )

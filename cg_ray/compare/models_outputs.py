@@ -224,16 +224,15 @@ def summary_dict(result: ModelDiffResult) -> dict[str, Any]:
 def write_diff_models(result: ModelDiffResult, out: Path, *, overwrite: bool = False) -> dict[str, Any]:
     """Publish into `out` (complete or absent); returns what hypotheses.json holds."""
     with atomic_directory(out, overwrite=overwrite) as tmp:
-        written = write_files(result, tmp)
+        written = write_files(result, ModelDiffDir(tmp))
     return written
 
 
-def write_files(result: ModelDiffResult, folder: Path) -> dict[str, Any]:
-    """The three files into `folder` (the caller publishes it); returns what hypotheses.json holds."""
+def write_files(result: ModelDiffResult, files: ModelDiffDir) -> dict[str, Any]:
+    """The three files into `files` (the caller publishes it); returns what hypotheses.json holds."""
     from cg_ray.report.comparisons import model_diff_view
     from cg_ray.report.html import write_page
 
-    files = ModelDiffDir(folder)
     files.write_table(TABLE_FILE, concept_table(result))
     written = files.write_json(JSON_FILE, summary_dict(result), allow_nan=False)
     write_page(files.file(HTML_FILE), model_diff_view(files), "model_diff")  # the explorer's app, embedded

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from scipy import sparse
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.layout import RunDir, read_summary
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import iter_row_batches, open_rows
 from cg_ray.compare.identity import ReaderIdentity, reader_identity
 from cg_ray.errors import InputError
@@ -34,13 +34,17 @@ class DiffRun:
     """One side of a diff: its rows (keys, scores, s̃ as CSR) and what its run directory says."""
 
     name: str  # "A" or "B"
-    path: Path
+    run: RunDir
     summary: dict[str, Any]
     identity: ReaderIdentity
     keys: pa.Table  # benchmark, row_id, position (0..n-1 in the order read)
     scores: npt.NDArray[np.float64]  # NaN = unscored
     acts: sparse.csr_matrix  # rows × d_sae, float32
     concepts: pa.Table  # concepts.parquet
+
+    @property
+    def path(self) -> Path:
+        return self.run.path
 
     @property
     def d_sae(self) -> int:
@@ -54,17 +58,16 @@ class DiffRun:
         return f"run {self.name} ({self.path})"
 
 
-def open_diff_run(path: Path, name: str) -> DiffRun:
+def open_diff_run(run: RunDir, name: str) -> DiffRun:
     """A run directory's rows and summary; clear errors for a missing directory or file."""
-    if not path.is_dir():
-        raise InputError(f"run {name}: not a run directory", path=str(path))
-    run = RunDir(path)
+    if not run.path.is_dir():
+        raise InputError(f"run {name}: not a run directory", path=str(run.path))
     for required in REQUIRED_FILES:
         if not run.has(required):
             raise InputError(
                 f"run {name}: missing {required} (run `cg-ray metrics` first)", path=str(run.file(required))
             )
-    summary = read_summary(path)
+    summary = run.read_summary()
     rows = open_rows(run.rows)
     model = summary.get("model_filter")
     benchmarks: list[pa.Array] = []
@@ -93,9 +96,9 @@ def open_diff_run(path: Path, name: str) -> DiffRun:
     )
     return DiffRun(
         name=name,
-        path=path,
+        run=run,
         summary=summary,
-        identity=reader_identity(path, summary),
+        identity=reader_identity(run.path, summary),
         keys=keys,
         scores=np.concatenate(scores),
         acts=matrix,
@@ -184,7 +187,7 @@ def pair_rows(a: DiffRun, b: DiffRun) -> Pairing:
 
 def row_texts(run: DiffRun, positions: list[int]) -> dict[int, dict[str, str | None]]:
     """Text columns of the given rows when rows.parquet carries them and holds one model (else {})."""
-    path = RunDir(run.path).rows
+    path = run.run.rows
     present = [c for c in TEXT_COLUMNS if c in pq.read_schema(path).names]
     if not present or not positions or run.summary.get("model_filter"):  # a model filter shifts positions
         return {}

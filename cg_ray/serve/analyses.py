@@ -86,9 +86,10 @@ def _compute_run(rows: pa.Table, labels: ConceptLabels | None, options: dict[str
     from cg_ray.run_outputs import publish_metrics
 
     config = MetricsConfig.model_validate(options.get("metrics", {}))
-    pq.write_table(rows, RunDir(folder).rows)
-    publish_metrics(folder, config, labels, {"source": "service"})
-    try_describe(folder, DescribeOptions(tokens=False))  # descriptions and themes; never fails the analysis
+    run = RunDir(folder)  # the temporary folder becomes the run directory here, once
+    run.write_table(S.ROWS_FILE, rows)
+    publish_metrics(run, config, labels, {"source": "service"})
+    try_describe(run, DescribeOptions(tokens=False))  # descriptions and themes; never fails the analysis
 
 
 T = TypeVar("T")

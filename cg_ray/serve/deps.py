@@ -13,6 +13,7 @@ from typing import Annotated, TypeVar
 
 from fastapi import Depends, Header, Request
 
+from cg_ray.artifacts.layout import ArenaDir, ModelDiffDir, RunDir
 from cg_ray.labels import ConceptLabels
 from cg_ray.serve.analyses import Offload, in_thread, run_analysis
 from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Store, Upload
@@ -98,12 +99,12 @@ def require_key(
 Owner = Annotated[str, Depends(require_key)]
 
 
-def finished_run(service: ServiceDep, owner: Owner, analysis_id: str) -> Path:
+def finished_run(service: ServiceDep, owner: Owner, analysis_id: str) -> RunDir:
     """The run directory of the caller's succeeded analysis `analysis_id` (a path parameter), else 404/409."""
     analysis = service.current(owner, analysis_id)
     if analysis.mode == DIFF_MODELS:
         raise api_error(409, f"analysis {analysis_id!r} is a diff-models analysis: GET /v1/diff-models/{analysis_id}")
-    return succeeded_folder(analysis)
+    return RunDir(succeeded_folder(analysis))
 
 
 def succeeded_folder(analysis: Analysis) -> Path:
@@ -113,13 +114,24 @@ def succeeded_folder(analysis: Analysis) -> Path:
     return Path(analysis.run_dir)
 
 
-def finished_diff_models(service: ServiceDep, owner: Owner, analysis_id: str) -> Path:
+def finished_diff_models(service: ServiceDep, owner: Owner, analysis_id: str) -> ModelDiffDir:
     """The folder of the caller's succeeded diff-models analysis `analysis_id`, else 404 / 409."""
     analysis = service.current(owner, analysis_id)
     if analysis.mode != DIFF_MODELS:
         raise api_error(404, f"no diff-models analysis {analysis_id!r} (it is a {analysis.mode} analysis)")
-    return succeeded_folder(analysis)
+    return ModelDiffDir(succeeded_folder(analysis))
 
 
-FinishedRun = Annotated[Path, Depends(finished_run)]
-FinishedDiffModels = Annotated[Path, Depends(finished_diff_models)]
+def finished_arena(service: ServiceDep, owner: Owner, analysis_id: str) -> ArenaDir:
+    """The arena directory of the caller's succeeded arena analysis `analysis_id`, else 404 / 409."""
+    analysis = service.current(owner, analysis_id)
+    folder = succeeded_folder(analysis)
+    if analysis.mode != "arena":
+        raise api_error(404, f"analysis {analysis_id!r} is not an arena analysis")
+    return ArenaDir(folder)
+
+
+# The routes get the folder as its layout (cg_ray.artifacts.layout), wrapped here once.
+FinishedRun = Annotated[RunDir, Depends(finished_run)]
+FinishedDiffModels = Annotated[ModelDiffDir, Depends(finished_diff_models)]
+FinishedArena = Annotated[ArenaDir, Depends(finished_arena)]

@@ -27,14 +27,14 @@ def _clean(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+def _table(folder: ModelDiffDir) -> pa.Table:
+    return _concepts_at(folder.file(TABLE_FILE))
+
+
 @functools.lru_cache(maxsize=8)
-def _table(run_dir: str) -> pa.Table:
-    table = pq.read_table(ModelDiffDir(run_dir).file(TABLE_FILE))
+def _concepts_at(path: Path) -> pa.Table:
+    table = pq.read_table(path)
     return table.append_column("abs_delta", pc.abs(table.column("delta")))
-
-
-def _summary(run_dir: Path) -> dict[str, Any]:
-    return ModelDiffDir(run_dir).read_json(JSON_FILE)  # a newer format_version is refused, naming the file
 
 
 def _rows(table: pa.Table) -> list[dict[str, Any]]:
@@ -42,7 +42,7 @@ def _rows(table: pa.Table) -> list[dict[str, Any]]:
 
 
 def page(
-    run_dir: Path,
+    folder: ModelDiffDir,
     analysis_id: str,
     *,
     sort: SortKey = "abs_delta",
@@ -53,7 +53,7 @@ def page(
     offset: int = 0,
 ) -> DiffModelsView:
     """The analysis' counts, settings and hypotheses, and a page of its concepts (ties by concept id)."""
-    table = _table(str(run_dir))
+    table = _table(folder)
     if hypotheses_only:
         table = table.filter(pc.is_valid(table.column("hypothesis")))
     if q:
@@ -64,7 +64,7 @@ def page(
         table = table.filter(pc.match_substring(pc.utf8_lower(text), needle))
     keys = [(sort, "descending" if order == "desc" else "ascending"), ("concept_id", "ascending")]
     table = table.take(pc.sort_indices(table, sort_keys=keys))
-    doc = _summary(run_dir)
+    doc = folder.read_json(JSON_FILE)  # a newer format_version is refused, naming the file
     return DiffModelsView.model_validate(
         {
             "id": analysis_id,
@@ -82,19 +82,19 @@ def page(
     )
 
 
-def view(run_dir: Path) -> DiffModelsDocument:
+def view(folder: ModelDiffDir) -> DiffModelsDocument:
     """The document the app draws (the one diff_models.html embeds), its settings without input paths."""
-    doc = model_diff_view(ModelDiffDir(run_dir))
+    doc = model_diff_view(folder)
     doc["config"] = {k: doc["config"].get(k) for k in DiffModelsMethod.model_fields}  # no reader or input paths
     return DiffModelsDocument.model_validate(doc)
 
 
-def concept(run_dir: Path, concept_id: int, k: int) -> DiffModelsConceptDetail | None:
+def concept(folder: ModelDiffDir, concept_id: int, k: int) -> DiffModelsConceptDetail | None:
     """The concept's row with up to k paired examples per direction; None when it is active in no answer."""
-    table = _table(str(run_dir))
+    table = _table(folder)
     hit = table.filter(pc.equal(table.column("concept_id"), concept_id))
     if hit.num_rows == 0:
         return None
-    pairs, acts_a, acts_b = read_pairs(str(ModelDiffDir(run_dir).file(PAIRS_FILE)))
+    pairs, acts_a, acts_b = read_pairs(str(folder.file(PAIRS_FILE)))
     examples = {d: paired_examples(acts_a, acts_b, pairs, concept_id, d, k) for d in DIRECTIONS}
     return DiffModelsConceptDetail.model_validate({**_rows(hit)[0], "examples": examples})

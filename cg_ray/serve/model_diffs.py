@@ -106,7 +106,7 @@ def span_options(method: DiffModelsMethod) -> SpanOptions:
     return options
 
 
-def write_pairs(result: ModelDiffResult, path: Path) -> None:
+def pairs_table(result: ModelDiffResult) -> pa.Table:
     """The compared pairs with both answers' pooled s̃ (sparse: concept ids and activations per answer)."""
 
     def sparse_rows(m: sparse.csr_matrix) -> tuple[pa.Array, pa.Array]:
@@ -117,7 +117,7 @@ def write_pairs(result: ModelDiffResult, path: Path) -> None:
 
     ids_a, acts_a = sparse_rows(result.acts_a.tocsr())
     ids_b, acts_b = sparse_rows(result.acts_b.tocsr())
-    table = pa.table(
+    return pa.table(
         {
             "id": [p.id for p in result.pairs],
             "prompt": [p.prompt for p in result.pairs],
@@ -129,7 +129,6 @@ def write_pairs(result: ModelDiffResult, path: Path) -> None:
             "concept_acts_b": acts_b,
         }
     ).replace_schema_metadata({"d_sae": str(result.acts_a.shape[1])})
-    pq.write_table(table, path)
 
 
 @functools.lru_cache(maxsize=8)
@@ -168,8 +167,9 @@ def _compare_and_publish(
 
     result = compare_pairs(config, paired, lambda texts, offsets: read, names_for, names=names)
     with atomic_directory(out, overwrite=True) as tmp:
-        write_files(result, tmp)
-        write_pairs(result, ModelDiffDir(tmp).file(PAIRS_FILE))
+        folder = ModelDiffDir(tmp)
+        write_files(result, folder)
+        folder.write_table(PAIRS_FILE, pairs_table(result))
         if not wanted():
             raise Withdrawn()
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.describe.outputs import read_themes
 from cg_ray.serve.models import ThemesView
 
 
-def themes(run_dir: str | Path) -> ThemesView | None:
-    found = read_themes(Path(run_dir))
+def themes(run: RunDir) -> ThemesView | None:
+    found = read_themes(run)
     return None if found is None else ThemesView.model_validate(found)

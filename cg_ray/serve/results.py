@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.layout import ArenaDir, RunDir, read_summary
+from cg_ray.artifacts.layout import ArenaDir, RunDir
 from cg_ray.describe.outputs import read_sentences
 from cg_ray.report import comparisons, documents
 from cg_ray.serve.models import (
@@ -64,30 +64,33 @@ DOWNLOADS = {
 }
 
 
+def _tables(run: RunDir) -> tuple[pa.Table, pa.Table]:
+    return _read_tables(run.file(S.CONCEPTS_FILE), run.file(S.BENCHMARK_CONCEPTS_FILE))
+
+
 @functools.lru_cache(maxsize=16)
-def _tables(run_dir: str) -> tuple[pa.Table, pa.Table]:
-    run = RunDir(run_dir)
-    return pq.read_table(run.file(S.CONCEPTS_FILE)), pq.read_table(run.file(S.BENCHMARK_CONCEPTS_FILE))
+def _read_tables(concepts: Path, pairs: Path) -> tuple[pa.Table, pa.Table]:
+    return pq.read_table(concepts), pq.read_table(pairs)
 
 
-def summary(run_dir: str | Path) -> SummaryView:
-    return SummaryView.model_validate(documents.summary(Path(run_dir)))
+def summary(run: RunDir) -> SummaryView:
+    return SummaryView.model_validate(documents.summary(run))
+
+
+def view(run: RunDir, name: str) -> RunView:
+    """Everything the explorer draws for the analysis: the documents a report of its run embeds. Cached per run
+    (`cg-ray describe` rewriting the run changes its summary's time stamp)."""
+    return _view(run.path, name, run.summary.stat().st_mtime)
 
 
 @functools.lru_cache(maxsize=8)
-def _view(run_dir: str, name: str, stamp: float) -> RunView:
-    return RunView.model_validate(documents.run_view(Path(run_dir), name=name))
-
-
-def view(run_dir: str | Path, name: str) -> RunView:
-    """Everything the explorer draws for the analysis: the documents a report of its run embeds. Cached per run
-    (`cg-ray describe` rewriting the run changes its summary's time stamp)."""
-    stamp = RunDir(run_dir).file(S.SUMMARY_FILE).stat().st_mtime
-    return _view(str(run_dir), name, stamp)
+def _view(path: Path, name: str, stamp: float) -> RunView:
+    # Keyed by the run's path: a RunDir compares by identity, so each request's would miss the cache.
+    return RunView.model_validate(documents.run_view(RunDir(path), name=name))
 
 
 def concept_table(
-    run_dir: str | Path,
+    run: RunDir,
     *,
     sort: SortKey = "X_model",
     order: Literal["asc", "desc"] = "asc",
@@ -99,8 +102,8 @@ def concept_table(
     limit: int = 50,
     offset: int = 0,
 ) -> ConceptPage:
-    concepts, pairs = _tables(str(run_dir))
-    described = read_sentences(Path(run_dir))
+    concepts, pairs = _tables(run)
+    described = read_sentences(run)
     table = concepts.append_column(
         "description", pa.array([described.get(c) for c in concepts["concept_id"].to_pylist()], pa.string())
     )
@@ -131,31 +134,31 @@ def concept_table(
     )
 
 
-def profile(run_dir: str | Path, kind: ProfileKind = "weaknesses", limit: int = 50) -> ProfileView | None:
+def profile(run: RunDir, kind: ProfileKind = "weaknesses", limit: int = 50) -> ProfileView | None:
     """A profile file's entries in rank order, with the run's profile settings; None if the run has none."""
-    found = documents.profile(Path(run_dir), kind, limit)
+    found = documents.profile(run, kind, limit)
     return None if found is None else PROFILE_VIEWS.get(kind, ProfileResponse).model_validate(found)
 
 
-def concept_detail(run_dir: str | Path, concept_id: int, examples: int = 5) -> ConceptDetail | None:
+def concept_detail(run: RunDir, concept_id: int, examples: int = 5) -> ConceptDetail | None:
     """The concept's row with its per-benchmark rows, best and worst examples and (if described) description."""
-    found = documents.concept_details(Path(run_dir), [concept_id], examples).get(concept_id)
+    found = documents.concept_details(run, [concept_id], examples).get(concept_id)
     return None if found is None else ConceptDetail.model_validate(found)
 
 
-def distributions(run_dir: str | Path) -> Distributions:
+def distributions(run: RunDir) -> Distributions:
     """The values behind the explorer's histograms."""
-    return Distributions.model_validate(documents.distributions(Path(run_dir)))
+    return Distributions.model_validate(documents.distributions(run))
 
 
-def subset_coverage(run_dir: str | Path, benchmarks: list[str]) -> SubsetCoverage | None:
+def subset_coverage(run: RunDir, benchmarks: list[str]) -> SubsetCoverage | None:
     """X_bench (paper eq. 3) recomputed over a subset of the benchmarks, from the stored χ_bench values."""
-    concepts, pairs = _tables(str(run_dir))
+    concepts, pairs = _tables(run)
     known = set(pc.unique(pairs["benchmark"]).to_pylist())
     unknown = sorted(set(benchmarks) - known)
     if unknown or not benchmarks:
         return None
-    eps = read_summary(Path(run_dir))["config"]["epsilon"]
+    eps = run.read_summary()["config"]["epsilon"]
     sel = pairs.filter(pc.is_in(pairs["benchmark"], value_set=pa.array(benchmarks)))
     d_sae = concepts.num_rows
     import numpy as np
@@ -172,7 +175,7 @@ def subset_coverage(run_dir: str | Path, benchmarks: list[str]) -> SubsetCoverag
     )
 
 
-def arena_view(run_dir: Path, model_analyses: dict[str, str]) -> ArenaView:
+def arena_view(arena: ArenaDir, model_analyses: dict[str, str]) -> ArenaView:
     """An arena analysis as the explorer draws it — the document the arena's report.html embeds
     (cg_ray.report.comparisons.arena_view) — with each model's own analysis id."""
-    return ArenaView.model_validate({**comparisons.arena_view(ArenaDir(run_dir)), "model_analyses": model_analyses})
+    return ArenaView.model_validate({**comparisons.arena_view(arena), "model_analyses": model_analyses})

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.compare.config import DiffConfig
 from cg_ray.compare.diff import compute_diff
 from cg_ray.compare.identity import ReaderMismatch
@@ -21,7 +22,7 @@ FAST = DiffConfig(resamples=300, seed=1)
 
 def test_planted_flips_are_found_with_the_right_sign_and_a_confident_interval(planted_runs) -> None:
     a, b = planted_runs()
-    result = compute_diff(a, b, FAST)
+    result = compute_diff(RunDir(a), RunDir(b), FAST)
     d = result.delta
     c9, c10 = result.column(9), result.column(10)
     assert result.concept_ids[c9] == 9 and result.concept_ids[c10] == 10
@@ -41,7 +42,7 @@ def test_planted_flips_are_found_with_the_right_sign_and_a_confident_interval(pl
 
 def test_paired_point_estimates_equal_the_runs_own_metrics_when_all_rows_are_shared(planted_runs) -> None:
     a, b = planted_runs()
-    result = compute_diff(a, b, DiffConfig(resamples=0))
+    result = compute_diff(RunDir(a), RunDir(b), DiffConfig(resamples=0))
     for run, x in ((a, result.delta.x_a), (b, result.delta.x_b)):
         table = pq.read_table(run / S.CONCEPTS_FILE)
         ours = table.column("X_model").to_numpy(zero_copy_only=False)[result.concept_ids]
@@ -53,7 +54,7 @@ def test_identical_runs_give_zero_deltas_and_intervals_covering_zero(tmp_path: P
     p = planted()
     a = write_run(tmp_path / "A", p["row_ids"], p["benchmarks"], p["a"], p["concepts"])
     b = write_run(tmp_path / "B", p["row_ids"], p["benchmarks"], p["a"], p["concepts"])
-    result = compute_diff(a, b, FAST)
+    result = compute_diff(RunDir(a), RunDir(b), FAST)
     d = result.delta
     assert np.all(d.x_delta == 0) and np.all(d.rel_delta == 0)
     assert np.all(d.x_low <= 0) and np.all(d.x_high >= 0)
@@ -65,7 +66,7 @@ def test_identical_runs_give_zero_deltas_and_intervals_covering_zero(tmp_path: P
 def test_runs_read_with_different_saes_are_refused_naming_both_runs_and_the_field(planted_runs) -> None:
     a, b = planted_runs(reader_b={**READER, "sae": "npz:other.npz"})
     with pytest.raises(ReaderMismatch) as err:
-        compute_diff(a, b, FAST)
+        compute_diff(RunDir(a), RunDir(b), FAST)
     message = str(err.value)
     assert err.value.field == "sae" and str(a) in message and str(b) in message
     assert "'default'" in message and "'npz:other.npz'" in message
@@ -77,9 +78,9 @@ def test_an_sae_retrained_in_place_is_refused_by_its_weights_fingerprint(tmp_pat
     a = write_run(tmp_path / "A", *args, p["a"], p["concepts"], sae_weights="0123456789abcdef")
     b = write_run(tmp_path / "B", *args, p["b"], p["concepts"], sae_weights="fedcba9876543210")
     with pytest.raises(ReaderMismatch, match="sae_weights is '0123456789abcdef' in run A"):
-        compute_diff(a, b, FAST)
+        compute_diff(RunDir(a), RunDir(b), FAST)
     same = write_run(tmp_path / "C", *args, p["b"], p["concepts"], sae_weights="0123456789abcdef")
-    assert "sae_weights" in compute_diff(a, same, FAST).checked_fields
+    assert "sae_weights" in compute_diff(RunDir(a), RunDir(same), FAST).checked_fields
 
 
 def test_different_sae_widths_are_refused(tmp_path: Path) -> None:
@@ -87,15 +88,15 @@ def test_different_sae_widths_are_refused(tmp_path: Path) -> None:
     a = write_run(tmp_path / "A", p["row_ids"], p["benchmarks"], p["a"], p["concepts"], d_sae=12)
     b = write_run(tmp_path / "B", p["row_ids"], p["benchmarks"], p["b"], p["concepts"], d_sae=16)
     with pytest.raises(ReaderMismatch, match="d_sae is 12 in run A"):
-        compute_diff(a, b, FAST)
+        compute_diff(RunDir(a), RunDir(b), FAST)
 
 
 def test_an_unrecorded_reader_is_refused_unless_assumed(planted_runs) -> None:
     a, b = planted_runs(reader_b=None)
     with pytest.raises(ReaderMismatch, match="--assume-same-reader") as err:
-        compute_diff(a, b, FAST)
+        compute_diff(RunDir(a), RunDir(b), FAST)
     assert str(b) in str(err.value) and err.value.field == "reader"
-    result = compute_diff(a, b, FAST.model_copy(update={"assume_same_reader": True}))
+    result = compute_diff(RunDir(a), RunDir(b), FAST.model_copy(update={"assume_same_reader": True}))
     assert result.checked_fields == ["d_sae"]
 
 
@@ -106,7 +107,7 @@ def test_rows_only_in_one_run_and_unscored_rows_are_counted(tmp_path: Path) -> N
     b_scores: list[float | None] = list(p["b"][30:120])
     b_scores[0] = None  # r30: shared, unscored in B
     b = write_run(tmp_path / "B", ids[30:120], bench[30:120], b_scores, concepts[30:120])
-    counts = compute_diff(a, b, FAST).pairing.counts
+    counts = compute_diff(RunDir(a), RunDir(b), FAST).pairing.counts
     assert (counts["rows_a"], counts["rows_b"], counts["shared"]) == (100, 90, 70)
     assert (counts["only_a"], counts["only_b"], counts["shared_unscored"], counts["paired"]) == (30, 20, 1, 69)
     assert sum(v["paired"] for v in counts["per_benchmark"].values()) == 69
@@ -117,7 +118,7 @@ def test_benchmarks_only_in_one_run_are_reported(tmp_path: Path) -> None:
     a = write_run(tmp_path / "A", p["row_ids"], p["benchmarks"], p["a"], p["concepts"])
     gamma = ["gamma" if i >= 50 else name for i, name in enumerate(p["benchmarks"])]
     b = write_run(tmp_path / "B", p["row_ids"], gamma, p["b"], p["concepts"])
-    counts = compute_diff(a, b, FAST).pairing.counts
+    counts = compute_diff(RunDir(a), RunDir(b), FAST).pairing.counts
     assert counts["benchmarks_only_b"] == ["gamma"] and counts["only_a"] == 10 and counts["only_b"] == 10
 
 
@@ -126,7 +127,7 @@ def test_no_shared_rows_is_a_clear_error(tmp_path: Path) -> None:
     a = write_run(tmp_path / "A", p["row_ids"][:20], p["benchmarks"][:20], p["a"][:20], p["concepts"][:20])
     b = write_run(tmp_path / "B", p["row_ids"][20:], p["benchmarks"][20:], p["b"][20:], p["concepts"][20:])
     with pytest.raises(InputError, match="share no rows") as err:
-        compute_diff(a, b, FAST)
+        compute_diff(RunDir(a), RunDir(b), FAST)
     assert str(a) in str(err.value) and str(b) in str(err.value)
 
 
@@ -134,14 +135,14 @@ def test_a_missing_file_names_the_run_and_the_file(planted_runs) -> None:
     a, b = planted_runs()
     (b / S.CONCEPTS_FILE).unlink()
     with pytest.raises(InputError, match=r"run B: missing concepts.parquet"):
-        compute_diff(a, b, FAST)
+        compute_diff(RunDir(a), RunDir(b), FAST)
     with pytest.raises(InputError, match="run A: not a run directory"):
-        compute_diff(a.parent / "nope", b, FAST)
+        compute_diff(RunDir(a.parent / "nope"), RunDir(b), FAST)
 
 
 def test_a_broken_manifest_is_a_clear_error(planted_runs) -> None:
     a, b = planted_runs()
     (b / S.MANIFEST_FILE).write_text("{not json", encoding="utf-8")
     with pytest.raises(InputError, match="invalid JSON") as err:
-        compute_diff(a, b, FAST)
+        compute_diff(RunDir(a), RunDir(b), FAST)
     assert err.value.path == str(b / S.MANIFEST_FILE)

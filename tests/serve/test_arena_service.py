@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from cg_ray.serve.api import create_api
-from cg_ray.serve.db import Store
+from cg_ray.serve.db import Analysis, Store
 from cg_ray.serve.encoding import LocalEncoder
 from cg_ray.serve.keys import create_key
 from cg_ray.serve.settings import ServiceSettings
@@ -75,6 +75,21 @@ def test_battles_upload_validation(tmp_path: Path) -> None:
         assert r.status_code == 422
         r = client.post("/v1/analyses", headers=headers, json={"upload_ids": [ok.json()["id"]]})
         assert r.status_code == 422
+
+
+def test_the_arena_route_takes_only_a_finished_arena_analysis(tmp_path: Path) -> None:
+    settings = ServiceSettings(data_dir=tmp_path / "data")
+    store = Store(settings.db_url)
+    owner, key = create_key(store, "arena")
+    with store.session() as s:
+        s.add(Analysis(id="ana_plain", owner=owner, upload_ids=[], mode="precomputed", options={}, status="succeeded"))
+        s.add(Analysis(id="ana_arena", owner=owner, upload_ids=[], mode="arena", options={}, status="running"))
+    store.update_analysis("ana_plain", run_dir=str(tmp_path / "run"))  # a plain analysis, finished
+    with TestClient(create_api(settings, store, LocalEncoder(HashingReader()), labels=None)) as client:
+        plain = client.get("/v1/analyses/ana_plain/arena", headers={"X-API-Key": key})
+        running = client.get("/v1/analyses/ana_arena/arena", headers={"X-API-Key": key})
+    assert plain.status_code == 404 and "not an arena analysis" in plain.json()["detail"]["error"]
+    assert running.status_code == 409 and "running" in running.json()["detail"]["error"]
 
 
 @pytest.mark.slow

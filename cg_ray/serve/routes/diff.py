@@ -7,11 +7,11 @@ fields the runs record are still compared); rows are paired by benchmark and row
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.compare.identity import ReaderMismatch
 from cg_ray.errors import InputError
 from cg_ray.serve.comparison_models import DiffView
@@ -30,7 +30,7 @@ router = APIRouter(
 )
 
 
-def _diff(runs: list[tuple[str, Path]], options: dict[str, Any]) -> DiffView:
+def _diff(runs: list[tuple[str, RunDir]], options: dict[str, Any]) -> DiffView:
     """diff.json of the two analyses, naming them by id (never by a server path), as the app draws it: the
     document diff.html embeds (cg_ray.report.comparisons.diff_document)."""
     from cg_ray.artifacts.contract import versioned
@@ -63,7 +63,7 @@ async def get_diff(
     options = {"resamples": resamples, "seed": seed, "top": top, "min_rows": min_rows, "rank_by": rank_by}
 
     def scrub(message: str) -> str:  # errors name the analyses, never the server's paths
-        return message.replace(str(run_a), a).replace(str(run_b), b)
+        return message.replace(str(run_a.path), a).replace(str(run_b.path), b)
 
     try:
         return await asyncio.to_thread(_diff, [(a, run_a), (b, run_b)], options)

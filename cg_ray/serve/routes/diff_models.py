@@ -112,7 +112,7 @@ async def create_diff_models(service: ServiceDep, owner: Owner, body: DiffModels
 @router.get("/{analysis_id}", response_model=DiffModelsView)
 def get_diff_models(
     analysis_id: str,
-    run_dir: FinishedDiffModels,
+    folder: FinishedDiffModels,
     sort: model_diff_results.SortKey = "abs_delta",
     order: Literal["asc", "desc"] = "desc",
     hypotheses_only: bool = False,
@@ -123,26 +123,26 @@ def get_diff_models(
     """Counts, settings, hypotheses, and a page of the concepts active in an answer: the share of A's and of
     B's answers where each is active, Δ = B − A with its interval, hypothesis and replication."""
     return model_diff_results.page(
-        run_dir, analysis_id, sort=sort, order=order, hypotheses_only=hypotheses_only, q=q, limit=limit, offset=offset
+        folder, analysis_id, sort=sort, order=order, hypotheses_only=hypotheses_only, q=q, limit=limit, offset=offset
     )
 
 
 @router.get("/{analysis_id}/view", response_model=DiffModelsDocument)
-def get_diff_models_view(run_dir: FinishedDiffModels) -> DiffModelsDocument:
+def get_diff_models_view(folder: FinishedDiffModels) -> DiffModelsDocument:
     """Everything the explorer draws for the analysis, in one document — the one its diff_models.html
     embeds: the findings (hypotheses with their examples) and every concept's row, column by column."""
-    return model_diff_results.view(run_dir)
+    return model_diff_results.view(folder)
 
 
 @router.get("/{analysis_id}/concepts/{concept_id}", response_model=DiffModelsConceptDetail)
 def get_diff_models_concept(
-    run_dir: FinishedDiffModels,
+    folder: FinishedDiffModels,
     concept_id: int,
     examples: Annotated[int, Query(ge=1, le=MAX_EXAMPLES)] = 5,
 ) -> DiffModelsConceptDetail:
     """The concept's row and its paired examples: prompts where it is in A's answer and not B's (a_more),
     and the reverse (b_more), each with the prompt and both answers."""
-    detail = model_diff_results.concept(run_dir, concept_id, examples)
+    detail = model_diff_results.concept(folder, concept_id, examples)
     if detail is None:
         raise api_error(404, f"concept {concept_id} is active in no answer of this analysis")
     return detail
