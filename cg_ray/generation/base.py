@@ -21,7 +21,10 @@ GENERATED_SCHEMA: Final = BENCHMARK_ROW_SCHEMA.append(pa.field(N_OUTPUT_TOKENS, 
 
 
 class Generator(Protocol):
-    """Takes normalized rows that need an answer; returns them with ``response`` and ``n_output_tokens``."""
+    """Takes normalized rows; returns them in ``GENERATED_SCHEMA``, with ``response`` and ``n_output_tokens``
+    where a row needed an answer (``pending``: no score and no response). Rows that have an answer pass
+    through unchanged, so a stage further down (the judge pass) streams every row through one backend
+    rather than splitting the stream, which Ray Data can only do by running the upstream stages twice."""
 
     def __init__(self, config: GenerationConfig) -> None: ...
 
@@ -35,14 +38,28 @@ class ConfiguredGenerator:
         self.config = config
 
 
+def pending_mask(batch: pa.Table) -> pa.Array:
+    """True where a row needs generation: no score and no response."""
+    return pc.and_(pc.is_null(batch["score"]), pc.is_null(batch["response"]))
+
+
 def split_pending(*, pending: bool) -> Callable[[pa.Table], pa.Table]:
-    """A batch filter: the rows that need generation (``pending``: no score and no response), or the others."""
+    """A batch filter: the rows that need generation (``pending``), or the others."""
 
     def select(batch: pa.Table) -> pa.Table:
-        mask = pc.and_(pc.is_null(batch["score"]), pc.is_null(batch["response"]))
+        mask = pending_mask(batch)
         return batch.filter(mask if pending else pc.invert(mask))
 
     return select
+
+
+def answer_pending(batch: pa.Table, answer: Callable[[pa.Table], pa.Table]) -> pa.Table:
+    """``answer`` (a backend's batch function, returning ``GENERATED_SCHEMA``) on the pending rows of
+    ``batch``; the other rows pass through unchanged (see `Generator`). Row order within the batch is not kept."""
+    mask = pending_mask(batch)
+    rest = conform(batch.filter(pc.invert(mask)))
+    todo = batch.filter(mask)
+    return pa.concat_tables([answer(todo), rest]) if todo.num_rows else rest
 
 
 def messages(prompt: str, system_prompt: str | None) -> list[dict[str, str]]:

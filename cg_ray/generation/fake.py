@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cg_ray.generation.base import GENERATED_SCHEMA, ConfiguredGenerator, output_row
+from cg_ray.generation.base import GENERATED_SCHEMA, ConfiguredGenerator, answer_pending, output_row
 
 if TYPE_CHECKING:
     import ray.data
@@ -39,6 +39,9 @@ class _FakeBatch:
         self.model = model
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        return answer_pending(batch, self.answer)
+
+    def answer(self, batch: pa.Table) -> pa.Table:
         out: list[dict[str, Any]] = []
         for row in batch.to_pylist():
             answer = fake_answer(row["row_id"], row["reference"] or [], self.seed, row["prompt"])

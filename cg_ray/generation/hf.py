@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from cg_ray.generation.base import GENERATED_SCHEMA, ConfiguredGenerator, messages, output_row
+from cg_ray.generation.base import GENERATED_SCHEMA, ConfiguredGenerator, answer_pending, messages, output_row
 
 if TYPE_CHECKING:
     import ray.data
@@ -78,6 +78,9 @@ class _HFBatch:
         self.name = config.model
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        return answer_pending(batch, self.answer)
+
+    def answer(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
         texts, counts = self.model.complete([r["prompt"] for r in rows])
         return pa.Table.from_pylist(

