@@ -1,18 +1,19 @@
 """What a run asks of its Ray cluster, fitted to the cluster it got: checked once, at start.
 
 A run holds actor pools for the whole of its streaming execution: the generation engine (and, for vLLM,
-its chat-template, tokenize and detokenize actors), then the reader pool; Ray Data's map tasks (splitting,
-scoring, composing the reader's text) need a CPU beside them. If the pools take every CPU the tasks never
-start and the job waits forever without a word. So the plan adds it all up, refuses a cluster that cannot
-host the smallest pools (naming what is missing), and clamps each pool's `max_actors` to what fits.
-Explicit per-actor values (`num_cpus`, `num_gpus`, `min_actors`) are kept; a pool is never grown past its
-configured `max_actors`.
+its chat-template, tokenize and detokenize actors), the judge's engine where rows are scored by `judge`
+(the judge pass streams behind the generation, so both engines run at once), then the reader pool; Ray
+Data's map tasks (splitting, scoring, composing the reader's text) need a CPU beside them. If the pools
+take every CPU the tasks never start and the job waits forever without a word. So the plan adds it all
+up, refuses a cluster that cannot host the smallest pools (naming what is missing), and clamps each
+pool's `max_actors` to what fits. Explicit per-actor values (`num_cpus`, `num_gpus`, `min_actors`) are
+kept; a pool is never grown past its configured `max_actors`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cg_ray.errors import ConfigError
@@ -117,13 +118,15 @@ class FitPlan:
     engine_actors: int  # the engine pool's max_actors on this cluster (0: no engine actors)
     reader_actors: int
     needs_cpus: float  # at the pools' smallest sizes, Ray Data's task included
+    judge: Pool | None = None  # the judge's engine, where the suite has rows scored by `judge`
+    judge_actors: int = 0
 
     def apply(self, config: RunConfig) -> RunConfig:
         update: dict[str, Any] = {"reader": _with_max(config.reader, self.reader_actors)}
         if self.engine is not None:
             update["generation"] = _with_max(config.generation, self.engine_actors)
-            if config.judge is not None and _engine(config.judge, "judge") is not None:
-                update["judge"] = _with_max(config.judge, min(self.engine_actors, config.judge.resources.max_actors))
+        if self.judge is not None:
+            update["judge"] = _with_max(config.judge_config(), self.judge_actors)
         return config.model_copy(update=update)
 
     def as_dict(self) -> dict[str, Any]:
@@ -136,6 +139,7 @@ class FitPlan:
             "needs_cpus": round(self.needs_cpus, 3),
             "engine_actors": self.engine_actors,
             "engine_cpus_per_actor": self.engine.cpus_per_actor if self.engine else 0.0,
+            "judge_actors": self.judge_actors,
             "reader_actors": self.reader_actors,
             "reader_cpus_per_actor": self.reader.cpus,
             "task_cpus": TASK_CPUS,
@@ -161,20 +165,23 @@ def _engine(config: GenerationConfig, key: str) -> Pool | None:
     return None
 
 
-def _largest(config: RunConfig) -> Pool | None:
-    """The generation or the judge engine, whichever takes more: the judge runs after the generation's
-    actors are gone (its input is materialized), so the two never hold resources together."""
-    judge = _engine(config.judge, "judge") if config.judge is not None else None
-    pools = [p for p in (_engine(config.generation, "generation"), judge) if p is not None]
-    return max(pools, key=lambda p: (p.min_actors * p.cpus_per_actor, p.min_actors * p.gpus), default=None)
+def _judge(config: RunConfig) -> Pool | None:
+    """The judge's engine where a source is scored by `judge`. The judge pass streams behind the generation
+    (nothing is materialized between them), so its pool holds resources beside the generation's."""
+    if not any(source.scorer == "judge" for source in config.benchmarks):
+        return None
+    pool = _engine(config.judge_config(), "judge" if config.judge is not None else "generation")
+    return None if pool is None else replace(pool, name="judge engine")
 
 
 def fit(config: RunConfig, cluster: Cluster) -> FitPlan:
     """The plan for `config` on `cluster`; ConfigError naming what is missing when it cannot be hosted."""
     reader = _reader(config.reader.resources)
-    engine = _largest(config)
-    counts, needs = _size([p for p in (engine, reader) if p is not None], cluster)
-    return FitPlan(cluster, engine, reader, counts.get("engine", 0), counts["reader"], needs)
+    engine, judge = _engine(config.generation, "generation"), _judge(config)
+    counts, needs = _size([p for p in (engine, judge, reader) if p is not None], cluster)
+    return FitPlan(
+        cluster, engine, reader, counts.get("engine", 0), counts["reader"], needs, judge, counts.get("judge engine", 0)
+    )
 
 
 def fit_reader_pool(resources: StageResources, cluster: Cluster) -> StageResources:
@@ -236,7 +243,7 @@ def _refusal(pools: list[Pool], cluster: Cluster, cpus: float, gpus: float) -> s
             if p.light_cpus:
                 parts.append(f"light vLLM stages {times(p)}{_n(p.light_cpus)}")
         parts.append(f"Ray Data tasks {_n(TASK_CPUS)}")
-        keys = " / ".join(f"{p.key}.resources.num_cpus" for p in pools)
+        keys = " / ".join(dict.fromkeys(f"{p.key}.resources.num_cpus" for p in pools))
         problems.append(
             f"the job needs {_n(cpus)} CPUs ({', '.join(parts)}) but the cluster has {_n(cluster.cpus)}; "
             f"add CPUs or lower {keys}{fewer}"
@@ -244,7 +251,7 @@ def _refusal(pools: list[Pool], cluster: Cluster, cpus: float, gpus: float) -> s
     if gpus > cluster.gpus + _EPS:
         users = [p for p in pools if p.gpus]
         parts = [f"{p.name} {times(p)}{_n(p.gpus)}" for p in users]
-        keys = " / ".join(f"{p.key}.resources.num_gpus" for p in users)
+        keys = " / ".join(dict.fromkeys(f"{p.key}.resources.num_gpus" for p in users))
         problems.append(
             f"the job needs {_n(gpus)} GPUs ({', '.join(parts)}) but the cluster has {_n(cluster.gpus)}; "
             f"add GPUs or lower {keys}{fewer}"

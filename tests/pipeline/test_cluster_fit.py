@@ -103,11 +103,26 @@ def test_gpu_engines_need_gpus_unless_an_autoscaler_can_add_them() -> None:
     assert plan.engine_actors == 1 and plan.engine is not None and plan.engine.cpus == 2
 
 
-def test_a_judge_engine_counts_when_larger_than_the_generation_engine() -> None:
-    config = job(judge={"backend": "vllm", "resources": {"num_cpus": 2}})
-    with pytest.raises(ConfigError, match=r"needs 3\.4 CPUs \(engine 2, light vLLM stages 0\.15, reader 0\.25"):
-        fit(config, cluster(3))
-    assert fit(config, cluster(4)).engine_actors == 1
+def test_the_judge_engine_runs_beside_the_generation_engine_when_rows_are_judged() -> None:
+    judged = [{"kind": "probes", "per_kind": 3}, {"kind": "local", "path": "chat.jsonl", "scorer": "judge"}]
+    config = job(judge={"backend": "vllm", "resources": {"num_cpus": 2}}, benchmarks=judged)
+    # The judge pass streams behind the generation: both engines at once (0.65 + 2.15), the reader, a task.
+    with pytest.raises(ConfigError) as refused:
+        fit(config, cluster(4))
+    assert str(refused.value) == (
+        "the job needs 4.05 CPUs (engine 0.5, light vLLM stages 0.15, judge engine 2, light vLLM stages 0.15, "
+        "reader 0.25, Ray Data tasks 1) but the cluster has 4; add CPUs or lower generation.resources.num_cpus / "
+        "judge.resources.num_cpus / reader.resources.num_cpus"
+    )
+    plan = fit(config, cluster(4.05))
+    assert (plan.engine_actors, plan.judge_actors, plan.reader_actors) == (1, 1, 1)
+    assert plan.apply(config).judge_config().resources.max_actors == 1
+    # The default judge is the generation model: a second pool of the generation engine's shape.
+    plan = fit(job(benchmarks=judged), cluster(4))
+    assert plan.needs_cpus == pytest.approx(2 * 0.65 + 0.25 + TASK_CPUS) and plan.judge_actors == 1
+    # A judge configured for a suite that no judge scores starts no engine and needs nothing.
+    plan = fit(job(judge={"backend": "vllm", "resources": {"num_cpus": 2}}), cluster(2))
+    assert plan.judge is None and plan.judge_actors == 0 and plan.needs_cpus == pytest.approx(1.9)
 
 
 def test_of_ray_reads_the_connected_cluster(ray_module: None) -> None:
