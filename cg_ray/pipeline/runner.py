@@ -171,9 +171,8 @@ def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool, p
     from cg_ray.scoring.apply import score_dataset
 
     ds = generate_responses(ds, config.generation)
-    if needs_judge:
-        # judge_dataset counts its judge rows, which executes the generation above: keep that result.
-        ds = judge_dataset(ds.materialize(), config.judge_config())
+    if needs_judge:  # from the input's scorers: the generated rows stream on, uncounted
+        ds = judge_dataset(ds, config.judge_config())
     else:
         ds = ds.map_batches(without_judge, batch_format="pyarrow")
     # Small scoring batches keep blocks small downstream, so finished shards stream back (and persist) early.

@@ -1,9 +1,9 @@
 """LLM-as-a-judge: a documented prompt, and a parser of the judge's verdict.
 
 The judge call itself is a second generation pass through the run's generation backend (same vLLM
-engine class, same Ray Data graph): ``judge_requests`` turns rows scored by ``judge`` into judge prompts,
-the backend generates ``response``, and ``attach_verdicts`` moves that text into ``judge_output`` of the
-original rows, which the ``judge`` scorer then parses.
+engine class, same streaming Ray Data graph): ``cg_ray.pipeline.judge_pass.to_request`` turns rows scored
+by ``judge`` into judge prompts, the backend generates ``response``, and ``from_request`` moves that text
+into ``judge_output`` of the original rows, which the ``judge`` scorer then parses.
 
 The prompt follows MT-Bench's single-answer grading (Zheng et al., 2023): the judge explains briefly, then
 rates 1–10 as ``[[rating]]``; the score is rating / 10 (as in the MT-Bench judgments of the shared data).

@@ -8,8 +8,9 @@ import pytest
 
 from cg_ray.benchmarks import to_dataset
 from cg_ray.benchmarks.rows import make_row
-from cg_ray.generation import generate_responses
+from cg_ray.generation import generate_responses, make_generator
 from cg_ray.generation.config import GenerationConfig
+from cg_ray.pipeline.judge_pass import from_request, to_request
 
 PROMPTS = [
     "What is 12 + 30? Answer with the number only.",
@@ -24,9 +25,8 @@ PROMPTS = [
 FIRST_TOKENS = 8
 
 
-@pytest.mark.slow
-def test_vllm_on_cpu_matches_hf_generate_greedy(ray_local: object, smollm_dir: Path) -> None:
-    config = GenerationConfig.model_validate(
+def _config(smollm_dir: Path) -> GenerationConfig:
+    return GenerationConfig.model_validate(
         {
             "backend": "vllm",
             "model": str(smollm_dir),
@@ -40,6 +40,11 @@ def test_vllm_on_cpu_matches_hf_generate_greedy(ray_local: object, smollm_dir: P
             # runtime_env would un-fuse the preprocess map and need a third CPU (it hung on 2 CPUs).
         }
     )
+
+
+@pytest.mark.slow
+def test_vllm_on_cpu_matches_hf_generate_greedy(ray_local: object, smollm_dir: Path) -> None:
+    config = _config(smollm_dir)
     rows = [make_row(row_id=f"p{i}", benchmark="smoke", prompt=p, scorer="exact") for i, p in enumerate(PROMPTS)]
     # One row that already has an answer must not reach the engine.
     rows.append(make_row(row_id="done", benchmark="smoke", prompt="x", scorer="exact", response="kept"))
@@ -66,3 +71,30 @@ def test_vllm_on_cpu_matches_hf_generate_greedy(ray_local: object, smollm_dir: P
     assert hf_out["done"]["response"] == "kept"
     print(f"vLLM == HF generate on {full_matches}/{len(PROMPTS)} full greedy outputs")
     assert full_matches >= len(PROMPTS) // 2
+
+
+@pytest.mark.slow
+def test_vllm_judge_pass_passes_answered_rows_by_the_engine(ray_local: object, smollm_dir: Path) -> None:
+    """The judge pass's one stream through the real processor: rows to grade reach the engine, the others
+    ride past it (ray.data.llm's stages skip rows `pre` marks) and come back as they were."""
+    config = _config(smollm_dir)
+    rows = [
+        make_row(row_id=f"j{i}", benchmark="chat", prompt=p, scorer="judge", response=a)
+        for i, (p, a) in enumerate([("Name the capital of France.", "Paris."), ("List three colours.", "Red.")])
+    ]
+    rows.append(make_row(row_id="e", benchmark="smoke", prompt="2+2?", reference=["4"], scorer="exact", response="4"))
+    rows.append(make_row(row_id="pre", benchmark="smoke", prompt="q", scorer="judge", score=0.5))
+    answered = generate_responses(to_dataset(rows, blocks=2), config)  # nothing to generate: no engine here
+    requests = answered.map_batches(to_request, batch_format="pyarrow")
+    raw = make_generator(config).generate(requests).take_batch(len(rows), batch_format="pyarrow")
+    by_id = {r["row_id"]: r for r in raw.to_pylist()}
+    assert set(by_id) == {"j0", "j1", "e", "pre"}
+    for row_id in ("j0", "j1"):  # graded: the engine answered the judge prompt
+        assert by_id[row_id]["n_output_tokens"] > 0 and by_id[row_id]["response"]
+    # Passed by: an engine that ran them would have set a response and a token count.
+    assert (by_id["e"]["response"], by_id["e"]["n_output_tokens"]) == ("4", None)
+    assert (by_id["pre"]["response"], by_id["pre"]["n_output_tokens"]) == ("", None)
+    out = {r["row_id"]: r for r in from_request(raw).to_pylist()}
+    assert out["j0"]["response"] == "Paris." and out["j0"]["judge_output"] == by_id["j0"]["response"]
+    assert out["j0"]["prompt"] == "Name the capital of France." and out["j0"]["model"] is None
+    assert out["e"]["judge_output"] is None and out["pre"]["response"] is None and out["pre"]["score"] == 0.5
