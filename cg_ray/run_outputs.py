@@ -185,7 +185,7 @@ class PublishedMetrics:
 
 
 def publish_metrics(
-    run_dir: RunDir | Path,  # a Path: pipeline/runner.py and serve/analyses.py still pass one (issue 32)
+    run_dir: RunDir | Path,  # a Path: pipeline/runner.py still passes one (issue 32)
     config: MetricsConfig,
     labels: ConceptLabels | None = None,
     extra_summary: Mapping[str, object] | None = None,

@@ -200,8 +200,8 @@ class RunDir(ArtifactDir):
 
     @classmethod
     def of(cls, run: RunDir | str | os.PathLike[str]) -> RunDir:
-        """`run` itself, or the run directory at that path. Only for the few functions that code outside the
-        report, describe and CLI packages still calls with a path (issue 32: those callers wrap it)."""
+        """`run` itself, or the run directory at that path. Only for the few functions that cg_ray/pipeline
+        still calls with a path (issue 32: it will wrap it once itself)."""
         return run if isinstance(run, RunDir) else cls(run)
 
     @classmethod

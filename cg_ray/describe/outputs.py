@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Final
 
 from cg_ray import schemas as S
@@ -28,11 +27,11 @@ def read_descriptions(run: RunDir) -> list[dict[str, Any]] | None:
     return rows
 
 
-def read_sentences(run: RunDir | Path) -> dict[int, str]:  # a Path: serve/results.py, compare/diff.py (issue 32)
+def read_sentences(run: RunDir) -> dict[int, str]:
     """concept_id → its description sentence, for the tables that show it before the label ({} if none)."""
-    return {int(d["concept_id"]): str(d["description"]) for d in read_descriptions(RunDir.of(run)) or []}
+    return {int(d["concept_id"]): str(d["description"]) for d in read_descriptions(run) or []}
 
 
-def read_themes(run: RunDir | Path) -> dict[str, Any] | None:  # a Path: serve/readable.py (issue 32)
+def read_themes(run: RunDir) -> dict[str, Any] | None:
     """themes.json through its model (a newer format_version, or one without `themes`, is refused)."""
-    return RunDir.of(run).read_json_if_present(THEMES_FILE)
+    return run.read_json_if_present(THEMES_FILE)

@@ -343,7 +343,7 @@ def describe_run(
     return table, themes
 
 
-def try_describe(run: RunDir | Path, options: DescribeOptions) -> bool:  # a Path: serve/analyses.py (issue 32)
+def try_describe(run: RunDir, options: DescribeOptions) -> bool:
     """`describe_run` for callers that must not fail on it (the service): logs and returns False instead."""
     try:
         describe_run(run, options)

@@ -1,9 +1,6 @@
 """The run's documents as JSON-ready dicts: what the explorer (cg_ray/serve/ui) draws, in the service and in a
 report alike. The service's routes return them (through their response models) and `cg-ray report` embeds
-`run_view` in report.html, so both show the same numbers by construction.
-
-Each takes the run as a `RunDir`; `summary`, `profile`, `distributions`, `concept_details` and `run_view` take a
-path too, as cg_ray/serve/results.py still passes one (issue 32: it will wrap it once itself)."""
+`run_view` in report.html, so both show the same numbers by construction. Each takes the run as a `RunDir`."""
 
 from __future__ import annotations
 
@@ -66,8 +63,8 @@ def clean(value: J) -> J:
     return value
 
 
-def summary(run: RunDir | Path) -> dict[str, Any]:
-    return clean(RunDir.of(run).read_summary())
+def summary(run: RunDir) -> dict[str, Any]:
+    return clean(run.read_summary())
 
 
 def marked_snippet(text: str, terms: list[str]) -> dict[str, Any]:
@@ -83,10 +80,9 @@ def marked_snippet(text: str, terms: list[str]) -> dict[str, Any]:
     return {"snippet": snippet, "marks": marks}
 
 
-def profile(run: RunDir | Path, kind: str, limit: int) -> dict[str, Any] | None:
+def profile(run: RunDir, kind: str, limit: int) -> dict[str, Any] | None:
     """A profile file's entries in rank order with the run's profile settings (None: the run has none).
     Failure modes carry their example rows' texts, the terms marked."""
-    run = RunDir.of(run)
     table = run.read_table(PROFILE_FILES[kind])
     if table is None:
         return None
@@ -125,9 +121,8 @@ def profile(run: RunDir | Path, kind: str, limit: int) -> dict[str, Any] | None:
     }
 
 
-def distributions(run: RunDir | Path) -> dict[str, Any]:
+def distributions(run: RunDir) -> dict[str, Any]:
     """The values behind the histograms: X_bench of present concepts, X_model, χ_model per benchmark."""
-    run = RunDir.of(run)
     concepts = pq.read_table(run.file(S.CONCEPTS_FILE), columns=["X_bench", "X_model"])
     pairs = pq.read_table(run.file(S.BENCHMARK_CONCEPTS_FILE), columns=["benchmark", "chi_model"])
     eps = run.read_summary()["config"]["epsilon"]
@@ -145,10 +140,9 @@ def distributions(run: RunDir | Path) -> dict[str, Any]:
     )
 
 
-def concept_details(run: RunDir | Path, concept_ids: list[int], examples: int = 5) -> dict[int, dict[str, Any]]:
+def concept_details(run: RunDir, concept_ids: list[int], examples: int = 5) -> dict[int, dict[str, Any]]:
     """Per concept: its row, its per-benchmark rows, best and worst salient examples and (if described) its
     description; one pass over rows.parquet for all of them."""
-    run = RunDir.of(run)
     concepts = pq.read_table(run.file(S.CONCEPTS_FILE))
     ids = sorted({c for c in concept_ids if 0 <= c < concepts.num_rows})
     if not ids:
@@ -207,12 +201,11 @@ def active_by_benchmark(run: RunDir) -> dict[str, list[int]]:
 
 
 def run_view(
-    run: RunDir | Path, top: int = REPORT_TOP, examples: int = 3, validate: Path | None = None, name: str | None = None
+    run: RunDir, top: int = REPORT_TOP, examples: int = 3, validate: Path | None = None, name: str | None = None
 ) -> dict[str, Any]:
     """Everything the explorer draws for one run, in one document: `cg-ray report` embeds it, the service
     serves it (GET /v1/analyses/{id}/view). Details (examples, per-benchmark rows) come for the concepts of
     the rankings and profiles (`top` of each); the service answers the others on request."""
-    run = RunDir.of(run)
     the_summary = summary(run)
     profiles = {kind: profile(run, kind, VIEW_PROFILE_LIMIT) for kind in PROFILE_FILES}
     ranked = [e["concept_id"] for v in the_summary.get("rankings", {}).values() if isinstance(v, list) for e in v[:top]]

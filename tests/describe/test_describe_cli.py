@@ -35,7 +35,7 @@ def test_describe_writes_descriptions_and_themes(
     ex = zero["examples"]
     assert len(ex) == 5 and ex[0]["s_tilde"] >= ex[-1]["s_tilde"] and "geometry" in ex[0]["snippet"]
     assert ex[0]["span_start"] is None  # no token detail without the reader
-    themes = read_themes(run)
+    themes = read_themes(RunDir(run))
     assert themes is not None and themes["format_version"] == 1
     groups = [sorted(c["concept_id"] for c in t["concepts"]) for t in themes["themes"]]
     assert [1, 2, 3] in groups and [4, 5] in groups

@@ -13,6 +13,7 @@ import pytest
 from cg_ray import cli
 from cg_ray.activations.extract import manifest_path
 from cg_ray.artifacts.contract import FORMAT_VERSION
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.describe.outputs import read_themes
 from cg_ray.describe.rundir import ReadSettings, named_reader
 from cg_ray.errors import InputError
@@ -36,7 +37,7 @@ def test_an_unknown_reader_is_said_once_and_recorded(
     lines = [r.getMessage() for r in caplog.records if "cannot establish the reader" in r.getMessage()]
     assert len(lines) == 1 and "\n" not in lines[0]
     assert "no extract manifest beside" in lines[0] and "--reader" in lines[0]
-    themes = read_themes(run)
+    themes = read_themes(RunDir(run))
     assert themes is not None and themes["reader_unknown"].startswith("no extract manifest beside")
 
 
@@ -45,7 +46,7 @@ def test_naming_the_reader_makes_it_known(make_run: Callable[..., Path], caplog:
     with caplog.at_level(logging.WARNING, logger="cg_ray.describe"):
         assert cli.main(["describe", str(run), "--no-tokens", "--concepts", "0,1", "--reader", "default"]) == 0
     assert not [r for r in caplog.records if "cannot establish the reader" in r.getMessage()]
-    themes = read_themes(run)
+    themes = read_themes(RunDir(run))
     assert themes is not None and themes["reader_unknown"] is None
 
 

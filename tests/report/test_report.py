@@ -137,6 +137,7 @@ def test_report_of_a_non_run_directory(tmp_path: Path, capsys) -> None:
 
 
 def test_profile_documents_carry_the_verdicts_in_the_cli_words(tmp_path: Path) -> None:
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.report.documents import profile
     from tests.report.crossfit_run import mode, slice_, write_run
 
@@ -145,7 +146,7 @@ def test_profile_documents_carry_the_verdicts_in_the_cli_words(tmp_path: Path) -
         [mode(1, True, "draw"), mode(2, False, "pawn")],
         [slice_(1, True, "geometry"), slice_(2, False, "algebra")],
     )
-    modes = profile(run_dir, "failure_modes", 50)
+    modes = profile(RunDir(run_dir), "failure_modes", 50)
     assert modes is not None and modes["n_confirmed"] == 1 and modes["tried"] == "61 candidates tried"
     assert modes["judged"].startswith("chosen on 4 of 5 folds of grouped rows (identical prompts, 1,834 groups)")
     first = modes["items"][0]
@@ -153,7 +154,7 @@ def test_profile_documents_carry_the_verdicts_in_the_cli_words(tmp_path: Path) -
     assert first["shares_text"] == "“draw” in 62% of its rows vs 8% of the same cells; “board” 40% vs 10%"
     example = first["examples"][0]
     assert [example["snippet"][a:b] for a, b in example["marks"]] == ["draw", "board"]  # its terms, marked
-    slices = profile(run_dir, "slices", 50)
+    slices = profile(RunDir(run_dir), "slices", 50)
     assert slices is not None and slices["tried"] == "240 candidates tried" and slices["items"][0]["suite_mean"] == 0.6
 
 

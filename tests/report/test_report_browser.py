@@ -102,12 +102,13 @@ def test_the_report_renders_every_section_offline_with_the_runs_numbers(run_dir:
 
 def _with_profiles(run_dir: Path, crossfit_run: Path, out: Path) -> Path:
     """The run's report with the hand-written run's failure modes, slices and weaknesses in their place."""
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.report.documents import profile, run_view
     from cg_ray.report.html import page
 
-    view = run_view(run_dir)
+    view = run_view(RunDir(run_dir))
     for kind in ("failure_modes", "slices", "weaknesses"):
-        view["profiles"][kind] = profile(crossfit_run, kind, 50)
+        view["profiles"][kind] = profile(RunDir(crossfit_run), kind, 50)
     out.write_text(page(view, "crossfit"), encoding="utf-8")
     return out
 
