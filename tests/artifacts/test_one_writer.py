@@ -30,8 +30,6 @@ WRITERS_ALLOWED: dict[str, str] = {
     "serve/battles.py": "an uploaded battles file in the service's store",
     "serve/routes/uploads.py": "an uploaded rows file in the service's store",
     "pipeline/runner.py": "to move: manifest.json of the run being assembled",
-    "serve/analyses.py": "to move: rows.parquet of an analysis before its metrics",
-    "serve/model_diffs.py": "to move: pairs.parquet of a model diff",
     "report/html.py": "to move: write_page, until cg_ray/compare calls write_view",
 }
 
