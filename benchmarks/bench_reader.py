@@ -12,7 +12,10 @@ comparison the same reader without prefix sharing and the padded path are measur
 Texts are GSM8K questions + GPT-3 solutions from the shared data (real lengths, ~100-250 tokens; the file
 holds four models' solutions per question, so each question is the prefix of four rows). Prints the
 hardware and CPU capability first, this CPU's measured matmul peak, tokens/s and GFLOP/s of each path
-against that peak, and, as the LAST line, the speed-up ratio.
+against that peak, and, as the LAST line, the speed-up ratio. Under each path, its agreement with the naive
+reference as it matters for a TopK SAE (cg_ray.activations.agreement): max |Δs̃|, the max |Δ| of the
+pre-TopK activations on the tokens that count, and the shares of tokens whose top-k set and of rows whose
+active latent set changed (a near-tie swapped by rounding moves s̃ by a whole activation ÷ the row's count).
 
 `--compile` also times the default reader with `compile: true`: the compilation (its first pass over the
 rows less a steady pass), the graphs dynamo made, and the steady-state tokens/s, compiled and eager passes

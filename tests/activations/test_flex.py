@@ -117,3 +117,19 @@ def test_flex_layout_mask_is_each_row_alone() -> None:
                     if window is None or i - j < window:
                         want[qi, kj] = True
         assert torch.equal(got, want), window
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", ["llama", "gemma2"])
+def test_compiled_flex_on_cuda_equals_padded(
+    family: str, tiny_model_dir: Path, tiny_gemma2_dir: Path, tiny_sae_dir: Callable[..., Path]
+) -> None:
+    """On CUDA the flex kernel is the compiled FlexAttention one: float32 s̃ == the padded path's."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    model = tiny_model_dir if family == "llama" else tiny_gemma2_dir
+    sae = f"saelens-disk:{tiny_sae_dir('jumprelu')}"
+    _, want, _ = _read(model, sae, packing=False, device="cuda")
+    flex, got, _ = _read(model, sae, packing=True, packed_attention="flex", min_shared_tokens=4, device="cuda")
+    assert flex.kernel == "flex" and flex.device.type == "cuda"
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
