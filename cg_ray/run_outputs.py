@@ -6,7 +6,6 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -185,7 +184,7 @@ class PublishedMetrics:
 
 
 def publish_metrics(
-    run_dir: RunDir | Path,  # a Path: pipeline/runner.py still passes one (issue 32)
+    run: RunDir,
     config: MetricsConfig,
     labels: ConceptLabels | None = None,
     extra_summary: Mapping[str, object] | None = None,
@@ -195,13 +194,12 @@ def publish_metrics(
     record_timing: bool = False,
 ) -> PublishedMetrics:
     """The metrics half of every producer (`cg-ray metrics`, `cg-ray run`, a service analysis, each arena
-    model): accumulate `run_dir/rows.parquet` (already in place; `rows` if it is already open), compute
+    model): accumulate `run/rows.parquet` (already in place; `rows` if it is already open), compute
     the CG metrics once, and write the rest of the run directory next to it: concepts, benchmark
     concepts, the official CSVs, the profiles (weaknesses, strengths, coverage gaps; they read the rows of
     `model` for near-duplicate groups and example rows) and summary.json."""
     from cg_ray.profile.weaknesses import write_profiles
 
-    run = RunDir.of(run_dir)
     started = time.perf_counter()
     rows = rows or open_rows(run.rows)
     residuals = ResidualPass(rows, model, config)  # metadata, slices, the fields adjusted for, cell means

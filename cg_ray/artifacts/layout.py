@@ -199,12 +199,6 @@ class RunDir(ArtifactDir):
     report = _File(S.REPORT_FILE)
 
     @classmethod
-    def of(cls, run: RunDir | str | os.PathLike[str]) -> RunDir:
-        """`run` itself, or the run directory at that path. Only for the few functions that cg_ray/pipeline
-        still calls with a path (issue 32: it will wrap it once itself)."""
-        return run if isinstance(run, RunDir) else cls(run)
-
-    @classmethod
     def published(cls, path: str | os.PathLike[str]) -> RunDir | None:
         """The run directory at `path` when it is a published run (has summary.json), else None."""
         run = cls(path)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -139,7 +138,7 @@ def pick_by(cands: Offline) -> Callable[[Subject, list[Scores]], int | None]:
 
 
 def explain_run(
-    run_dir: RunDir | Path,  # a Path: pipeline/describe_step.py still passes one (issue 32)
+    run: RunDir,
     options: DescribeOptions,
     config: ExplainConfig,
     completer: Completer | None = None,
@@ -160,7 +159,6 @@ def explain_run(
         if judge is None:
             judge = make_completer(config.judge(), "judge") if config.separate_judge else completer
             own += [judge] if judge is not completer else []
-        run = RunDir.of(run_dir)
         return _explain(run, options, config, completer, judge, span_reader, scope_all, announce or log.info)
     finally:
         close(*own)

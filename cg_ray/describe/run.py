@@ -7,7 +7,6 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -333,10 +332,9 @@ def _themes(
 
 
 def describe_run(
-    run_dir: RunDir | Path,  # a Path: pipeline/describe_step.py still passes one (issue 32)
+    run: RunDir,
     options: DescribeOptions,
 ) -> tuple[pa.Table, dict[str, Any]]:
-    run = RunDir.of(run_dir)
     analysis = analyse(run, options)
     table, themes = build_outputs(analysis, options)
     write_outputs(run, table, themes)

@@ -27,18 +27,20 @@ def describe_published_run(
 ) -> None:
     if not describe.enabled and explain is None:
         return
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.describe.run import DescribeOptions, describe_run
     from cg_ray.report.refresh import refresh_report
 
+    run = RunDir(run_dir)
     options = DescribeOptions(top=describe.top, examples=describe.examples, seed=seed, tokens=describe.tokens)
     try:
         if explain is not None:
             from cg_ray.describe.explain import explain_run
 
-            explain_run(run_dir, options, explain)
+            explain_run(run, options, explain)
         else:
-            describe_run(run_dir, options)
-        refresh_report(run_dir)
+            describe_run(run, options)
+        refresh_report(run)
     except Exception:
         command = "explain" if explain is not None else "describe"
         log.error("the run is published at %s; describing it failed (retry: cg-ray %s %s)", run_dir, command, run_dir)

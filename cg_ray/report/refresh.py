@@ -12,10 +12,9 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.report.html import build_report
 
 
-def refresh_report(run: RunDir | Path) -> Path | None:  # a Path: pipeline/describe_step.py (issue 32)
+def refresh_report(run: RunDir) -> Path | None:
     """Rebuild RUN/report.html when the run has one (a run without a report stays without: the user did not
     ask for one); returns its path, or None."""
-    run = RunDir.of(run)
     if not run.has(S.REPORT_FILE):
         return None
     return build_report(run)

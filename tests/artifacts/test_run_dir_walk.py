@@ -41,8 +41,8 @@ def built_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert cli.main(["report", str(run), "--examples", "1"]) == 0
     assert cli.main(["describe", str(run), "--no-tokens", "--top", "3"]) == 0
     options = DescribeOptions(concepts=(0, 6), tokens=False)
-    explain_run(run, options, ExplainConfig(backend="fake", n_detect=6, fuzz=False), completer=ScriptedModel())
-    refresh_report(run)  # what `cg-ray explain` does after the step
+    explain_run(RunDir(run), options, ExplainConfig(backend="fake", n_detect=6, fuzz=False), completer=ScriptedModel())
+    refresh_report(RunDir(run))  # what `cg-ray explain` does after the step
     validate = ["validate", "--rows", rows, "--out", str(run), "--bootstrap", "20", "--random", "10", "--min-rows", "5"]
     assert cli.main(validate) == 0
     robustness = ["robustness", "--rows", rows, "--out", str(run / S.ROBUSTNESS_DIR), "--repeats", "3"]
@@ -123,7 +123,7 @@ def test_an_update_that_fails_changes_nothing(full_run: Path) -> None:
 def test_refresh_rebuilds_an_existing_report_and_leaves_a_run_without_one_alone(full_run: Path) -> None:
     report = full_run / S.REPORT_FILE
     report.write_text("stale")
-    assert refresh_report(full_run) == report and report.read_text() != "stale"
+    assert refresh_report(RunDir(full_run)) == report and report.read_text() != "stale"
     assert RunDir(full_run).steps()[-1]["step"] == "report"
     report.unlink()
-    assert refresh_report(full_run) is None and not report.exists()
+    assert refresh_report(RunDir(full_run)) is None and not report.exists()

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.config import MetricsConfig
 from cg_ray.run_outputs import publish_metrics
 from tests.activations.conftest import _offline_env, tiny_model_dir, tiny_sae_dir  # noqa: F401 (reader fixtures)
@@ -47,7 +48,7 @@ def write_run(
         schema=S.rows_schema_with_d_sae(d_sae),
     )
     pq.write_table(table, path / S.ROWS_FILE)
-    publish_metrics(path, MetricsConfig(min_rows=1))
+    publish_metrics(RunDir(path), MetricsConfig(min_rows=1))
     if reader is not None:
         resolved: dict[str, Any] = {"d_sae": d_sae, "actors": [{"device": "cpu", "sae_weights": sae_weights}]}
         manifest = {"cg_ray_version": "test", "config": {"reader": reader}, "reader": resolved}

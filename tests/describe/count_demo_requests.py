@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.explain import explain_run
 from cg_ray.describe.run import DescribeOptions
@@ -54,7 +55,7 @@ def count(run: Path, concepts: tuple[int, ...] | None, every: bool) -> dict[str,
         kw: dict[str, Any] = {"span_reader": middle_word_spans}
         if "scope_all" in inspect.signature(explain_run).parameters:
             kw["scope_all"] = every
-        _, themes = explain_run(copy, DescribeOptions(concepts=concepts, tokens=False), config, **kw)
+        _, themes = explain_run(RunDir(copy), DescribeOptions(concepts=concepts, tokens=False), config, **kw)
     posts = [r for r in script.requests if r["path"].endswith("/chat/completions")]
     info = themes["summary"]["explainer"]
     return {"requests": len(posts), "concepts": themes["summary"]["n_concepts"], "modes": info["failure_modes"]}

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from cg_ray import cli
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.descriptions import Candidate, choose
 from cg_ray.describe.explain import explain_run
@@ -76,14 +77,16 @@ def run(make_run: Callable[..., Path]) -> Path:
     from cg_ray.report.html import build_report
 
     path = make_run(labels={0: "',' | '.'", 6: "'books' | 'house'"})
-    build_report(path)
+    build_report(RunDir(path))
     return path
 
 
 def _explain(run: Path, url: str, **kw: object) -> dict[tuple[int, str], dict[str, object]]:
     config = ExplainConfig.model_validate({"endpoint": url, "model": "scripted-model", **kw})
-    explain_run(run, DescribeOptions(concepts=(0, 6), tokens=False), config, span_reader=marker_spans, scope_all=True)
-    refresh_report(run)  # what `cg-ray explain` does after the step
+    explain_run(
+        RunDir(run), DescribeOptions(concepts=(0, 6), tokens=False), config, span_reader=marker_spans, scope_all=True
+    )
+    refresh_report(RunDir(run))  # what `cg-ray explain` does after the step
     return {(r["concept_id"], r["source"]): r for r in pq.read_table(run / "explanations.parquet").to_pylist()}
 
 

@@ -93,7 +93,7 @@ def test_explain_scores_every_candidate_and_describe_uses_the_best(make_run: Cal
     options = DescribeOptions(concepts=(0, 6), tokens=False)
     model = ScriptedModel()
     config = ExplainConfig(backend="fake", n_detect=10)
-    explain_run(run, options, config, completer=model)
+    explain_run(RunDir(run), options, config, completer=model)
     table = pq.read_table(run / "explanations.parquet").to_pylist()
     by = {(r["concept_id"], r["source"]): r for r in table}
     assert set(by) == {
@@ -131,7 +131,7 @@ def test_explain_scores_every_candidate_and_describe_uses_the_best(make_run: Cal
     assert rows[6]["source"] == "label"
     # deterministic: the same seed gives the same prompts
     again = ScriptedModel()
-    explain_run(run, options, config, completer=again)
+    explain_run(RunDir(run), options, config, completer=again)
     assert again.prompts == model.prompts
 
 
@@ -140,7 +140,7 @@ def test_themes_are_named_by_the_model_when_asked(make_run: Callable[..., Path])
 
     run = make_run()
     options = DescribeOptions(concepts=(1, 2, 3, 4, 5), tokens=False)
-    explain_run(run, options, ExplainConfig(backend="fake", name_themes=True), completer=ScriptedModel())
+    explain_run(RunDir(run), options, ExplainConfig(backend="fake", name_themes=True), completer=ScriptedModel())
     themes = {
         tuple(sorted(c["concept_id"] for c in t["concepts"])): t
         for t in json.loads((run / "themes.json").read_text())["themes"]
@@ -156,7 +156,7 @@ def test_an_explainer_that_cannot_load_fails_before_any_work(
     run = make_run()
     config = ExplainConfig(model=str(tmp_path / "no-such-model"), backend="vllm")
     with pytest.raises(ConfigError, match=r"explainer model .*no-such-model.* cannot be loaded"):
-        explain_run(run, DescribeOptions(concepts=(0,), tokens=False), config)
+        explain_run(RunDir(run), DescribeOptions(concepts=(0,), tokens=False), config)
     assert not (run / "explanations.parquet").exists() and not (run / "descriptions.parquet").exists()
     with pytest.raises(ConfigError, match="generation backend"):
-        explain_run(run, DescribeOptions(concepts=(0,), tokens=False), ExplainConfig(backend="vlm"))
+        explain_run(RunDir(run), DescribeOptions(concepts=(0,), tokens=False), ExplainConfig(backend="vlm"))

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import schemas as S
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.cli import main
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.explain import explain_run
@@ -93,6 +94,6 @@ def test_a_bad_explainer_loses_to_the_terms(planted_run: Path) -> None:
 
 def _explain(run: Path, model: Scripted) -> dict[str, Any]:
     config = ExplainConfig(backend="fake", n_detect=10, fuzz=False)
-    _, themes = explain_run(run, DescribeOptions(tokens=False, top=2), config, completer=model, scope_all=True)
+    _, themes = explain_run(RunDir(run), DescribeOptions(tokens=False, top=2), config, completer=model, scope_all=True)
     modes: dict[str, Any] = themes["summary"]["explainer"]["failure_modes"]
     return modes

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cg_ray import cli
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.endpoint import EndpointCompleter
 from cg_ray.describe.explain import explain_run
@@ -71,7 +72,7 @@ def test_batch_requests_carry_a_schema_and_a_weak_judge_is_read(run: Path) -> No
     script = Script(weak, structured=constrained)
     with serve(script) as url:
         config = ExplainConfig(endpoint=url, model="scripted-model")
-        explain_run(run, DescribeOptions(concepts=(0,), tokens=False), config, span_reader=marker_spans)
+        explain_run(RunDir(run), DescribeOptions(concepts=(0,), tokens=False), config, span_reader=marker_spans)
     judged = [b for b in _posts(script) if read_judge_prompt(b["messages"][0]["content"]) is not None]
     assert judged and all(b["response_format"]["type"] == "json_schema" for b in judged)
     for b in judged:  # exactly as many answers as the prompt has examples

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import cli
+from cg_ray.artifacts.layout import RunDir
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.endpoint import EndpointCompleter, redact
 from cg_ray.describe.explain import explain_run
@@ -48,9 +49,9 @@ def test_a_late_firing_concept_is_detected_through_its_window(make_run: Callable
         return faithful_judge(prompt)
 
     with serve(Script(answer)) as url:
-        explain_run(run, options, _config(url), span_reader=marker_spans)
+        explain_run(RunDir(run), options, _config(url), span_reader=marker_spans)
         windowed = _by(run)[(0, "llm")]
-        explain_run(run, options, _config(url), span_reader=lambda a, rows: {})  # no windows: the row's start
+        explain_run(RunDir(run), options, _config(url), span_reader=lambda a, rows: {})  # no windows: the row's start
         headed = _by(run)[(0, "llm")]
     assert windowed["detection_score"] == 1.0 and windowed["heldout_detection_score"] == 1.0
     assert headed["detection_score"] == 0.5 and headed["fuzzing_score"] is None
@@ -65,7 +66,7 @@ def test_a_judge_that_cannot_answer_lists_falls_back_to_one_example_per_request(
 
     script = Script(answer)
     with serve(script) as url:
-        explain_run(run, DescribeOptions(concepts=(0,), tokens=False), _config(url), span_reader=marker_spans)
+        explain_run(RunDir(run), DescribeOptions(concepts=(0,), tokens=False), _config(url), span_reader=marker_spans)
     info = json.loads((run / "themes.json").read_text())["summary"]["explainer"]
     judging = info["judging"]
     assert judging["batches"] > 0 and judging["parsed"] == 0 and judging["parse_rate"] == 0.0
