@@ -231,9 +231,9 @@ def write_diff_models(result: ModelDiffResult, out: Path, *, overwrite: bool = F
 def write_files(result: ModelDiffResult, files: ModelDiffDir) -> dict[str, Any]:
     """The three files into `files` (the caller publishes it); returns what hypotheses.json holds."""
     from cg_ray.report.comparisons import model_diff_view
-    from cg_ray.report.html import write_page
+    from cg_ray.report.html import write_view
 
     files.write_table(TABLE_FILE, concept_table(result))
     written = files.write_json(JSON_FILE, summary_dict(result), allow_nan=False)
-    write_page(files.file(HTML_FILE), model_diff_view(files), "model_diff")  # the explorer's app, embedded
+    write_view(files, HTML_FILE, model_diff_view(files), "model_diff")  # the explorer's app, embedded
     return written

@@ -192,12 +192,12 @@ def summary_dict(result: DiffResult) -> dict[str, Any]:
 def write_diff(result: DiffResult, out: Path, *, overwrite: bool = False) -> dict[str, Any]:
     """Publish the diff into `out` (complete or absent); returns what diff.json holds."""
     from cg_ray.report.comparisons import diff_view
-    from cg_ray.report.html import write_page
+    from cg_ray.report.html import write_view
 
     with atomic_directory(out, overwrite=overwrite) as tmp:
         files = DiffDir(tmp)
         files.write_table(S.DIFF_FILE, diff_table(result))
         files.write_table(S.DIFF_BENCHMARKS_FILE, diff_benchmarks_table(result))
         written = files.write_json(S.DIFF_JSON, summary_dict(result), allow_nan=False)
-        write_page(files.file(S.DIFF_HTML), diff_view(files), "diff")  # the explorer's app, diff.json embedded
+        write_view(files, S.DIFF_HTML, diff_view(files), "diff")  # the explorer's app, diff.json embedded
     return written

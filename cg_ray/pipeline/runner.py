@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.activations.saes.labels import shipped_labels
-from cg_ray.artifacts.contract import RunManifest, write_document
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.generation.local_ray import start_local_ray
@@ -258,11 +257,11 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
             },
             extra={**_manifest_extra(config, plan, ray_data_stats, config_source), "cluster_fit": fitted.as_dict()},
         )
-        write_document(RunDir(tmp).manifest, RunManifest, manifest, default=str)
+        RunDir(tmp).write_json(S.MANIFEST_FILE, manifest, default=str)
         if options.report:
             from cg_ray.report.html import build_report
 
-            build_report(tmp)
+            build_report(RunDir(tmp))
     store.remove()
     timer.start("describe")  # after publishing: not in the manifest's stages, printed below
     describe_published_run(out, config.describe, config.explain, config.seed)
@@ -365,10 +364,11 @@ def _metrics(run_dir: Path, config: RunConfig, factory: str) -> dict[str, Any]:
     from cg_ray.artifacts.rows import open_rows
     from cg_ray.run_outputs import publish_metrics
 
-    rows = open_rows(RunDir(run_dir).rows)
+    run = RunDir(run_dir)
+    rows = open_rows(run.rows)
     labels = shipped_labels(config.reader.sae, rows.d_sae, factory)
     extra = {"rows_file": S.ROWS_FILE, "evaluated_model": config.generation.model}
-    return publish_metrics(run_dir, config.metrics, labels, extra, rows=rows).summary
+    return publish_metrics(run, config.metrics, labels, extra, rows=rows).summary
 
 
 __all__ = ["RunOptions", "run"]

@@ -53,14 +53,13 @@ def _escape(text: str) -> str:
 
 
 def build_report(
-    run: RunDir | Path,  # a Path: pipeline/runner.py still passes one (issue 32)
+    run: RunDir,
     examples_per_concept: int = 3,
     top: int = REPORT_TOP,
     validate: Path | None = None,
 ) -> Path:
     """RUN/report.html (a post-publish step of the run); shows RUN/validate.json (or the `validate` file
     given) when there is one."""
-    run = RunDir.of(run)
     run.require(S.SUMMARY_FILE, S.CONCEPTS_FILE, S.BENCHMARK_CONCEPTS_FILE, S.ROWS_FILE)
     name = run.path.name
     view = run_view(run, top, examples_per_concept, validate, name=name)
@@ -77,9 +76,3 @@ def write_view(files: ArtifactDir, name: str, view: Mapping[str, object], kind: 
     (being built): the app with `view` embedded, drawn by the view registered for `kind` (serve/ui:
     `EMBEDDED.<kind>`)."""
     return files.write(name, page(view, _title(view, kind), kind))
-
-
-def write_page(path: Path, view: Mapping[str, object], kind: str) -> Path:
-    """`write_view` onto a path: cg_ray/compare still calls it so (issue 32: it will call `write_view`)."""
-    path.write_text(page(view, _title(view, kind), kind), encoding="utf-8")
-    return path

@@ -29,8 +29,6 @@ WRITERS_ALLOWED: dict[str, str] = {
     "serve/jobs.py": "the service's job files (config, row parts) in its work directory",
     "serve/battles.py": "an uploaded battles file in the service's store",
     "serve/routes/uploads.py": "an uploaded rows file in the service's store",
-    "pipeline/runner.py": "to move: manifest.json of the run being assembled",
-    "report/html.py": "to move: write_page, until cg_ray/compare calls write_view",
 }
 
 _FILE_METHODS = {"write_text", "write_bytes"}  # pathlib
