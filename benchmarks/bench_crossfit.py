@@ -31,7 +31,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.rows import iter_row_batches, open_rows
 from cg_ray.config import MetricsConfig
 from cg_ray.hardware import hardware_info
-from cg_ray.profile.beyond import ResidualPass
+from cg_ray.profile.findings import ResidualPass
 from cg_ray.profile.nullcheck import judge_rows
 from cg_ray.profile.residual import ResidualAccumulator
 from cg_ray.profile.slices import Slice, candidate_slices, slice_counts, training_slices

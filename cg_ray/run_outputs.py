@@ -20,7 +20,7 @@ from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult, compute_metrics
 from cg_ray.metrics.overlap import correlation_matrix, jaccard_matrix
 from cg_ray.metrics.rankings import Rankings, rank_concepts
-from cg_ray.profile.beyond import Beyond, ResidualPass
+from cg_ray.profile.findings import Beyond, ResidualPass
 
 
 def json_number(x: float | np.floating | None) -> float | None:

@@ -8,7 +8,7 @@ from cg_ray import hardware
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.generation.config import GenerationConfig
 from cg_ray.generation.vllm import generation_dtype
-from cg_ray.models.sae_train import SaeTrainConfig, resolve_training_precision
+from cg_ray.sae_training.sae_train import SaeTrainConfig, resolve_training_precision
 
 AVX2_FLAGS = frozenset({"sse4_2", "avx", "avx2", "fma"})
 BF16_FLAGS = AVX2_FLAGS | {"avx512f", "avx512_bf16"}

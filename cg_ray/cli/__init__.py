@@ -15,7 +15,7 @@ from cg_ray.errors import CgRayError
 # Modules exposing `register(subparsers)`; order is the order in `cg-ray --help`.
 COMMAND_MODULES: tuple[str, ...] = (
     "cg_ray.cli.activations",
-    "cg_ray.cli.models",
+    "cg_ray.cli.preparation",
     "cg_ray.cli.metrics",
     "cg_ray.cli.pipeline",
     "cg_ray.cli.arena",

@@ -16,8 +16,8 @@ from cg_ray.activations.config import DEFAULT_READER_FACTORY
 from cg_ray.cli.options import add_command, add_model_flags, ensure_output_free, validated
 
 if TYPE_CHECKING:
-    from cg_ray.compare.models_config import DiffModelsConfig
-    from cg_ray.compare.models_job import ConceptNames, NamesFor, ReadFn
+    from cg_ray.compare.model_diff_config import DiffModelsConfig
+    from cg_ray.compare.model_diff_job import ConceptNames, NamesFor, ReadFn
 
 FLAGS: tuple[tuple[str, type], ...] = (
     ("answers", str),
@@ -61,7 +61,7 @@ def ray_reader(config: DiffModelsConfig, factory: str = DEFAULT_READER_FACTORY) 
     import numpy as np
     import pyarrow as pa
 
-    from cg_ray.compare.models_job import ReadResult
+    from cg_ray.compare.model_diff_job import ReadResult
     from cg_ray.pipeline.config import reader_settings
     from cg_ray.pipeline.reader_stage import ReadOptions
     from cg_ray.pipeline.reading import read_texts
@@ -127,8 +127,8 @@ def names_factory(config: DiffModelsConfig, factory: str = DEFAULT_READER_FACTOR
 def run_diff_models(
     config: DiffModelsConfig, *, overwrite: bool = False, factory: str = DEFAULT_READER_FACTORY
 ) -> dict[str, Any]:
-    from cg_ray.compare.models_job import diff_models
-    from cg_ray.compare.models_outputs import write_diff_models
+    from cg_ray.compare.model_diff_job import diff_models
+    from cg_ray.compare.model_diff_outputs import write_diff_models
 
     if config.out is None:
         raise SystemExit("cg-ray diff-models: error: --out (or `out:` in the config) is required")
@@ -165,7 +165,7 @@ def _cmd(args: argparse.Namespace) -> int:
     (only response tokens count), and per concept compares the fraction of answers where it is active
     (B − A, Newcombe paired intervals). Hypotheses are formed on half of the prompts and checked on the
     other half. Input: --answers FILE --model-a X --model-b Y, or --a FILE --b FILE; or --config YAML."""
-    from cg_ray.compare.models_config import DiffModelsConfig, load_diff_models_config
+    from cg_ray.compare.model_diff_config import DiffModelsConfig, load_diff_models_config
 
     flags = {name: getattr(args, name, None) for name, _ in FLAGS}
     flags |= {"pool": args.pool, "match_length": args.match_length, "out": None if args.out is None else str(args.out)}
@@ -185,7 +185,7 @@ def _cmd(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from cg_ray.compare.models_config import DiffModelsConfig
+    from cg_ray.compare.model_diff_config import DiffModelsConfig
 
     p = add_command(subparsers, "diff-models", _cmd)
     p.add_argument("--config", type=Path, default=None, help="job configuration (YAML), e.g. jobs/diff_models.yaml")

@@ -103,7 +103,7 @@ def _labels(args: argparse.Namespace, d_sae: int) -> Any:
 def _print_profile(run: RunDir) -> None:
     import pyarrow.parquet as pq
 
-    from cg_ray.report.beyond import crossfit_of, judged_text
+    from cg_ray.report.findings import crossfit_of, judged_text
 
     crossfit = crossfit_of(run.read_json_if_present(S.SUMMARY_FILE))
     if crossfit:
@@ -138,7 +138,7 @@ def _print_profile(run: RunDir) -> None:
 
 
 def _mode_line(m: dict[str, Any]) -> str:
-    from cg_ray.report.beyond import q_text
+    from cg_ray.report.findings import q_text
 
     return (
         f"residual {_signed(m['residual'])} [{_signed(m['residual_low'])}, {_signed(m['residual_high'])}]"
@@ -147,7 +147,7 @@ def _mode_line(m: dict[str, Any]) -> str:
 
 
 def _slice_line(s: dict[str, Any]) -> str:
-    from cg_ray.report.beyond import q_text
+    from cg_ray.report.findings import q_text
 
     suite = f" vs {_fmt(s['suite_mean'])}" if s.get("suite_mean") is not None else ""
     return (
@@ -171,7 +171,7 @@ def _print_judged(
 ) -> None:
     """The confirmed entries (at most 5), then one line on the candidates and at most 3 of them, marked.
     `what`: (noun, the kind's key in summary.json, its file)."""
-    from cg_ray.report.beyond import split_verdicts, tried
+    from cg_ray.report.findings import split_verdicts, tried
 
     noun, kind, file = what
 

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from cg_ray.artifacts.rows import RowsFile, accumulate_rows
 from cg_ray.config import MetricsConfig
 from cg_ray.metrics.compute import compute_metrics
-from cg_ray.profile.beyond import Beyond, ResidualPass, describe_classes
+from cg_ray.profile.findings import Beyond, ResidualPass, describe_classes
 from cg_ray.profile.strata import RowFrame, cell_keys
 
 NULL_SEEDS = (0, 1, 2)

@@ -34,10 +34,10 @@ from cg_ray.metrics.robustness import RowTable
 from cg_ray.profile.grouping import pool_activity_from_csr
 from cg_ray.profile.ranking import eligible, weakness_order
 from cg_ray.profile.strata import RowFrame
-from cg_ray.profile.validate_beyond import beyond_validation, draw_summary
+from cg_ray.profile.validate_findings import beyond_validation, draw_summary
 from cg_ray.profile.weaknesses import POOL_FACTOR, profile_entries
 
-FORMAT_VERSION = 3  # 2: the `beyond` block (slices, failure modes, residual lift; validate_beyond.py); 3: null_check
+FORMAT_VERSION = 3  # 2: the `beyond` block (slices, failure modes, residual lift; validate_findings.py); 3: null_check
 MIN_ROWS_PER_BENCHMARK = 10
 
 IntArray = npt.NDArray[np.int64]

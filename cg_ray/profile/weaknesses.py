@@ -21,8 +21,8 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult
-from cg_ray.profile.beyond import Beyond, describe_classes, slices_file, verdict_columns
 from cg_ray.profile.descriptions import Descriptions, load_descriptions
+from cg_ray.profile.findings import Beyond, describe_classes, slices_file, verdict_columns
 from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, pool_activity_from_rows
 from cg_ray.profile.heldout import not_tested
 from cg_ray.profile.ranking import coverage_gap_order, strength_order, weakness_order

@@ -20,8 +20,8 @@ from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.outputs import read_descriptions, read_themes
 from cg_ray.profile.terms import term_pattern
-from cg_ray.report.beyond import judged_text, measured_text, null_check_text, row_texts, term_shares_text, tried
 from cg_ray.report.examples import salient_rows
+from cg_ray.report.findings import judged_text, measured_text, null_check_text, row_texts, term_shares_text, tried
 
 PROFILE_FILES: dict[str, str] = {
     "weaknesses": S.WEAKNESSES_FILE,

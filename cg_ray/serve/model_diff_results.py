@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 
 from cg_ray.artifacts.layout import ModelDiffDir
 from cg_ray.compare.model_diff import DIRECTIONS
-from cg_ray.compare.models_config import DiffModelsMethod
-from cg_ray.compare.models_outputs import JSON_FILE, TABLE_FILE, paired_examples
+from cg_ray.compare.model_diff_config import DiffModelsMethod
+from cg_ray.compare.model_diff_outputs import JSON_FILE, TABLE_FILE, paired_examples
 from cg_ray.report.comparisons import model_diff_view
-from cg_ray.serve.comparison_models import DiffModelsConceptDetail, DiffModelsDocument, DiffModelsView
+from cg_ray.serve.comparison_types import DiffModelsConceptDetail, DiffModelsDocument, DiffModelsView
 from cg_ray.serve.model_diffs import PAIRS_FILE, read_pairs
 
 SortKey = Literal["abs_delta", "delta", "delta_low", "delta_high", "frac_a", "frac_b", "concept_id"]

@@ -1,6 +1,6 @@
 """diff-models in the service: two models' answers from the caller's uploads, paired by id, each response
 read with its prompt as context by the service's encoder, then compared as `cg-ray diff-models` does
-(`cg_ray.compare.models_job.compare_pairs`), published atomically into the analysis' folder.
+(`cg_ray.compare.model_diff_job.compare_pairs`), published atomically into the analysis' folder.
 
 Besides the files of `cg-ray diff-models`, the folder keeps pairs.parquet (the compared prompts, both
 answers and their pooled s̃) so that the paired examples of any concept can be shown, not only a
@@ -24,13 +24,13 @@ from scipy import sparse
 from cg_ray.artifacts.layout import MODEL_DIFF_PAIRS, ModelDiffDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.compare.model_diff import active_matrix
-from cg_ray.compare.models_config import DiffModelsConfig, DiffModelsMethod, DiffModelsReader
-from cg_ray.compare.models_job import ModelDiffResult, ReadResult, compare_pairs, trim_pairs
+from cg_ray.compare.model_diff_config import DiffModelsConfig, DiffModelsMethod, DiffModelsReader
+from cg_ray.compare.model_diff_job import ModelDiffResult, ReadResult, compare_pairs, trim_pairs
 from cg_ray.compare.pairs import Answer, Pair, PairedAnswers, pair_answers, reader_texts
 from cg_ray.errors import InputError
 from cg_ray.labels import ConceptLabels
 from cg_ray.serve.analyses import Withdrawn, encode_in_chunks, run_guarded
-from cg_ray.serve.comparison_models import DiffModelsRequest
+from cg_ray.serve.comparison_types import DiffModelsRequest
 from cg_ray.serve.db import Analysis, Store, Upload
 from cg_ray.serve.encoding import Encoder, SpanOptions
 from cg_ray.serve.settings import ServiceSettings
@@ -160,7 +160,7 @@ def _compare_and_publish(
     out: Path,
     wanted: Callable[[], bool],
 ) -> None:
-    from cg_ray.compare.models_outputs import write_files
+    from cg_ray.compare.model_diff_outputs import write_files
 
     def names_for(d_sae: int) -> Callable[[int], tuple[str | None, str | None]]:
         return lambda c: (labels.get(c) if labels is not None else None, None)

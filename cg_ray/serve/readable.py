@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.describe.outputs import read_themes
-from cg_ray.serve.models import ThemesView
+from cg_ray.serve.api_types import ThemesView
 
 
 def themes(run: RunDir) -> ThemesView | None:

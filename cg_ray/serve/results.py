@@ -14,7 +14,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.layout import ArenaDir, RunDir
 from cg_ray.describe.outputs import read_sentences
 from cg_ray.report import comparisons, documents
-from cg_ray.serve.models import (
+from cg_ray.serve.api_types import (
     ArenaView,
     ConceptDetail,
     ConceptPage,

@@ -12,7 +12,7 @@ from cg_ray.activations.packing import SparseConcepts
 from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.accumulator import CGAccumulator
 from cg_ray.metrics.compute import compute_metrics
-from cg_ray.serve.models import (
+from cg_ray.serve.api_types import (
     CoveredConcept,
     ScoredRow,
     ScoreResponse,

@@ -56,7 +56,7 @@ def reader_commands(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from cg_ray import cli
 
     mods = []
-    for name in (*cli.COMMAND_MODULES, "cg_ray.cli.activations", "cg_ray.cli.models"):
+    for name in (*cli.COMMAND_MODULES, "cg_ray.cli.activations", "cg_ray.cli.preparation"):
         try:
             importlib.import_module(name)
             mods.append(name)

@@ -11,10 +11,10 @@ import pytest
 
 from cg_ray.activations.reader import ConceptReader
 from cg_ray.errors import ConfigError
-from cg_ray.models.corpus import iter_documents, split_corpus
-from cg_ray.models.sae_eval import evaluate
-from cg_ray.models.sae_label import DEAD_LABEL, label_latents
-from cg_ray.models.sae_train import SaeTrainConfig, train
+from cg_ray.sae_training.corpus import iter_documents, split_corpus
+from cg_ray.sae_training.sae_eval import evaluate
+from cg_ray.sae_training.sae_label import DEAD_LABEL, label_latents
+from cg_ray.sae_training.sae_train import SaeTrainConfig, train
 
 from .conftest import WORDS, reader_config
 
@@ -115,7 +115,7 @@ def test_warm_start_undoes_the_norm_fold_exactly() -> None:
     import torch
     from sae_lens import TopKTrainingSAE, TopKTrainingSAEConfig
 
-    from cg_ray.models.sae_train import _load_unfolded
+    from cg_ray.sae_training.sae_train import _load_unfolded
 
     torch.manual_seed(0)
     config = TopKTrainingSAEConfig(
@@ -141,7 +141,7 @@ def test_warm_start_rejects_an_sae_of_another_shape(tmp_path: Path) -> None:
     import torch
     from sae_lens import TopKTrainingSAE, TopKTrainingSAEConfig
 
-    from cg_ray.models.sae_train import _load_unfolded
+    from cg_ray.sae_training.sae_train import _load_unfolded
 
     TopKTrainingSAE(TopKTrainingSAEConfig(d_in=16, d_sae=32, k=4)).save_inference_model(str(tmp_path))
     other = TopKTrainingSAE(TopKTrainingSAEConfig(d_in=16, d_sae=48, k=4))
@@ -156,7 +156,7 @@ def test_skipping_documents_passes_the_requested_tokens(tiny_model_dir: Path) ->
     import datasets
     from transformers import AutoTokenizer
 
-    from cg_ray.models.sae_train import _skip_documents
+    from cg_ray.sae_training.sae_train import _skip_documents
 
     docs = [_doc(i) for i in range(10)]
     lengths = [

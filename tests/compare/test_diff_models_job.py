@@ -14,9 +14,9 @@ import pytest
 
 from cg_ray.artifacts.contract import DiffModelsSummary, read_document
 from cg_ray.artifacts.layout import ModelDiffDir
-from cg_ray.compare.models_config import DiffModelsConfig, load_diff_models_config
-from cg_ray.compare.models_job import ReadResult, diff_models
-from cg_ray.compare.models_outputs import HTML_FILE, JSON_FILE, TABLE_FILE, write_diff_models
+from cg_ray.compare.model_diff_config import DiffModelsConfig, load_diff_models_config
+from cg_ray.compare.model_diff_job import ReadResult, diff_models
+from cg_ray.compare.model_diff_outputs import HTML_FILE, JSON_FILE, TABLE_FILE, write_diff_models
 from cg_ray.errors import InputError
 from cg_ray.report.comparisons import model_diff_view
 from cg_ray.testing.fakes import HashingReader, word_concept

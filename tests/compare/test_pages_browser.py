@@ -12,8 +12,8 @@ import pytest
 
 from cg_ray import schemas as S
 from cg_ray.cli import main
-from cg_ray.compare.models_job import diff_models
-from cg_ray.compare.models_outputs import HTML_FILE, TABLE_FILE, write_diff_models
+from cg_ray.compare.model_diff_job import diff_models
+from cg_ray.compare.model_diff_outputs import HTML_FILE, TABLE_FILE, write_diff_models
 from cg_ray.testing.fakes import word_concept
 from tests.compare.test_diff_models_job import D_SAE, answers_file, config, fake_read, names_for
 from tests.report.offline import offline_page

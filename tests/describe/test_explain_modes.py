@@ -21,7 +21,7 @@ from cg_ray.describe.explain import explain_run
 from cg_ray.describe.explain_modes import MODE_EXPLANATIONS_FILE
 from cg_ray.describe.run import DescribeOptions
 from tests.describe.judge_script import read_judge_prompt
-from tests.profile.test_beyond import planted
+from tests.profile.test_findings import planted
 
 
 class Scripted:

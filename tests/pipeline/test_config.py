@@ -27,7 +27,7 @@ def test_every_job_file_validates(path: Path) -> None:
     if path.name.startswith("explain"):  # `cg-ray explain --config` files: tests/describe/test_endpoint_explain.py
         return
     if path.name.startswith("diff_models"):  # `cg-ray diff-models` jobs too
-        from cg_ray.compare.models_config import load_diff_models_config
+        from cg_ray.compare.model_diff_config import load_diff_models_config
 
         assert load_diff_models_config(path).answers
         return
@@ -124,7 +124,7 @@ def test_metrics_section_is_the_shared_metrics_config() -> None:
 def test_text_mode_both_is_a_deprecated_alias_warned_once(caplog: pytest.LogCaptureFixture) -> None:
     import cg_ray.config as C
     from cg_ray.pipeline.config import ReaderStageConfig
-    from cg_ray.serve.models import AnalysisRequest
+    from cg_ray.serve.api_types import AnalysisRequest
 
     C._warned_aliases.discard("both")
     with caplog.at_level(logging.WARNING, logger="cg_ray.config"):

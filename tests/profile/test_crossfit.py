@@ -18,7 +18,7 @@ import pytest
 
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.config import MetricsConfig
-from cg_ray.profile.beyond import ResidualPass
+from cg_ray.profile.findings import ResidualPass
 from cg_ray.profile.heldout import FoldTest, HeldOutFold, combine
 from cg_ray.profile.nullcheck import confirmed_counts, judge_rows, null_check, permuted_within
 from cg_ray.profile.strata import read_frame

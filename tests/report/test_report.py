@@ -173,7 +173,7 @@ def test_marked_snippets_mark_whole_words_as_the_tokeniser_reads_them() -> None:
 
 
 def test_null_check_text() -> None:
-    from cg_ray.report.beyond import null_check_text
+    from cg_ray.report.findings import null_check_text
 
     check: dict[str, Any] = {
         "seeds": [0, 1, 2],

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cg_ray.serve.models import ScoreResponse
+from cg_ray.serve.api_types import ScoreResponse
 from cg_ray.serve.score_summary import score_batch
 
 

@@ -9,11 +9,11 @@ import pyarrow.parquet as pq
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 
+from cg_ray.serve.api_types import AnalysisRequest, AnalysisView, Deleted
 from cg_ray.serve.db import ACTIVE_STATUSES, Analysis, Upload, new_id
 from cg_ray.serve.deps import Owner, Service, ServiceDep
 from cg_ray.serve.errors import api_error
 from cg_ray.serve.lifecycle import cancel_analysis, delete_analysis
-from cg_ray.serve.models import AnalysisRequest, AnalysisView, Deleted
 from cg_ray.serve.routes import error_responses
 
 router = APIRouter(prefix="/v1", tags=["analyses"], responses=error_responses(404))

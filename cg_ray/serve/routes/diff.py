@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.compare.identity import ReaderMismatch
 from cg_ray.errors import InputError
-from cg_ray.serve.comparison_models import DiffView
+from cg_ray.serve.comparison_types import DiffView
 from cg_ray.serve.deps import Owner, ServiceDep, finished_run
 from cg_ray.serve.errors import api_error
 from cg_ray.serve.routes import error_responses

@@ -12,7 +12,8 @@ from fastapi import APIRouter, Query
 
 from cg_ray.errors import InputError
 from cg_ray.serve import model_diff_results
-from cg_ray.serve.comparison_models import (
+from cg_ray.serve.api_types import AnalysisView
+from cg_ray.serve.comparison_types import (
     DiffModelsConceptDetail,
     DiffModelsDocument,
     DiffModelsRequest,
@@ -22,7 +23,6 @@ from cg_ray.serve.db import Analysis, Upload, new_id
 from cg_ray.serve.deps import FinishedDiffModels, Owner, Service, ServiceDep
 from cg_ray.serve.errors import api_error
 from cg_ray.serve.model_diffs import MODE, pair_sides, request_sides
-from cg_ray.serve.models import AnalysisView
 from cg_ray.serve.redact import scrub_paths
 from cg_ray.serve.routes import error_responses
 from cg_ray.serve.routes.analyses import check_running

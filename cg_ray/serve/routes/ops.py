@@ -8,8 +8,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from cg_ray.serve.analyses import RayTasks
+from cg_ray.serve.api_types import Health, Readiness
 from cg_ray.serve.deps import ServiceDep
-from cg_ray.serve.models import Health, Readiness
 
 router = APIRouter(tags=["ops"])
 

@@ -8,11 +8,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, Response
 
 from cg_ray.serve import readable, results
-from cg_ray.serve.csv_safe import parquet_as_safe_csv, safe_csv_file
-from cg_ray.serve.db import Analysis
-from cg_ray.serve.deps import FinishedArena, FinishedRun, Owner, ServiceDep
-from cg_ray.serve.errors import api_error
-from cg_ray.serve.models import (
+from cg_ray.serve.api_types import (
     ArenaView,
     ConceptDetail,
     ConceptPage,
@@ -23,6 +19,10 @@ from cg_ray.serve.models import (
     SummaryView,
     ThemesView,
 )
+from cg_ray.serve.csv_safe import parquet_as_safe_csv, safe_csv_file
+from cg_ray.serve.db import Analysis
+from cg_ray.serve.deps import FinishedArena, FinishedRun, Owner, ServiceDep
+from cg_ray.serve.errors import api_error
 from cg_ray.serve.routes import error_responses
 
 router = APIRouter(

@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body
 
+from cg_ray.serve.api_types import ScoreRequest, ScoreResponse
 from cg_ray.serve.deps import Owner, ServiceDep
 from cg_ray.serve.errors import api_error
-from cg_ray.serve.models import ScoreRequest, ScoreResponse
 from cg_ray.serve.routes import error_responses
 from cg_ray.serve.score_summary import score_batch
 

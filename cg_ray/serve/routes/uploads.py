@@ -17,11 +17,11 @@ from pydantic import ValidationError
 
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.benchmarks.sources import FieldMapping
+from cg_ray.serve.api_types import Deleted, JsonUpload, UploadView
 from cg_ray.serve.db import Upload, new_id
 from cg_ray.serve.deps import Owner, Service, ServiceDep
 from cg_ray.serve.errors import api_error, upload_error
 from cg_ray.serve.lifecycle import check_quota, delete_upload
-from cg_ray.serve.models import Deleted, JsonUpload, UploadView
 from cg_ray.serve.routes import error_responses
 from cg_ray.serve.uploads import ParsedUpload, UploadError, check_name, mapping_record, parse_file, parse_rows
 

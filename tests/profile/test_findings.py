@@ -314,7 +314,7 @@ def test_terms_are_found_in_a_text_as_the_terms_tokeniser_reads_it() -> None:
 def test_a_modes_examples_are_a_seeded_draw_of_its_failing_rows() -> None:
     from types import SimpleNamespace
 
-    from cg_ray.profile.beyond import _examples
+    from cg_ray.profile.findings import _examples
     from cg_ray.profile.modes import ModeClass
 
     scores = np.array([1, 1, 0, 0, 0, 0, 0, 0, np.nan, 0.0])

@@ -22,7 +22,7 @@ from cg_ray.compare.model_diff import (
     concept_stats,
     replicate,
 )
-from cg_ray.compare.models_config import DiffModelsConfig
+from cg_ray.compare.model_diff_config import DiffModelsConfig
 from cg_ray.compare.pairs import (
     Pair,
     PairedAnswers,

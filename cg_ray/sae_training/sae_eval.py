@@ -15,7 +15,7 @@ import torch
 
 from cg_ray.activations.reader import ConceptReader
 from cg_ray.errors import ConfigError
-from cg_ray.models.token_pass import iter_token_batches, make_windows
+from cg_ray.sae_training.token_pass import iter_token_batches, make_windows
 
 log = logging.getLogger(__name__)
 

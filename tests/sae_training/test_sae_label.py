@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import binom
 
 from cg_ray.describe.render import label_tokens
-from cg_ray.models.sae_label import (
+from cg_ray.sae_training.sae_label import (
     LabelSettings,
     corpus_frequencies,
     enriched_context_words,

@@ -26,7 +26,7 @@ from scipy.stats import binom
 
 from cg_ray.activations.reader import ConceptReader
 from cg_ray.describe.render import CONTEXT_MARKER, render_tokens
-from cg_ray.models.token_pass import iter_token_batches, make_windows
+from cg_ray.sae_training.token_pass import iter_token_batches, make_windows
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -178,7 +178,7 @@ def train(config: SaeTrainConfig, data_dir: Path, out: Path, *, work_dir: Path, 
     import torch
 
     from cg_ray.catalog import resolve_model
-    from cg_ray.models.corpus import split_corpus
+    from cg_ray.sae_training.corpus import split_corpus
 
     os.environ.setdefault("WANDB_MODE", "disabled")
     torch.manual_seed(config.seed)

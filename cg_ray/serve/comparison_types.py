@@ -1,5 +1,5 @@
 """Response and request bodies of the comparison routes: GET /v1/diff (two analyses paired by row) and
-/v1/diff-models (two models' answers to the same prompts). The other routes' bodies are in `models.py`."""
+/v1/diff-models (two models' answers to the same prompts). The other routes' bodies are in `api_types.py`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pydantic import Field
 
 from cg_ray.artifacts.contract import DiffModelsFindings
 from cg_ray.compare.entries import DiffConcept
-from cg_ray.compare.models_config import DiffModelsPair
-from cg_ray.serve.models import Page, _Open
+from cg_ray.compare.model_diff_config import DiffModelsPair
+from cg_ray.serve.api_types import Page, _Open
 
 # ---- diff of two analyses (GET /v1/diff); its entries are diff.json's own (cg_ray.compare.entries)
 

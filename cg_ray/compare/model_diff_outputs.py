@@ -16,7 +16,7 @@ from cg_ray import __version__
 from cg_ray.artifacts.layout import MODEL_DIFF_HTML, MODEL_DIFF_JSON, MODEL_DIFF_TABLE, ModelDiffDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.compare.model_diff import DIRECTIONS, ConceptStats
-from cg_ray.compare.models_job import ModelDiffResult
+from cg_ray.compare.model_diff_job import ModelDiffResult
 from cg_ray.compare.pairs import Pair
 
 KIND = "cg_ray.diff_models"

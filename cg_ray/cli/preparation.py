@@ -74,7 +74,7 @@ def _train(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from cg_ray.errors import ConfigError
-    from cg_ray.models.sae_train import SaeTrainConfig, train
+    from cg_ray.sae_training.sae_train import SaeTrainConfig, train
 
     try:
         cfg = SaeTrainConfig.model_validate(
@@ -116,8 +116,8 @@ def _reader(args: argparse.Namespace) -> Any:
 def _eval(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.contract import SaeEvaluation, write_document
     from cg_ray.artifacts.publish import atomic_file
-    from cg_ray.models.corpus import split_corpus
-    from cg_ray.models.sae_eval import evaluate
+    from cg_ray.sae_training.corpus import split_corpus
+    from cg_ray.sae_training.sae_eval import evaluate
 
     _, heldout = split_corpus(args.data_dir, args.heldout_fraction)
     result = evaluate(_reader(args), heldout)
@@ -129,8 +129,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _label(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.publish import atomic_file
-    from cg_ray.models.corpus import split_corpus
-    from cg_ray.models.sae_label import label_latents
+    from cg_ray.sae_training.corpus import split_corpus
+    from cg_ray.sae_training.sae_label import label_latents
 
     train_docs, heldout = split_corpus(args.data_dir, args.heldout_fraction)
     records = label_latents(_reader(args), heldout + train_docs[: args.train_docs])
