@@ -142,7 +142,8 @@ def test_bad_reader_packing_and_compile_settings_name_file_and_key_path(tmp_path
         "benchmarks: [{kind: probes}]\nreader:\n  compile: sometimes\n  packing: maybe\n  min_shared_tokens: 0\n",
     )
     assert f"{p}: reader.compile.literal['auto']: Input should be 'auto'" in msg  # nor true / false
-    assert f"{p}: reader.packing: Input should be a valid boolean" in msg
+    assert f"{p}: reader.packing.literal['auto']: Input should be 'auto'" in msg  # packing: true / false / auto
+    assert f"{p}: reader.packing.bool: Input should be a valid boolean" in msg
     assert f"{p}: reader.min_shared_tokens: Input should be greater than or equal to 1" in msg
 
 
