@@ -99,9 +99,26 @@ def fixed(value: bool) -> CompileDecision:
     return CompileDecision(value, 0, None, None, f"compile: {str(value).lower()} in the reader config")
 
 
-def _record_path() -> Path:
+def record_file(name: str) -> Path:
+    """A file of this machine's measured figures, in the cg_ray cache ($CG_RAY_CACHE, else ~/.cache/cg_ray)."""
     root = os.environ.get("CG_RAY_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "cg_ray") / "compile_costs.json"
+    return (Path(root) if root else Path.home() / ".cache" / "cg_ray") / name
+
+
+def keep_record(path: Path, key: str, figures: dict[str, object], what: str) -> None:
+    """Set `key` of the JSON record file `path` to `figures` (read, update, write back). A record is an
+    optimisation, never a reason to fail a run: a file that cannot be read or written is logged and left."""
+    try:
+        records = json.loads(path.read_text()) if path.is_file() else {}
+        records[key] = figures
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(records, indent=1, sort_keys=True))
+    except (OSError, ValueError) as exc:
+        log.warning("could not record the %s in %s: %s", what, path, exc)
+
+
+def _record_path() -> Path:
+    return record_file("compile_costs.json")
 
 
 def recorded_cost(kind: str, machine: str, path: Path | None = None) -> CompileCost:
@@ -117,11 +134,4 @@ def recorded_cost(kind: str, machine: str, path: Path | None = None) -> CompileC
 
 def record_compile(kind: str, machine: str, cost: CompileCost, path: Path | None = None) -> None:
     """Keep the figures of a compiled run for this machine's next `compile: auto` decisions."""
-    path = path or _record_path()
-    try:
-        records = json.loads(path.read_text()) if path.is_file() else {}
-        records[f"{kind}|{machine}"] = asdict(cost)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(records, indent=1, sort_keys=True))
-    except (OSError, ValueError) as exc:  # a record is an optimisation, never a reason to fail a run
-        log.warning("could not record the compile cost in %s: %s", path, exc)
+    keep_record(path or _record_path(), f"{kind}|{machine}", asdict(cost), "compile cost")

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TypedDict, cast
+
+from cg_ray.activations.compile_plan import keep_record, record_file
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,7 @@ class PathDecision:
 
 
 def _record_path() -> Path:
-    root = os.environ.get("CG_RAY_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "cg_ray") / "reader_paths.json"
+    return record_file("reader_paths.json")
 
 
 def recorded_rates(kind: str, machine: str, path: Path | None = None) -> dict[str, PathRate]:
@@ -94,14 +94,7 @@ def record_rate(kind: str, machine: str, name: str, rate: PathRate, path: Path |
     """Keep a measured path rate for this machine's next `packing: auto` decisions."""
     if name not in PATHS:
         raise ValueError(f"unknown reader path {name!r} ({', '.join(PATHS)})")
-    path = path or _record_path()
-    try:
-        records = json.loads(path.read_text()) if path.is_file() else {}
-        records[f"{kind}|{machine}|{name}"] = asdict(rate)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(records, indent=1, sort_keys=True))
-    except (OSError, ValueError) as exc:  # a record is an optimisation, never a reason to fail a run
-        log.warning("could not record the reader path rate in %s: %s", path, exc)
+    keep_record(path or _record_path(), f"{kind}|{machine}|{name}", asdict(rate), "reader path rate")
 
 
 def choose(requested: str, candidates: dict[str, str | None], rates: dict[str, PathRate], kind: str) -> PathDecision:
