@@ -103,12 +103,16 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         tie_word_embeddings=False,
     )
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config).eval()
+    return save_random_model(LlamaForCausalLM(config), tokenizer, tmp_path_factory.mktemp("tiny-llama"))
+
+
+def save_random_model(model: Any, tokenizer: Any, path: Path) -> Path:
+    """`model` (built under seed 0 by the caller's config) with its 2-D weights redrawn from N(0, 0.2²),
+    saved with `tokenizer` as an HF dir at `path`."""
     with torch.no_grad():  # larger weights than HF's 0.02 init so that layers differ visibly
-        for p in model.parameters():
+        for p in model.eval().parameters():
             if p.dim() == 2:
                 p.normal_(0, 0.2)
-    path = tmp_path_factory.mktemp("tiny-llama")
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path

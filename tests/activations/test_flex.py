@@ -14,7 +14,7 @@ import torch
 
 from cg_ray.activations.reader import ConceptReader
 
-from .conftest import build_tokenizer, reader_config
+from .conftest import build_tokenizer, reader_config, save_random_model
 from .test_varlen import TEXTS, dense
 
 
@@ -32,15 +32,7 @@ def tiny_gemma2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         bos_token_id=1, eos_token_id=2, pad_token_id=3,
     )  # fmt: skip
     torch.manual_seed(0)
-    model = Gemma2ForCausalLM(config).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.normal_(0, 0.2)
-    path = tmp_path_factory.mktemp("tiny-gemma2")
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_random_model(Gemma2ForCausalLM(config), tokenizer, tmp_path_factory.mktemp("tiny-gemma2"))
 
 
 def _read(model: Path, sae: str, **kw: Any) -> tuple[ConceptReader, np.ndarray, list[int]]:
