@@ -25,7 +25,7 @@ Loader = Callable[[Any], Iterator[BenchmarkRow]]
 
 # A source kind's loader is `load_<kind>`: the file kinds' in local.py, each other kind's in its own module.
 LOCAL_KINDS = ("local", "normalized", "model_outputs")
-MODULE_KINDS = ("hf", "lm_eval", "probes")
+MODULE_KINDS = ("hf", "lm_eval", "leaderboard", "lighteval", "inspect", "probes")
 LOADERS: Registry[Loader] = Registry("benchmark loader")
 for _kind in LOCAL_KINDS:
     LOADERS.add(_kind, f"cg_ray.benchmarks.local:load_{_kind}")

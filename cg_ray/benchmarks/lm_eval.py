@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cg_ray.benchmarks.mapping import dotted_get, render_prompt, required
 from cg_ray.benchmarks.rows import BenchmarkRow, as_references, as_score, as_text, make_row
-from cg_ray.benchmarks.sources import LmEvalSource
+from cg_ray.benchmarks.sources import LeaderboardSource, LmEvalSource
 from cg_ray.errors import InputError
 from cg_ray.io.records import iter_records, located
 
@@ -30,9 +30,17 @@ def task_name(path: str) -> str:
     return match["task"] if match else Path(path).stem.removeprefix("samples_")
 
 
+SamplesSource = LmEvalSource | LeaderboardSource  # the same records, in JSONL or (the leaderboard's) Parquet
+
+
 def load_lm_eval(source: LmEvalSource) -> Iterator[BenchmarkRow]:
+    return load_samples(source, "jsonl")
+
+
+def load_samples(source: SamplesSource, fmt: Literal["jsonl", "parquet"]) -> Iterator[BenchmarkRow]:
+    """The records of one filter, one row per document (see the module docstring)."""
     where = source.path
-    records = list(iter_records(where, "jsonl"))
+    records = list(iter_records(where, fmt))
     filters = sorted({str(r.data.get("filter", "none")) for r in records})
     chosen = _choose_filter(source, filters)
     seen: set[str] = set()
@@ -63,7 +71,7 @@ def load_lm_eval(source: LmEvalSource) -> Iterator[BenchmarkRow]:
             return
 
 
-def _choose_filter(source: LmEvalSource, filters: list[str]) -> str:
+def _choose_filter(source: SamplesSource, filters: list[str]) -> str:
     if source.filter is not None:
         if source.filter not in filters:
             raise InputError(
@@ -83,7 +91,7 @@ def _choose_filter(source: LmEvalSource, filters: list[str]) -> str:
     )
 
 
-def _prompt(record: Mapping[str, Any], source: LmEvalSource, row: int) -> str:
+def _prompt(record: Mapping[str, Any], source: SamplesSource, row: int) -> str:
     if source.prompt_field is not None:
         return as_text(required(record, source.prompt_field, where=source.path, row=row))
     # The rendered context the model saw (first request's first argument), as logged by the harness.
@@ -97,7 +105,7 @@ def _prompt(record: Mapping[str, Any], source: LmEvalSource, row: int) -> str:
     return context
 
 
-def _score(record: Mapping[str, Any], source: LmEvalSource, row: int) -> float | None:
+def _score(record: Mapping[str, Any], source: SamplesSource, row: int) -> float | None:
     names = [source.metric] if source.metric else [m for m in DEFAULT_METRICS if m in record]
     if not names or names[0] not in record:
         listed = record.get("metrics")

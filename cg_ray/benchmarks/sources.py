@@ -119,6 +119,49 @@ class LmEvalSource(_SourceBase):
     scorer: str = "precomputed"
 
 
+class LeaderboardSource(_SourceBase):
+    """Open LLM Leaderboard details: the harness's ``--log_samples`` records (as ``lm_eval``) in Parquet."""
+
+    kind: Literal["leaderboard"]
+    path: str
+    filter: str | None = Field(None, description="which filter's record to keep; required if several")
+    metric: str | None = Field(None, description="per-sample metric used as score; default: acc / exact_match…")
+    prompt_field: str | None = Field(None, description="dotted path (doc.question); default: the rendered context")
+    reference_field: str = Field("target", description="dotted path of the gold answer")
+    scorer: str = "precomputed"
+
+
+class LightevalSource(_SourceBase):
+    """A lighteval ``--save-details`` file (``details_<task>_<timestamp>.parquet``: ``doc``, ``model_response``,
+    ``metric``)."""
+
+    kind: Literal["lighteval"]
+    path: str
+    metric: str | None = Field(
+        None, description="per-sample metric used as score; default: the only one, else acc / em / exact_match…"
+    )
+    prompt_field: str | None = Field(
+        None, description="dotted path (doc.query); default: the input sent to the model, else doc.query"
+    )
+    scorer: str = "precomputed"
+
+
+class InspectSource(_SourceBase):
+    """inspect_ai eval logs (``.eval`` or ``.json``; ``path``: one log or a folder of them), read with inspect's
+    own log API (the optional extra ``cg_ray[inspect]``): one row per sample and epoch."""
+
+    kind: Literal["inspect"]
+    path: str
+    scorer_name: str | None = Field(
+        None, description="which of the log's scorers gives the score; default: the only one the samples have"
+    )
+    missing_score: Literal["error", "skip"] = Field(
+        "error", description="a sample without that score: refuse the log, or skip it (counted in the log)"
+    )
+    model: str | None = Field(None, description="which model's logs, when a folder holds several")
+    scorer: str = "precomputed"
+
+
 ProbeKind = Literal[
     "arithmetic", "letter_count", "palindrome", "date_arithmetic", "unit_conversion", "ordering", "logic"
 ]
@@ -145,7 +188,15 @@ class ProbesSource(_SourceBase):
 
 
 BenchmarkSource = Annotated[
-    LocalSource | NormalizedSource | ModelOutputsSource | HFSource | LmEvalSource | ProbesSource,
+    LocalSource
+    | NormalizedSource
+    | ModelOutputsSource
+    | HFSource
+    | LmEvalSource
+    | LeaderboardSource
+    | LightevalSource
+    | InspectSource
+    | ProbesSource,
     Field(discriminator="kind"),
 ]
 
