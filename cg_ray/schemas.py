@@ -116,16 +116,18 @@ BENCHMARK_CONCEPTS_SCHEMA: Final = pa.schema(
     ]
 )
 
-# Cross-fitted ("held-out") figures of a finding (cg_ray.profile.crossfit): chosen on K-1 folds of grouped
-# rows, measured on the held-out fold; p_value is the folds' held-out p-values aggregated (twice their median),
-# q_value the same for the folds' Benjamini-Hochberg q-values, and `confirmed` = q_value <= the run's fdr.
-# `folds_selected`: in how many folds' selections it was chosen; n_heldout / n_clusters: the scored rows and
-# row groups it was measured on, over those folds.
+# Held-out figures of a finding (cg_ray.profile.decision, docs/findings.md): chosen on one half of each of R
+# grouped splits and tested, as the same rule, on the other; p_value / q_value are the splits' held-out
+# p-values / within-split Benjamini-Hochberg q-values aggregated (twice the median split's), `confirmed` =
+# q_value <= the run's fdr. `splits_selected`: how many splits chose it; n_heldout / n_clusters: the scored
+# rows and row groups it was tested on (median split); `mde`: the effect it would be confirmed at with 80%
+# power (the units of its estimate), null when no split could test it.
 VERDICT_FIELDS: Final = [
     *floats("p_value", "q_value"),
     pa.field("confirmed", pa.bool_(), nullable=False),
-    pa.field("folds_selected", pa.int32(), nullable=False),
+    pa.field("splits_selected", pa.int32(), nullable=False),
     *counts("n_heldout", "n_clusters"),
+    *floats("mde"),
 ]
 
 # weaknesses.parquet, strengths.parquet, coverage_gaps.parquet: one row per reported concept, in rank order

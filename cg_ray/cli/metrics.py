@@ -43,7 +43,7 @@ def add_metrics_options(p: argparse.ArgumentParser) -> None:
             ("slice_order", int),
             ("slice_min_rows", int),
             ("mode_jaccard", float),
-            ("folds", int),
+            ("splits", int),
             ("fdr", float),
         ),
     )
@@ -142,8 +142,15 @@ def _mode_line(m: dict[str, Any]) -> str:
 
     return (
         f"residual {_signed(m['residual'])} [{_signed(m['residual_low'])}, {_signed(m['residual_high'])}]"
-        f"  {m['n_rows']:>6} rows  {q_text(m.get('q_value')):<9}  {m['description'][:90]}"
+        f"  {m['n_rows']:>6} rows  {q_text(m.get('q_value')):<9}  {_mde(m)}{m['description'][:90]}"
     )
+
+
+def _mde(entry: dict[str, Any]) -> str:
+    """'MDE 0.172  ' for a candidate (the effect it would be confirmed at with 80% power), '' when confirmed."""
+    if entry.get("confirmed") or entry.get("mde") is None:
+        return ""
+    return f"MDE {entry['mde']:.3f}  "
 
 
 def _slice_line(s: dict[str, Any]) -> str:
@@ -152,7 +159,7 @@ def _slice_line(s: dict[str, Any]) -> str:
     suite = f" vs {_fmt(s['suite_mean'])}" if s.get("suite_mean") is not None else ""
     return (
         f"{_fmt(s['mean_score'])} [{_fmt(s['low'])}, {_fmt(s['high'])}]{suite}  {s['n_rows']:>6}  "
-        f"{q_text(s.get('q_value')):<9}  {s['slice']}"
+        f"{q_text(s.get('q_value')):<9}  {_mde(s)}{s['slice']}"
     )
 
 
@@ -188,7 +195,7 @@ def _print_judged(
     if len(confirmed) > 5:
         print(f"  … {len(confirmed) - 5} more confirmed: see {file}")
     if candidates:
-        fdr = f" (q > {crossfit['fdr']:g}, or an interval reaching no difference)" if crossfit else ""
+        fdr = f" (q > {crossfit['fdr']:g}; MDE: the effect each would be confirmed at, 80% power)" if crossfit else ""
         n = len(candidates)
         print(f"  {n:,} candidate{'s' if n != 1 else ''} not confirmed{fdr}: see {file}")
         for e in candidates[:3]:

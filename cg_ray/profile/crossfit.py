@@ -1,101 +1,38 @@
-"""Findings that survive a second look: every finding is chosen on K−1 folds of grouped rows and measured on
-the fold held out (docs/trust.md).
-
-`plan_folds` splits the rows into K folds by their groups (`folds.row_groups`: rows of one question or
-template stay together) and gives each row what its cell predicts from the other folds. Concepts and slices
-are chosen per fold exactly as the profile chooses them on all rows (`concept_candidates`,
-`slices.training_slices`), then tested on the held-out fold (`heldout.cluster_test`) and judged over the
-folds (`heldout.combine`); failure modes are built the same way in `modes.py`. `PoolRows` keeps the
-activations of the concepts any fold may use, so no fold re-reads the rows.
+"""Concepts and slices judged over repeated grouped splits (docs/findings.md): each split ranks them on its
+choosing half exactly as the profile ranks them on all rows (`concept_candidates`, the plan's
+`Split.slices`), tests its first top-k of each kind on its test half (`heldout.HeldOut.contrast`), and the
+decision rule combines the splits (`decision.judge`). Failure modes are built the same way in `split_modes.py`.
+`PoolRows` keeps the activations of the concepts any split may use, so no split re-reads the rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
 from cg_ray.arrays import BoolArray, FloatArray, IntArray
-from cg_ray.artifacts.rows import RowsFile
 from cg_ray.config import MetricsConfig
 from cg_ray.metrics.compute import CGResult
-from cg_ray.profile.folds import assign_folds, row_groups, too_few_groups
-from cg_ray.profile.heldout import FoldTest, HeldOutFold, Verdict, combine, fold_q_values, not_tested
+from cg_ray.profile.decision import GREATER, LESS, Alternative, SplitTest, Verdict, judge, not_tested, rank_key
 from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, Residuals, residual_order
-from cg_ray.profile.slices import (
-    Slice,
-    SliceCounts,
-    mean_intervals,
-    near_duplicate,
-    slice_counts,
-    training_slices,
-    weakest_slices,
-)
-from cg_ray.profile.strata import RowFrame, cell_keys
+from cg_ray.profile.slices import Slice, SliceCounts, mean_intervals, near_duplicate, weakest_slices
+from cg_ray.profile.splits import SplitPlan
+from cg_ray.profile.strata import RowFrame
 
-POOL_FACTOR = 4  # concepts a fold considers for failure modes, per finding reported
-LESS, GREATER = "less", "greater"
+POOL_FACTOR = 4  # concepts a split considers for failure modes, per finding reported
+
+Conditions = tuple[tuple[str, int], ...]  # a slice: (field, value code) pairs
 
 
-@dataclass(frozen=True)
-class FoldPlan:
-    folds: int
-    fdr: float
-    fold: IntArray  # per frame row
-    clusters: IntArray  # per frame row: its group
-    rule: str  # how the groups were made
-    n_groups: int
-    by_cell: list[HeldOutFold]  # per fold: its held-out rows within the cells adjusted for (modes, concepts)
-    whole: list[HeldOutFold]  # per fold: its held-out rows as one cell (slices: against the fold's other rows)
-    skipped: str | None = None  # why nothing is judged (too few groups to fill the folds)
-    seed: int = 0
-
-    @property
-    def fold_confidence(self) -> float:
-        """Each fold's interval level: 1 − 0.05/K, so the one fold's interval shown covers at 95%."""
-        return 1.0 - 0.05 / self.folds
-
-    def summary(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "folds": self.folds,
-            "fdr": self.fdr,
-            "seed": self.seed,
-            "groups": {"rule": self.rule, "n_groups": self.n_groups},
-        }
-        if self.skipped:
-            out["skipped"] = self.skipped
-        return out
-
-
-def plan_folds(rows: RowsFile, frame: RowFrame, adjusted_for: Sequence[str], cfg: MetricsConfig) -> FoldPlan:
-    groups = row_groups(rows, frame, folds=cfg.folds)
-    skipped = too_few_groups(groups, cfg.folds)
-    if skipped:
-        fold = np.zeros(frame.n_rows, np.int64)
-        return FoldPlan(cfg.folds, cfg.fdr, fold, groups.codes, groups.rule, groups.n_groups, [], [], skipped)
-    fold = assign_folds(groups.codes, cfg.folds, cfg.crossfit_seed).astype(np.int64)
-    cells = cell_keys(frame, list(adjusted_for))
-    one = np.zeros(frame.n_rows, np.int64)
-    by_cell, whole = [], []
-    for k in range(cfg.folds):
-        here = np.flatnonzero((fold == k) & frame.scored)
-        by_cell.append(HeldOutFold.of(here, frame.scores, cells, groups.codes))
-        whole.append(HeldOutFold.of(here, frame.scores, one, groups.codes))
-    return FoldPlan(
-        cfg.folds,
-        cfg.fdr,
-        fold,
-        groups.codes.astype(np.int64),
-        groups.rule,
-        groups.n_groups,
-        by_cell,
-        whole,
-        seed=cfg.crossfit_seed,
-    )
+class ConceptKey(NamedTuple):
+    concept: int
+    direction: Alternative  # "less": below its cells (a weakness); "greater": above (a strength)
 
 
 class PoolRows:
@@ -166,7 +103,7 @@ def strength_residual_order(res: Residuals, mask: BoolArray) -> IntArray:
 
 @dataclass(frozen=True)
 class ConceptCandidates:
-    """Per fold: the concepts its training part ranks most confidently below (and above) their cells."""
+    """Per split: the concepts its choosing half ranks most confidently below (and above) their cells."""
 
     below: list[IntArray]
     above: list[IntArray]
@@ -175,107 +112,80 @@ class ConceptCandidates:
         return {int(c) for part in (*self.below, *self.above) for c in part}
 
 
-def concept_candidates(
-    acc: ResidualAccumulator, result: CGResult, top_k: int, skipped: bool = False
-) -> ConceptCandidates:
-    ok = eligible(result) & (not skipped)
+def concept_candidates(acc: ResidualAccumulator, result: CGResult, plan: SplitPlan, top_k: int) -> ConceptCandidates:
+    ok = eligible(result)
     below, above = [], []
-    for k in range(acc.folds):
-        res = acc.finish(leave_out=k)
+    for split in plan.items:
+        res = acc.finish_split(split.index, _parts_of(plan, split.choosing))
         r = np.nan_to_num(res.residual)
         below.append(residual_order(res, ok & (r < 0))[: POOL_FACTOR * top_k])
         above.append(strength_residual_order(res, ok & (r > 0))[:top_k])
     return ConceptCandidates(below, above)
 
 
-Tests = dict[object, dict[int, tuple[FoldTest, int]]]  # finding → fold → (its held-out test, its training rank)
+def _parts_of(plan: SplitPlan, choosing: BoolArray) -> BoolArray:
+    chosen = np.zeros(plan.n_parts, bool)
+    chosen[np.unique(plan.part[choosing])] = True
+    return chosen
 
 
-def fold_judgements(tests: Tests, folds: int) -> dict[object, dict[int, tuple[FoldTest, float]]]:
-    """Weighted Benjamini–Hochberg within each fold over every candidate it tested (weights from the
-    candidates' training ranks, `heldout.fold_q_values`): finding → fold → (test, q-value)."""
-    qs: dict[object, dict[int, tuple[FoldTest, float]]] = {key: {} for key in tests}
-    for k in range(folds):
-        keys = [key for key, per in tests.items() if k in per]
-        p = np.array([tests[key][k][0].p_value for key in keys])
-        q = fold_q_values(p, np.array([tests[key][k][1] for key in keys], dtype=np.int64))
-        for key, qv in zip(keys, q, strict=True):
-            qs[key][k] = (tests[key][k][0], float(qv))
-    return qs
-
-
-def judge(tests: Tests, plan: FoldPlan, bounds: tuple[float, float]) -> dict[object, Verdict]:
-    """Each finding's verdict over the folds (`fold_judgements`, then `heldout.combine`)."""
-    qs = fold_judgements(tests, plan.folds)
-    return {key: combine(per, plan.folds, plan.fdr, bounds) for key, per in qs.items()}
-
-
-def concept_verdicts(cands: ConceptCandidates, pool: PoolRows, plan: FoldPlan) -> dict[object, Verdict]:
-    """(concept, "less" | "greater") → its verdict: is its s̃-weighted held-out residual below (above) 0?"""
-    tests: Tests = {}
-    for k in range(plan.folds):
-        for direction, chosen in ((LESS, cands.below[k]), (GREATER, cands.above[k])):
+def concept_verdicts(cands: ConceptCandidates, pool: PoolRows, plan: SplitPlan) -> dict[ConceptKey, Verdict]:
+    """Each concept a split chose, by direction: is its s̃-weighted residual on the test half below (above) 0?
+    The two directions are two families (each split's BH runs within one)."""
+    out: dict[ConceptKey, Verdict] = {}
+    for direction, lists in ((LESS, cands.below), (GREATER, cands.above)):
+        per_split: list[list[tuple[ConceptKey, SplitTest, int]]] = []
+        for split, chosen in zip(plan.items, lists, strict=True):
+            here = []
             for rank, c in enumerate(chosen, start=1):
                 rows, acts = pool.concept(int(c))
-                t = plan.by_cell[k].contrast(rows, acts, direction, plan.fold_confidence)  # type: ignore[arg-type]
-                tests.setdefault((int(c), direction), {})[k] = (t, rank)
-    return judge(tests, plan, (-1.0, 1.0))
+                here.append((ConceptKey(int(c), direction), split.by_cell.contrast(rows, acts, direction), rank))
+            per_split.append(here)
+        out.update(judge(per_split, plan.splits, plan.fdr, (-1.0, 1.0)))
+    return out
 
 
 @dataclass(frozen=True)
 class SliceFinding:
     slice: Slice  # in-sample figures (every scored row)
-    verdict: Verdict  # held out, on the score scale; its baseline is the mean it was compared with
+    verdict: Verdict  # on the contrast scale (the slice's test-half mean − the half's other rows' mean)
 
 
-def slice_findings(frame: RowFrame, plan: FoldPlan, cfg: MetricsConfig) -> list[SliceFinding]:
-    """The slices chosen in some fold, confirmed first (held-out upper end ascending), then the candidates
-    (q-value ascending); near-duplicates (≥ 0.8 Jaccard over scored rows) of a better one dropped."""
+def slice_findings(frame: RowFrame, plan: SplitPlan, cfg: MetricsConfig) -> tuple[list[SliceFinding], int]:
+    """The slices chosen in some split, confirmed first (upper end ascending), then the candidates (q-value
+    ascending); near-duplicates (≥ 0.8 Jaccard over scored rows) of a better one dropped. With them, how many
+    slices the splits tested in all (the family)."""
     if not frame.codes or not frame.scored.any():
-        return []
-    if plan.skipped:  # too few groups to judge anything: the in-sample weakest slices, unjudged
+        return [], 0
+    if plan.skipped or plan.counts is None:  # too few groups to judge anything: the in-sample weakest, unjudged
         weakest = weakest_slices(frame, cfg.top_k, cfg.slice_order, cfg.slice_min_rows)
-        return [SliceFinding(s, not_tested()) for s in weakest]
-    counts: SliceCounts = slice_counts(frame, plan.fold, plan.folds, cfg.slice_order)
-    masks: dict[tuple[tuple[str, int], ...], BoolArray] = {}
-    tests: Tests = {}
-    # The rows a slice needs, scaled to the training part: a 40-row benchmark must not drop out of a half.
-    min_rows = max(1, int(np.ceil(cfg.slice_min_rows * (plan.folds - 1) / plan.folds)))
-    for k in range(plan.folds):
-        chosen = training_slices(frame, counts, k, cfg.top_k, min_rows, masks=masks)
-        for rank, s in enumerate(chosen, start=1):
-            t = plan.whole[k].contrast(np.flatnonzero(masks[s.conditions]), confidence=plan.fold_confidence)
-            shift = t.baseline  # back on the score scale: the held-out mean and its interval
-            tests.setdefault(s.conditions, {})[k] = (
-                replace(t, estimate=t.estimate + shift, low=t.low + shift, high=t.high + shift),
-                rank,
-            )
-    verdicts = judge(tests, plan, (0.0, 1.0))
-    everything = {s.conditions: s for s in _in_sample(frame, counts, list(verdicts))}
-    order = sorted(verdicts, key=lambda key: rank_key(verdicts[key]))
+        return [SliceFinding(s, not_tested()) for s in weakest], 0
+    masks: dict[Conditions, BoolArray] = {}
+    per_split: list[list[tuple[Conditions, SplitTest, int]]] = []
+    for split in plan.items:
+        here = []
+        for rank, s in enumerate(split.slices, start=1):
+            if s.conditions not in masks:
+                masks[s.conditions] = s.mask(frame)
+            here.append((s.conditions, split.whole.contrast(np.flatnonzero(masks[s.conditions])), rank))
+        per_split.append(here)
+    verdicts = judge(per_split, plan.splits, plan.fdr, (-1.0, 1.0))
+    everything = {s.conditions: s for s in _in_sample(frame, plan.counts, list(verdicts))}
     kept: list[SliceFinding] = []
     kept_masks: list[BoolArray] = []
-    for key in order:
-        m = masks[key]  # type: ignore[index]
-        if near_duplicate(m, kept_masks):
+    for key in sorted(verdicts, key=lambda k: rank_key(verdicts[k])):
+        if near_duplicate(masks[key], kept_masks):
             continue
-        kept.append(SliceFinding(everything[key], verdicts[key]))  # type: ignore[index]
-        kept_masks.append(m)
+        kept.append(SliceFinding(everything[key], verdicts[key]))
+        kept_masks.append(masks[key])
         if len(kept) == cfg.top_k:
             break
-    return kept
+    return kept, len(verdicts)
 
 
-def rank_key(v: Verdict) -> tuple[int, float, float]:
-    """Confirmed first, by the held-out upper end; then the candidates by q-value."""
-    if v.confirmed:
-        return (0, v.high if v.high is not None else 1.0, v.q_value)
-    return (1, v.q_value, v.high if v.high is not None else 1.0)
-
-
-def _in_sample(frame: RowFrame, counts: SliceCounts, keys: list[object]) -> list[Slice]:
+def _in_sample(frame: RowFrame, counts: SliceCounts, keys: list[Conditions]) -> list[Slice]:
     index = {c: i for i, c in enumerate(counts.conditions)}
-    rows = [index[k] for k in keys]  # type: ignore[index]
+    rows = [index[k] for k in keys]
     n = counts.size[rows].sum(axis=1)
     total = counts.total[rows].sum(axis=1)
     low, high = mean_intervals(n, total, counts.binary, 0.95)

@@ -1,11 +1,12 @@
 """Beyond what the metadata says: slices, residual gaps, failure modes and distinctive terms of one run, each
-finding chosen on some rows and confirmed on others (docs/trust.md).
+finding chosen on some rows and tested, as the same rule, on rows that did not choose it (docs/findings.md).
 
-`ResidualPass` reads rows.parquet's light columns once (`strata.read_frame`), picks the fields to adjust for,
-splits the rows into folds of groups (`crossfit.plan_folds`) and accumulates the residual gaps per fold from
-the batches of the metrics' own pass over the activations. `finish` judges the slices fold by fold.
-`describe_classes` streams the activations once more for the concepts any fold may use (`crossfit.PoolRows`),
-judges the concepts and builds, judges and describes the failure modes (`modes.py`, `classterms.py`).
+`ResidualPass` reads rows.parquet's light columns once (`strata.read_frame`), picks the fields to adjust for
+(the in-sample figures shown), plans the repeated grouped splits (`splits.plan_splits`: each split picks its
+own fields and cell means on its choosing half) and accumulates the residual sums per part and per split from
+the batches of the metrics' own pass over the activations. `finish` judges the slices. `describe_classes`
+streams the activations once more for the concepts any split may use (`crossfit.PoolRows`), judges the
+concepts and builds, judges and describes the failure modes (`split_modes.py`, `classterms.py`).
 """
 
 from __future__ import annotations
@@ -28,22 +29,21 @@ from cg_ray.metrics.compute import CGResult
 from cg_ray.profile.classterms import TEXT_COLUMNS, ClassTerms, read_texts
 from cg_ray.profile.crossfit import (
     ConceptCandidates,
-    FoldPlan,
+    ConceptKey,
     PoolRows,
     SliceFinding,
     concept_candidates,
     concept_verdicts,
-    plan_folds,
-    rank_key,
     slice_findings,
 )
-from cg_ray.profile.foldmodes import fold_modes
-from cg_ray.profile.heldout import Verdict, not_tested
+from cg_ray.profile.decision import DECISION, GAMMA, INTERVAL, Alternative, Verdict, not_tested, rank_key, typical_mde
 from cg_ray.profile.modes import ModeClass
 from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, Residuals, residual_order
 from cg_ray.profile.slices import Slice, best_fields, example_rows, weakest_slices
-from cg_ray.profile.strata import RowFrame, expected_scores, parse_adjust_for, read_frame
+from cg_ray.profile.split_modes import split_modes
+from cg_ray.profile.splits import SplitPlan, plan_splits
+from cg_ray.profile.strata import RowFrame, cell_keys, expected_scores, parse_adjust_for, read_frame
 from cg_ray.profile.terms import Terms
 
 __all__ = ["TEXT_COLUMNS", "Beyond", "ResidualPass", "describe_classes", "read_texts", "slices_file"]
@@ -60,17 +60,21 @@ class Beyond:
     expected: npt.NDArray[np.float64]
     residuals: Residuals  # in-sample, every row
     order: npt.NDArray[np.int64]  # eligible concepts with a negative residual, most confidently first
-    plan: FoldPlan
+    plan: SplitPlan
     acc: ResidualAccumulator
     candidates: ConceptCandidates
     slice_findings: list[SliceFinding] = field(default_factory=list)
-    concept_verdicts: dict[object, Verdict] = field(default_factory=dict)  # (concept, "less" | "greater") →
+    n_slice_candidates: int = 0  # every slice some split tested (the slices' family), before de-duplication
+    concept_verdicts: dict[ConceptKey, Verdict] = field(default_factory=dict)
     modes: pa.Table | None = None
     terms: dict[int, Terms] = field(default_factory=dict)  # profile concept → its rows' distinctive terms
     n_mode_candidates: int = 0
+    n_modes_confirmed: int = 0  # of every mode finding, not only those shown
+    top_k: int = 10
 
     def summary(self) -> dict[str, Any]:
         modes = [] if self.modes is None else self.modes.column("confirmed").to_pylist()
+        adjusted = set(self.adjusted_for)
         return {
             "adjusted_for": self.adjusted_for,
             "notes": self.notes,
@@ -80,27 +84,52 @@ class Beyond:
             "n_failure_modes": len(modes),
             "crossfit": {
                 **self.plan.summary(),
+                "decision": DECISION,
+                "interval": INTERVAL,
                 "candidates": {
                     "failure_modes": self.n_mode_candidates,
-                    "slices": len(self.slice_findings),
+                    "slices": self.n_slice_candidates,
                     "concepts": len(self.concept_verdicts),
                 },
                 "confirmed": {
-                    "failure_modes": int(sum(modes)),
+                    "failure_modes": max(int(sum(modes)), self.n_modes_confirmed),
                     "slices": sum(f.verdict.confirmed for f in self.slice_findings),
+                    "slices_beyond_adjusted": sum(
+                        f.verdict.confirmed and not {name for name, _ in f.slice.conditions} <= adjusted
+                        for f in self.slice_findings
+                    ),
                     "concepts": sum(v.confirmed for v in self.concept_verdicts.values()),
                 },
+                "mde_by_size": self.mde_by_size(),
             },
         }
 
-    def concept_verdict(self, c: int, direction: str = "less") -> Verdict:
-        return self.concept_verdicts.get((c, direction), not_tested())
+    def mde_by_size(self) -> list[dict[str, float | int | None]]:
+        """The minimum detectable effect of a failure mode of typical sizes in this suite (80% power, as the
+        first of a split's top-k candidates: the level γ·fdr over its weighted-BH factor), from the scores'
+        mean variance within the cells adjusted for; groups of several rows raise it."""
+        fr = self.frame
+        if not fr.scored.any():
+            return []
+        cells = cell_keys(fr, self.adjusted_for)[fr.scored]
+        y = fr.scores[fr.scored]
+        n_c = np.bincount(cells).astype(np.float64)
+        mean_c = np.bincount(cells, weights=y) / np.maximum(n_c, 1)
+        variance = float(np.mean((y - mean_c[cells]) ** 2))
+        # The first of a split's top-k modes pays weighted BH's k / w₁ = H(k) at most (weights ∝ 1/rank, mean 1).
+        factor = float(np.sum(1.0 / np.arange(1, self.top_k + 1)))
+        level = GAMMA * self.plan.fdr / factor
+        sizes = [n for n in (50, 100, 200, 400, 800, 1600) if n <= fr.scored.sum() / 2]
+        return [{"n_rows": n, "mde": typical_mde(n, int(fr.scored.sum()), variance, level)} for n in sizes]
+
+    def concept_verdict(self, c: int, direction: Alternative = "less") -> Verdict:
+        return self.concept_verdicts.get(ConceptKey(c, direction), not_tested())
 
 
 class ResidualPass:
     """The residual gaps, accumulated batch by batch beside the metrics' own pass (`observe` is handed every
-    batch the aggregation streams), per fold of the cross-fitting, so the activations are read once for all.
-    The metadata frame, the fields adjusted for, the folds and the cell means come first, from the light
+    batch the aggregation streams), per part and per split, so the activations are read once for all. The
+    metadata frame, the fields adjusted for, the splits and their cell means come first, from the light
     columns alone."""
 
     def __init__(
@@ -114,10 +143,11 @@ class ResidualPass:
         self.slices = weakest_slices(fr, cfg.top_k, cfg.slice_order, cfg.slice_min_rows) if fr.codes else []
         self.adjusted_for, self.notes = parse_adjust_for(cfg.adjust_for, fr, best_fields(self.slices))
         self.expected = expected_scores(fr, self.adjusted_for)
-        self.plan = plan_folds(rows, fr, self.adjusted_for, cfg)
+        self.plan = plan_splits(rows, fr, cfg)
+        self.notes += self.plan.notes
         if self.plan.skipped:
             self.notes.append(self.plan.skipped)
-        self.acc = ResidualAccumulator(rows.d_sae, folds=cfg.folds)
+        self.acc = ResidualAccumulator(rows.d_sae, parts=self.plan.n_parts, splits=len(self.plan.items))
         self.seen = 0
         self.path = rows.path
 
@@ -129,7 +159,9 @@ class ResidualPass:
             batch.concept_acts,
             self.frame.scores[here],  # the frame's: the batch's own unless the null check replaced them
             self.expected[here],
-            self.plan.fold[here],
+            self.plan.part[here],
+            [split.expected[here] for split in self.plan.items],
+            [split.choosing[here] for split in self.plan.items],
         )
         self.seen += len(batch)
 
@@ -147,10 +179,21 @@ class ResidualPass:
             order,
             self.plan,
             self.acc,
-            concept_candidates(self.acc, result, self.cfg.top_k, skipped=self.plan.skipped is not None),
+            concept_candidates(self.acc, result, self.plan, self.cfg.top_k),
+            top_k=self.cfg.top_k,
         )
-        beyond.slice_findings = slice_findings(self.frame, self.plan, self.cfg)
+        beyond.slice_findings, beyond.n_slice_candidates = slice_findings(self.frame, self.plan, self.cfg)
+        dropped = sum(f.verdict.n_dropped for f in beyond.slice_findings)
+        if dropped:
+            beyond.notes.append(_dropped_note(dropped, "slices"))
         return beyond
+
+
+def _dropped_note(n: int, kind: str) -> str:
+    return (
+        f"{n} test-half rows of the {kind} shown sat in cells with no other row to compare them with "
+        "(median split) and were left out of their contrasts"
+    )
 
 
 def _positions(rows: RowsFile, model: str | None, frame: RowFrame) -> Iterator[tuple[int, RowBatch]]:
@@ -185,9 +228,13 @@ def describe_classes(
     beyond.concept_verdicts = concept_verdicts(beyond.candidates, pool, beyond.plan)
     book = ClassTerms(rows, beyond.frame, beyond.adjusted_for, seed)
     heads = [[int(c) for c in below] for below in beyond.candidates.below]
-    found = fold_modes(beyond.plan, beyond.frame, beyond.expected, heads, pool, book, cfg)
+    found = split_modes(beyond.plan, beyond.frame, heads, pool, book, cfg)
     beyond.n_mode_candidates = len(found)
+    beyond.n_modes_confirmed = sum(v.confirmed for _, v in found)
     shown = sorted(found, key=lambda m: rank_key(m[1]))[: cfg.top_k]
+    dropped = sum(v.n_dropped for _, v in shown)
+    if dropped:
+        beyond.notes.append(_dropped_note(dropped, "failure modes"))
     wanted: dict[object, tuple[Any, Any]] = {m.members: pool.members(m.members) for m, _ in shown}
     wanted.update({(int(c),): pool.members([int(c)]) for c in concepts})
     terms = book.compute(wanted)
@@ -228,14 +275,22 @@ def mode_description(terms: Terms, members: Sequence[int], labels: dict[int, str
     return f"Rows where concept{'s' if len(members) > 1 else ''} {', '.join(map(str, members[:3]))} fire"
 
 
+def _on_score_scale(x: float | None, baseline: float | None) -> float | None:
+    """A slice's contrast (its mean − the test half's other rows') back on the score scale."""
+    if x is None or baseline is None or not np.isfinite(x):
+        return None
+    return float(np.clip(baseline + x, 0.0, 1.0))
+
+
 def verdict_columns(v: Verdict) -> dict[str, Any]:
     return {
         "p_value": v.p_value,
         "q_value": v.q_value,
         "confirmed": v.confirmed,
-        "folds_selected": v.folds_selected,
+        "splits_selected": v.splits_selected,
         "n_heldout": v.n_heldout,
         "n_clusters": v.n_clusters,
+        "mde": v.mde,
     }
 
 
@@ -280,9 +335,9 @@ def slices_file(beyond: Beyond) -> pa.Table:
             "slice": f.slice.text(fr),
             "conditions": __import__("json").dumps(f.slice.as_dict(fr), ensure_ascii=False),
             "n_rows": f.slice.n_rows,
-            "mean_score": _f(f.verdict.estimate),
-            "low": _f(f.verdict.low),
-            "high": _f(f.verdict.high),
+            "mean_score": _on_score_scale(f.verdict.estimate, f.verdict.baseline),
+            "low": _on_score_scale(f.verdict.low, f.verdict.baseline),
+            "high": _on_score_scale(f.verdict.high, f.verdict.baseline),
             "mean_in_sample": f.slice.mean_score,
             "suite_mean": f.verdict.baseline,
             **verdict_columns(f.verdict),

@@ -17,6 +17,7 @@ additive over rows, so this streams: memory O(d_sae).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,14 +31,17 @@ MIN_N_EFF = 2.0  # below this the interval is undefined (NaN) and the concept is
 
 
 class ResidualAccumulator:
-    """Σ s̃, Σ s̃², Σ s̃ m, Σ s̃ e per concept over scored active rows, kept per fold of the cross-fitting
-    (`folds` = 1: one sum), so the residuals of every fold's training part (all folds but one) come from the
-    same pass as the in-sample ones."""
+    """The residual sums per concept over scored active rows, for the whole suite and for each split's choosing
+    half from the same pass: Σ s̃, Σ s̃², Σ s̃ m per part of the splits (a half's sums are its parts' sum), Σ s̃ e
+    with the run's cell means over every row, and per split Σ s̃ eₛ over its choosing rows with the cell means of
+    that half (`splits.Split.expected`), so no ranking subtracts a mean the test half helped make."""
 
-    def __init__(self, d_sae: int, folds: int = 1) -> None:
+    def __init__(self, d_sae: int, parts: int = 1, splits: int = 0) -> None:
         self.d_sae = d_sae
-        self.folds = folds
-        self.sums = np.zeros((folds, 4, d_sae), dtype=np.float64)
+        self.parts = parts
+        self.part_sums = np.zeros((parts, 3, d_sae), dtype=np.float64)
+        self.e_all = np.zeros(d_sae, dtype=np.float64)
+        self.e_split = np.zeros((splits, d_sae), dtype=np.float64)
 
     def add(
         self,
@@ -46,36 +50,48 @@ class ResidualAccumulator:
         concept_acts: npt.NDArray[np.floating],
         scores: FloatArray,
         expected: FloatArray,
-        fold: npt.NDArray[np.integer] | None = None,
+        part: npt.NDArray[np.integer] | None = None,
+        split_expected: Sequence[FloatArray] = (),
+        choosing: Sequence[npt.NDArray[np.bool_]] = (),
     ) -> None:
-        """Rows as CSR (offsets start at 0) with each row's score (NaN: unscored, skipped), cell mean and fold."""
+        """Rows as CSR (offsets start at 0) with each row's score (NaN: unscored, skipped), cell mean and part;
+        per split, its rows' cell means and whether they choose (the batch's slice of each)."""
         lengths = np.diff(offsets)
-        m, e = np.repeat(scores, lengths), np.repeat(expected, lengths)
+        row_of = np.repeat(np.arange(lengths.size), lengths)
+        m, e = scores[row_of], expected[row_of]
         w = np.asarray(concept_acts, dtype=np.float64)
         ok = (w > 0) & ~np.isnan(m) & ~np.isnan(e)
         if not ok.any():
             return
-        ids, w, m, e = np.asarray(concept_ids, dtype=np.int64)[ok], w[ok], m[ok], e[ok]
-        if fold is not None and self.folds > 1:  # one bincount over (fold, concept) pairs
-            ids = ids + np.repeat(np.asarray(fold, dtype=np.int64), lengths)[ok] * self.d_sae
-        flat = self.sums.reshape(self.folds, 4, self.d_sae)
-        for k, weights in enumerate((w, w * w, w * m, w * e)):
-            flat[:, k, :] += np.bincount(ids, weights=weights, minlength=self.folds * self.d_sae).reshape(
-                self.folds, self.d_sae
+        ids, w, m, e, row_of = np.asarray(concept_ids, dtype=np.int64)[ok], w[ok], m[ok], e[ok], row_of[ok]
+        self.e_all += np.bincount(ids, weights=w * e, minlength=self.d_sae)
+        keyed = ids if part is None or self.parts == 1 else ids + np.asarray(part, np.int64)[row_of] * self.d_sae
+        for k, weights in enumerate((w, w * w, w * m)):  # one bincount over (part, concept) pairs
+            self.part_sums[:, k, :] += np.bincount(keyed, weights=weights, minlength=self.parts * self.d_sae).reshape(
+                self.parts, self.d_sae
             )
+        for s, (e_s, chooses) in enumerate(zip(split_expected, choosing, strict=True)):
+            sel = np.asarray(chooses)[row_of]
+            self.e_split[s] += np.bincount(ids[sel], weights=w[sel] * e_s[row_of[sel]], minlength=self.d_sae)
 
-    def finish(self, confidence: float = 0.95, leave_out: int | None = None) -> Residuals:
-        """The residuals over every fold, or over all folds but `leave_out` (a fold's training part)."""
-        keep = np.arange(self.folds) != (-1 if leave_out is None else leave_out)
-        sums = self.sums[keep].sum(axis=0)  # summed, not subtracted: no cancellation leaves a ghost Σ s̃
-        s_w, s_w2, s_wm, s_we = sums
-        with np.errstate(divide="ignore", invalid="ignore"):
-            chi = np.where(s_w > 0, s_wm / s_w, np.nan)
-            cell = np.where(s_w > 0, s_we / s_w, np.nan)
-            n_eff = np.where(s_w2 > 0, s_w * s_w / s_w2, np.nan)
-        defined = n_eff >= MIN_N_EFF
-        low, high = wilson_interval(np.where(defined, chi, np.nan), n_eff, confidence)
-        return Residuals(chi - cell, np.clip(low - cell, -1.0, 1.0), np.clip(high - cell, -1.0, 1.0), n_eff)
+    def finish(self, confidence: float = 0.95) -> Residuals:
+        """The residuals over every row, against the run's own cell means (the in-sample figures shown)."""
+        return _residuals(self.part_sums.sum(axis=0), self.e_all, confidence)
+
+    def finish_split(self, split: int, parts: npt.NDArray[np.bool_], confidence: float = 0.95) -> Residuals:
+        """The residuals over a split's choosing half (`parts`: its parts), against that half's cell means."""
+        return _residuals(self.part_sums[parts].sum(axis=0), self.e_split[split], confidence)
+
+
+def _residuals(sums: FloatArray, s_we: FloatArray, confidence: float) -> Residuals:
+    s_w, s_w2, s_wm = sums  # summed, not subtracted: no cancellation leaves a ghost Σ s̃
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chi = np.where(s_w > 0, s_wm / s_w, np.nan)
+        cell = np.where(s_w > 0, s_we / s_w, np.nan)
+        n_eff = np.where(s_w2 > 0, s_w * s_w / s_w2, np.nan)
+    defined = n_eff >= MIN_N_EFF
+    low, high = wilson_interval(np.where(defined, chi, np.nan), n_eff, confidence)
+    return Residuals(chi - cell, np.clip(low - cell, -1.0, 1.0), np.clip(high - cell, -1.0, 1.0), n_eff)
 
 
 @dataclass(frozen=True)

@@ -163,9 +163,9 @@ def best_fields(slices: list[Slice]) -> list[str]:
 
 @dataclass(frozen=True)
 class SliceCounts:
-    """Every conjunction with its scored rows and score sums per fold (`size[s, k]`, `total[s, k]`), from one
-    group-by per field combination with the fold as one more key: a fold's training counts are the other
-    folds' sum, so K selections cost about one."""
+    """Every conjunction with its scored rows and score sums per part (`size[s, k]`, `total[s, k]`), from one
+    group-by per field combination with the part as one more key: a split's choosing counts are its parts'
+    sum, so R selections cost about one."""
 
     conditions: list[tuple[tuple[str, int], ...]]
     size: npt.NDArray[np.float64]
@@ -204,16 +204,15 @@ def slice_counts(frame: RowFrame, fold: npt.NDArray[np.integer], folds: int, max
 def training_slices(
     frame: RowFrame,
     counts: SliceCounts,
-    leave_out: int,
+    keep: npt.NDArray[np.bool_],
     top_k: int,
     min_rows: int = DEFAULT_MIN_ROWS,
     duplicate_jaccard: float = DUPLICATE_JACCARD,
     confidence: float = 0.95,
     masks: dict[tuple[tuple[str, int], ...], npt.NDArray[np.bool_]] | None = None,
 ) -> list[Slice]:
-    """The weakest slices on every fold but `leave_out` (ranked and de-duplicated as `weakest_slices`; the
-    duplicate check compares the slices' scored rows over the whole suite, which holds no score)."""
-    keep = np.arange(counts.size.shape[1]) != leave_out
+    """The weakest slices on the parts in `keep` (ranked and de-duplicated as `weakest_slices`; the duplicate
+    check compares the slices' scored rows over the whole suite, which holds no score)."""
     n = counts.size[:, keep].sum(axis=1)
     total = counts.total[:, keep].sum(axis=1)
     ok = np.flatnonzero(n >= min_rows)

@@ -21,10 +21,10 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult
+from cg_ray.profile.decision import Alternative, not_tested
 from cg_ray.profile.descriptions import Descriptions, load_descriptions
 from cg_ray.profile.findings import Beyond, describe_classes, slices_file, verdict_columns
 from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, pool_activity_from_rows
-from cg_ray.profile.heldout import not_tested
 from cg_ray.profile.ranking import coverage_gap_order, strength_order, weakness_order
 
 POOL_FACTOR = 4  # candidates compared for near-duplicates per reported entry
@@ -66,7 +66,7 @@ def profile_table(
     activity: PoolActivity | None,
     descriptions: Descriptions | None = None,
     beyond: Beyond | None = None,
-    direction: str = "less",
+    direction: Alternative = "less",
 ) -> pa.Table:
     u = result.uncertainty
     records: list[dict[str, Any]] = []
@@ -114,7 +114,7 @@ def residual_values(beyond: Beyond | None, c: int) -> dict[str, Any]:
     }
 
 
-def heldout_values(beyond: Beyond | None, c: int, direction: str) -> dict[str, Any]:
+def heldout_values(beyond: Beyond | None, c: int, direction: Alternative) -> dict[str, Any]:
     """Concept c's cross-fitted residual and verdict in the list's direction (below its cells for weaknesses
     and coverage gaps, above for strengths); nulls and not confirmed when no fold made it a candidate."""
     v = beyond.concept_verdict(c, direction) if beyond is not None else not_tested()
@@ -123,8 +123,8 @@ def heldout_values(beyond: Beyond | None, c: int, direction: str) -> dict[str, A
         "residual_heldout_low": v.low,
         "residual_heldout_high": v.high,
         **verdict_columns(v),
-        "p_value": v.p_value if v.folds_selected else None,
-        "q_value": v.q_value if v.folds_selected else None,
+        "p_value": v.p_value if v.splits_selected else None,
+        "q_value": v.q_value if v.splits_selected else None,
     }
 
 

@@ -21,7 +21,15 @@ from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.outputs import read_descriptions, read_themes
 from cg_ray.profile.terms import term_pattern
 from cg_ray.report.examples import salient_rows
-from cg_ray.report.findings import judged_text, measured_text, null_check_text, row_texts, term_shares_text, tried
+from cg_ray.report.findings import (
+    judged_text,
+    measured_text,
+    null_check_text,
+    power_text,
+    row_texts,
+    term_shares_text,
+    tried,
+)
 
 PROFILE_FILES: dict[str, str] = {
     "weaknesses": S.WEAKNESSES_FILE,
@@ -102,7 +110,8 @@ def profile(run: RunDir, kind: str, limit: int) -> dict[str, Any] | None:
     beyond = settings.get("beyond") or {}
     crossfit = beyond.get("crossfit")
     for item in items:  # in the CLI's words
-        item["measured"] = measured_text(item, (crossfit or {}).get("folds"))
+        item["measured"] = measured_text(item, (crossfit or {}).get("splits"))
+        item["power"] = power_text(item, "residual" if kind == "failure_modes" else "difference")
         if kind == "failure_modes":
             item["shares_text"] = term_shares_text(item)
     judged = "confirmed" in table.column_names  # over the whole file: "2 confirmed" whatever the page

@@ -1,9 +1,10 @@
 """How the findings beyond the metadata (failure modes, slices) are said, in words shared by the CLI and the
 explorer's views (cg_ray.report.documents puts them into the run's documents).
 
-Both are judged held out (issue #31): chosen on K-1 folds of grouped rows, measured on the held-out fold. The
-confirmed ones (q-value ≤ the run's FDR) come first; the other candidates sit apart, collapsed and greyed, since
-most of them are noise.
+Both are judged held out (docs/findings.md): each of R grouped splits chooses findings on one half and tests
+them, as the same rule, on the other; confirmed ⇔ the splits' aggregated q-value ≤ the run's FDR. The confirmed
+ones come first; the other candidates sit apart, each with the smallest effect the run could have confirmed
+(its minimum detectable effect at 80% power), since "not confirmed" often means "too few rows to tell".
 """
 
 from __future__ import annotations
@@ -35,25 +36,22 @@ def percent(fraction: float) -> str:
 
 
 def judged_text(crossfit: dict[str, Any] | None) -> str:
-    """'chosen on one half of the rows (identical prompts, 1,834 groups) and measured on the other, both ways;
-    confirmed when both halves confirm at FDR 10%' ('' for a run made before held-out checks)."""
+    """'chosen on one half of the rows and tested on the other, over 10 grouped splits (identical prompts, 1,834
+    groups); confirmed when the splits' q ≤ 10% (their median q × 2)' ('' for a run made before held-out
+    checks)."""
     if not crossfit:
         return ""
-    k = int(crossfit["folds"])
+    if crossfit.get("skipped"):
+        return str(crossfit["skipped"])
     groups = crossfit.get("groups") or {}
     grouped = ""
     if groups.get("rule") and groups.get("n_groups") is not None:
         grouped = f" ({groups['rule']}, {groups['n_groups']:,} groups)"
-    if crossfit.get("skipped"):
-        return str(crossfit["skipped"])
-    if k == 2:  # both halves must confirm (profile.heldout.confirming_share)
-        return (
-            f"chosen on one half of the rows{grouped} and measured on the other, both ways; confirmed when both "
-            f"halves confirm at FDR {percent(crossfit['fdr'])}"
-        )
+    if "splits" not in crossfit:  # a run of the folds version (format 2)
+        return f"chosen on some folds of grouped rows{grouped}, measured on the others"
     return (
-        f"chosen on {k - 1} of {k} folds of grouped rows{grouped}, measured on the {_ordinal(k)}; "
-        f"confirmed when the median fold confirms at FDR {percent(crossfit['fdr'])}"
+        f"chosen on one half of the rows and tested on the other, over {int(crossfit['splits'])} grouped "
+        f"splits{grouped}; confirmed when the splits' q ≤ {percent(crossfit['fdr'])} (their median q × 2)"
     )
 
 
@@ -63,13 +61,23 @@ def q_text(q: float | None) -> str:
     return "q<0.001" if q < 0.001 else f"q={q:.3f}"
 
 
-def measured_text(entry: dict[str, Any], folds: int | None) -> str:
-    """'measured held out on 412 rows (380 groups) in 4 of 5 folds'."""
+def measured_text(entry: dict[str, Any], splits: int | None) -> str:
+    """'tested on 412 held-out rows (380 groups), chosen by 9 of 10 splits'."""
     if entry.get("n_heldout") is None:
         return ""
     groups = f" ({entry['n_clusters']:,} groups)" if entry.get("n_clusters") is not None else ""
-    of = f" of {folds}" if folds else ""
-    return f"measured held out on {entry['n_heldout']:,} rows{groups} in {entry['folds_selected']}{of} folds"
+    chosen = entry.get("splits_selected", entry.get("folds_selected"))
+    of = f" of {splits}" if splits else ""
+    return f"tested on {entry['n_heldout']:,} held-out rows{groups}, chosen by {chosen}{of} splits"
+
+
+def power_text(entry: dict[str, Any], unit: str = "residual") -> str:
+    """'would be confirmed at 80% power from a residual of −0.172 (its minimum detectable effect)' for a
+    candidate; '' when confirmed or when no split could test it."""
+    mde = entry.get("mde")
+    if entry.get("confirmed") or mde is None:
+        return ""
+    return f"too few rows to settle below a {unit} of −{mde:.3f} (its minimum detectable effect at 80% power)"
 
 
 def term_shares_text(entry: dict[str, Any]) -> str:

@@ -1,0 +1,249 @@
+"""The one decision rule of every finding (failure modes, slices, concepts): docs/findings.md.
+
+A finding is a rule on rows. In each of R random grouped splits (`splits.py`) one half chooses the findings
+it would report and the other half tests each of them, the same rule, with a one-sided cluster contrast
+(`heldout.HeldOut.contrast` → `SplitTest`). Within a split, the rules it tested get weighted
+Benjamini–Hochberg q-values (`split_q_values`); a finding that a split chose as several rules pays for each
+(Bonferroni). Over the splits the q-values are combined by Meinshausen, Meier & Bühlmann's quantile rule
+(JASA 2009, §2.2 and their FDR rule §3.3): Q = min(1, q_(k) / γ), q_(k) the k = ⌈γR⌉-th smallest, a split that
+did not choose the finding counting as q = 1 — valid under any dependence between the splits, so the confirmed
+set no longer hangs on one seed.
+
+    confirmed  ⇔  Q ≤ fdr
+
+and nothing else. The interval shown is that same rule turned around: the effects θ it would not reject at
+the `fdr` level, each split's test at its own multiplicity-adjusted level (its BH factor and Bonferroni tries,
+as Benjamini & Yekutieli 2005 adjust the intervals of selected findings to control the false-coverage rate),
+combined over the splits with the same quantile. So the interval excludes 0 exactly when the finding is
+confirmed. The minimum detectable effect (`mde`) is the effect that this rule would confirm with 80% power,
+from the finding's own standard errors and the level it must pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+from cg_ray.arrays import FloatArray
+
+Alternative = Literal["less", "greater"]
+LESS: Alternative = "less"
+GREATER: Alternative = "greater"
+
+GAMMA = 0.5  # Meinshausen's γ: the median split decides
+POWER = 0.8  # the power the minimum detectable effect is stated at
+P_FLOOR = 1e-300  # a p-value of exactly 0 would give an infinite multiplier
+
+# What every output says of the rule (summary.json, the CLI, the report, the explorer and the API quote these).
+DECISION = "confirmed ⇔ q ≤ fdr: q is the splits' median Benjamini–Hochberg q-value × 2 (Meinshausen et al. 2009)"
+INTERVAL = (
+    "the effects the same rule does not reject at the fdr level, each split at its BH-adjusted level "
+    "(Benjamini–Yekutieli false-coverage adjustment): it excludes 0 exactly when the finding is confirmed"
+)
+
+K = TypeVar("K", bound=Hashable)  # a finding's identity: a concept and direction, a slice's conditions, a mode
+
+
+@dataclass(frozen=True)
+class SplitTest:
+    """One rule tested on one split's test half: its contrast with the other rows of the same cells."""
+
+    estimate: float
+    se: float  # nan: too few clusters to test (p = 1)
+    df: int
+    p_value: float
+    n_rows: int
+    n_clusters: int
+    baseline: float = float("nan")  # the mean its rows were compared with
+    n_dropped: int = 0  # its rows in cells with no other row to compare with (left out of the contrast)
+    se_cluster: float = float("nan")  # the CR1 sandwich alone, before the Bernoulli floor
+
+    @property
+    def testable(self) -> bool:
+        return bool(np.isfinite(self.se) and self.se > 0 and self.df >= 1)
+
+    def bound(self, alpha: float, side: Literal["upper", "lower"]) -> float:
+        """The one-sided 1 − α confidence bound of the effect (±inf when the rule was not testable)."""
+        if not self.testable or not 0 < alpha < 1:
+            return math.inf if side == "upper" else -math.inf
+        t = float(stats.t.isf(alpha, self.df))
+        return self.estimate + t * self.se if side == "upper" else self.estimate - t * self.se
+
+
+@dataclass(frozen=True)
+class Tried:
+    """A finding's test in one split, with what that split's multiplicity made of its p-value."""
+
+    test: SplitTest
+    multiplier: float  # q = min(1, multiplier × p): the weighted-BH factor times the split's tries
+
+    @property
+    def q_value(self) -> float:
+        return min(1.0, self.multiplier * max(self.test.p_value, P_FLOOR))
+
+
+def rank_weights(ranks: npt.NDArray[np.integer]) -> FloatArray:
+    """BH weights from the candidates' ranks on the choosing half (1 = the best): ∝ 1/rank, mean 1. They are
+    fixed before the test half is read (Genovese, Roeder & Wasserman 2006)."""
+    w = 1.0 / np.asarray(ranks, dtype=np.float64)
+    out: FloatArray = w / w.mean() if w.size else w
+    return out
+
+
+def split_multipliers(p_values: FloatArray, ranks: npt.NDArray[np.integer]) -> FloatArray:
+    """Per rule of one split: q / p of weighted Benjamini–Hochberg (p / w into BH's step-up), uncapped.
+
+    Written here rather than taken from statsmodels' `multipletests`: the interval needs the factor itself,
+    which multipletests returns only capped at q = 1."""
+    p = np.maximum(np.asarray(p_values, dtype=np.float64), P_FLOOR)
+    if p.size == 0:
+        return p
+    w = rank_weights(ranks)
+    pw = p / w
+    order = np.argsort(pw, kind="stable")
+    m = p.size
+    stepped = pw[order] * m / np.arange(1, m + 1)
+    q_sorted = np.minimum.accumulate(stepped[::-1])[::-1]  # BH's step-up: q_i = min over j ≥ i
+    q = np.empty(m)
+    q[order] = q_sorted
+    out: FloatArray = q / p
+    return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A finding judged over the splits. Figures are None where too few splits chose it to stand for it."""
+
+    estimate: float | None  # the median of its test halves' estimates
+    low: float | None  # the interval the decision rule does not reject (see the module docstring)
+    high: float | None
+    p_value: float
+    q_value: float
+    confirmed: bool  # q_value ≤ fdr: the one rule
+    splits_selected: int
+    n_heldout: int  # scored rows it was tested on (median over the splits that chose it)
+    n_clusters: int
+    baseline: float | None = None
+    mde: float | None = None  # the effect it would be confirmed at with 80% power (units of the estimate)
+    n_dropped: int = 0  # rows left out for lack of comparison rows in their cell (median split)
+
+
+def quantile_rank(splits: int, gamma: float = GAMMA) -> int:
+    """k = ⌈γR⌉: the split whose value decides (1-based)."""
+    return max(1, math.ceil(gamma * splits - 1e-12))
+
+
+def aggregate(
+    tried: Mapping[int, Tried],
+    splits: int,
+    fdr: float,
+    bounds: tuple[float, float] = (-1.0, 1.0),
+    gamma: float = GAMMA,
+) -> Verdict:
+    """A finding's verdict from split → its test there (the splits that did not choose it count as q = 1)."""
+    k = quantile_rank(splits, gamma)
+    q = np.ones(splits)
+    p = np.ones(splits)
+    for s, t in tried.items():
+        q[s], p[s] = t.q_value, t.test.p_value
+    q_agg = min(1.0, float(np.sort(q)[k - 1]) / gamma)
+    p_agg = min(1.0, float(np.sort(p)[k - 1]) / gamma)
+    confirmed = q_agg <= fdr
+    tests = [t for t in tried.values() if t.test.n_rows > 0]
+    if not tests:
+        return Verdict(None, None, None, p_agg, q_agg, confirmed, len(tried), 0, 0)
+    # Each split's test at its own adjusted level γ·fdr / multiplier: its bound crosses 0 exactly when its q
+    # crosses γ·fdr, so the k-th bound crosses 0 exactly when Q crosses fdr.
+    alphas = {s: gamma * fdr / t.multiplier for s, t in tried.items()}
+    upper = np.full(splits, math.inf)
+    lower = np.full(splits, -math.inf)
+    for s, t in tried.items():
+        upper[s] = t.test.bound(alphas[s], "upper")
+        lower[s] = t.test.bound(alphas[s], "lower")
+    high = float(np.sort(upper)[k - 1])
+    low = float(-np.sort(-lower)[k - 1])  # a "greater" finding is confirmed exactly when this is above 0
+    estimate = float(np.median([t.test.estimate for t in tests]))
+
+    def clip(x: float) -> float | None:
+        return float(np.clip(x, *bounds)) if np.isfinite(x) else None
+
+    shown_low, shown_high = clip(low), clip(high)
+    if shown_low is not None and shown_high is not None:
+        estimate = float(np.clip(estimate, shown_low, shown_high))
+    middle = sorted(tests, key=lambda t: t.test.n_rows)[len(tests) // 2].test
+    return Verdict(
+        clip(estimate),
+        shown_low,
+        shown_high,
+        p_agg,
+        q_agg,
+        confirmed,
+        len(tried),
+        middle.n_rows,
+        middle.n_clusters,
+        float(middle.baseline) if np.isfinite(middle.baseline) else None,
+        minimum_detectable_effect(list(tried.values()), gamma * fdr),
+        middle.n_dropped,
+    )
+
+
+def minimum_detectable_effect(tried: list[Tried], level: float, power: float = POWER) -> float | None:
+    """The effect the rule would confirm with `power`: (t at its adjusted level + z at the power) × its standard
+    error, medians over the splits that tested it (`level` = γ·fdr, divided by each split's multiplier)."""
+    ok = [t for t in tried if t.test.testable]
+    if not ok:
+        return None
+    crit = [float(stats.t.isf(min(0.5, level / t.multiplier), t.test.df)) for t in ok]
+    se = [t.test.se for t in ok]
+    return float(np.median(crit) + stats.norm.ppf(power)) * float(np.median(se))
+
+
+def typical_mde(n_rows: int, n_total: int, variance: float, level: float, power: float = POWER) -> float | None:
+    """The minimum detectable effect of a rule holding `n_rows` of `n_total` rows, tested on half of them
+    against the rest of that half, for a score variance `variance` within cells (one row a cluster)."""
+    half, rest = n_rows / 2.0, (n_total - n_rows) / 2.0
+    if half < 2 or rest < 2 or variance <= 0:
+        return None
+    se = math.sqrt(variance * (1.0 / half + 1.0 / rest))
+    return float(stats.norm.isf(level) + stats.norm.ppf(power)) * se
+
+
+def judge(
+    per_split: Sequence[Sequence[tuple[K, SplitTest, int]]], splits: int, fdr: float, bounds: tuple[float, float]
+) -> dict[K, Verdict]:
+    """Every finding's verdict from what each split tested: per split, (finding, its test, its rank on the
+    choosing half) for each rule the split chose. Within a split: weighted BH over its rules; a finding the
+    split chose as several rules keeps its best and pays for each (Bonferroni). Then `aggregate`."""
+    tried: dict[K, dict[int, Tried]] = {}
+    for s, chosen in enumerate(per_split):
+        if not chosen:
+            continue
+        p = np.array([t.p_value for _, t, _ in chosen])
+        ranks = np.array([r for _, _, r in chosen], dtype=np.int64)
+        mult = split_multipliers(p, ranks)
+        tries: dict[K, int] = {}
+        for key, _, _ in chosen:
+            tries[key] = tries.get(key, 0) + 1
+        for (key, t, _), c in zip(chosen, mult, strict=True):
+            here = Tried(t, float(c) * tries[key])
+            best = tried.setdefault(key, {}).get(s)
+            if best is None or here.q_value < best.q_value:
+                tried[key][s] = here
+    return {key: aggregate(per, splits, fdr, bounds) for key, per in tried.items()}
+
+
+def not_tested() -> Verdict:
+    return Verdict(None, None, None, 1.0, 1.0, False, 0, 0, 0)
+
+
+def rank_key(v: Verdict) -> tuple[int, float, float]:
+    """Confirmed first, by the upper end of their interval; then the candidates by q-value."""
+    if v.confirmed:
+        return (0, v.high if v.high is not None else 1.0, v.q_value)
+    return (1, v.q_value, v.high if v.high is not None else 1.0)
