@@ -31,18 +31,26 @@ def write_suite(
     hidden_drop: float = 0.0,
     spread: bool = False,
     answers_per_question: int = 1,
+    four_answer_share: float = 0.0,
 ) -> np.ndarray:
     """Write rows.parquet; return the hidden property's rows (bool per row).
 
     `cell_effects`: cells differ in success rate (else every row has the same); `hidden_share` of the rows
     carry the hidden property, which lowers their success rate by `hidden_drop` in every cell; `spread`: three
     concepts share the property's rows (5 on the first third, 6 on the middle, 7 on the last, overlapping a
-    little), else 5 and 6 both fire on all of them. `answers_per_question` rows share one prompt (a group)."""
+    little), else 5 and 6 both fire on all of them. `answers_per_question` rows share one prompt (a group); with
+    `four_answer_share`, that share of the rows are questions answered 4 times (the rest once)."""
     rng = np.random.default_rng(seed)
-    q = n // answers_per_question
-    types = np.repeat(rng.integers(0, 3, q), answers_per_question)
-    levels = np.repeat(rng.integers(1, 6, q), answers_per_question)
-    hidden = np.repeat(rng.random(q) < hidden_share, answers_per_question)
+    if four_answer_share:
+        many = round(n * four_answer_share / 4)
+        per = np.r_[np.full(many, 4), np.ones(n - 4 * many, np.int64)]
+    else:
+        per = np.full(n // answers_per_question, answers_per_question)
+    q = per.size
+    question = np.repeat(np.arange(q), per)
+    types = rng.integers(0, 3, q)[question]
+    levels = rng.integers(1, 6, q)[question]
+    hidden = (rng.random(q) < hidden_share)[question]
     p = 0.85 - 0.06 * levels if cell_effects else np.full(n, 0.6)
     if cell_effects:
         p = np.where((types == 1) & (levels == 5), 0.15, p)
@@ -71,7 +79,7 @@ def write_suite(
     words = rng.choice(WORDS, size=(q, 6))
     prompts = []
     for i in range(n):
-        text = f"Problem {i // answers_per_question}: {' '.join(words[i // answers_per_question])} the answer."
+        text = f"Problem {question[i]}: {' '.join(words[question[i]])} the answer."
         if hidden[i]:
             text += ' [asy] draw((0,0)--(1,1)); label("A", (0,0)); [/asy] as shown.'
         prompts.append(text)
