@@ -89,6 +89,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PATH",
         help="benchmark JSONL file or directory whose prompts are joined on id (repeatable)",
     )
+    p.add_argument(
+        "--input-format",
+        choices=("auto", "jsonl", "inspect"),
+        default="auto",
+        help="auto: an inspect_ai log for a .eval / .json file or a folder of logs, else scored-rows JSONL",
+    )
+    p.add_argument(
+        "--scorer-name", default=None, help="inspect logs: the scorer whose value is the score (default: the only one)"
+    )
+    p.add_argument(
+        "--skip-missing-scores",
+        action="store_true",
+        help="inspect logs: skip (and count) samples without that score instead of refusing the log",
+    )
     p.add_argument("--model", default=None, help="keep only rows of this evaluated model")
     p.add_argument("--limit", type=int, default=None, help="keep the first N rows")
     p.add_argument("--allow-missing-scores", action="store_true", help="accept rows whose score is null")
@@ -105,22 +119,59 @@ def _extract(args: argparse.Namespace) -> int:
     Read scored JSONL rows, compute s̃ per row with the reader, write rows.parquet and a manifest beside it."""
     from cg_ray.activations.extract import ExtractJob, run_extract
 
-    manifest = run_extract(
-        ExtractJob(
-            input=args.input,
-            out=args.out,
-            text=args.text,
-            chat_template=args.chat_template,
-            require_score=not args.allow_missing_scores,
-            join_benchmarks=tuple(args.join_benchmarks),
-            model=args.model,
-            limit=args.limit,
-            reader=reader_config(args),
+    converted = _inspect_rows(args)
+    try:
+        manifest = run_extract(
+            ExtractJob(
+                input=converted or args.input,
+                out=args.out,
+                text=args.text,
+                chat_template=args.chat_template,
+                require_score=not args.allow_missing_scores,
+                join_benchmarks=tuple(args.join_benchmarks),
+                model=None if converted else args.model,
+                limit=None if converted else args.limit,
+                reader=reader_config(args),
+            )
         )
-    )
+    except BaseException:
+        if converted is not None:  # nothing half-written: the converted input goes with a failed extract
+            converted.unlink(missing_ok=True)
+        raise
     c, t = manifest["counts"], manifest["timings_s"]
     print(
         f"wrote {manifest['output']}: {c['rows']} rows, d_sae {manifest['d_sae']}, "
         f"{c['tokens_counted']} tokens counted, {t['rows_per_s']} rows/s, {t['tokens_per_s']} tokens/s"
     )
     return 0
+
+
+def _is_inspect(args: argparse.Namespace) -> bool:
+    if args.input_format != "auto":
+        return bool(args.input_format == "inspect")
+    return bool(args.input.is_dir() or args.input.suffix in (".eval", ".json"))
+
+
+def _inspect_rows(args: argparse.Namespace) -> Path | None:
+    """For inspect_ai logs: their rows, written as scored-rows JSONL beside the output (`OUT.input.jsonl`,
+    the input the extract manifest names); None for a JSONL input."""
+    from cg_ray.errors import ConfigError
+
+    if not _is_inspect(args):
+        if args.scorer_name is not None or args.skip_missing_scores:
+            raise ConfigError("--scorer-name and --skip-missing-scores apply to inspect_ai logs only")
+        return None
+    from cg_ray.benchmarks import load_source
+    from cg_ray.benchmarks.inspect import write_scored_rows
+    from cg_ray.benchmarks.sources import InspectSource
+
+    source = InspectSource(
+        kind="inspect",
+        path=str(args.input),
+        scorer_name=args.scorer_name,
+        missing_score="skip" if args.skip_missing_scores else "error",
+        model=args.model,
+        limit=args.limit,
+    )
+    rows = load_source(source)
+    return write_scored_rows(rows, args.out.with_name(args.out.name.removesuffix(".parquet") + ".input.jsonl"))
