@@ -112,11 +112,14 @@ def _print_profile(run: RunDir) -> None:
     modes = run.file(S.FAILURE_MODES_FILE)
     if modes.is_file() and (entries := pq.read_table(modes).to_pylist()):
         adjusted = ", ".join(entries[0]["adjusted_for"]) or "nothing: the suite mean"
-        print(f"failure modes beyond the metadata (adjusted for {adjusted}; held-out residual [95% interval], rows):")
+        print(
+            f"failure modes beyond the metadata (adjusted for {adjusted}; held-out residual [interval: it excludes 0 "
+            "exactly when confirmed], rows):"
+        )
         _print_judged(entries, ("failure mode", "failure_modes", S.FAILURE_MODES_FILE), crossfit, _mode_line)
     slices = run.file(S.SLICES_FILE)
     if slices.is_file() and (entries := pq.read_table(slices).to_pylist()):
-        print("weakest slices (held-out mean score [95% interval] vs the other held-out rows', scored rows):")
+        print("weakest slices (held-out mean score [interval of the rule] vs the other held-out rows', scored rows):")
         _print_judged(entries, ("slice", "slices", S.SLICES_FILE), crossfit, _slice_line)
     path = run.file(S.WEAKNESSES_FILE)
     if not path.is_file():

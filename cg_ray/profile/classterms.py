@@ -16,12 +16,10 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from cg_ray.arrays import FloatArray, IntArray
 from cg_ray.artifacts.rows import RowsFile
 from cg_ray.profile.strata import RowFrame, cell_keys
 from cg_ray.profile.terms import Terms, distinctive_terms
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 SAMPLE_ROWS = 200  # rows of a class read for its terms
 BACKGROUND_ROWS = 4000  # the suite's sample the backgrounds are drawn from

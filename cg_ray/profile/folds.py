@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cg_ray import schemas as S
+from cg_ray.arrays import IntArray
 from cg_ray.artifacts.row_batch import RowsFile
 from cg_ray.errors import InputError
 from cg_ray.profile.metadata import value_text
@@ -43,7 +44,6 @@ GROUP = "group"
 PROMPT = "prompt"
 DEFAULT_FOLDS = 5
 
-IntArray = npt.NDArray[np.int64]
 FoldArray = npt.NDArray[np.int8]
 
 

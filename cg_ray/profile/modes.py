@@ -1,17 +1,16 @@
-"""Failure modes: groups of concepts that fire on the same rows, ranked by how far those rows score below
-what their own metadata cells predict.
+"""Failure modes: groups of concepts that fire on the same rows, and how one split builds and ranks them on
+its choosing half (`split_modes.py` runs them per split; docs/failure_modes.md).
 
-The pool is the head of the residual order (`residual.residual_order`, concepts with a negative residual).
-Concepts are grouped greedily in rank order: each joins the first better-ranked group whose leading concept's
-active-row set it overlaps with Jaccard ≥ `mode_jaccard` (0.3, as the themes), else starts a group. A mode's
-rows are the rows where any member is active; its residual is the plain mean of r = score − e over its
-scored rows, with a Wilson-based interval (`summarise`), and modes are ranked by that interval's upper end.
-
-One effect, one mode (`fold_modes`, run on each fold's training part): a group whose rows lie mostly inside
-a better one's (≥ `CONTAINED` of the smaller) is merged into it, and so is a group whose distinctive terms
-share a content word with a better one's among their first `TERMS_COMPARED` ("-- draw" and "linewidth
-draw" are one failure: figures), members and rows united, so every figure is recomputed for the merged mode.
-`ClassStats` streams the row statistics of given classes (validation, mode explanations).
+`group_modes` / `group_near_duplicates`: concepts are grouped greedily in rank order, each joining the first
+better-ranked group whose leading concept's active rows it overlaps with Jaccard ≥ `mode_jaccard` (0.3, as
+the themes). A mode is a rule on rows, `ModeClass`: its concepts and every row where one of them fires.
+`training_rank` ranks modes on the choosing rows by the upper end of the Wilson interval of their mean
+score less their mean cell mean (the choosing half's own cell means). One effect, one mode: `merge_contained`
+merges a mode whose rows lie mostly inside a better one's (≥ `CONTAINED` of the smaller), `merge_by_terms`
+one whose distinctive terms share a content word with a better one's among their first `TERMS_COMPARED`
+("-- draw" and "linewidth draw" are one failure: figures), members and rows united, so every figure is
+recomputed for the merged mode. `ClassStats` / `summarise` / `rank_modes` stream the row statistics of given
+classes of concepts (the validation's concept-ranking baselines and the mode explanations use them).
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
+from cg_ray.arrays import FloatArray, IntArray
 from cg_ray.metrics.uncertainty import wilson_interval
 from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, top_per_group
 
@@ -31,9 +31,6 @@ DUPLICATE_JACCARD = 0.8
 TERMS_COMPARED = 4  # distinctive terms whose content words are compared when merging modes
 CONTAINED = 0.5  # share of the smaller mode's rows inside the other's that makes them one mode
 KEEP_ROWS = 200  # the most activating rows kept per class (examples and distinctive terms)
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 
 def group_modes(head: Sequence[int], activity: PoolActivity, threshold: float = MODE_JACCARD) -> list[list[int]]:

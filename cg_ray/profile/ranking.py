@@ -19,12 +19,11 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from cg_ray.arrays import IntArray
 from cg_ray.metrics.compute import UNDER, CGResult
 
 RankBy = Literal["x_model", "upper_bound", "adjusted_gap"]
 RANK_BY: tuple[RankBy, ...] = ("x_model", "upper_bound", "adjusted_gap")
-
-IntArray = npt.NDArray[np.int64]
 
 
 def eligible(result: CGResult) -> npt.NDArray[np.bool_]:

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from cg_ray.arrays import FloatArray
 from cg_ray.metrics.uncertainty import wilson_interval
-
-FloatArray = npt.NDArray[np.float64]
 
 MIN_N_EFF = 2.0  # below this the interval is undefined (NaN) and the concept is not ranked
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cg_ray import schemas as S
+from cg_ray.arrays import FloatArray, IntArray
 from cg_ray.artifacts.row_batch import RowsFile, cast_column
 from cg_ray.errors import InputError
 from cg_ray.profile.metadata import MAX_VALUES, MetadataCoder
@@ -27,8 +28,6 @@ MIN_CELL_ROWS = 5  # a cell with fewer scored rows borrows its parent's mean (dr
 MISSING = "(missing)"
 GROUP_FIELD = "group"  # metadata field naming the rows that belong together (profile.folds)
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 Codes = npt.NDArray[np.int32]
 
 

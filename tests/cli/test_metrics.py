@@ -221,11 +221,13 @@ def test_errors_in_later_batches_name_the_file_row(write_rows, tmp_path: Path, c
         accumulate_rows(open_rows(write_rows(rows, d_sae=5)), batch_rows=8)
 
 
-# ---- findings judged held out (issue #31): --folds / --fdr, and what `cg-ray metrics` prints of them
+# ---- findings judged held out (issues #31, #38): --splits / --fdr, and what `cg-ray metrics` prints of them
 
 
-@pytest.mark.parametrize(("option", "value"), [("--fdr", "0"), ("--fdr", "1.5"), ("--fdr", "1"), ("--folds", "1")])
-def test_folds_and_fdr_out_of_range_are_refused_naming_the_option(
+@pytest.mark.parametrize(
+    ("option", "value"), [("--fdr", "0"), ("--fdr", "1.5"), ("--fdr", "1"), ("--splits", "1"), ("--splits", "51")]
+)
+def test_splits_and_fdr_out_of_range_are_refused_naming_the_option(
     option, value, write_rows, tmp_path: Path, capsys
 ) -> None:
     path = write_rows(ROWS, d_sae=5)
@@ -234,13 +236,13 @@ def test_folds_and_fdr_out_of_range_are_refused_naming_the_option(
     assert not (tmp_path / "run").exists()
 
 
-def test_folds_and_fdr_reach_the_metrics_config() -> None:
+def test_splits_and_fdr_reach_the_metrics_config() -> None:
     from cg_ray.cli import build_parser
     from cg_ray.cli.metrics import metrics_config_from_args
 
-    args = build_parser().parse_args(["metrics", "--rows", "r", "--out", "o", "--folds", "3", "--fdr", "0.05"])
+    args = build_parser().parse_args(["metrics", "--rows", "r", "--out", "o", "--splits", "20", "--fdr", "0.05"])
     config = metrics_config_from_args(args)
-    assert (config.folds, config.fdr) == (3, 0.05)
+    assert (config.splits, config.fdr) == (20, 0.05)
     assert metrics_config_from_args(build_parser().parse_args(["metrics", "--rows", "r", "--out", "o"])).fdr == 0.1
 
 
@@ -257,8 +259,9 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
     _print_profile(RunDir(run_dir))
     out = capsys.readouterr().out
     assert (
-        "findings (failure modes, slices, concepts) chosen on 4 of 5 folds of grouped rows (identical prompts, "
-        "1,834 groups), measured on the 5th; confirmed when the median fold confirms at FDR 10%" in out
+        "findings (failure modes, slices, concepts) chosen on one half of the rows and tested on the other, over "
+        "10 grouped splits (identical prompts, 1,834 groups); confirmed when the splits' q ≤ 10% (their median q × 2)"
+        in out
     )
     lines = out.splitlines()
     first = next(i for i, line in enumerate(lines) if "Rows with “draw”" in line)
@@ -266,15 +269,18 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
     assert "q=0.003" in lines[first] and "candidate" not in lines[first]
     assert (
         lines[first + 1]
-        == "  4 candidates not confirmed (q > 0.1, or an interval reaching no difference): see failure_modes.parquet"
+        == "  4 candidates not confirmed (q > 0.1; MDE: the effect each would be confirmed at, 80% power): "
+        "see failure_modes.parquet"
     )
     listed = [line for line in lines if line.lstrip().startswith("candidate") and "Rows with" in line]
     assert len(listed) == 3 and "Rows with “pawn”" in listed[0] and "bishop" not in out  # at most 3, marked
+    assert all("MDE 0.172" in line for line in listed)  # each candidate with its minimum detectable effect
     geometry = next(i for i, line in enumerate(lines) if line.endswith("task=geometry"))
     assert "0.300 [0.250, 0.360] vs 0.600" in lines[geometry] and "q=0.004" in lines[geometry]
     assert (
         lines[geometry + 1]
-        == "  1 candidate not confirmed (q > 0.1, or an interval reaching no difference): see slices.parquet"
+        == "  1 candidate not confirmed (q > 0.1; MDE: the effect each would be confirmed at, 80% power): "
+        "see slices.parquet"
     )
     assert "candidate" in lines[geometry + 2] and lines[geometry + 2].endswith("task=algebra")
 

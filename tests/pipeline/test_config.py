@@ -147,9 +147,9 @@ def test_bad_reader_packing_and_compile_settings_name_file_and_key_path(tmp_path
     assert f"{p}: reader.min_shared_tokens: Input should be greater than or equal to 1" in msg
 
 
-def test_out_of_range_fdr_and_folds_name_their_key(tmp_path: Path) -> None:
-    # cross-fitting (issue #31): fdr strictly in (0, 1), at least 2 folds
-    p, msg = _refused(tmp_path, "benchmarks: [{kind: probes}]\nmetrics: {fdr: 2, folds: 1}\n")
+def test_out_of_range_fdr_and_splits_name_their_key(tmp_path: Path) -> None:
+    # held-out findings (issues #31, #38): fdr strictly in (0, 1), at least 2 splits
+    p, msg = _refused(tmp_path, "benchmarks: [{kind: probes}]\nmetrics: {fdr: 2, splits: 1}\n")
     assert f"{p}: metrics.fdr: Input should be less than 1" in msg
-    assert f"{p}: metrics.folds: Input should be greater than or equal to 2" in msg
+    assert f"{p}: metrics.splits: Input should be greater than or equal to 2" in msg
     assert parse_run_config({"benchmarks": [{"kind": "probes"}], "metrics": {"fdr": 0.05}}).metrics.fdr == 0.05
