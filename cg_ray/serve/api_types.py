@@ -159,15 +159,32 @@ class ConceptDetail(ConceptRow):
 
 
 class Verdict(BaseModel):
-    """How a finding fared held out (issue #31): chosen on K-1 folds of grouped rows, measured on the held-out
-    fold. Null throughout for a run made before these checks."""
+    """How a finding fared held out (docs/findings.md): a rule chosen on one half of each of R repeated grouped
+    splits and tested, as the same rule, on the other half; one decision rule, `confirmed` ⇔ q_value ≤ the
+    run's fdr. Null throughout for a run made before these checks."""
 
-    p_value: float | None = Field(None, description="held-out p-value (the folds' aggregated)")
-    q_value: float | None = Field(None, description="Benjamini-Hochberg q-value over the candidates")
-    confirmed: bool | None = Field(None, description="q_value ≤ the run's fdr; false: a candidate, likely noise")
-    folds_selected: int | None = Field(None, description="in how many of the K folds' selections it was chosen")
-    n_heldout: int | None = Field(None, description="held-out scored rows it was measured on")
+    p_value: float | None = Field(None, description="held-out p-value: the splits' aggregated (twice their median)")
+    q_value: float | None = Field(
+        None, description="the splits' within-split Benjamini-Hochberg q-values aggregated (twice their median)"
+    )
+    confirmed: bool | None = Field(
+        None, description="q_value ≤ the run's fdr (the one decision rule); false: a candidate, see mde"
+    )
+    splits_selected: int | None = Field(None, description="how many of the R splits chose it")
+    n_heldout: int | None = Field(None, description="held-out scored rows it was tested on (the median split)")
     n_clusters: int | None = Field(None, description="row groups among them (the interval's clusters)")
+    mde: float | None = Field(
+        None,
+        description="minimum detectable effect at 80% power: the effect it would be confirmed at, in the units "
+        "of its estimate (failure modes: a residual; slices and concepts: the contrast); null when no split "
+        "could test it",
+    )
+    measured: str | None = Field(
+        None, description="in words: 'tested on 412 held-out rows (380 groups), chosen by 9 of 10 splits'"
+    )
+    power: str | None = Field(
+        None, description="in words, for a candidate: the smallest effect this run could confirm ('' if confirmed)"
+    )
 
 
 class ProfileEntry(Verdict):
@@ -215,7 +232,7 @@ class SliceEntry(Verdict):
     high: float | None
     mean_in_sample: float | None = Field(None, description="mean score over every scored row of the slice")
     suite_mean: float | None = Field(
-        None, description="what the held-out mean is compared with: the same fold's rows outside the slice"
+        None, description="what the held-out mean is compared with: the same split's held-out rows outside the slice"
     )
     example_row_ids: list[str]
 
@@ -245,15 +262,31 @@ class FailureModeEntry(Verdict):
     detection_score: float | None = None
 
 
+class MdeAtSize(BaseModel):
+    n_rows: int = Field(description="a failure mode of this many rows")
+    mde: float | None = Field(description="the residual it needs to be confirmed 80% of the time (a magnitude)")
+
+
 class Crossfit(_Open):
     """summary.json's profile.beyond.crossfit: how findings were judged held out, and how many passed."""
 
-    folds: int
+    splits: int | None = Field(
+        None,
+        description="R: repeated grouped splits, each choosing findings on one half and testing them on the other "
+        "(null: a run made before them, judged over `folds`)",
+    )
+    parts: int | None = Field(None, description="parts of grouped rows the splits are drawn from")
     fdr: float
     seed: int | None = None
     groups: dict[str, Any] = Field({}, description="how rows were grouped: rule, n_groups")
-    candidates: dict[str, int] = Field({}, description="candidates tried, per kind")
-    confirmed: dict[str, int] = Field({}, description="confirmed, per kind")
+    decision: str | None = Field(None, description="the decision rule, in a sentence")
+    interval: str | None = Field(None, description="what the intervals shown are, in a sentence")
+    candidates: dict[str, int] = Field({}, description="family sizes: candidates tried, per kind")
+    confirmed: dict[str, int] = Field(
+        {}, description="confirmed, per kind (failure_modes, slices, slices_beyond_adjusted, concepts)"
+    )
+    mde_by_size: list[MdeAtSize] = Field([], description="the minimum detectable residual of a mode, by its size")
+    skipped: str | None = Field(None, description="why nothing was judged (too few groups)")
 
 
 class _ProfileBase(BaseModel):
@@ -263,6 +296,8 @@ class _ProfileBase(BaseModel):
     confidence: float | None
     total: int
     n_confirmed: int | None = Field(None, description="entries of the whole file confirmed held out")
+    judged: str | None = Field(None, description="how findings were judged, in words ('' before held-out checks)")
+    tried: str | None = Field(None, description="'61 candidates tried': the family's size, in words")
     crossfit: Crossfit | None = Field(None, description="null: a run made before held-out checks")
 
 

@@ -1,6 +1,8 @@
-"""A run directory written by hand in the held-out format of issue #31 (failure modes, slices and a weakness
-profile with their verdicts), for the tests of what presents them: the report, `cg-ray metrics` and the API.
-Written against the schema constants, so a column the producers add or drop breaks these tests too."""
+"""A run directory written by hand in the held-out format of issue #38 (failure modes, slices and a weakness
+profile with their verdicts: chosen by some of R repeated grouped splits, tested on the other halves, each
+candidate with its minimum detectable effect), for the tests of what presents them: the report, `cg-ray
+metrics` and the API. Written against the schema constants, so a column the producers add or drop breaks these
+tests too."""
 
 from __future__ import annotations
 
@@ -13,20 +15,35 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 
+DECISION = "confirmed ⇔ q ≤ fdr: q is the splits' median Benjamini–Hochberg q-value × 2 (Meinshausen et al. 2009)"
+INTERVAL = "the effects the same rule does not reject at the fdr level: it excludes 0 exactly when confirmed"
 CROSSFIT = {
-    "folds": 5,
+    "splits": 10,
+    "parts": 20,
     "fdr": 0.1,
     "seed": 0,
     "groups": {"rule": "identical prompts", "n_groups": 1834},
+    "decision": DECISION,
+    "interval": INTERVAL,
     "candidates": {"failure_modes": 61, "slices": 240, "concepts": 400},
-    "confirmed": {"failure_modes": 1, "slices": 1, "concepts": 1},
+    "confirmed": {"failure_modes": 1, "slices": 1, "slices_beyond_adjusted": 0, "concepts": 1},
+    "mde_by_size": [{"n_rows": 50, "mde": 0.297}, {"n_rows": 100, "mde": 0.211}, {"n_rows": 200, "mde": 0.15}],
 }
-VERDICT = {"p_value": 0.4, "q_value": 0.62, "confirmed": False, "folds_selected": 2, "n_heldout": 90, "n_clusters": 80}
+VERDICT = {
+    "p_value": 0.4,
+    "q_value": 0.62,
+    "confirmed": False,
+    "splits_selected": 4,
+    "n_heldout": 90,
+    "n_clusters": 80,
+    "mde": 0.172,
+}
 
 
 def mode(rank: int, confirmed: bool, term: str, **changes: Any) -> dict[str, Any]:
     """One failure mode whose rows hold `term`; confirmed ones get a small q-value."""
-    verdict = {"p_value": 0.0004, "q_value": 0.003, "confirmed": True, "folds_selected": 5, "n_heldout": 412}
+    verdict = {"p_value": 0.0004, "q_value": 0.003, "confirmed": True, "splits_selected": 9, "n_heldout": 412}
+    verdict |= {"mde": 0.09}
     return {
         "rank": rank,
         "description": f"Rows with “{term}”",
@@ -42,7 +59,7 @@ def mode(rank: int, confirmed: bool, term: str, **changes: Any) -> dict[str, Any
         "residual_low": -0.3 if confirmed else -0.15,
         "residual_high": -0.12 if confirmed else 0.07,
         "residual_in_sample": -0.24,
-        **(VERDICT | (verdict if confirmed else {}) | {"n_clusters": 380}),
+        **(VERDICT | (verdict | {"n_clusters": 380} if confirmed else {})),
         "adjusted_for": ["task"],
         "example_row_ids": [f"r{rank}"],
         **changes,
@@ -50,7 +67,8 @@ def mode(rank: int, confirmed: bool, term: str, **changes: Any) -> dict[str, Any
 
 
 def slice_(rank: int, confirmed: bool, task: str, **changes: Any) -> dict[str, Any]:
-    verdict = {"p_value": 0.0008, "q_value": 0.004, "confirmed": True, "folds_selected": 5, "n_heldout": 300}
+    verdict = {"p_value": 0.0008, "q_value": 0.004, "confirmed": True, "splits_selected": 10, "n_heldout": 300}
+    verdict |= {"mde": 0.06}
     return {
         "rank": rank,
         "slice": f"task={task}",

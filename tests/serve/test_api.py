@@ -135,7 +135,9 @@ def test_upload_analysis_results_end_to_end(client, key, settings) -> None:
     assert all(s["conditions"] in ({"benchmark": "math"}, {"benchmark": "trivia"}) for s in sl["items"])
     # judged held out: confirmed slices first; the held-out mean (null without held-out rows) in its interval
     assert [s["confirmed"] for s in sl["items"]] == sorted((s["confirmed"] for s in sl["items"]), reverse=True)
-    assert sl["n_confirmed"] == sum(s["confirmed"] for s in sl["items"]) and sl["crossfit"]["folds"] == 2
+    assert sl["n_confirmed"] == sum(s["confirmed"] for s in sl["items"]) and sl["crossfit"]["splits"] == 10
+    assert "folds" not in sl["crossfit"] and sl["crossfit"]["decision"].startswith("confirmed ⇔ q ≤ fdr")
+    assert all(1 <= s["splits_selected"] <= 10 and "folds_selected" not in s for s in sl["items"])
     assert all(s["mean_score"] is None or s["low"] <= s["mean_score"] <= s["high"] for s in sl["items"])
     assert all(s["n_rows"] == 20 and 0 <= s["mean_in_sample"] <= 1 for s in sl["items"])
     modes = client.get(f"/v1/analyses/{aid}/weaknesses", headers=key, params={"kind": "failure_modes"}).json()
@@ -368,7 +370,7 @@ def test_score_endpoint(client, key) -> None:
 def test_upload_metadata_reaches_slices_and_residual_gaps(client, key) -> None:
     # 120 rows, one benchmark; `kind` is metadata. Rows of kind "hard" fail, and so do rows with "diagram"
     # in every kind: the slice names the first, the failure mode (adjusted for kind) the second. (120: the
-    # hard slice's 40 rows keep ≥ slice_min_rows on the 4 of 5 folds it is chosen on.)
+    # hard slice's 40 rows keep ≥ slice_min_rows on the halves it is chosen on.)
     rows = [
         {
             "id": f"r{i}",
@@ -396,11 +398,12 @@ def test_upload_metadata_reaches_slices_and_residual_gaps(client, key) -> None:
 
 
 def test_confirmed_findings_come_first_in_the_api(service, tmp_path) -> None:
-    """A run written by hand in the held-out format (issue #31): confirmed entries first, then the candidates,
-    each with its verdict; the whole file's count of confirmed ones and how they were judged beside them."""
+    """A run written by hand in the held-out format (issue #38): confirmed entries first, then the candidates,
+    each with its verdict and its minimum detectable effect; the whole file's count of confirmed ones and how
+    they were judged (the decision rule, the MDE by mode size) beside them."""
     from cg_ray.serve.db import Analysis
     from cg_ray.serve.keys import create_key
-    from tests.report.crossfit_run import mode, slice_, weakness, write_run
+    from tests.report.crossfit_run import DECISION, INTERVAL, mode, slice_, weakness, write_run
 
     client, store = service
     owner, raw = create_key(store, "carol")
@@ -429,7 +432,20 @@ def test_confirmed_findings_come_first_in_the_api(service, tmp_path) -> None:
     first, candidate = modes["items"]
     assert (first["description"], first["confirmed"], first["q_value"]) == ("Rows with “draw”", True, 0.003)
     assert (candidate["description"], candidate["confirmed"]) == ("Rows with “pawn”", False)
-    assert first["n_heldout"] == 412 and first["folds_selected"] == 5 and first["residual_in_sample"] == -0.24
+    assert first["n_heldout"] == 412 and first["splits_selected"] == 9 and first["residual_in_sample"] == -0.24
+    assert first["measured"] == "tested on 412 held-out rows (380 groups), chosen by 9 of 10 splits"
+    assert first["power"] == "" and "folds_selected" not in first
+    # a candidate: its minimum detectable effect, in figures and in words
+    assert candidate["mde"] == 0.172 and candidate["splits_selected"] == 4
+    assert candidate["power"] == (
+        "too few rows to settle below a residual of −0.172 (its minimum detectable effect at 80% power)"
+    )
+    crossfit = modes["crossfit"]
+    assert (crossfit["splits"], crossfit["parts"], crossfit["decision"]) == (10, 20, DECISION)
+    assert crossfit["interval"] == INTERVAL and crossfit["confirmed"]["slices_beyond_adjusted"] == 0
+    assert crossfit["mde_by_size"][:2] == [{"n_rows": 50, "mde": 0.297}, {"n_rows": 100, "mde": 0.211}]
+    assert modes["judged"].startswith("chosen on one half of the rows and tested on the other, over 10 grouped")
+    assert modes["tried"] == "61 candidates tried"
     assert first["term_shares"] == [0.62, 0.4] and first["background_shares"] == [0.08, 0.1]
     assert "variants" not in first and first["examples"][0]["row_id"] == "r1"
     slices = client.get(url, headers=headers, params={"kind": "slices"}).json()
@@ -440,3 +456,10 @@ def test_confirmed_findings_come_first_in_the_api(service, tmp_path) -> None:
         (7, True, -0.18),
         (9, False, None),
     ]
+    assert weak["items"][0]["mde"] == 0.172 and weak["items"][0]["power"] == ""  # confirmed: no power said
+    # A run judged over folds (format 2, before repeated splits) is still served: its crossfit as written.
+    old = {"folds": 2, "fdr": 0.1, "groups": {"rule": "identical prompts", "n_groups": 1834}}
+    write_run(run_dir, [mode(1, False, "pawn")], [slice_(1, False, "algebra")], crossfit=old)
+    before = client.get(url, headers=headers, params={"kind": "failure_modes"})
+    assert before.status_code == 200, before.text
+    assert before.json()["crossfit"]["folds"] == 2 and before.json()["crossfit"]["splits"] is None
