@@ -52,6 +52,8 @@ def test_report_shows_validation_when_given(run_dir: Path, tmp_path: Path) -> No
 
 
 def test_report_is_the_app_with_the_run_embedded_and_offline(run_dir: Path) -> None:
+    from cg_ray.report.findings import power_text
+
     assert main(["report", str(run_dir)]) == 0
     page = (run_dir / "report.html").read_text(encoding="utf-8")
     view = embedded(run_dir)
@@ -66,8 +68,17 @@ def test_report_is_the_app_with_the_run_embedded_and_offline(run_dir: Path) -> N
         assert first[key] == weaknesses[0][key], key  # the numbers the app draws are the run's, exactly
     # failure modes and slices judged held out, in the CLI's words
     modes = view["profiles"]["failure_modes"]
-    assert modes["judged"].startswith("chosen on one half of the rows (one row each, ")
-    assert modes["judged"].endswith("confirmed when both halves confirm at FDR 10%")
+    assert modes["judged"].startswith("chosen on one half of the rows and tested on the other, over 10 grouped splits")
+    assert modes["judged"].endswith("confirmed when the splits' q ≤ 10% (their median q × 2)")
+    crossfit = summary["profile"]["beyond"]["crossfit"]
+    assert modes["crossfit"] == crossfit and crossfit["decision"].startswith("confirmed ⇔ q ≤ fdr")
+    assert crossfit["mde_by_size"] and all(0 < s["mde"] < 1 for s in crossfit["mde_by_size"])
+    for m in modes["items"]:  # every candidate with its power, said as the CLI says it
+        assert 1 <= m["splits_selected"] <= 10 and m["measured"].endswith(
+            f"chosen by {m['splits_selected']} of 10 splits"
+        )
+        assert m["power"] == ("" if m["confirmed"] or m["mde"] is None else power_text(m))
+    assert any(m["power"].startswith("too few rows to settle below a residual of −") for m in modes["items"])
     assert "slices" in view["profiles"] and view["robustness"]["subsampling"]["repeats"] == 3
     # Everything inline: the app's scripts and style, no script or stylesheet fetched from anywhere.
     assert not re.search(r"<script[^>]+src=", page) and not re.search(r"<link[^>]+href=", page)
@@ -132,7 +143,7 @@ def test_report_of_a_non_run_directory(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "report.html").exists()
 
 
-# ---- findings judged held out (issue #31), on a run directory written by hand in the new format: the
+# ---- findings judged held out (issue #38), on a run directory written by hand in the new format: the
 # documents here, their rendering in tests/report/test_report_browser.py
 
 
@@ -148,14 +159,27 @@ def test_profile_documents_carry_the_verdicts_in_the_cli_words(tmp_path: Path) -
     )
     modes = profile(RunDir(run_dir), "failure_modes", 50)
     assert modes is not None and modes["n_confirmed"] == 1 and modes["tried"] == "61 candidates tried"
-    assert modes["judged"].startswith("chosen on 4 of 5 folds of grouped rows (identical prompts, 1,834 groups)")
-    first = modes["items"][0]
-    assert first["measured"] == "measured held out on 412 rows (380 groups) in 5 of 5 folds"
+    assert modes["judged"] == (
+        "chosen on one half of the rows and tested on the other, over 10 grouped splits (identical prompts, "
+        "1,834 groups); confirmed when the splits' q ≤ 10% (their median q × 2)"
+    )
+    assert modes["crossfit"]["decision"].startswith("confirmed ⇔ q ≤ fdr")
+    assert modes["crossfit"]["mde_by_size"][1] == {"n_rows": 100, "mde": 0.211}
+    first, candidate = modes["items"]
+    assert first["measured"] == "tested on 412 held-out rows (380 groups), chosen by 9 of 10 splits"
+    assert first["power"] == ""  # confirmed: nothing left to detect
+    assert candidate["measured"] == "tested on 90 held-out rows (80 groups), chosen by 4 of 10 splits"
+    assert candidate["mde"] == 0.172 and candidate["power"] == (
+        "too few rows to settle below a residual of −0.172 (its minimum detectable effect at 80% power)"
+    )
     assert first["shares_text"] == "“draw” in 62% of its rows vs 8% of the same cells; “board” 40% vs 10%"
     example = first["examples"][0]
     assert [example["snippet"][a:b] for a, b in example["marks"]] == ["draw", "board"]  # its terms, marked
     slices = profile(RunDir(run_dir), "slices", 50)
     assert slices is not None and slices["tried"] == "240 candidates tried" and slices["items"][0]["suite_mean"] == 0.6
+    assert slices["items"][1]["power"] == (
+        "too few rows to settle below a difference of −0.172 (its minimum detectable effect at 80% power)"
+    )
 
 
 def test_marked_snippets_mark_whole_words_as_the_tokeniser_reads_them() -> None:

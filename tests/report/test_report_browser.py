@@ -116,20 +116,36 @@ def _with_profiles(run_dir: Path, crossfit_run: Path, out: Path) -> Path:
 def test_confirmed_findings_come_first_and_candidates_sit_apart(run_dir: Path, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    from tests.report.crossfit_run import mode, slice_, weakness, write_run
+    from tests.report.crossfit_run import DECISION, INTERVAL, mode, slice_, weakness, write_run
 
     judged = write_run(
         tmp_path / "judged",
         [mode(1, True, "draw"), mode(2, False, "pawn")],
-        [slice_(1, True, "geometry"), slice_(2, False, "algebra")],
+        [
+            slice_(1, True, "geometry"),
+            slice_(2, False, "algebra"),
+            slice_(3, False, "counting", mean_score=0.71, low=0.67, high=0.75),  # held out above the others
+        ],
         [weakness(1, 7, True), weakness(2, 9, None), weakness(3, 11, False)],
     )
     noise = write_run(tmp_path / "noise", [mode(1, False, "pawn")], [slice_(1, False, "algebra")], [])
     with sync_playwright() as p:
         browser, page, left, errors = _offline_page(p, _with_profiles(run_dir, judged, tmp_path / "judged.html"))
         expect(page.locator("#beyond-judged")).to_contain_text(
-            "chosen on 4 of 5 folds of grouped rows (identical prompts, 1,834 groups)"
+            "chosen on one half of the rows and tested on the other, over 10 grouped splits (identical prompts, "
+            "1,834 groups); confirmed when the splits' q ≤ 10%"
         )
+        # The one decision rule and what the intervals are, in the run's own sentences, beside the findings.
+        rule = page.locator("#beyond-rule")
+        expect(rule).to_contain_text(f"Decision: {DECISION}.")
+        expect(rule).to_contain_text(f"Intervals: {INTERVAL}.")
+        # What the run could detect: the MDE of a failure mode by its size, in the failure modes' note.
+        power = page.locator("#modes-power")
+        expect(power).to_contain_text(
+            "a failure mode of 100 rows needs a residual of -0.211 to be confirmed 80% of the time"
+        )
+        expect(power.locator("tr").nth(0)).to_have_text("mode rows50100200")
+        expect(power.locator("tr").nth(1)).to_have_text("residual needed (80% power)-0.297-0.211-0.150")
         expect(page.locator("#modes-confirmed")).to_have_text("Confirmed held out (1)")
         confirmed = page.locator("#modes-table tbody tr")
         expect(confirmed).to_have_count(1)
@@ -139,22 +155,45 @@ def test_confirmed_findings_come_first_and_candidates_sit_apart(run_dir: Path, t
         held = confirmed.first.locator("td.heldout")
         expect(held).to_contain_text("-0.210 [-0.300, -0.120]")
         expect(held).to_contain_text("q=0.003")
-        expect(held).to_contain_text("measured held out on 412 rows (380 groups) in 5 of 5 folds")
+        expect(held).to_contain_text("tested on 412 held-out rows (380 groups), chosen by 9 of 10 splits")
+        expect(held.locator(".power")).to_have_count(0)  # confirmed: no power said
+        expect(page.locator("#modes-table th")).to_have_count(6)  # no MDE column among the confirmed
         candidates = page.locator("#modes-candidates")
-        expect(candidates.locator("summary")).to_contain_text("Candidates — not confirmed held out; likely noise")
+        expect(candidates.locator("summary")).to_contain_text(
+            "Candidates — not confirmed: each with the smallest effect this run could confirm (MDE, 80% power)"
+        )
+        expect(candidates.locator("summary")).to_contain_text("1 (q > 0.1)")
+        expect(candidates).not_to_contain_text("likely noise")
         expect(candidates.locator("tbody tr").first).to_be_hidden()  # collapsed until opened, greyed
         assert candidates.locator("table").evaluate("t => getComputedStyle(t).opacity") == "0.6"
         candidates.locator("summary").click()
-        expect(candidates.locator("tbody tr").first).to_contain_text("Rows with “pawn”")
+        pawn = candidates.locator("tbody tr").first
+        expect(pawn).to_contain_text("Rows with “pawn”")
+        # Its power: the MDE column's number (the last column) and the sentence under its held-out residual.
+        expect(candidates.locator("th").last).to_have_text("MDE (80% power)")
+        expect(pawn.locator("td").last).to_have_text("-0.172")
+        expect(pawn.locator("td.heldout")).to_contain_text("tested on 90 held-out rows (80 groups), chosen by 4 of 10")
+        expect(pawn.locator("td.heldout .power")).to_have_text(
+            "too few rows to settle below a residual of −0.172 (its minimum detectable effect at 80% power)"
+        )
         expect(page.locator("#slices-table tbody tr").first).to_contain_text("task=geometry")
         expect(page.locator("#slices-table tbody tr").first.locator("td.heldout")).to_contain_text(
             "0.300 [0.250, 0.360]other rows 0.600"
         )
-        expect(page.locator("#slices-candidates-table tbody tr").first).to_contain_text("task=algebra")
+        algebra = page.locator("#slices-candidates-table tbody tr").first
+        expect(algebra).to_contain_text("task=algebra")
+        expect(algebra.locator("td.mde")).to_have_text("-0.172")
+        expect(algebra.locator("td.heldout .power")).to_contain_text("too few rows to settle below a difference")
+        # A candidate whose whole held-out interval lies above the other rows is no weakness "too few rows" missed.
+        counting = page.locator("#slices-candidates-table tbody tr").nth(1)
+        expect(counting.locator("td.heldout .power")).to_have_text(
+            "held out it lies the other way, its whole interval too: no weakness here (the smallest this run could "
+            "confirm: -0.172)"
+        )
         rows = page.locator("#profile-table tbody tr")
         expect(rows.nth(0).locator("td").nth(5)).to_contain_text("-0.180 [-0.250, -0.100]✓ confirmed q=0.002")
         expect(rows.nth(1).locator("td").nth(5)).to_have_text("—")
-        expect(rows.nth(2).locator("td").nth(5)).to_contain_text("candidate, q=0.500")
+        expect(rows.nth(2).locator("td").nth(5)).to_contain_text("candidate, q=0.500MDE -0.172")
         browser.close()
         browser, page, left2, errors2 = _offline_page(p, _with_profiles(run_dir, noise, tmp_path / "noise.html"))
         expect(page.locator("#modes-table tbody")).to_have_text(

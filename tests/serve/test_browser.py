@@ -123,7 +123,16 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         page.locator("#themes").screenshot(path=str(ARTIFACTS / "explorer-themes.png"))
         # First, the failure modes beyond the metadata, in words: the "diagram" rows, confirmed held out, with
         # their held-out residual and q-value; the other candidates apart, collapsed.
-        expect(page.locator("#beyond-judged")).to_contain_text("chosen on one half of the rows")
+        expect(page.locator("#beyond-judged")).to_contain_text(
+            "chosen on one half of the rows and tested on the other, over 10 grouped splits"
+        )
+        # The one decision rule and the interval, in the run's own sentences, beside the findings.
+        expect(page.locator("#beyond-rule")).to_contain_text("Decision: confirmed ⇔ q ≤ fdr")
+        expect(page.locator("#beyond-rule")).to_contain_text("Intervals: ")
+        # What the run could detect (120 rows: modes of 50 rows at most on a half), in the failure modes' note.
+        expect(page.locator("#modes-power")).to_contain_text(
+            re.compile(r"a failure mode of 50 rows needs a residual of -\d\.\d{3} to be confirmed 80% of the time")
+        )
         modes = page.locator("#modes-table tbody tr")
         expect(modes.first).to_be_visible()
         first_mode = modes.first.locator("td").nth(1)
@@ -133,13 +142,22 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         expect(first_mode.locator("mark").first).to_have_text("diagram")  # its example rows, the term marked
         expect(modes.first.locator("td").nth(2)).to_contain_text("-")
         expect(modes.first.locator("td").nth(2)).to_contain_text(re.compile(r"q[=<]0\.0\d\d"))
-        expect(modes.first.locator("td").nth(2)).to_contain_text(re.compile(r"measured held out on \d+ rows"))
+        expect(modes.first.locator("td").nth(2)).to_contain_text(
+            re.compile(r"tested on \d+ held-out rows \(\d+ groups\), chosen by \d+ of 10 splits")
+        )
         candidates = page.locator("#modes-candidates")
-        expect(candidates).to_contain_text("Candidates — not confirmed held out; likely noise")
+        expect(candidates).to_contain_text(
+            "Candidates — not confirmed: each with the smallest effect this run could confirm (MDE, 80% power)"
+        )
+        expect(candidates).not_to_contain_text("likely noise")
         expect(candidates.locator("tbody tr").first).to_be_hidden()  # collapsed until opened
         candidates.locator("summary").click()
         expect(candidates.locator("tbody tr").first).to_be_visible()
         expect(candidates.locator("tbody tr").first.locator("td").nth(2)).to_contain_text("q=")
+        # Each candidate's power: a number in the MDE column (the residual it would be confirmed at).
+        expect(candidates.locator("th").last).to_have_text("MDE (80% power)")
+        mdes = candidates.locator("tbody td.mde").all_inner_texts()
+        assert any(re.fullmatch(r"-\d\.\d{3}", m) for m in mdes), mdes
         page.locator("#beyond").screenshot(path=str(ARTIFACTS / "explorer-failure-modes.png"))
         # The weakness profile: ranked entries with intervals and support; a row opens the concept.
         expect(page.locator("#profile-table")).to_have_attribute("aria-busy", "false")

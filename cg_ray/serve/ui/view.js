@@ -130,31 +130,47 @@ function markedHtml(text, marks) {
   return out + esc(text.slice(last));
 }
 
-// Under a held-out figure: its q-value and what it was measured on.
-const verdictCell = (e) =>
+// A candidate's minimum detectable effect at 80% power (a magnitude): the effect it would be confirmed at,
+// below its cells ("-") or, for strengths, above ("+"); "—" when no split could test it.
+const mdeText = (mde, sign = "-") => (none(mde) ? "—" : `${sign}${Number(mde).toFixed(3)}`);
+
+// Under a held-out figure: its q-value, what it was tested on and, for a candidate, the power it had
+// (`above`: its whole held-out interval lies the other way, where "too few rows" would mislead).
+const verdictCell = (e, above = false) =>
   none(e.confirmed)
     ? ""
     : `<div class="muted">${qText(e.q_value)}</div>` +
-      (e.measured ? `<div class="muted">${esc(e.measured)}</div>` : "");
+      (e.measured ? `<div class="muted">${esc(e.measured)}</div>` : "") +
+      (!e.power
+        ? ""
+        : above
+          ? `<div class="muted power">held out it lies the other way, its whole interval too: no weakness here (the ` +
+            `smallest this run could confirm: ${mdeText(e.mde)})</div>`
+          : `<div class="muted power">${esc(e.power)}</div>`);
+const mdeCell = (e) =>
+  `<td class="num mde" title="${none(e.mde) ? "no split could test it" : "the effect it would be confirmed at, 80% power"}">${mdeText(e.mde)}</td>`;
 
 // The markup of a block of findings judged held out (a `.judged` element of index.html, its title and columns
-// in data-title / data-columns): title, note, the confirmed table, and the candidates apart with the same
-// columns, collapsed and greyed; fillJudged fills it.
+// in data-title / data-columns): title, note, what the run could detect (${id}-power), the confirmed table, and
+// the candidates apart with the same columns and their MDE, collapsed and greyed; fillJudged fills it.
 function judgedBlock(block) {
   const id = block.id;
   const columns = block.dataset.columns.split("|").map((c) => `<th>${esc(c)}</th>`);
-  const table = (name) => `<table id="${name}"><thead><tr>${columns.join("")}</tr></thead><tbody></tbody></table>`;
+  const table = (name, extra = []) =>
+    `<table id="${name}"><thead><tr>${columns.concat(extra).join("")}</tr></thead><tbody></tbody></table>`;
   block.innerHTML =
-    `<h2>${esc(block.dataset.title)}</h2><p id="${id}-note" class="muted"></p><h3 id="${id}-confirmed"></h3>` +
-    table(`${id}-table`) +
-    `<details id="${id}-candidates" class="candidates" hidden><summary><b>Candidates — not confirmed held out; ` +
-    `likely noise</b> <span id="${id}-candidates-count" class="muted"></span></summary>${table(`${id}-candidates-table`)}</details>`;
+    `<h2>${esc(block.dataset.title)}</h2><p id="${id}-note" class="muted"></p><div id="${id}-power" class="power" hidden></div>` +
+    `<h3 id="${id}-confirmed"></h3>${table(`${id}-table`)}` +
+    `<details id="${id}-candidates" class="candidates" hidden><summary><b>Candidates — not confirmed: each with the ` +
+    `smallest effect this run could confirm (MDE, 80% power)</b> <span id="${id}-candidates-count" class="muted"></span></summary>` +
+    `${table(`${id}-candidates-table`, [`<th title="minimum detectable effect at 80% power">MDE (80% power)</th>`])}</details>`;
 }
 document.querySelectorAll(".judged").forEach(judgedBlock);
 
-// Findings judged held out (issue #31): confirmed ones (q ≤ the FDR) into `${id}-table`, the other candidates
-// apart, into the collapsed, greyed `${id}-candidates`; `nothing` said when none is confirmed. A run made
-// before held-out checks (confirmed null) keeps one table, said so.
+// Findings judged held out (docs/findings.md): confirmed ones (q ≤ the FDR) into `${id}-table`, the other
+// candidates apart, into the collapsed, greyed `${id}-candidates`, each with its MDE (`row(e, cells)` puts the
+// extra cells at the end of its row); `nothing` said when none is confirmed. A run made before held-out checks
+// (confirmed null) keeps one table, said so.
 function fillJudged(id, p, row, cols, nothing) {
   const judged = p.items.length && !none(p.items[0].confirmed);
   const confirmed = (judged ? p.items.filter((e) => e.confirmed) : p.items).slice(0, TOP);
@@ -166,14 +182,39 @@ function fillJudged(id, p, row, cols, nothing) {
         ? ""
         : "This run was made before findings were checked held out.";
   document.querySelector(`#${id}-table tbody`).innerHTML =
-    confirmed.map(row).join("") ||
+    confirmed.map((e) => row(e)).join("") ||
     (judged || !p.items.length ? `<tr class="none"><td colspan="${cols}"><b>${esc(nothing)}</b></td></tr>` : "");
   show(`${id}-candidates`, candidates.length > 0);
   const rest = p.total - (p.n_confirmed || 0);
-  const fdr = p.crossfit ? ` (q > ${p.crossfit.fdr}, or an interval reaching no difference)` : "";
+  const fdr = p.crossfit ? ` (q > ${p.crossfit.fdr})` : "";
   $(`${id}-candidates-count`).textContent =
     `${rest.toLocaleString()}${fdr}${rest > candidates.length ? `, the first ${candidates.length} shown` : ""}`;
-  document.querySelector(`#${id}-candidates-table tbody`).innerHTML = candidates.map(row).join("");
+  document.querySelector(`#${id}-candidates-table tbody`).innerHTML = candidates
+    .map((e) => row(e, mdeCell(e)))
+    .join("");
+}
+
+// The run's decision rule and what its intervals are, in its own sentences (summary.json's crossfit).
+function drawRule(crossfit) {
+  const said = [
+    crossfit && crossfit.decision ? `Decision: ${crossfit.decision}.` : "",
+    crossfit && crossfit.interval ? `Intervals: ${crossfit.interval}.` : "",
+  ].filter(Boolean);
+  $("beyond-rule").innerHTML = said.map((t) => `<span>${esc(t)}</span>`).join(" ");
+  show("beyond-rule", said.length > 0);
+}
+
+// What a failure mode of typical sizes needs to be confirmed 80% of the time (crossfit.mde_by_size).
+function drawPower(id, crossfit) {
+  const sizes = ((crossfit && crossfit.mde_by_size) || []).filter((s) => !none(s.mde));
+  show(`${id}-power`, sizes.length > 0);
+  if (!sizes.length) return;
+  const mid = sizes[Math.min(1, sizes.length - 1)];
+  $(`${id}-power`).innerHTML =
+    `<p class="muted">What this run can detect: a failure mode of ${mid.n_rows.toLocaleString()} rows needs a residual of ` +
+    `${mdeText(mid.mde)} to be confirmed 80% of the time (its minimum detectable effect); smaller modes need more.</p>` +
+    `<table class="compact"><tbody><tr><th>mode rows</th>${sizes.map((s) => `<td class="num">${s.n_rows.toLocaleString()}</td>`).join("")}</tr>` +
+    `<tr><th>residual needed (80% power)</th>${sizes.map((s) => `<td class="num">${mdeText(s.mde)}</td>`).join("")}</tr></tbody></table>`;
 }
 
 // What the metadata does not explain (failure modes), then what it does (the weakest slices).
@@ -184,6 +225,7 @@ function drawBeyond(profiles) {
   if (!modes && !slices) return;
   const judged = (modes || slices).judged;
   $("beyond-judged").textContent = judged ? `Findings ${judged}.` : "";
+  drawRule((modes || slices).crossfit);
   show("modes", Boolean(modes));
   if (modes) {
     const adjusted = (modes.adjusted_for || []).join(", ") || "nothing (the suite mean)";
@@ -193,7 +235,7 @@ function drawBeyond(profiles) {
       `not chosen on; confirmed ones first, by the upper end of that interval, then the candidates by q-value. Each mode is described by the ` +
       `terms its rows share and the rest of its cells do not (marked in the examples). Examples are a random draw of the mode's rows that ` +
       `score below their cell, not its most activating rows.`;
-    const modeRow = (m) =>
+    const modeRow = (m, extra = "") =>
       `<tr class="mode"><td class="num">${m.rank}</td><td><b>${esc(m.description)}</b>` +
       (m.shares_text ? `<div class="muted">${esc(m.shares_text)}</div>` : "") +
       (m.examples || [])
@@ -203,9 +245,10 @@ function drawBeyond(profiles) {
             `<div class="ex"><b>${esc(x.benchmark)}/${esc(x.row_id)}</b> ${none(x.score) ? "unscored" : `score ${fmt(x.score, 2)}`} — ${markedHtml(x.snippet, x.marks)}</div>`,
         )
         .join("") +
-      `</td><td class="num heldout">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span>${verdictCell(m)}</td>
+      `</td><td class="num heldout">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span>${verdictCell(m, m.residual_low > 0)}</td>
       <td class="num">${fmt(m.mean_score)} vs ${fmt(m.expected_score)}${none(m.residual_in_sample) ? "" : `<div class="muted">residual ${signed(m.residual_in_sample)}</div>`}</td>
-      <td class="num">${m.n_rows.toLocaleString()}</td><td>${esc(m.concept_ids.slice(0, 6).join(", "))}${m.concept_ids.length > 6 ? " …" : ""}</td></tr>`;
+      <td class="num">${m.n_rows.toLocaleString()}</td><td>${esc(m.concept_ids.slice(0, 6).join(", "))}${m.concept_ids.length > 6 ? " …" : ""}</td>${extra}</tr>`;
+    drawPower("modes", modes.crossfit);
     fillJudged("modes", modes, modeRow, 6, `No failure mode confirmed held out (${modes.tried}).`);
   }
   show("slices", Boolean(slices));
@@ -213,21 +256,23 @@ function drawBeyond(profiles) {
     const fields = [...new Set(slices.items.flatMap((s) => Object.keys(s.conditions)))].sort().join(", ");
     $("slices-note").textContent =
       `Conjunctions of metadata values (fields: ${fields}) whose mean score is low, measured on rows the slice was not ` +
-      "chosen on and compared with the other rows of the same fold; confirmed ones first, by the upper end of the held-out interval, then the " +
+      "chosen on and compared with the other held-out rows of the same split; confirmed ones first, by the upper end of the held-out interval, then the " +
       "candidates by q-value. What the metadata already says — the failure modes above are what it does not.";
-    const sliceRow = (s) => `<tr class="slice"><td class="num">${s.rank}</td><td>${esc(s.slice)}</td>
-      <td class="num heldout">${fmt(s.mean_score)} <span class="muted">${ci(s.low, s.high)}</span>${none(s.suite_mean) ? "" : `<div class="muted">other rows ${fmt(s.suite_mean)}</div>`}${verdictCell(s)}</td>
-      <td class="num">${fmt(s.mean_in_sample)}</td><td class="num">${s.n_rows.toLocaleString()}</td><td class="muted">${esc(s.example_row_ids.join(", "))}</td></tr>`;
+    const sliceRow = (s, extra = "") => `<tr class="slice"><td class="num">${s.rank}</td><td>${esc(s.slice)}</td>
+      <td class="num heldout">${fmt(s.mean_score)} <span class="muted">${ci(s.low, s.high)}</span>${none(s.suite_mean) ? "" : `<div class="muted">other rows ${fmt(s.suite_mean)}</div>`}${verdictCell(s, !none(s.suite_mean) && s.low > s.suite_mean)}</td>
+      <td class="num">${fmt(s.mean_in_sample)}</td><td class="num">${s.n_rows.toLocaleString()}</td><td class="muted">${esc(s.example_row_ids.join(", "))}</td>${extra}</tr>`;
     fillJudged("slices", slices, sliceRow, 6, `No slice confirmed held out (${slices.tried}).`);
   }
 }
 
-// A concept's held-out residual and verdict (only concepts that were candidates have one).
-function heldoutCell(e) {
+// A concept's held-out residual and verdict (only concepts that were candidates have one); a candidate with
+// its MDE, the residual it would be confirmed at (above its cells for a strength).
+function heldoutCell(e, kind) {
   if (none(e.residual_heldout)) return "—";
+  const mde = none(e.mde) ? "" : `<div class="muted mde">MDE ${mdeText(e.mde, kind === "strengths" ? "+" : "-")}</div>`;
   const verdict = e.confirmed
     ? `<span class="ok">✓ confirmed</span> ${qText(e.q_value)}`
-    : `candidate, ${qText(e.q_value)}`;
+    : `candidate, ${qText(e.q_value)}${mde}`;
   return `${signed(e.residual_heldout)} <span class="muted">[${signed(e.residual_heldout_low)}, ${signed(e.residual_heldout_high)}]</span><div class="muted">${verdict}</div>`;
 }
 
@@ -255,7 +300,7 @@ function drawProfile() {
     <td>${esc(e.description || e.label || "(no label)")}${label}${e.metadata_enrichment.map((m) => `<div class="muted">${esc(m)}</div>`).join("")}</td>
     <td class="num xmodel">${fmt(e.X_model)} <span class="muted">${ci(e.X_model_low, e.X_model_high)}</span></td>
     <td class="num">${signed(e.adjusted_gap)} <span class="muted">[${signed(e.adjusted_gap_low)}, ${signed(e.adjusted_gap_high)}]</span></td>
-    <td class="num">${heldoutCell(e)}</td><td class="num">${e.n_rows.toLocaleString()}</td><td class="num">${fmt(e.n_eff, 1)}</td><td class="num">${e.n_benchmarks}</td>
+    <td class="num">${heldoutCell(e, kind)}</td><td class="num">${e.n_rows.toLocaleString()}</td><td class="num">${fmt(e.n_eff, 1)}</td><td class="num">${e.n_benchmarks}</td>
     <td>${esc(e.members.filter((m) => m !== e.concept_id).join(", ") || "—")}</td></tr>`;
     })
     .join("");
