@@ -240,7 +240,7 @@ def dry_run(rows: Sequence[BenchmarkRow], config: GenerationConfig, *, examples:
         key = f"Bearer <from ${endpoint.api_key_env}, {state}>"
     lines = [
         f"dry run: nothing sent. {len(pending):,} requests (of {len(rows):,} rows; the others have an answer) "
-        f"to POST {request_url(endpoint)}, model {config.model!r}, at most {endpoint.concurrency} HTTP actors",
+        f"to POST {request_url(endpoint)}, model {config.model!r}, {endpoint.concurrency} in flight at most",
         f"  prompt tokens: {prompt_tokens:,} ({how})",
         f"  output tokens: at most {len(pending):,} x {max_out} = {len(pending) * max_out:,} (sampling.max_tokens)",
         f"  Authorization: {key}",
