@@ -312,3 +312,25 @@ def write_scored_rows(rows: Sequence[BenchmarkRow], path: Path) -> Path:
             }
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
+
+
+def rows_from_bytes(
+    data: bytes, filename: str, *, scorer_name: str | None = None, missing_score: str = "error"
+) -> list[BenchmarkRow]:
+    """The rows of one uploaded log (`filename`: its name, `.eval` or `.json`), for an upload route: inspect's
+    readers take a path, so the bytes go to a private temporary file for the read. Errors name `filename`."""
+    import tempfile
+
+    suffix = Path(filename).suffix
+    if suffix not in LOG_SUFFIXES:
+        raise InputError(f"not an inspect_ai log: expected a {' or '.join(LOG_SUFFIXES)} file", path=filename)
+    with tempfile.TemporaryDirectory(prefix="cg-inspect-") as tmp:
+        path = Path(tmp) / f"upload{suffix}"
+        path.write_bytes(data)
+        source = InspectSource.model_validate(
+            {"kind": "inspect", "path": str(path), "scorer_name": scorer_name, "missing_score": missing_score}
+        )
+        try:
+            return list(load_inspect(source))
+        except InputError as exc:  # name the upload, not the temporary file
+            raise InputError(exc.reason, path=filename, row=exc.row, field=exc.field) from None

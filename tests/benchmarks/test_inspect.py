@@ -315,3 +315,16 @@ def test_cg_ray_run_on_an_inspect_log(logs: dict[str, Path], ray_module: None, t
         logs["eval"]
     )
     assert rows["response"].to_pylist()[:2] == ["4", "4"]  # the log's answers, not regenerated
+
+
+def test_an_uploaded_log_reads_as_the_file_does(logs: dict[str, Path]) -> None:
+    from cg_ray.benchmarks.inspect import rows_from_bytes
+
+    for path in logs.values():
+        rows = rows_from_bytes(path.read_bytes(), path.name, scorer_name="match")
+        assert {r["row_id"]: r["score"] for r in rows} == inspects_own_scores(path)
+    with pytest.raises(InputError) as err:
+        rows_from_bytes(logs["eval"].read_bytes()[:500], "mine.eval")
+    assert err.value.path == "mine.eval" and "not a readable inspect_ai log" in str(err.value)
+    with pytest.raises(InputError, match=r"expected a \.eval or \.json file"):
+        rows_from_bytes(b"{}", "rows.jsonl")
