@@ -328,3 +328,22 @@ def test_an_uploaded_log_reads_as_the_file_does(logs: dict[str, Path]) -> None:
     assert err.value.path == "mine.eval" and "not a readable inspect_ai log" in str(err.value)
     with pytest.raises(InputError, match=r"expected a \.eval or \.json file"):
         rows_from_bytes(b"{}", "rows.jsonl")
+
+
+def test_logs_of_several_models_and_rescoring_by_our_scorer(logs: dict[str, Path], tmp_path: Path) -> None:
+    def other_model(log: Any) -> None:
+        log.eval.model = "openai/other"
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / logs["eval"].name).write_bytes(logs["eval"].read_bytes())
+    rewritten(logs["eval"], folder / "2026-01-01T00-00-00+00-00_toy-qa_m.eval", other_model)
+    with pytest.raises(InputError) as err:
+        load_source(inspect_source(folder))
+    assert err.value.field == "model" and "several models (mockllm/model, openai/other)" in str(err.value)
+    rows = load_source(inspect_source(folder, model="openai/other"))
+    assert len(rows) == 8 and {r["model"] for r in rows} == {"openai/other"}
+    # Another scorer than precomputed: inspect's scores are not read, our scorer grades the responses.
+    rescored = load_source(inspect_source(logs["json"], scorer="exact"))
+    assert {r["score"] for r in rescored} == {None} and {r["scorer"] for r in rescored} == {"exact"}
+    assert [r["response"] for r in rescored][:2] == ["4", "4"]
