@@ -131,18 +131,17 @@ def _parts_of(plan: SplitPlan, choosing: BoolArray) -> BoolArray:
 
 def concept_verdicts(cands: ConceptCandidates, pool: PoolRows, plan: SplitPlan) -> dict[ConceptKey, Verdict]:
     """Each concept a split chose, by direction: is its s̃-weighted residual on the test half below (above) 0?
-    The two directions are two families (each split's BH runs within one)."""
-    out: dict[ConceptKey, Verdict] = {}
-    for direction, lists in ((LESS, cands.below), (GREATER, cands.above)):
-        per_split: list[list[tuple[ConceptKey, SplitTest, int]]] = []
-        for split, chosen in zip(plan.items, lists, strict=True):
-            here = []
+    Both directions are one family (each split's BH runs over the weaknesses and the strengths it tested), so
+    the concepts, whichever way they lean, are held to one false discovery rate."""
+    per_split: list[list[tuple[ConceptKey, SplitTest, int]]] = []
+    for split, below, above in zip(plan.items, cands.below, cands.above, strict=True):
+        here = []
+        for direction, chosen in ((LESS, below), (GREATER, above)):
             for rank, c in enumerate(chosen, start=1):
                 rows, acts = pool.concept(int(c))
                 here.append((ConceptKey(int(c), direction), split.by_cell.contrast(rows, acts, direction), rank))
-            per_split.append(here)
-        out.update(judge(per_split, plan.splits, plan.fdr, (-1.0, 1.0)))
-    return out
+        per_split.append(here)
+    return judge(per_split, plan.splits, plan.fdr, (-1.0, 1.0))
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ def _union(a: ModeClass, b: ModeClass) -> ModeClass:
 def training_rank(
     classes: list[ModeClass], train: npt.NDArray[np.bool_], scores: FloatArray, expected: FloatArray
 ) -> list[ModeClass]:
-    """Classes in rank order on the training rows (`train`: scored rows of the other folds): the upper end of
+    """Classes in rank order on the choosing rows (`train`: a split's scored choosing rows): the upper end of
     the Wilson interval of their mean score, less their mean cell mean, ascending; < 2 rows are dropped."""
     keys = []
     for i, c in enumerate(classes):

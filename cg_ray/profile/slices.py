@@ -173,21 +173,21 @@ class SliceCounts:
     binary: bool
 
 
-def slice_counts(frame: RowFrame, fold: npt.NDArray[np.integer], folds: int, max_order: int) -> SliceCounts:
+def slice_counts(frame: RowFrame, part: npt.NDArray[np.integer], parts: int, max_order: int) -> SliceCounts:
     scored = frame.scored
     y = frame.scores[scored]
     base = pd.DataFrame({name: codes[scored] for name, codes in frame.codes.items()})
     base["_y"] = y
-    base["_fold"] = np.asarray(fold)[scored]
+    base["_part"] = np.asarray(part)[scored]
     fields = list(frame.codes)
     conditions: list[tuple[tuple[str, int], ...]] = []
     sizes: list[np.ndarray] = []
     totals: list[np.ndarray] = []
     for order in range(1, max_order + 1):
         for combo in itertools.combinations(fields, order):
-            g = base.groupby([*combo, "_fold"], sort=False)["_y"].agg(["size", "sum"])
-            size = g["size"].unstack("_fold", fill_value=0).reindex(columns=range(folds), fill_value=0)
-            total = g["sum"].unstack("_fold", fill_value=0).reindex(columns=range(folds), fill_value=0.0)
+            g = base.groupby([*combo, "_part"], sort=False)["_y"].agg(["size", "sum"])
+            size = g["size"].unstack("_part", fill_value=0).reindex(columns=range(parts), fill_value=0)
+            total = g["sum"].unstack("_part", fill_value=0).reindex(columns=range(parts), fill_value=0.0)
             keys = size.index.to_list()
             ok = [not any(int(v) < 0 for v in (k if isinstance(k, tuple) else (k,))) for k in keys]
             for key, good in zip(keys, ok, strict=True):
@@ -197,7 +197,7 @@ def slice_counts(frame: RowFrame, fold: npt.NDArray[np.integer], folds: int, max
             sizes.append(size.to_numpy(dtype=np.float64)[ok])
             totals.append(total.to_numpy(dtype=np.float64)[ok])
     binary = bool(np.all((y == 0) | (y == 1))) if y.size else True
-    empty = np.zeros((0, folds))
+    empty = np.zeros((0, parts))
     return SliceCounts(conditions, np.vstack(sizes) if sizes else empty, np.vstack(totals) if totals else empty, binary)
 
 
