@@ -109,6 +109,8 @@ def _print_profile(run: RunDir) -> None:
     if crossfit:
         print(f"findings (failure modes, slices, concepts) {judged_text(crossfit)}")
         print(f"  confirmed: {_confirmed_counts(crossfit)}")
+        if power := _power_line(crossfit):
+            print(f"  {power}")
     modes = run.file(S.FAILURE_MODES_FILE)
     if modes.is_file() and (entries := pq.read_table(modes).to_pylist()):
         adjusted = ", ".join(entries[0]["adjusted_for"]) or "nothing: the suite mean"
@@ -163,6 +165,20 @@ def _slice_line(s: dict[str, Any]) -> str:
     return (
         f"{_fmt(s['mean_score'])} [{_fmt(s['low'])}, {_fmt(s['high'])}]{suite}  {s['n_rows']:>6}  "
         f"{q_text(s.get('q_value')):<9}  {_mde(s)}{s['slice']}"
+    )
+
+
+def _power_line(crossfit: dict[str, Any]) -> str:
+    """'power: a failure mode of 100 rows needs a residual of −0.211 to be confirmed 80% of the time; 400 rows:
+    −0.104; …' from summary.json's mde_by_size ('' for a run without it)."""
+    sizes = [e for e in crossfit.get("mde_by_size") or [] if e.get("mde") is not None]
+    if not sizes:
+        return ""
+    first, *rest = sizes
+    more = "".join(f"; {e['n_rows']:,} rows: −{e['mde']:.3f}" for e in rest)
+    return (
+        f"power: a failure mode of {first['n_rows']:,} rows needs a residual of −{first['mde']:.3f} to be confirmed "
+        f"80% of the time{more}"
     )
 
 

@@ -298,3 +298,13 @@ def test_says_plainly_when_nothing_is_confirmed(tmp_path: Path, capsys) -> None:
     assert "  no failure mode confirmed held out (61 candidates tried)" in out.splitlines()
     assert "  no slice confirmed held out (240 candidates tried)" in out.splitlines()
     assert "held out -0.180 (candidate)" in out  # the concept's held-out residual, not confirmed
+
+
+def test_the_power_line_says_what_a_mode_of_typical_size_needs() -> None:
+    from cg_ray.cli.metrics import _power_line
+
+    line = _power_line({"mde_by_size": [{"n_rows": 100, "mde": 0.2113}, {"n_rows": 400, "mde": 0.1049}]})
+    assert line == (
+        "power: a failure mode of 100 rows needs a residual of −0.211 to be confirmed 80% of the time; 400 rows: −0.105"
+    )
+    assert _power_line({}) == "" and _power_line({"mde_by_size": [{"n_rows": 50, "mde": None}]}) == ""
