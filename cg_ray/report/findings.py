@@ -106,15 +106,30 @@ def tried(crossfit: dict[str, Any] | None, kind: str, entries: Sized) -> str:
 
 
 def null_check_text(check: dict[str, Any] | None) -> str:
-    """'Null check: scores permuted within task cells, 3 seeds: 0, 0, 0 confirmed findings' ('' without one).
-    Counted: failure modes and concepts, as `cg-ray validate` prints it; slices on the permuted-within fields
-    keep their real means, so confirming them there is no false discovery."""
+    """'Null check: whole groups' scores permuted within task cells, 3 seeds: 0, 0, 0 confirmed findings
+    beyond task (failure modes, concepts, slices on other fields)' ('' without one). Counted: what
+    `nullcheck.FALSE_KINDS` counts, as `cg-ray validate` prints it; slices on the permuted-within fields
+    alone keep their real means, so confirming them there is no false discovery. A validate.json before
+    format 4 permuted single rows and counted failure modes and concepts only: said so."""
     if not check or not check.get("confirmed"):
         return ""
-    within = " × ".join(check.get("permuted_within") or [])
+    fields = list(check.get("permuted_within") or [])
+    within = " × ".join(fields)
+    grouped = check.get("unit") == "group"
+    what = "whole groups' scores" if grouped else "scores"
     where = f"within {within} cells" if within else "across the suite"
-    counts = ", ".join(str(int(c.get("failure_modes", 0)) + int(c.get("concepts", 0))) for c in check["confirmed"])
-    return f"Null check: scores permuted {where}, {len(check['confirmed'])} seeds: {counts} confirmed findings"
+    if grouped:
+        counts = [int(c.get("false_findings", 0)) for c in check["confirmed"]]
+        beyond = f" beyond {', '.join(fields)}" if fields else ""
+        counted = "failure modes, concepts, slices on other fields" if fields else "failure modes, concepts, slices"
+    else:
+        counts = [int(c.get("failure_modes", 0)) + int(c.get("concepts", 0)) for c in check["confirmed"]]
+        beyond, counted = "", "failure modes and concepts"
+    per_seed = ", ".join(map(str, counts))
+    return (
+        f"Null check: {what} permuted {where}, {len(check['confirmed'])} seeds: {per_seed} confirmed findings"
+        f"{beyond} ({counted})"
+    )
 
 
 # ---- the rows behind the examples

@@ -101,3 +101,61 @@ def write_suite(
     )
     pq.write_table(table, path)
     return hidden
+
+
+def write_clustered_null(
+    path: Path,
+    seed: int,
+    n: int = 4000,
+    *,
+    group_size: int = 4,
+    group_sd: float = 0.25,
+    shared_concepts: int = 0,
+    grouped_ids: bool = True,
+) -> np.ndarray:
+    """Write a clustered null: templates of `group_size` rows, each row in its own random `type` × `level` cell
+    (templates span cells), all rows of a template sharing one random effect on the success rate (normal, sd
+    `group_sd`) and `shared_concepts` of their 4 concepts (the template's own, from 20..63; the rest drawn for
+    each row alone); concept 10 on the `geo` rows. Nothing lowers any rows beyond their cell and their
+    template's draw, so no finding beyond `type` × `level` is real. Row ids "t<template>#<answer>" group the
+    template's rows (`grouped_ids` False: ids without '#' and a prompt a row, so every row is its own group).
+    Returns each row's template."""
+    rng = np.random.default_rng(seed)
+    n_groups = n // group_size
+    template = np.repeat(np.arange(n_groups), group_size)
+    types = rng.integers(0, 3, n)
+    levels = rng.integers(1, 6, n)
+    p = np.where((types == 1) & (levels == 5), 0.15, 0.85 - 0.06 * levels)
+    p = np.clip(p + rng.normal(0.0, group_sd, n_groups)[template], 0.02, 0.98)
+    scores = (rng.random(n) < p).astype(float)
+    shared = [rng.choice(np.arange(20, D_SAE), size=shared_concepts, replace=False) for _ in range(n_groups)]
+    own = [rng.choice(np.arange(20, D_SAE), size=4 - shared_concepts, replace=False) for _ in range(n)]
+    ids = [
+        sorted({*shared[template[i]].tolist(), *own[i].tolist(), *([10] if types[i] == 1 else [])}) for i in range(n)
+    ]
+    acts = [[float(0.5 + rng.random()) for _ in row] for row in ids]
+    words = rng.choice(WORDS, size=(n_groups, 6))
+    if grouped_ids:
+        row_ids = [f"t{template[i]}#{i % group_size}" for i in range(n)]
+        prompts = [f"Template {g}: {' '.join(words[g])} the answer." for g in template]
+    else:
+        row_ids = [f"r{i}" for i in range(n)]
+        prompts = [f"Row {i} of template {g}: {' '.join(words[g])} the answer." for i, g in enumerate(template)]
+    meta = [json.dumps({"type": TYPES[t], "level": f"Level {lv}"}) for t, lv in zip(types, levels, strict=True)]
+    schema = S.rows_schema_with_d_sae(D_SAE).append(S.METADATA_FIELD).append(pa.field("prompt", pa.string()))
+    table = pa.Table.from_pydict(
+        {
+            "row_id": row_ids,
+            "benchmark": ["math"] * n,
+            "score": scores.tolist(),
+            "concept_ids": ids,
+            "concept_acts": acts,
+            "model": [None] * n,
+            "n_tokens": [10] * n,
+            "metadata": meta,
+            "prompt": prompts,
+        },
+        schema=schema,
+    )
+    pq.write_table(table, path)
+    return template

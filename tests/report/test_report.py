@@ -40,11 +40,13 @@ def test_report_shows_validation_when_given(run_dir: Path, tmp_path: Path) -> No
     validation = embedded(run_dir)["validation"]
     written = json.loads((val / S.VALIDATE_FILE).read_text())
     assert validation["lift"] == written["lift"] and validation["baselines"].keys() == {"paper", "random"}
-    # validate's null check (3 seeds by default): findings on scores permuted within the adjusted cells
+    # validate's null check (3 seeds by default): findings on whole groups' scores permuted within the adjusted
+    # cells, counting every kind beyond those fields
     text = validation["null_check_text"]
     assert re.fullmatch(
-        r"Null check: scores permuted within benchmark cells, "
-        r"3 seeds: \d+, \d+, \d+ confirmed findings",
+        r"Null check: whole groups' scores permuted within benchmark cells, "
+        r"3 seeds: \d+, \d+, \d+ confirmed findings beyond benchmark \(failure modes, concepts, slices on other "
+        r"fields\)",
         text,
     )
     assert main(["report", str(run_dir)]) == 0  # back to the plain report for the other tests
@@ -202,11 +204,34 @@ def test_null_check_text() -> None:
     check: dict[str, Any] = {
         "seeds": [0, 1, 2],
         "permuted_within": ["task"],
-        "confirmed": [{"seed": s, "failure_modes": 0, "slices": 0, "concepts": 0} for s in (0, 1, 2)],
+        "unit": "group",
+        "confirmed": [
+            {
+                "seed": s,
+                "failure_modes": 0,
+                "slices": 0,
+                "slices_beyond_adjusted": 0,
+                "concepts": 0,
+                "false_findings": 0,
+            }
+            for s in (0, 1, 2)
+        ],
     }
-    assert (
-        null_check_text(check) == "Null check: scores permuted within task cells, 3 seeds: 0, 0, 0 confirmed findings"
+    assert null_check_text(check) == (
+        "Null check: whole groups' scores permuted within task cells, 3 seeds: 0, 0, 0 confirmed findings beyond "
+        "task (failure modes, concepts, slices on other fields)"
     )
     assert null_check_text(None) == ""
-    check["confirmed"][1] |= {"slices": 4, "failure_modes": 1, "concepts": 1}  # slices stay real: not counted
-    assert "3 seeds: 0, 2, 0 confirmed findings" in null_check_text(check)
+    # Slices on the permuted-within fields alone stay real: not counted; every other kind is.
+    check["confirmed"][1] |= {"slices": 4, "slices_beyond_adjusted": 1, "failure_modes": 1, "concepts": 1}
+    check["confirmed"][1]["false_findings"] = 3
+    assert "3 seeds: 0, 3, 0 confirmed findings beyond task" in null_check_text(check)
+    # A validate.json of format 3 (rows permuted, modes and concepts counted) is said as it was made.
+    old = {
+        "seeds": [0],
+        "permuted_within": ["task"],
+        "confirmed": [{"seed": 0, "failure_modes": 1, "slices": 4, "concepts": 1}],
+    }
+    assert null_check_text(old) == (
+        "Null check: scores permuted within task cells, 1 seeds: 2 confirmed findings (failure modes and concepts)"
+    )
