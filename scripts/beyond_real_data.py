@@ -3,6 +3,9 @@
     python scripts/beyond_real_data.py prepare DATA_DIR WORK_DIR    # JSONL inputs for `cg-ray extract`
     python scripts/beyond_real_data.py table NAME=DIR[,DIR…] ...     # validate table over seeds (markdown)
 
+(`table` reads the residual-lift curves of validate.json formats 2-3; from format 4 the `beyond` block is the
+run's own judgement of the findings, and those curves are gone.)
+
 `prepare` writes
 - bbh_meta.jsonl: the 2,025 BIG-Bench Hard questions as ONE benchmark `bbh` with the task as metadata
   (`{"task": …}`), scored by code-davinci-002 (CoT) exact match;
@@ -41,7 +44,9 @@ def prepare(data: Path, work: Path) -> None:
         ],
     )
     bbq_q = {r["id"]: r for r in _jsonl(data / "benchmarks" / "bbq.jsonl")}
-    bbq = [r for r in _jsonl(outputs / "bbq_unifiedqa.jsonl") if r["model"] == "unifiedqa-t5-11b-race" and r["id"] in bbq_q]
+    bbq = [
+        r for r in _jsonl(outputs / "bbq_unifiedqa.jsonl") if r["model"] == "unifiedqa-t5-11b-race" and r["id"] in bbq_q
+    ]
     rows = []
     for r in bbq:
         q = bbq_q[r["id"]]
@@ -73,6 +78,8 @@ def table(named: list[str]) -> None:
     for item in named:
         name, dirs = item.split("=", 1)
         docs = [json.loads((Path(d) / "validate.json").read_text()) for d in dirs.split(",")]
+        if any("rankings" not in (doc.get("beyond") or {}) for doc in docs):  # format 4 reports the run's findings
+            raise SystemExit(f"{name}: these residual-lift curves are in validate.json of format 2-3 only")
         rankings = docs[0]["beyond"]["rankings"]
         for ranking in rankings:
             cells = []

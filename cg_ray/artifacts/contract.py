@@ -191,13 +191,17 @@ class Themes(_Versioned):
 class ValidateReport(_Versioned):
     """validate.json of `cg-ray validate`: held-out lift / low-performance curves of the weakness profile."""
 
-    version: ClassVar[int] = 3  # 2: the `beyond` block (slices, failure modes, residual lift); 3: null_check
+    # 2: the `beyond` block (slices, failure modes, residual lift); 3: null_check; 4: the split keeps row groups
+    # whole, `beyond` is the run's own judgement (cg_ray.profile.validate_findings), the null check permutes
+    # whole groups and counts slices beyond the adjusted fields too.
+    version: ClassVar[int] = 4
 
     split: dict[str, Any]
     lift: list[dict[str, Any]]
     low_performance: dict[str, Any]
     baselines: dict[str, Any]
-    # The findings rerun on scores permuted within the adjusted cells (cg_ray.profile.nullcheck); null: not run.
+    # The findings rerun on whole groups' scores permuted within the adjusted cells (cg_ray.profile.nullcheck);
+    # null: not run.
     null_check: dict[str, Any] | None = None
 
 

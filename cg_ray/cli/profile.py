@@ -39,15 +39,19 @@ def _fmt(x: float | None, signed: bool = False) -> str:
 def _cmd_validate(args: argparse.Namespace) -> int:
     """held-out validation of the weakness profile (lift and low-performance curves vs baselines)
 
-    Split rows into fit / test parts (stratified by benchmark, seeded), build the weakness profile on the fit
-    part, and measure on the test part how low the profiled concepts' rows score: the new ranking, the paper's
-    plain X_model ranking and random concepts side by side."""
+    Split rows into fit / test parts (stratified by benchmark, seeded, row groups kept whole), build the
+    weakness profile on the fit part, and measure on the test part how low the profiled concepts' rows score:
+    the new ranking, the paper's plain X_model ranking and random concepts side by side. The findings beyond
+    the metadata are the run's own judgement of the same rows (the same groups, splits and rule as `cg-ray
+    metrics`), and the null check reruns it on whole groups' scores permuted within the adjusted cells."""
     from cg_ray.artifacts.layout import RobustnessDir, RunDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
     from cg_ray.cli.metrics import metrics_config_from_args
+    from cg_ray.profile.folds import RowGroups, row_groups
+    from cg_ray.profile.nullcheck import judge_rows, null_check
     from cg_ray.profile.strata import read_frame
-    from cg_ray.profile.validate import ValidateConfig, validate
+    from cg_ray.profile.validate import ValidateConfig, check_rows, validate
     from cg_ray.report.refresh import refresh_report
     from cg_ray.schemas import VALIDATE_FILE
 
@@ -65,11 +69,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     )
     rows = open_rows(args.rows, args.d_sae)
     table = load_row_table(rows, model=args.model)
-    report = validate(table, table.benchmark_codes, cfg, read_frame(rows, args.model))
+    check_rows(table, cfg, row_groups(rows, read_frame(rows, args.model), folds=2))  # before the long part
+    judged = judge_rows(rows, cfg.metrics, args.model)  # the run's own judgement: its groups, splits and rule
+    plan = judged.plan
+    groups = RowGroups(plan.clusters, plan.rule, plan.n_groups)
+    report = validate(table, table.benchmark_codes, cfg, groups, judged)
     if args.null_seeds:  # the whole judgement on scores with nothing left beyond the metadata
-        from cg_ray.profile.nullcheck import null_check
-
-        report["null_check"] = null_check(rows, cfg.metrics, args.model, seeds=range(args.null_seeds))
+        report["null_check"] = null_check(rows, cfg.metrics, args.model, range(args.null_seeds), real=judged)
     report["rows_file"] = str(args.rows)
     report["model"] = args.model
     if run is not None:
@@ -105,25 +111,66 @@ def _print(report: dict[str, Any], path: Path) -> None:
             sign = i < 2
             cells.append(f"{_fmt(v, sign)} [{_fmt(entry.get('low'), sign)}, {_fmt(entry.get('high'), sign)}]")
         print(f"{name:<8} {cells[0]:>24} {cells[1]:>24} {cells[2]:>24}")
-    check = report.get("null_check")
-    if check:
-        within = " × ".join(check["permuted_within"]) or "the whole suite"
-        per_seed = ", ".join(str(r["failure_modes"] + r["concepts"]) for r in check["confirmed"])
-        print(
-            f"null check: scores permuted within {within} cells, {len(check['seeds'])} seeds: "
-            f"{per_seed} confirmed failure modes + concepts (should be 0; slices on those fields stay real)"
-        )
     beyond = report.get("beyond")
     if beyond:
-        print(f"beyond the metadata (adjusted for {', '.join(beyond['adjusted_for']) or 'nothing'}):")
-        print(f"{'ranking':<14} {'lift@5':>8} {'lift@20':>8} {'resid@5':>8} {'resid@20':>8}")
-        for name, curves in beyond["rankings"].items():
-            cells = [
-                _fmt((_at(curves[c], "k", k) or (curves[c][-1] if curves[c] else {})).get("value"), True)
-                for c in ("lift", "residual_lift")
-                for k in (5, 20)
-            ]
-            print(f"{name:<14} " + " ".join(f"{c:>8}" for c in cells))
+        for line in beyond_lines(beyond):
+            print(line)
+    check = report.get("null_check")
+    if check:
+        print(null_check_line(check))
+
+
+def beyond_lines(beyond: dict[str, Any]) -> list[str]:
+    """The run's confirmed findings as validate.json's `beyond` block holds them."""
+    from cg_ray.report.findings import judged_text, q_text
+
+    crossfit = beyond.get("crossfit") or {}
+    confirmed = crossfit.get("confirmed") or {}
+    adjusted = ", ".join(beyond["adjusted_for"]) or "nothing"
+    splits = crossfit.get("splits", "—")
+    out = [
+        f"beyond the metadata (the run's judgement, adjusted for {adjusted}): {judged_text(crossfit)}",
+        f"confirmed: {confirmed.get('failure_modes', 0)} failure modes, {confirmed.get('slices', 0)} slices "
+        f"({confirmed.get('slices_beyond_adjusted', 0)} beyond the adjusted fields), "
+        f"{confirmed.get('concepts', 0)} concepts",
+    ]
+
+    def figures(entry: dict[str, Any], value: str, low: str, high: str) -> str:
+        return (
+            f"{_fmt(entry.get(value), True)} [{_fmt(entry.get(low), True)}, {_fmt(entry.get(high), True)}], "
+            f"{q_text(entry.get('q_value'))}, chosen by {entry.get('splits_selected')} of {splits} splits"
+        )
+
+    for m in beyond.get("failure_modes") or []:
+        out.append(
+            f"  mode {m['concept_ids']} {m['description']}: "
+            f"residual {figures(m, 'residual', 'residual_low', 'residual_high')}"
+        )
+    for sl in beyond.get("slices") or []:
+        out.append(f"  slice {sl['slice']}: vs the rest {figures(sl, 'contrast', 'contrast_low', 'contrast_high')}")
+    for c in beyond.get("concepts") or []:
+        side = "below" if c["direction"] == "less" else "above"
+        out.append(
+            f"  concept {c['concept']} ({side} its cells): {figures(c, 'residual', 'residual_low', 'residual_high')}"
+        )
+    return out
+
+
+def null_check_line(check: dict[str, Any]) -> str:
+    """'null check: whole groups' scores permuted within type × level cells (identical prompts, 1,000 groups),
+    3 seeds: 0, 0, 0 false findings (confirmed failure modes, concepts and slices on other fields; should be 0;
+    slices on type, level alone stay real)'."""
+    fields = check["permuted_within"]
+    where = f"within {' × '.join(fields)} cells" if fields else "across the suite"
+    groups = check.get("groups") or {}
+    grouped = f" ({groups['rule']}, {groups['n_groups']:,} groups)" if groups.get("rule") else ""
+    per_seed = ", ".join(str(r["false_findings"]) for r in check["confirmed"])
+    kept = f"slices on {', '.join(fields)} alone stay real" if fields else ""
+    return (
+        f"null check: whole groups' scores permuted {where}{grouped}, {len(check['seeds'])} seeds: "
+        f"{per_seed} false findings (confirmed failure modes, concepts and slices on other fields; should be 0"
+        f"{'; ' + kept if kept else ''})"
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -144,6 +191,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--null-seeds",
         type=_seeds,
         default=3,
-        help="null check: rerun the findings on scores permuted within the adjusted cells this many times (3; 0: off)",
+        help=(
+            "null check: rerun the findings on whole groups' scores permuted within the adjusted cells this many "
+            "times (3; 0: off)"
+        ),
     )
     add_metrics_options(p)

@@ -1,9 +1,11 @@
 """`cg-ray validate`: does a weakness profile predict failures on rows it has not seen?
 
-Rows are split into a fit and a test part, stratified by benchmark and seeded (one evaluated model at a
-time: a file with several models needs `--model`, as every CG command). The profile is
-built on the fit part only; on the test part we measure, for the new ranking (the profile's order, near-
-duplicates merged), the paper's plain X_model ranking and random eligible concepts:
+Rows are split into a fit and a test part, stratified by benchmark and seeded, whole row groups to one part
+(`grouped_split`: the groups of `folds.row_groups`, the run's own, so the answers to one question or the rows
+of one template never sit on both sides; one evaluated model at a time: a file with several models needs
+`--model`, as every CG command). The profile is built on the fit part only; on the test part we measure, for
+the new ranking (the profile's order, near-duplicates merged), the paper's plain X_model ranking and random
+eligible concepts:
 
 - held-out lift at k = 1..max_k: over the test rows exhibiting (s̃ > 0) any of the top-k concepts, the mean
   score minus the benchmark-weighted mean (each row's benchmark mean on the test part), with a percentile
@@ -14,6 +16,9 @@ duplicates merged), the paper's plain X_model ranking and random eligible concep
   curve(N') = min of P(M) over profiles whose concepts cover ≥ N' distinct test rows (lower is better).
   Intervals: percentile bootstrap over test rows (multinomial reweighting), the profile held fixed.
 Random concepts: `n_random` random orders of the eligible concepts; the mean and the 2.5–97.5 percentiles.
+
+The findings beyond the metadata (failure modes, slices, concepts) are not rebuilt on this split: the
+`beyond` block is the run's own judgement of the same rows (`validate_findings.beyond_block`).
 """
 
 from __future__ import annotations
@@ -31,13 +36,18 @@ from cg_ray.config import MetricsConfig
 from cg_ray.errors import ConfigError, InputError
 from cg_ray.metrics.compute import CGResult, compute_metrics
 from cg_ray.metrics.robustness import RowTable
+from cg_ray.profile.findings import Beyond
+from cg_ray.profile.folds import RowGroups
 from cg_ray.profile.grouping import pool_activity_from_csr
 from cg_ray.profile.ranking import eligible, weakness_order
-from cg_ray.profile.strata import RowFrame
-from cg_ray.profile.validate_findings import beyond_validation, draw_summary
+from cg_ray.profile.validate_findings import beyond_block
 from cg_ray.profile.weaknesses import POOL_FACTOR, profile_entries
 
-FORMAT_VERSION = 3  # 2: the `beyond` block (slices, failure modes, residual lift; validate_findings.py); 3: null_check
+# 2: the `beyond` block (slices, failure modes, residual lift on the fit / test split); 3: null_check;
+# 4: the split keeps row groups whole; `beyond` is the run's own judgement (its confirmed failure modes, slices
+# and concepts, the crossfit summary) instead of modes rebuilt on the fit part and residual-lift curves; the
+# null check permutes whole groups' blocks within cells and counts slices beyond the adjusted fields too.
+FORMAT_VERSION = 4
 MIN_ROWS_PER_BENCHMARK = 10
 
 IntArray = npt.NDArray[np.int64]
@@ -66,19 +76,43 @@ class ValidateConfig:
         return out
 
 
-def stratified_split(strata: npt.NDArray[np.integer], test_fraction: float, seed: int) -> npt.NDArray[np.bool_]:
-    """A test mask holding round(test_fraction × n) rows of every stratum (at least 1, never all), seeded."""
+def group_strata(strata: npt.NDArray[np.integer], groups: npt.NDArray[np.integer]) -> IntArray:
+    """The stratum of each group (code 0..G-1): the one holding most of its rows (ties: the lowest)."""
+    strata, groups = np.asarray(strata, np.int64), np.asarray(groups, np.int64)
+    if not groups.size:
+        return np.zeros(0, np.int64)
+    n_strata = int(strata.max()) + 1
+    counts = np.bincount(groups * n_strata + strata, minlength=(int(groups.max()) + 1) * n_strata)
+    out: IntArray = counts.reshape(-1, n_strata).argmax(axis=1).astype(np.int64)
+    return out
+
+
+def grouped_split(
+    strata: npt.NDArray[np.integer], groups: npt.NDArray[np.integer], test_fraction: float, seed: int
+) -> npt.NDArray[np.bool_]:
+    """A test mask of whole groups, stratified by the groups' strata (`group_strata`), seeded: in each stratum
+    the groups are shuffled and the test part is the prefix whose rows come closest to test_fraction × the
+    stratum's rows (at least one group, never all). One row a group: round(test_fraction × n) rows."""
+    groups = np.asarray(groups, np.int64)
     rng = np.random.default_rng(seed)
-    test = np.zeros(strata.size, dtype=bool)
-    for s in np.unique(strata):
-        idx = np.flatnonzero(strata == s)
-        n_test = min(max(1, round(test_fraction * idx.size)), idx.size - 1)
-        test[rng.choice(idx, size=n_test, replace=False)] = True
-    return test
+    sizes = np.bincount(groups) if groups.size else np.zeros(0, np.int64)
+    home = group_strata(strata, groups)
+    test_group = np.zeros(sizes.size, dtype=bool)
+    for s in np.unique(home[sizes > 0]):
+        mine = rng.permutation(np.flatnonzero((home == s) & (sizes > 0)))
+        if mine.size < 2:
+            continue  # one group cannot be split (`check_rows` refuses it)
+        cum = np.cumsum(sizes[mine])
+        n_test = int(np.argmin(np.abs(cum[:-1] - test_fraction * cum[-1]))) + 1
+        test_group[mine[:n_test]] = True
+    out: npt.NDArray[np.bool_] = test_group[groups]
+    return out
 
 
-def check_rows(table: RowTable, cfg: ValidateConfig) -> None:
-    """Every row scored; every benchmark large enough for both parts. Errors name the benchmark."""
+def check_rows(table: RowTable, cfg: ValidateConfig, groups: RowGroups | None = None) -> None:
+    """Every row scored; every benchmark large enough for both parts, with at least two groups of its own.
+    Errors name the benchmark."""
+    home = group_strata(table.benchmark_codes, groups.codes) if groups is not None else None
     for b, name in enumerate(table.benchmark_names):
         mine = table.benchmark_codes == b
         unscored = int(np.isnan(table.scores[mine]).sum())
@@ -96,6 +130,15 @@ def check_rows(table: RowTable, cfg: ValidateConfig) -> None:
                 f"(validate needs at least {MIN_ROWS_PER_BENCHMARK} rows per benchmark and one in each part)",
                 field="benchmark",
             )
+        if groups is not None and home is not None:
+            own = int(np.count_nonzero(home[np.unique(groups.codes[mine])] == b))
+            if own < 2:
+                raise InputError(
+                    f"benchmark {name!r} has its {n} rows in {own} group{'' if own == 1 else 's'} of its own "
+                    f"(groups by {groups.rule}): validate keeps a group's rows in one part, so it needs at least "
+                    "2 groups per benchmark",
+                    field="group",
+                )
 
 
 def subset(table: RowTable, rows: IntArray) -> RowTable:
@@ -282,6 +325,24 @@ def random_baseline(part: TestPart, pool: IntArray, size: int, cfg: ValidateConf
     }
 
 
+def draw_summary(values: Sequence[Sequence[float | None]], key: str, labels: Sequence[int]) -> list[dict[str, Any]]:
+    """Per position along the draws' curves: the mean over the draws and their 2.5–97.5 percentiles (a
+    position no draw reaches, or one all draws leave undefined, gets nulls)."""
+    arr = np.array([[np.nan if v is None else v for v in row] for row in values], dtype=np.float64)
+    out = []
+    for j, label in enumerate(labels):
+        col = arr[:, j][~np.isnan(arr[:, j])] if arr.ndim == 2 and j < arr.shape[1] else np.zeros(0)
+        out.append(
+            {
+                key: label,
+                "value": float(col.mean()) if col.size else None,
+                "low": float(np.quantile(col, 0.025)) if col.size else None,
+                "high": float(np.quantile(col, 0.975)) if col.size else None,
+            }
+        )
+    return out
+
+
 def planted_recovery(found: Sequence[int], planted: set[int]) -> dict[str, float]:
     """Precision, recall and F1 of `found` against the planted concepts that could be found."""
     hits = len(set(found) & planted)
@@ -292,12 +353,20 @@ def planted_recovery(found: Sequence[int], planted: set[int]) -> dict[str, float
 
 
 def validate(
-    table: RowTable, strata: npt.NDArray[np.integer], cfg: ValidateConfig, frame: RowFrame | None = None
+    table: RowTable,
+    strata: npt.NDArray[np.integer],
+    cfg: ValidateConfig,
+    groups: RowGroups | None = None,
+    judged: Beyond | None = None,
 ) -> dict[str, Any]:
-    """The whole evaluation (see the module doc); a JSON-ready dict with the documented keys. With `frame`
-    (the same rows' metadata), also the `beyond` block: slices, failure modes, residual lift."""
-    check_rows(table, cfg)
-    test_mask = stratified_split(strata, cfg.test_fraction, cfg.seed)
+    """The whole evaluation (see the module doc); a JSON-ready dict with the documented keys. `groups`: the
+    rows' groups, kept whole by the split (None: one row a group); `judged`: the run's own judgement of the
+    same rows (`nullcheck.judge_rows`), reported as the `beyond` block."""
+    codes = groups.codes if groups is not None else np.arange(table.n_rows, dtype=np.int64)
+    if codes.size != table.n_rows:
+        raise ValueError(f"{codes.size} group codes for {table.n_rows} rows")
+    check_rows(table, cfg, groups)
+    test_mask = grouped_split(strata, codes, cfg.test_fraction, cfg.seed)
     fit = subset(table, np.flatnonzero(~test_mask))
     test = subset(table, np.flatnonzero(test_mask))
     result = compute_metrics(fit.accumulate(), cfg.metrics)
@@ -314,29 +383,14 @@ def validate(
                 "benchmark": table.benchmark_names[b],
                 "n_fit": int((mine & ~test_mask).sum()),
                 "n_test": int((mine & test_mask).sum()),
+                "n_groups_fit": int(np.unique(codes[mine & ~test_mask]).size),
+                "n_groups_test": int(np.unique(codes[mine & test_mask]).size),
             }
-        )
-    beyond = None
-    if frame is not None:
-        beyond = beyond_validation(
-            table,
-            frame,
-            test_mask,
-            fit,
-            test,
-            result,
-            rankings,
-            part.residual,
-            part.incidence,
-            max_k=cfg.max_k,
-            n_bootstrap=cfg.n_bootstrap,
-            n_random=cfg.n_random,
-            seed=cfg.seed,
         )
     return {
         "format_version": FORMAT_VERSION,
         "ranking": cfg.metrics.rank_by,
-        "beyond": beyond,
+        "beyond": beyond_block(judged) if judged is not None else None,
         "lift": lift_curve(part, rankings["new"], cfg),
         "low_performance": low_performance(part, rankings["new"], cfg),
         "baselines": {
@@ -351,6 +405,10 @@ def validate(
             "seed": cfg.seed,
             "test_fraction": cfg.test_fraction,
             "stratified_by": "benchmark",
+            "groups": {
+                "rule": groups.rule if groups is not None else "one row each",
+                "n_groups": int(np.unique(codes).size),
+            },
             "n_fit": int(fit.n_rows),
             "n_test": int(test.n_rows),
             "strata": split_rows,

@@ -234,31 +234,36 @@ def test_nested_and_high_cardinality_fields_are_skipped_and_listed(write_rows, t
         parse_adjust_for("nope", frame)
 
 
-def test_validate_judges_modes_slices_and_rankings_by_held_out_residual_lift(tmp_path: Path) -> None:
+def test_validate_reports_the_runs_judgement_and_a_null_check_with_no_false_finding(tmp_path: Path) -> None:
     table, _ = planted(3000, seed=1)
     table = table.filter(table.column("score").is_valid())  # validate needs a score on every row
     pq.write_table(table, tmp_path / "rows.parquet")
     out = tmp_path / "val"
     args = ["validate", "--rows", str(tmp_path / "rows.parquet"), "--out", str(out), "--bootstrap", "200"]
-    assert main([*args, "--random", "40"]) == 0
+    assert main([*args, "--random", "40", "--null-seeds", "2"]) == 0
     report = json.loads((out / S.VALIDATE_FILE).read_text())
-    assert report["format_version"] == 3
-    # The null check: scores permuted within the adjusted cells confirm no mode or concept.
+    assert report["format_version"] == 4
+    # The null check: whole groups' scores permuted within the adjusted cells confirm nothing beyond them.
     check = report["null_check"]
-    assert check["permuted_within"] == ["type", "level"] and len(check["confirmed"]) == 3
-    assert check["false_findings"] == 0
+    assert check["permuted_within"] == ["type", "level"] and len(check["confirmed"]) == 2
+    assert check["unit"] == "group" and check["false_findings"] == 0
+    assert all(
+        r["false_findings"] == r["failure_modes"] + r["concepts"] + r["slices_beyond_adjusted"]
+        for r in check["confirmed"]
+    )
+    # The findings: the run's own judgement of the rows (held out over its splits), the confirmed ones listed.
     beyond = report["beyond"]
     assert beyond["adjusted_for"] == ["type", "level"]
-    assert beyond["slices"][0] == "type=geo & level=Level 5"  # built on the fit part only
-    assert sorted(beyond["failure_modes"][0]) == [5, 6]
-    curves = beyond["rankings"]
-    assert set(curves) == {"slices", "failure_modes", "residual", "new", "paper", "random"}
-    mode = curves["failure_modes"]["residual_lift"][0]
-    # The figure rows score well below their fit-part cells on held-out rows; a slice, by construction, not.
-    assert mode["k"] == 1 and mode["high"] < -0.15
-    assert abs(curves["slices"]["residual_lift"][0]["value"]) < 0.1
-    assert curves["slices"]["lift"][0]["value"] < -0.25  # ... though by plain lift it is the weakest rows
-    assert mode["value"] < curves["random"]["residual_lift"][0]["low"]
+    assert beyond["crossfit"]["splits"] == 10 and beyond["crossfit"]["confirmed"]["failure_modes"] >= 1
+    mode = beyond["failure_modes"][0]
+    assert sorted(mode["concept_ids"]) == [5, 6] and mode["confirmed"]
+    # The figure rows score well below their cells on rows that did not choose the mode.
+    assert mode["residual_low"] <= mode["residual"] <= mode["residual_high"] < -0.15
+    weakest = beyond["slices"][0]
+    assert weakest["slice"] == "type=geo & level=Level 5" and not weakest["beyond_adjusted"]
+    assert weakest["conditions"] == {"type": "geo", "level": "Level 5"} and weakest["contrast_high"] < 0
+    assert {5, 6} <= {c["concept"] for c in beyond["concepts"] if c["direction"] == "less"}
+    assert "rankings" not in beyond  # the curves of the old fit-part modes are gone
 
 
 def test_auto_adjusts_for_benchmark_and_at_most_two_fields_of_the_best_slices(write_rows) -> None:
