@@ -1,20 +1,24 @@
 """A real-text calibration suite for the findings (docs/trust.md, "Real text, planted"; issue 38).
 
-    python scripts/real_text_calibration.py prepare DATA_DIR WORK_DIR            # WORK_DIR/real_text.jsonl
+    python scripts/beyond_real_data.py prepare DATA_DIR WORK_DIR                  # bbh_meta.jsonl, bbq.jsonl
+    python scripts/real_text_calibration.py prepare DATA_DIR WORK_DIR           # real_text{,_new}.jsonl
+    cg-ray extract --dtype float32 --text prompt --input WORK_DIR/X.jsonl --out WORK_DIR/X.rows.parquet
+        # X = bbh_meta, bbq, and real_text_new (with --allow-missing-scores)
+    python scripts/real_text_calibration.py assemble WORK_DIR                    # WORK_DIR/real_text.rows.parquet
     python scripts/real_text_calibration.py plant ROWS.parquet OUT.parquet --seed S [--shuffle]
-    python scripts/real_text_calibration.py judge ROWS.parquet RUN_DIR          # top confirmed mode vs property
+    python scripts/real_text_calibration.py judge ROWS.parquet RUN_DIR          # its modes vs the property rows
 
-`prepare` writes 5,923 real prompts of five benchmarks from DATA_DIR/benchmarks, unscored (read them with
-`cg-ray extract --allow-missing-scores --text prompt`): GSM8K test (1,319), NQ-open dev (2,000), Social IQa
-dev (1,954), AGIEval AQuA-RAT (250) and the first 100 four-question contexts of LogicBench BQA (400). Each row
-is its benchmark's (`benchmark` = source) with metadata `length` (the tercile of the prompt's length within
-its source: short / medium / long) and `group` (Social IQa: its context; LogicBench: its shared context;
-otherwise the row itself). The cells are source × length (15).
+The suite is 5,144 real prompts of three benchmarks from DATA_DIR/benchmarks: BIG-Bench Hard (2,025) and BBQ
+(1,800, with its choices) as `beyond_real_data.py` writes them, and GSM8K test (1,319). Only GSM8K is read again
+(`real_text_new.jsonl`); `assemble` takes every row's concepts from the three rows files. Each row is its
+source's (`benchmark` = source) with metadata `length` (the tercile of the prompt's length within its source:
+short / medium / long) and `group` (BBQ: its template, category + question index, 149 groups of 1-49 rows;
+otherwise the row itself). The cells are source × length (9).
 
 `plant` draws the scores: each cell gets a base rate uniform in [0.35, 0.85] (seeded), a row is 1 with its
-cell's rate, 0.20 lower on rows whose prompt holds a dollar amount (`$` then a digit, `DOLLAR`: 420 rows, 7.1%);
-`--shuffle` then permutes those scores within the cells (the null: nothing beyond the metadata). The property
-is read from the prompt text, never written to the metadata.
+cell's rate, 0.20 lower on rows whose prompt holds a dollar amount (`$` then a digit, `DOLLAR`: 400 rows, 7.8%,
+396 of them GSM8K's, 4 BBH's); `--shuffle` then permutes those scores within the cells (the null: nothing
+beyond the metadata). The property is read from the prompt text, never written to the metadata.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ DOLLAR = re.compile(r"\$\s?\d")
 BASE_LOW, BASE_HIGH = 0.35, 0.85
 DROP = 0.20
 LENGTHS = ("short", "medium", "long")
-LOGIC_GROUPS = 100
+NEW = ("gsm8k",)  # the sources read again; bbh and bbq come from their own rows files
+READ = ("bbh_meta", "bbq", "real_text_new")
 BoolArray = npt.NDArray[np.bool_]
 
 
@@ -44,28 +49,16 @@ def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
         yield from (json.loads(line) for line in fh if line.strip())
 
 
-def _sources(bench: Path) -> Iterator[tuple[str, str, str, str]]:
-    """(source, id, prompt, group) of every row kept, source by source."""
-    for r in _jsonl(bench / "gsm8k.jsonl"):
-        yield "gsm8k", r["id"], r["prompt"], r["id"]
-    for r in _jsonl(bench / "nq_open.jsonl"):
-        yield "nq_open", r["id"], r["prompt"], r["id"]
-    for r in _jsonl(bench / "social_iqa.jsonl"):
-        yield "social_iqa", r["id"], r["prompt"], "siqa:" + r["metadata"]["context"]
-    for r in _jsonl(bench / "agieval_en.jsonl"):
-        if r["metadata"]["subset"] == "aqua-rat":
-            yield "aqua_rat", r["id"], r["prompt"], r["id"]
-    logic = [r for r in _jsonl(bench / "logicbench.jsonl") if r["metadata"]["task"] == "BQA"]
-    sizes: dict[str, int] = {}
-    for r in logic:
-        key = r["id"].rsplit("-", 1)[0]
-        sizes[key] = sizes.get(key, 0) + 1
-    kept = [g for g, n in sizes.items() if n == 4][:LOGIC_GROUPS]
-    keep = set(kept)
-    for r in logic:
-        key = r["id"].rsplit("-", 1)[0]
-        if key in keep:
-            yield "logicbench", r["id"], r["prompt"], key
+def _sources(data: Path, work: Path) -> Iterator[tuple[str, str, str, str]]:
+    """(source, id, prompt, group) of every row, source by source."""
+    bbq = {r["id"]: r["metadata"] for r in _jsonl(data / "benchmarks" / "bbq.jsonl")}
+    for r in _jsonl(work / "bbh_meta.jsonl"):
+        yield "bbh", r["id"], r["prompt"], r["id"]
+    for r in _jsonl(work / "bbq.jsonl"):
+        meta = bbq[r["id"]]
+        yield "bbq", r["id"], r["prompt"], f"bbq:{meta['category']}:{meta['question_index']}"
+    for r in _jsonl(data / "benchmarks" / "gsm8k.jsonl"):
+        yield NEW[0], r["id"], r["prompt"], r["id"]
 
 
 def _length_buckets(lengths: list[int]) -> list[str]:
@@ -77,8 +70,15 @@ def _length_buckets(lengths: list[int]) -> list[str]:
     return out
 
 
-def prepare(data: Path, work: Path) -> Path:
-    rows = list(_sources(data / "benchmarks"))
+def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in records)
+    tmp.replace(path)
+
+
+def prepare(data: Path, work: Path) -> None:
+    rows = list(_sources(data, work))
     buckets: dict[int, str] = {}
     for source in dict.fromkeys(s for s, *_ in rows):
         idx = [i for i, r in enumerate(rows) if r[0] == source]
@@ -94,15 +94,40 @@ def prepare(data: Path, work: Path) -> Path:
         }
         for i, (source, rid, prompt, group) in enumerate(rows)
     ]
-    work.mkdir(parents=True, exist_ok=True)
-    out = work / "real_text.jsonl"
-    tmp = out.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r) + "\n" for r in records)
-    tmp.replace(out)
+    _write_jsonl(work / "real_text.jsonl", records)
+    _write_jsonl(work / "real_text_new.jsonl", [r for r in records if r["benchmark"] in NEW])
     share = sum(bool(DOLLAR.search(r[2])) for r in rows)
-    print(f"{out}: {len(records)} rows, {share} with a dollar amount ({share / len(records):.1%})")
-    return out
+    print(f"{work / 'real_text.jsonl'}: {len(records)} rows, {share} with a dollar amount ({share / len(rows):.1%})")
+
+
+def assemble(work: Path) -> None:
+    """WORK/real_text.rows.parquet: the rows of real_text.jsonl, their concepts from the rows files read."""
+    wanted = list(_jsonl(work / "real_text.jsonl"))
+    tables = [pq.read_table(work / f"{name}.rows.parquet") for name in READ]
+    schema = tables[0].schema
+    table = pa.concat_tables([t.select(schema.names).cast(schema) for t in tables])
+    where = {rid: i for i, rid in enumerate(table.column("row_id").to_pylist())}
+    missing = [r["id"] for r in wanted if r["id"] not in where]
+    if missing:
+        raise SystemExit(f"{len(missing)} rows of real_text.jsonl were not read, e.g. {missing[0]}")
+    table = table.take(pa.array([where[r["id"]] for r in wanted]))
+    for name, values, kind in (
+        ("benchmark", [r["benchmark"] for r in wanted], pa.string()),
+        ("model", ["planted"] * len(wanted), pa.string()),
+        ("score", [None] * len(wanted), pa.float64()),
+        ("metadata", [json.dumps(r["metadata"], sort_keys=True) for r in wanted], pa.string()),
+    ):
+        i = table.schema.get_field_index(name)
+        table = table.set_column(i, table.schema.field(i), pa.array(values, kind))
+    out = work / "real_text.rows.parquet"
+    _write_parquet(table, out)
+    print(f"{out}: {table.num_rows} rows")
+
+
+def _write_parquet(table: pa.Table, out: Path) -> None:
+    tmp = out.with_suffix(".tmp.parquet")
+    pq.write_table(table, tmp)
+    tmp.replace(out)
 
 
 def cells(table: pa.Table) -> list[str]:
@@ -140,31 +165,39 @@ def plant(rows: Path, out: Path, seed: int, *, shuffle: bool = False) -> None:
     name = f"{'shuffled' if shuffle else 'planted'}-s{seed}"
     j = table.schema.get_field_index("model")
     table = table.set_column(j, table.schema.field(j), pa.array([name] * table.num_rows, pa.string()))
-    tmp = out.with_suffix(".tmp.parquet")
-    pq.write_table(table, tmp)
-    tmp.replace(out)
+    _write_parquet(table, out)
     print(f"{out}: {table.num_rows} rows ({name}), {int(prop.sum())} with a dollar amount, mean {scores.mean():.3f}")
 
 
+def _mode_figures(mode: dict[str, Any], fires: BoolArray, prop: BoolArray) -> dict[str, Any]:
+    both = int((fires & prop).sum())
+    return {
+        "rank": mode.get("rank"),
+        "q": mode.get("q_value"),
+        "rows": int(fires.sum()),
+        "property_rows_in_it": both,
+        "jaccard": round(both / max(int((fires | prop).sum()), 1), 3),
+        "terms": mode.get("terms") or mode.get("description"),
+    }
+
+
 def judge(rows: Path, run: Path) -> dict[str, Any]:
-    """The first confirmed failure mode of RUN_DIR: its rows (any member concept active) against the
-    property's rows (Jaccard), and its terms."""
+    """RUN_DIR's failure modes against the property: for its first confirmed mode and its first candidate,
+    their rows (any member concept active) against the property's rows (Jaccard), q and terms; and how many
+    candidates are mostly property rows (the effect cut into several modes)."""
     table = pq.read_table(rows, columns=["concept_ids", "prompt"])
     prop = has_property(table)
-    modes = pq.read_table(run / "failure_modes.parquet").to_pylist()
-    confirmed = [m for m in modes if m.get("confirmed")]
-    out: dict[str, Any] = {"modes": len(modes), "confirmed": len(confirmed), "property_rows": int(prop.sum())}
+    ids = [set(x) for x in table.column("concept_ids").to_pylist()]
+    modes = sorted(pq.read_table(run / "failure_modes.parquet").to_pylist(), key=lambda m: m.get("rank") or 0)
+    fires = [np.array([bool(set(m["concept_ids"]) & row) for row in ids]) for m in modes]
+    out: dict[str, Any] = {"modes": len(modes), "confirmed": sum(bool(m.get("confirmed")) for m in modes)}
+    out["property_rows"] = int(prop.sum())
+    out["mostly_property"] = sum(int((f & prop).sum()) > f.sum() / 2 for f in fires)
+    confirmed = [i for i, m in enumerate(modes) if m.get("confirmed")]
     if confirmed:
-        top = confirmed[0]
-        members = set(top["concept_ids"])
-        fires = np.array([bool(members & set(ids)) for ids in table.column("concept_ids").to_pylist()])
-        both = int((fires & prop).sum())
-        out.update(
-            mode_rows=int(fires.sum()),
-            overlap=both,
-            jaccard=round(both / int((fires | prop).sum()), 3),
-            terms=top.get("terms") or top.get("description"),
-        )
+        out["top_confirmed"] = _mode_figures(modes[confirmed[0]], fires[confirmed[0]], prop)
+    if modes:
+        out["top_candidate"] = _mode_figures(modes[0], fires[0], prop)
     print(json.dumps(out, default=str))
     return out
 
@@ -174,6 +207,8 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("data", type=Path)
+    p.add_argument("work", type=Path)
+    p = sub.add_parser("assemble")
     p.add_argument("work", type=Path)
     p = sub.add_parser("plant")
     p.add_argument("rows", type=Path)
@@ -186,6 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.cmd == "prepare":
         prepare(args.data, args.work)
+    elif args.cmd == "assemble":
+        assemble(args.work)
     elif args.cmd == "plant":
         plant(args.rows, args.out, args.seed, shuffle=args.shuffle)
     else:
