@@ -4,7 +4,8 @@
 ``gold_index``, ``task_name``, ``specific``…), ``model_response`` (``input``: what was sent, ``text`` /
 ``text_post_processed``: the generations, logprobs…) and ``metric`` (metric name → value). Mapped as the
 lm-eval samples are: the prompt sent, the (post-processed) generation, the gold choice(s), one metric as
-the score, the doc id.
+the score, the doc id (else the row's index). The older flat layout (``full_prompt``, ``predictions``,
+``gold``, ``metrics``: lighteval up to 0.3, the Open LLM Leaderboard's first details) reads the same way.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def task_name(path: str) -> str:
     stem = Path(path).stem
     match = _TASK_FROM_NAME.match(stem)
     task = match["task"] if match else stem.removeprefix("details_")
-    parts = re.split(r"[|:]", task)
+    parts = task.split("|") if "|" in task else task.split(":")  # suite|task|few-shot (results use ':')
     return parts[1] if len(parts) == 3 and parts[1] else task
 
 
@@ -41,7 +42,7 @@ def load_lighteval(source: LightevalSource) -> Iterator[BenchmarkRow]:
     for n, rec in enumerate(iter_records(where, "parquet")):
         if source.limit is not None and n >= source.limit:
             return
-        record, row = rec.data, rec.row
+        record, row = _as_current(rec.data), rec.row
         for part in ("doc", "metric"):
             if not isinstance(record.get(part), Mapping):
                 raise InputError(
@@ -59,7 +60,7 @@ def load_lighteval(source: LightevalSource) -> Iterator[BenchmarkRow]:
             row_id=f"{benchmark}-{doc_id}",
             benchmark=benchmark,
             prompt=render_prompt(source.prompt_template, _prompt(record, source, row), None),
-            reference=_gold(record["doc"].get("gold_index"), choices, where, row),
+            reference=record["doc"].get("gold_texts") or _gold(record["doc"].get("gold_index"), choices, where, row),
             choices=choices or None,
             scorer=source.scorer,
             score=_score(record["metric"], source, row),
@@ -70,6 +71,32 @@ def load_lighteval(source: LightevalSource) -> Iterator[BenchmarkRow]:
                 "specific": record["doc"].get("specific"),
             },
         )
+
+
+def _as_current(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A record of lighteval's older flat layout (up to 0.3, as in the Open LLM Leaderboard's first details:
+    ``example``, ``full_prompt``, ``predictions``, ``gold``, ``choices``, ``gold_index``, ``metrics``,
+    ``specifics``) in the current one; a current record as it is."""
+    if "doc" in record or "metrics" not in record:
+        return record
+    predictions = record.get("predictions")
+    choices = record.get("choices") or []
+    gold = record.get("gold")
+    return {
+        "doc": {
+            "query": record.get("example"),
+            "choices": choices,
+            "gold_index": record.get("gold_index"),
+            # A generative task logs its gold answers as text and has no choices to index.
+            "gold_texts": [as_text(g) for g in gold] if isinstance(gold, list) and not choices else None,
+            "specific": record.get("specifics"),
+        },
+        "model_response": {
+            "input": record.get("full_prompt"),
+            "text": [p for p in predictions if isinstance(p, str)] if isinstance(predictions, list) else [],
+        },
+        "metric": record.get("metrics"),
+    }
 
 
 def _prompt(record: Mapping[str, Any], source: LightevalSource, row: int) -> str:

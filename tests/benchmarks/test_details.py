@@ -159,3 +159,40 @@ def test_leaderboard_details_read_as_the_harness_samples(tmp_path: Path) -> None
     with pytest.raises(InputError) as err:
         load_source(source(kind="leaderboard", path=str(path), filter="strict-match", metric="acc"))
     assert err.value.path == str(path) and err.value.row == 0 and err.value.field == "acc"
+
+
+def test_lighteval_older_flat_layout(tmp_path: Path) -> None:
+    """lighteval up to 0.3 (the Open LLM Leaderboard's first details) saved flat records."""
+
+    def flat(i: int, example: str, choices: list[str], gold: list[str], gold_index: list[int], pred: Any, acc: float):
+        return {
+            "example": example,
+            "full_prompt": f"Q: {example}\nA:",
+            "num_effective_few_shots": 0,
+            "num_asked_few_shots": 0,
+            "predictions": pred,
+            "gold": gold,
+            "choices": choices,
+            "gold_index": gold_index,
+            "metrics": {"acc": acc},
+            "specifics": {"i": str(i)},
+        }
+
+    path = write_parquet(
+        tmp_path / "details_harness|gsm8k|5_2023-10-01T00-00-00.parquet",
+        [
+            flat(0, "2 + 2?", [], ["4"], [], ["4"], 1.0),
+            flat(1, "3 + 5?", [], ["8"], [], ["9"], 0.0),
+        ],
+    )
+    rows = load_source(source(kind="lighteval", path=str(path)))
+    assert [(r["row_id"], r["benchmark"], r["prompt"], r["response"], r["reference"], r["score"]) for r in rows] == [
+        ("gsm8k-0", "gsm8k", "Q: 2 + 2?\nA:", "4", ["4"], 1.0),
+        ("gsm8k-1", "gsm8k", "Q: 3 + 5?\nA:", "9", ["8"], 0.0),
+    ]
+    mc = write_parquet(
+        tmp_path / "details_harness|arc:challenge|25_2023-10-01T00-00-00.parquet",
+        [flat(0, "Sky?", [" red", " blue"], [" blue"], [1], [], 1.0)],
+    )
+    (row,) = load_source(source(kind="lighteval", path=str(mc)))
+    assert row["benchmark"] == "arc:challenge" and row["reference"] == [" blue"] and row["response"] is None
