@@ -158,6 +158,11 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
         expect(candidates.locator("th").last).to_have_text("MDE (80% power)")
         mdes = candidates.locator("tbody td.mde").all_inner_texts()
         assert any(re.fullmatch(r"-\d\.\d{3}", m) for m in mdes), mdes
+        # One benchmark, no metadata: no slice to try, said as a judged run's empty result (not as an old run).
+        expect(page.locator("#slices-table tbody")).to_have_text(
+            re.compile(r"No slice confirmed held out \(0 candidat")
+        )
+        expect(page.locator("#slices-note")).to_contain_text("(fields: none found)")
         page.locator("#beyond").screenshot(path=str(ARTIFACTS / "explorer-failure-modes.png"))
         # The weakness profile: ranked entries with intervals and support; a row opens the concept.
         expect(page.locator("#profile-table")).to_have_attribute("aria-busy", "false")

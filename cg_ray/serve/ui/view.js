@@ -170,9 +170,9 @@ document.querySelectorAll(".judged").forEach(judgedBlock);
 // Findings judged held out (docs/findings.md): confirmed ones (q ≤ the FDR) into `${id}-table`, the other
 // candidates apart, into the collapsed, greyed `${id}-candidates`, each with its MDE (`row(e, cells)` puts the
 // extra cells at the end of its row); `nothing` said when none is confirmed. A run made before held-out checks
-// (confirmed null) keeps one table, said so.
+// (confirmed null) keeps one table, said so; an empty file of a judged run is judged (its n_confirmed is 0).
 function fillJudged(id, p, row, cols, nothing) {
-  const judged = p.items.length && !none(p.items[0].confirmed);
+  const judged = !none(p.n_confirmed) || (p.items.length > 0 && !none(p.items[0].confirmed));
   const confirmed = (judged ? p.items.filter((e) => e.confirmed) : p.items).slice(0, TOP);
   const candidates = judged ? p.items.filter((e) => !e.confirmed).slice(0, TOP) : [];
   $(`${id}-confirmed`).textContent =
@@ -255,7 +255,7 @@ function drawBeyond(profiles) {
   if (slices) {
     const fields = [...new Set(slices.items.flatMap((s) => Object.keys(s.conditions)))].sort().join(", ");
     $("slices-note").textContent =
-      `Conjunctions of metadata values (fields: ${fields}) whose mean score is low, measured on rows the slice was not ` +
+      `Conjunctions of metadata values (fields: ${fields || "none found"}) whose mean score is low, measured on rows the slice was not ` +
       "chosen on and compared with the other held-out rows of the same split; confirmed ones first, by the upper end of the held-out interval, then the " +
       "candidates by q-value. What the metadata already says — the failure modes above are what it does not.";
     const sliceRow = (s, extra = "") => `<tr class="slice"><td class="num">${s.rank}</td><td>${esc(s.slice)}</td>
