@@ -1,6 +1,6 @@
-"""Findings that survive a second look (issue #31): chosen on K−1 folds of grouped rows, measured on the
-held-out one, judged over the folds with Benjamini–Hochberg; a null gives no confirmed finding. The whole-
-suite checks run the default, two folds (both halves must confirm).
+"""The held-out test of a rule and the decision rule (issues #31, #38): each finding is chosen on one half of
+a grouped split and tested, as the same rule, on the other, with a cluster contrast; the splits are combined
+by the median rule (profile/decision.py). The calibration at realistic sizes is tests/profile/test_calibration.py.
 
 The 20-seed checks run the whole judgement (`nullcheck.judge_rows`) on seeded suites
 (tests/profile/crossfit_suites.py) and are marked slow; the unit checks of the held-out test are quick.
@@ -182,7 +182,7 @@ def test_rows_of_one_question_never_straddle_a_split(tmp_path: Path) -> None:
 
 def test_a_tiny_suite_of_three_questions_is_split_and_confirms_nothing(tmp_path: Path) -> None:
     path = tmp_path / "rows.parquet"
-    write_suite(path, 0, n=12, answers_per_question=4)  # 3 questions: too few groups for 5 folds
+    write_suite(path, 0, n=12, answers_per_question=4)  # 3 questions
     beyond = judge_rows(open_rows(path), CFG)
     assert beyond.plan.n_parts == 3 and not beyond.plan.skipped  # 3 groups: halves of 1 and 2 groups
     assert sum(confirmed_counts(beyond).values()) == 0
@@ -202,7 +202,7 @@ def test_the_null_check_reports_no_false_finding_on_a_realistic_suite(tmp_path: 
     assert _judge(path)["failure_modes"] >= 1
 
 
-def test_a_group_field_is_used_for_folds_never_as_a_slice(tmp_path: Path) -> None:
+def test_a_group_field_is_used_for_splits_never_as_a_slice(tmp_path: Path) -> None:
     path = tmp_path / "rows.parquet"
     write_suite(path, 0, n=400)
     table = pq.read_table(path)

@@ -123,15 +123,20 @@ def test_the_null_check_permutes_the_runs_groups_and_counts_every_kind(tmp_path:
 
 
 @pytest.mark.slow
-def test_a_clustered_null_confirms_nothing_beyond_the_adjusted_fields_in_19_of_20_seeds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shared_concepts", [0, 3])
+def test_a_clustered_null_confirms_nothing_beyond_the_adjusted_fields_in_19_of_20_seeds(
+    tmp_path: Path, shared_concepts: int
+) -> None:
     """Templates of 4 rows in different type × level cells share a random effect on the success rate (sd 0.25,
     an intraclass correlation of about 0.25): nothing lies beyond the cells, but a template's rows are one
-    cluster wherever they sit. Counted: confirmed failure modes, concepts and slices not on type, level alone."""
+    cluster wherever they sit; with `shared_concepts`, its rows also share 3 of their 4 concepts, as rows written
+    from one template share words. Counted: confirmed failure modes, concepts and slices not on type, level
+    alone."""
     cfg = CFG.model_copy(update={"adjust_for": "type,level"})
     clean = 0
     for seed in range(20):
         path = tmp_path / f"clustered{seed}.parquet"
-        write_clustered_null(path, seed)
+        write_clustered_null(path, seed, shared_concepts=shared_concepts)
         beyond = judge_rows(open_rows(path), cfg)
         assert beyond.plan.rule == "row ids up to their last '#'" and beyond.plan.n_groups == 1000
         clean += false_findings(confirmed_counts(beyond)) == 0
