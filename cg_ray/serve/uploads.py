@@ -24,6 +24,8 @@ from cg_ray.benchmarks.mapping import MISSING, dotted_get
 from cg_ray.benchmarks.sources import FieldMapping
 from cg_ray.errors import InputError, LimitExceeded
 from cg_ray.io.records import FORMAT_BY_SUFFIX, ReadLimits, iter_json_lines, iter_records
+from cg_ray.serve import inspect_uploads
+from cg_ray.serve.inspect_uploads import InspectOptions
 from cg_ray.serve.settings import Limits
 from cg_ray.serve.upload_values import (
     INVALID,
@@ -97,13 +99,17 @@ class ParsedUpload:
     has_scores: bool
     mapping: FieldMapping  # as applied: the client's, completed with UPLOAD_DEFAULTS
     notes: list[str] = dataclasses.field(default_factory=list)  # what was kept but will not be analysed, and why
+    source: dict[str, Any] | None = None  # how a file that is not rows was read (an inspect_ai log: its options)
 
 
 def upload_format(filename: str, content_type: str | None) -> str:
     suffix = "." + filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
     fmt = FORMATS.get(suffix)
     if fmt is None:
-        raise UploadError(UNSUPPORTED, f"unsupported file type {suffix or '(none)'!r}: use .jsonl, .csv or .parquet")
+        raise UploadError(
+            UNSUPPORTED,
+            f"unsupported file type {suffix or '(none)'!r}: use .jsonl, .csv, .parquet or an inspect_ai log (.eval)",
+        )
     base_type = (content_type or "application/octet-stream").split(";")[0].strip().lower()
     if base_type not in CONTENT_TYPES[fmt]:
         raise UploadError(UNSUPPORTED, f"content type {base_type!r} does not match a {fmt} file")
@@ -322,12 +328,20 @@ def parse_file(
     mapping: FieldMapping | None,
     default_benchmark: str,
     limits: Limits,
+    *,
+    inspect: InspectOptions | None = None,
 ) -> ParsedUpload:
+    """The upload's rows: a rows file mapped by `mapping`, or an inspect_ai log read with `inspect`'s options
+    (`cg_ray.serve.inspect_uploads` says which files are logs)."""
     applied = upload_mapping(mapping)
     if len(data) > limits.max_upload_bytes:
         raise UploadError(TOO_LARGE, f"upload is {len(data):,} bytes, over the {limits.max_upload_bytes:,}-byte limit")
     if not data.strip():
         raise UploadError(MALFORMED, "empty upload: no rows")
+    options = inspect or InspectOptions()
+    inspect_uploads.check_options(filename, options)
+    if inspect_uploads.is_inspect_log(data, filename, options):
+        return parse_inspect_log(data, filename, content_type, mapping, limits, options)
     fmt = upload_format(filename, content_type)
     try:
         records = _records(data, filename, fmt, limits, applied)
@@ -335,6 +349,40 @@ def parse_file(
         return normalize(records, applied, default_benchmark, limits, explicit_fields(mapping), unit)
     except UploadError as exc:
         raise exc.located(filename, "row" if fmt == "parquet" else "line") from None
+
+
+def parse_inspect_log(
+    data: bytes,
+    filename: str,
+    content_type: str | None,
+    mapping: FieldMapping | None,
+    limits: Limits,
+    options: InspectOptions,
+) -> ParsedUpload:
+    """An inspect_ai log's rows (one per sample and epoch), checked as any upload's rows are."""
+    if mapping is not None:
+        raise UploadError(
+            INVALID,
+            "not used by inspect_ai logs (their fields are inspect's); choose the score with scorer_name",
+            field="mapping",
+            file=filename,
+        )
+    inspect_uploads.check_content_type(filename, content_type)
+    if options.benchmark is not None:
+        check_name(options.benchmark, limits, "benchmark")
+    read = inspect_uploads.read_log(data, filename, options, limits)
+    if not read.records:
+        why = f"all {read.skipped:,} samples lack the score (missing_score: skip)" if read.skipped else "no samples"
+        raise UploadError(MALFORMED if not read.skipped else INVALID, f"empty upload: {why}", file=filename)
+    try:
+        parsed = normalize(inspect_uploads.numbered(read.records), upload_mapping(None), "inspect", limits, unit="row")
+    except UploadError as exc:
+        raise exc.located(filename, "row") from None
+    return dataclasses.replace(
+        parsed,
+        notes=[*inspect_uploads.notes(read, options), *parsed.notes],
+        source=inspect_uploads.source_record(read, options),
+    )
 
 
 def parse_rows(rows: list[Any], mapping: FieldMapping | None, default_benchmark: str, limits: Limits) -> ParsedUpload:

@@ -8,7 +8,7 @@ large uploads are parsed (the load-and-fault run once saw a 7 s status read behi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pyarrow.parquet as pq
 from fastapi import APIRouter, File, Form, UploadFile
@@ -21,6 +21,7 @@ from cg_ray.serve.api_types import Deleted, JsonUpload, UploadView
 from cg_ray.serve.db import Upload, new_id
 from cg_ray.serve.deps import Owner, Service, ServiceDep
 from cg_ray.serve.errors import api_error, upload_error
+from cg_ray.serve.inspect_uploads import InspectOptions
 from cg_ray.serve.lifecycle import check_quota, delete_upload
 from cg_ray.serve.routes import error_responses
 from cg_ray.serve.uploads import ParsedUpload, UploadError, check_name, mapping_record, parse_file, parse_rows
@@ -78,6 +79,7 @@ def store_rows(service: Service, owner: str, name: str, parsed: ParsedUpload) ->
             "detected": parsed.detected_fields,
             "mapping": mapping_record(parsed.mapping),
             **({"notes": parsed.notes} if parsed.notes else {}),  # e.g. nested metadata kept but not analysed
+            **({"source": parsed.source} if parsed.source else {}),  # an inspect_ai log: how it was read
         },
         has_scores=parsed.has_scores,
     )
@@ -98,7 +100,10 @@ async def upload_file(
     owner: Owner,
     file: Annotated[
         UploadFile,
-        File(description="JSONL, CSV or Parquet; the product's own rows.parquet and its exports as they are"),
+        File(
+            description="JSONL, CSV or Parquet; the product's own rows.parquet and its exports as they are; "
+            "an inspect_ai log (.eval, or a .json log): one row per sample and epoch"
+        ),
     ],
     benchmark: Annotated[str | None, Form()] = None,
     mapping: Annotated[
@@ -106,6 +111,14 @@ async def upload_file(
         Form(
             description="JSON object {id, benchmark, prompt, response, reference, score}: which field holds each part"
         ),
+    ] = None,
+    scorer_name: Annotated[
+        str | None,
+        Form(description="inspect_ai logs: the scorer whose value is the score (default: the log's only one)"),
+    ] = None,
+    missing_score: Annotated[
+        Literal["error", "skip"] | None,
+        Form(description="inspect_ai logs: a sample without that score refuses the upload (error) or is skipped"),
     ] = None,
 ) -> UploadView:
     try:
@@ -124,7 +137,15 @@ async def upload_file(
     data = await read_limited(service, file)
     try:
         parsed = await run_in_threadpool(
-            parse_file, data, name, file.content_type, field_mapping, benchmark or Path(name).stem, limits
+            lambda: parse_file(
+                data,
+                name,
+                file.content_type,
+                field_mapping,
+                benchmark or Path(name).stem,
+                limits,
+                inspect=InspectOptions(scorer_name, missing_score, benchmark),
+            )
         )
     except UploadError as exc:
         raise upload_error(exc) from None
