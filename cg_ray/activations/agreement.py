@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from cg_ray.activations.model import forward_packed, forward_to_layer
+from cg_ray.activations.model import forward_to_layer
 from cg_ray.activations.tokens import pad, plan_batches
-from cg_ray.activations.varlen import pack, packed_blocks, plan_groups, plan_packed_batches
+from cg_ray.activations.varlen import pack, plan_groups, plan_packed_batches
 
 if TYPE_CHECKING:
     from cg_ray.activations.reader import ConceptReader
@@ -36,10 +36,9 @@ def row_hidden(reader: ConceptReader, seqs: Sequence[Sequence[int]]) -> list[tor
         groups = plan_groups(seqs, min_shared, reader.token_budget)
         for group_batch in plan_packed_batches(groups, reader.token_budget):
             packed = pack(seqs, group_batch)
-            with packed_blocks(packed.blocks, reader.kernel or "sdpa", device):
-                hidden = forward_packed(base, capture, packed.input_ids.to(device), packed.position_ids.to(device))
+            hidden = reader.packed_hidden(packed)  # the reader's own kernel and masks
             for r, tokens in zip(packed.rows, packed.row_tokens, strict=True):
-                out[r] = hidden[0, tokens.to(device)].float().cpu()
+                out[r] = hidden[tokens.to(device)].float().cpu()
         return [h for h in out if h is not None]
     for batch in plan_batches([len(s) for s in seqs], reader.token_budget):
         ids, mask = pad([seqs[i] for i in batch], reader.policy.pad_id, reader.config.padding_side, reader.pad_multiple)
@@ -71,6 +70,8 @@ class Agreement:
     max_abs_pre: float  # max |Δ| of the pre-activations on the tokens that count
     tokens_topk_changed: float | None  # share of counted tokens whose top-k set differs (TopK SAEs)
     rows_support_changed: float  # share of rows whose active latent set differs
+    rel_s: float = 0.0  # max |Δs̃| / max |s̃| of the reference: scale-free, so dtype noise reads as such
+    rel_pre: float = 0.0  # max |Δ| / max |value| of the pre-activations
 
     def line(self) -> str:
         topk = (
@@ -79,7 +80,8 @@ class Agreement:
             else f", top-k set changed on {self.tokens_topk_changed:.2%} of tokens"
         )
         return (
-            f"max |Δs̃| {self.max_abs_s:.2e}; pre-activations max |Δ| {self.max_abs_pre:.2e}{topk}, "
+            f"max |Δs̃| {self.max_abs_s:.2e} (relative {self.rel_s:.1e}); pre-activations max |Δ| "
+            f"{self.max_abs_pre:.2e} (relative {self.rel_pre:.1e}){topk}, "
             f"active latent set changed in {self.rows_support_changed:.1%} of rows"
         )
 
@@ -98,7 +100,7 @@ def compare(
     that count (same tokens, same order); `sae` computes both sides' pre-activations in float32."""
     if s_a.shape != s_b.shape or len(hidden_a) != len(hidden_b):
         raise ValueError("the two reads cover different rows")
-    max_pre, changed, total = 0.0, 0, 0
+    max_pre, scale_pre, changed, total = 0.0, 0.0, 0, 0
     for a, b in zip(hidden_a, hidden_b, strict=True):
         for start in range(0, a.shape[0], chunk):
             pa = pre_activations(sae, a[start : start + chunk])
@@ -106,15 +108,20 @@ def compare(
             if not pa.numel():
                 continue
             max_pre = max(max_pre, float((pa - pb).abs().max()))
+            scale_pre = max(scale_pre, float(pb.abs().max()))
             if k is not None:
                 ta = pa.topk(k, dim=-1).indices.sort(dim=-1).values
                 tb = pb.topk(k, dim=-1).indices.sort(dim=-1).values
                 changed += int((ta != tb).any(dim=-1).sum())
                 total += pa.shape[0]
     support = ((s_a != 0) != (s_b != 0)).any(axis=1)
+    max_s = float(np.abs(s_a - s_b).max(initial=0.0))
+    scale_s = float(np.abs(s_b).max(initial=0.0))
     return Agreement(
-        max_abs_s=float(np.abs(s_a - s_b).max(initial=0.0)),
+        max_abs_s=max_s,
         max_abs_pre=max_pre,
         tokens_topk_changed=None if k is None else changed / max(total, 1),
         rows_support_changed=float(support.mean()) if len(support) else 0.0,
+        rel_s=max_s / scale_s if scale_s else 0.0,
+        rel_pre=max_pre / scale_pre if scale_pre else 0.0,
     )

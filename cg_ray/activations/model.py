@@ -137,11 +137,17 @@ def forward_to_layer(
 
 @torch.inference_mode()
 def forward_packed(
-    base: torch.nn.Module, capture: LayerCapture, input_ids: torch.Tensor, position_ids: torch.Tensor
+    base: torch.nn.Module,
+    capture: LayerCapture,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    attention_mask: Any = None,
 ) -> torch.Tensor:
-    """Hidden states after the hooked layer for one packed sequence (1, T, d): no attention mask (the
-    packed attention function reads the row layout), positions restarting with every row group."""
+    """Hidden states after the hooked layer for one packed sequence (1, T, d), positions restarting with
+    every row group. `attention_mask`: the flex kernel's BlockMask(s), built before the forward; None for
+    the SDPA loop (the NO_MASK placeholder: the attention function reads the row layout)."""
     from cg_ray.activations.varlen import NO_MASK
 
-    base(input_ids=input_ids, attention_mask=NO_MASK, position_ids=position_ids, use_cache=False)
+    mask = NO_MASK if attention_mask is None else attention_mask
+    base(input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=False)
     return capture.take()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from cg_ray.activations import compile_plan, path_plan
+from cg_ray.activations import compile_plan, flex, path_plan
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.activations.model import (
     LayerCapture,
@@ -32,6 +32,7 @@ from cg_ray.activations.tokens import (
     tokenize_from,
 )
 from cg_ray.activations.varlen import (
+    ATTENTION_NAME,
     KERNELS,
     PackedBatch,
     pack,
@@ -77,13 +78,38 @@ def resolve_token_budget(budget: int | str, device: torch.device | str, packed: 
     return CPU_PACKED_BUDGET if packed else CPU_TOKEN_BUDGET
 
 
+def _text_config(base: Any) -> Any:
+    return base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
+
+
 def _softcapping(base: Any) -> bool:
-    config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
-    return bool(getattr(config, "attn_logit_softcapping", None))
+    return bool(getattr(_text_config(base), "attn_logit_softcapping", None))
 
 
-def choose_path(config: ReaderConfig, base: Any, kind: str) -> path_plan.PathDecision:
-    """The reader's batching path for this model on this device kind (see path_plan)."""
+def job_shape(seqs: Sequence[Sequence[int]], config: ReaderConfig, device: Any) -> path_plan.JobShape:
+    """How each path would batch these rows: the padding share of the longest-first padded batches, the
+    share of tokens shared prefixes skip, and the fill of the flex path's static packed lengths."""
+    lengths = [len(s) for s in seqs]
+    tokens = sum(lengths)
+    padded = plan_batches(lengths, resolve_token_budget(config.token_budget, device, False))
+    slots = sum(len(b) * max(lengths[i] for i in b) for b in padded)
+    budget = resolve_token_budget(config.token_budget, device, True)
+    groups = plan_groups(seqs, config.min_shared_tokens if config.share_prefixes else None, budget)
+    forwarded = sum(g.size for g in groups)
+    static = sum(flex.static_length(sum(g.size for g in b), budget) for b in plan_packed_batches(groups, budget))
+    return path_plan.JobShape(
+        tokens=tokens,
+        padding_share=1.0 - tokens / slots if slots else 0.0,
+        shared_share=1.0 - forwarded / tokens if tokens else 0.0,
+        fill={"packed-sdpa": 1.0, "packed-flex": forwarded / static if static else 1.0},
+    )
+
+
+def choose_path(
+    config: ReaderConfig, base: Any, kind: str, job: path_plan.JobShape | None = None
+) -> path_plan.PathDecision:
+    """The reader's batching path for this model on this device kind (see path_plan), weighed by the job's
+    shares when `job` is given."""
     kernels = packed_kernels(base)
     allowed = KERNELS if config.packed_attention == "auto" else (config.packed_attention,)
     packed = {f"packed-{k}": kernels[k] for k in allowed}
@@ -97,7 +123,7 @@ def choose_path(config: ReaderConfig, base: Any, kind: str) -> path_plan.PathDec
     else:  # auto, or packing: true on a model that cannot run packed (it falls back to padding)
         candidates = {**packed, "padded": None}
     rates = path_plan.recorded_rates(kind, hardware_info().line())
-    return path_plan.choose(requested, candidates, rates, kind)
+    return path_plan.choose(requested, candidates, rates, kind, job)
 
 
 class ConceptReader:
@@ -118,22 +144,16 @@ class ConceptReader:
         param = next(loaded.base.parameters())
         self.device, self.dtype = param.device, param.dtype
         # Packed rows need the model to take our attention function; `packing: auto` picks the path
-        # recorded fastest on this device kind (path_plan).
-        self.path_decision = choose_path(config, loaded.base, compile_plan.device_kind(self.device))
-        self.packed = self.path_decision.packed
-        self.kernel = self.path_decision.kernel if self.packed else None
-        self.packing_off = None if self.packed else self.path_decision.reason
-        self.padded_attention = str(getattr(loaded.base.config, "_attn_implementation", None))
-        if self.packed:
-            use_varlen_attention(loaded.base)
-        elif _softcapping(loaded.base) and self.padded_attention == "sdpa":
-            # transformers' SDPA integration drops Gemma-2's logit soft-capping; eager attention applies it
-            loaded.base.set_attn_implementation("eager")
-            self.padded_attention = "eager (SDPA has no logit soft-capping)"
-        self.token_budget = resolve_token_budget(config.token_budget, self.device, self.packed)
+        # recorded fastest on this device kind (path_plan), then weighs it by the first call's rows.
+        self._eager_forward = loaded.base.forward
+        self._native_attention = str(getattr(loaded.base.config, "_attn_implementation", None))
         self.sae = sae.to(self.device, self.dtype)
         self.pad_multiple = 1
         self.compiled = False
+        self.fallback: str | None = None  # why the packed flex path was left for padded batches
+        self._flex_lengths: set[int] = set()  # static packed lengths already run (compiled)
+        self._weighed = config.packing != "auto"  # auto: weighed by the job's rows at the first read
+        self._apply_path(choose_path(config, loaded.base, compile_plan.device_kind(self.device)))
         self.planned_tokens: int | None = None
         self._measuring: list[float] | None = None
         self.compile_decision: compile_plan.CompileDecision | None = None
@@ -148,8 +168,11 @@ class ConceptReader:
             "tokens_read": 0,  # the rows' tokens
             "tokens_forward": 0,  # tokens run through the model (fewer where rows share a prefix)
             "tokens_counted": 0,
+            "slots": 0,  # token slots the model ran: padding (padded batches, static packed lengths) included
             "truncated_rows": 0,
             "seconds": 0.0,
+            "mask_seconds": 0.0,  # building the flex path's block masks
+            "mask_batches": 0,
         }
 
     @classmethod
@@ -207,13 +230,58 @@ class ConceptReader:
         self.stats["truncated_rows"] += truncated
         return self.read_ids(seqs, progress=progress, count_from=firsts, pool=pool)
 
+    def _apply_path(self, decision: path_plan.PathDecision) -> None:
+        """Set the model up for `decision`'s path: the attention function, the token budget, the compiled
+        forward's shape settings."""
+        base = self.model.base
+        self.path_decision = decision
+        self.packed = decision.packed
+        self.kernel = decision.kernel if self.packed else None
+        self.packing_off = None if self.packed else decision.reason
+        self.windows = flex.layer_windows(_text_config(base)) if self.kernel == "flex" else None
+        if self.kernel == "flex" and _softcapping(base):  # made before any trace: a compiled forward then
+            flex.softcap_mod(float(_text_config(base).attn_logit_softcapping))  # finds it (no guard flips)
+        if self.packed:
+            use_varlen_attention(base)
+        elif _softcapping(base) and self._native_attention in ("sdpa", ATTENTION_NAME):
+            # transformers' SDPA integration drops Gemma-2's logit soft-capping; eager attention applies it
+            base.set_attn_implementation("eager")
+        elif str(getattr(base.config, "_attn_implementation", None)) == ATTENTION_NAME:
+            base.set_attn_implementation(self._native_attention)
+        self.padded_attention = str(getattr(base.config, "_attn_implementation", None))
+        if _softcapping(base) and self.padded_attention == "eager":
+            self.padded_attention = "eager (SDPA has no logit soft-capping)"
+        self.token_budget = resolve_token_budget(self.config.token_budget, self.device, self.packed)
+        if self.compiled:
+            self._compile()
+
     def _compile(self) -> None:
         import torch
 
-        # Dynamic shapes: a handful of compiled graphs for any suite (padded widths rounded to 64).
-        self.model.base.forward = torch.compile(self.model.base.forward, dynamic=True)
+        # Padded batches: dynamic shapes, a handful of graphs for any suite (widths rounded to 64). The flex
+        # path: one static packed length, dynamic=False (one graph per length, the soft-cap a constant).
+        static = self.kernel == "flex"
+        self.model.base.forward = torch.compile(self._eager_forward, backend=flex.SETTINGS.backend, dynamic=not static)
         self.pad_multiple = 1 if self.packed else 64
         self.compiled = True
+
+    def weigh(self, seqs: Sequence[Sequence[int]]) -> None:
+        """`packing: auto`, once per reader (the first call's rows, before reading them): the job's padding,
+        shared-prefix and packing fill shares weighed against the recorded kernel rates (path_plan)."""
+        if self._weighed:
+            return
+        self._weighed = True
+        job = job_shape(seqs, self.config, self.device)
+        decision = choose_path(self.config, self.model.base, compile_plan.device_kind(self.device), job)
+        log.info("%s", decision.reason)
+        self._apply_path(decision)
+
+    def _fall_back(self, exc: BaseException) -> None:
+        """Leave the flex path for padded batches, loudly: the reason goes to the log and the manifest."""
+        first = (str(exc).strip().splitlines() or [""])[0][:400]
+        self.fallback = f"packed-flex failed ({type(exc).__name__}: {first}); padded batches from here on"
+        log.warning("%s", self.fallback)
+        self._apply_path(self.path_decision.fallen_back(self.fallback))
 
     def plan(self, total_tokens: int) -> None:
         """The tokens the whole job will read (for `compile: auto`), when reading comes in several calls."""
@@ -261,9 +329,39 @@ class ConceptReader:
         `count_from`: per row, the first token position that counts (the tokens before are context)."""
 
         started = time.perf_counter()
+        self.weigh(seqs)
         results: list[RowActs | None] = [None] * len(seqs)
         call_tokens = sum(len(s) for s in seqs)
         done = 0
+        todo = list(range(len(seqs)))
+        while todo:
+            sub = [seqs[i] for i in todo]
+            sub_from = None if count_from is None else [count_from[i] for i in todo]
+            try:
+                for rows, pooled in self._batches(sub, sub_from, pool, call_tokens):
+                    for j, row in zip(rows, pooled, strict=True):
+                        results[todo[j]] = row
+                    done += len(rows)
+                    if progress is not None:
+                        progress(done, len(seqs))
+                todo = []
+            except flex.failures() as exc:
+                if self.kernel != "flex":
+                    raise
+                self._fall_back(exc)  # the rows not read yet go through padded batches
+                todo = [i for i in todo if results[i] is None]
+        self.stats["rows"] += len(seqs)
+        self.stats["seconds"] += time.perf_counter() - started
+        return [r for r in results if r is not None]
+
+    def _batches(
+        self,
+        seqs: Sequence[Sequence[int]],
+        count_from: Sequence[int] | None,
+        pool: Literal["mean", "max"],
+        call_tokens: int,
+    ) -> Iterator[tuple[list[int], list[RowActs]]]:
+        """Per batch of the current path: the rows it read (indices into `seqs`) and their s̃."""
         min_shared = self.config.min_shared_tokens if self.config.share_prefixes else None
         batches: list[Any] = (
             plan_packed_batches(plan_groups(seqs, min_shared, self.token_budget), self.token_budget)
@@ -276,19 +374,12 @@ class ConceptReader:
                 rows, pooled, forwarded, counted = self._packed_batch(pack(seqs, batch), count_from, pool)
             else:
                 rows, pooled, forwarded, counted = self._padded_batch(seqs, batch, count_from, pool)
-            for i, row in zip(rows, pooled, strict=True):
-                results[i] = row
             read = sum(len(seqs[i]) for i in rows)
             self.stats["tokens_read"] += read
             self.stats["tokens_forward"] += forwarded
             self.stats["tokens_counted"] += counted
             self._after_batch(call_tokens, read, time.perf_counter() - t0)
-            done += len(rows)
-            if progress is not None:
-                progress(done, len(seqs))
-        self.stats["rows"] += len(seqs)
-        self.stats["seconds"] += time.perf_counter() - started
-        return [r for r in results if r is not None]
+            yield rows, pooled
 
     def _padded_batch(
         self,
@@ -302,6 +393,7 @@ class ConceptReader:
         ids, mask = pad([seqs[i] for i in batch], self.policy.pad_id, self.config.padding_side, self.pad_multiple)
         ids, mask = ids.to(self.device), mask.to(self.device)
         hidden = forward_to_layer(self.model.base, self.capture, ids, mask)
+        self.stats["slots"] += ids.numel()
         first = None if count_from is None else torch.as_tensor([count_from[i] for i in batch], dtype=torch.long)
         keep = counted_mask(ids, mask, self.policy, first)
         pooled = pool_batch(hidden, keep, self.sae, self.config.sae_chunk_tokens, pool)
@@ -313,8 +405,7 @@ class ConceptReader:
         import torch
 
         ids = packed.input_ids.to(self.device)
-        with packed_blocks(packed.blocks, self.kernel or "sdpa", self.device):
-            hidden = forward_packed(self.model.base, self.capture, ids, packed.position_ids.to(self.device))[0]
+        hidden = self.packed_hidden(packed)
         lengths = torch.as_tensor([len(t) for t in packed.row_tokens])
         index = torch.cat(packed.row_tokens).to(self.device)  # packed position of each row's tokens
         row = torch.repeat_interleave(torch.arange(len(packed.rows)), lengths).to(self.device)
@@ -336,6 +427,42 @@ class ConceptReader:
             pool,
         )
         return packed.rows, pooled, int(ids.shape[1]), int(keep.sum())
+
+    def packed_hidden(self, packed: PackedBatch) -> torch.Tensor:
+        """Layer L's output for one packed batch's real tokens, (T, d), through the reader's kernel: the
+        SDPA loop (the layout in a context variable), or FlexAttention with the batch's block masks built
+        first, at the static packed length, and handed to the model as its attention mask."""
+        import torch
+
+        ids, positions = packed.input_ids.to(self.device), packed.position_ids.to(self.device)
+        n = ids.shape[1]
+        if self.kernel != "flex":
+            with packed_blocks(packed.blocks):
+                hidden = forward_packed(self.model.base, self.capture, ids, positions)[0]
+            self.stats["slots"] += n
+            return hidden
+        size = flex.static_length(n, self.token_budget)
+        ids = torch.nn.functional.pad(ids, (0, size - n), value=self.policy.pad_id)
+        positions = torch.nn.functional.pad(positions, (0, size - n))
+        before = flex.graphs_compiled()
+        with flex.guarded():
+            t0 = time.perf_counter()
+            layout = flex.FlexLayout.of(packed.blocks, self.device, size)
+            masks = layout.block_masks(list((self.windows or {"": None}).values()))
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.stats["mask_seconds"] += time.perf_counter() - t0
+            self.stats["mask_batches"] += 1
+            argument = flex.mask_argument(masks, self.windows or {"": None})
+            hidden = forward_packed(self.model.base, self.capture, ids, positions, argument)[0]
+        if size in self._flex_lengths and flex.graphs_compiled() > before:
+            raise flex.Recompiled(
+                f"a packed batch of {size} slots compiled {flex.graphs_compiled() - before} new graph(s) "
+                "after one of that length had run"
+            )
+        self._flex_lengths.add(size)
+        self.stats["slots"] += size
+        return hidden[:n]
 
     def describe(self) -> dict[str, Any]:
         """The resolved reader, for the run manifest."""
@@ -364,6 +491,12 @@ class ConceptReader:
             "packed_attention": self.kernel,  # sdpa | flex, when packed
             "padded_attention": None if self.packed else self.padded_attention,
             "packing_decision": self.path_decision.describe(),  # what `packing` chose and why
+            "packing_fallback": self.fallback,  # why the flex path was left for padded batches, if it was
+            "mask_build_ms_per_batch": (
+                round(1e3 * self.stats["mask_seconds"] / self.stats["mask_batches"], 3)
+                if self.stats["mask_batches"]
+                else None
+            ),
             "share_prefixes": self.packed and self.config.share_prefixes,
             "compile": self.config.compile,
             "compiled": self.compiled,

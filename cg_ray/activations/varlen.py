@@ -7,10 +7,13 @@ prefix of a causal model does not depend on what follows it.
 
 The linear layers then see only real tokens; attention goes through a transformers attention function
 registered under ATTENTION_NAME, with one of two kernels: "sdpa" runs SDPA per block (a causal block for a
-prefix or unshared row; for a suffix, keys = prefix ++ suffix with a causal mask on the suffix part);
-"flex" runs one FlexAttention call per layer over the whole sequence with a document mask (flex.py; the
-only kernel with Gemma-2's logit soft-capping). Positions restart at 0 for every group, so rotary /
-learned positions are those of the row alone.
+prefix or unshared row; for a suffix, keys = prefix ++ suffix with a causal mask on the suffix part), the
+layout read from a context variable inside a custom op (so a compiled forward stays one graph); "flex" runs
+one FlexAttention call per layer over the whole sequence, its document masks built before the forward and
+passed as the model's `attention_mask` (flex.py; the only kernel with Gemma-2's logit soft-capping). The
+attention function tells them apart by the mask it gets: a `BlockMask` (flex), the NO_MASK placeholder
+(the SDPA loop), anything else (a padded forward: transformers' SDPA). Positions restart at 0 for every
+group, so rotary / learned positions are those of the row alone.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.nn.attention.flex_attention import BlockMask
 
-from cg_ray.activations.flex import FlexLayout, flex_packed_attention
+from cg_ray.activations.flex import flex_attention_call
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -154,23 +158,19 @@ def pack(seqs: Sequence[Sequence[int]], batch: Sequence[Group]) -> PackedBatch:
 
 @dataclass
 class Layout:
-    """What the attention function reads while one packed forward runs: the blocks, and with the "flex"
-    kernel the FlexAttention layout (its block masks built once per batch, shared by every layer)."""
+    """What the SDPA loop reads while one packed forward runs: the blocks."""
 
     blocks: list[Block]
-    flex: FlexLayout | None = None
 
 
 _LAYOUT: contextvars.ContextVar[Layout | None] = contextvars.ContextVar("cg_ray_varlen_layout", default=None)
 
 
 @contextlib.contextmanager
-def packed_blocks(blocks: list[Block], kernel: str = "sdpa", device: torch.device | str = "cpu") -> Iterator[None]:
-    """The block layout the attention function reads while one packed forward runs; `kernel` "sdpa" (a
-    loop over the blocks) or "flex" (one FlexAttention call per layer)."""
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown packed attention kernel {kernel!r} ({' or '.join(KERNELS)})")
-    token = _LAYOUT.set(Layout(blocks, FlexLayout.of(blocks, device) if kernel == "flex" else None))
+def packed_blocks(blocks: list[Block]) -> Iterator[None]:
+    """The block layout the SDPA loop reads while one packed forward runs (the flex kernel needs none: its
+    masks are the forward's `attention_mask`)."""
+    token = _LAYOUT.set(Layout(blocks))
     try:
         yield
     finally:
@@ -224,14 +224,11 @@ def packed_attention(
     window: int | None,
     softcap: float | None = None,
 ) -> torch.Tensor:
-    """The packed forward's attention over the current `packed_blocks` layout, (1, T, heads, d). A custom
-    op: torch.compile keeps it in the graph as one opaque call (no graph break per layer) and runs the
-    layout's kernel as it is (the SDPA loop over the blocks, or FlexAttention)."""
+    """The SDPA loop over the current `packed_blocks` layout, (1, T, heads, d). A custom op: torch.compile
+    keeps it in the graph as one opaque call (no graph break per layer)."""
     layout = _LAYOUT.get()
     if layout is None:
         raise RuntimeError("packed_attention outside packed_blocks(...)")
-    if layout.flex is not None:
-        return flex_packed_attention(query, key, value, layout.flex, scaling, window, softcap)
     if softcap is not None:
         raise RuntimeError("the SDPA packed kernel has no logit soft-capping: use the flex kernel")
     out = query.new_empty(query.shape)
@@ -264,7 +261,11 @@ def varlen_attention(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """A transformers attention function: query (1, heads, T, d), key/value (1, kv heads, T, d);
-    returns (1, T, heads, d) like transformers' SDPA integration."""
+    returns (1, T, heads, d) like transformers' SDPA integration. Dispatches on the mask: a BlockMask is a
+    packed flex forward (the mask already holds the row layout and the window), the NO_MASK placeholder a
+    packed forward through the SDPA loop, anything else a padded forward (transformers' SDPA)."""
+    if isinstance(attention_mask, BlockMask):
+        return flex_attention_call(query, key, value, attention_mask, scaling, kwargs.get("softcap")), None
     # torch.compile cannot read the context variable; a compiled packed forward is told by its placeholder mask
     packed = is_no_mask(attention_mask) if torch.compiler.is_compiling() else _LAYOUT.get() is not None
     if not packed:  # an ordinary (padded) forward of the same model: transformers' own SDPA path

@@ -106,6 +106,39 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_random_model(LlamaForCausalLM(config), tokenizer, tmp_path_factory.mktemp("tiny-llama"))
 
 
+@pytest.fixture(scope="session")
+def tiny_gemma2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random 4-layer Gemma-2 (hidden 64, 4 query / 2 key-value heads) whose soft-cap (2.0) and sliding
+    window (5 tokens, layers 0 and 2) bite on the test texts."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    tokenizer = build_tokenizer()
+    config = Gemma2Config(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
+        max_position_embeddings=256, sliding_window=5, attn_logit_softcapping=2.0, final_logit_softcapping=30.0,
+        bos_token_id=1, eos_token_id=2, pad_token_id=3,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return save_random_model(Gemma2ForCausalLM(config), tokenizer, tmp_path_factory.mktemp("tiny-gemma2"))
+
+
+def npz_sae(path: Path, d_in: int = 64, d_sae: int = 96) -> Path:
+    """A random Gemma-Scope-style JumpReLU `params.npz` (no sae-lens needed: what the GPU tests use)."""
+    import numpy as np
+
+    gen = torch.Generator().manual_seed(3)
+    np.savez(
+        path,
+        W_enc=(torch.randn(d_in, d_sae, generator=gen) / d_in**0.5).numpy(),
+        b_enc=torch.zeros(d_sae).numpy(),
+        threshold=torch.full((d_sae,), 0.05).numpy(),
+        W_dec=torch.randn(d_sae, d_in, generator=gen).numpy(),
+        b_dec=torch.zeros(d_in).numpy(),
+    )
+    return path
+
+
 def save_random_model(model: Any, tokenizer: Any, path: Path) -> Path:
     """`model` (built under seed 0 by the caller's config) with its 2-D weights redrawn from N(0, 0.2²),
     saved with `tokenizer` as an HF dir at `path`."""

@@ -22,16 +22,59 @@ ALL = {"packed-flex": None, "packed-sdpa": None, "padded": None}
 
 def test_builtin_figures_choose_padded_on_cuda_and_packed_on_cpu() -> None:
     cuda = path_plan.choose("auto", ALL, path_plan.BUILTIN["cuda"], "cuda")
-    assert cuda.path == "padded" and not cuda.packed  # 38,861 > 22,174; flex has no figure
-    assert cuda.rates == {"packed-flex": None, "packed-sdpa": 22_174.0, "padded": 38_861.0}
-    assert "not measured" in cuda.reason
+    assert cuda.path == "padded" and not cuda.packed  # kernel rates alone: padded 49,676 > flex 47,788
+    assert cuda.rates == {"packed-flex": 47_788.0, "packed-sdpa": 22_174.0, "padded": 49_676.0}
     assert path_plan.choose("auto", ALL, path_plan.BUILTIN["cpu"], "cpu").path == "packed-sdpa"
-    # Gemma-2 (no SDPA kernel): the measured padded path, not the unmeasured flex one
+    # Gemma-2 (no SDPA kernel) on CUDA: padded unless the job's rows say otherwise
     gemma = {**ALL, "packed-sdpa": "attention logit soft-capping (SDPA has none)"}
     assert path_plan.choose("auto", gemma, path_plan.BUILTIN["cuda"], "cuda").path == "padded"
     # nothing measured: the path doing the least work; one usable path: that one
     assert path_plan.choose("auto", ALL, {}, "mps").path == "packed-flex"
     assert path_plan.choose("false", {"padded": None}, path_plan.BUILTIN["cuda"], "cuda").path == "padded"
+    assert "not measured" in path_plan.choose("auto", ALL, {"padded": path_plan.PathRate(1.0, "x")}, "cuda").reason
+
+
+FLEX_FILL = {"packed-sdpa": 1.0, "packed-flex": 0.98}
+
+
+@pytest.mark.parametrize(
+    ("job", "cuda", "cpu"),
+    [  # issue #41's H200 suites: longest-first padding 5.4% (uniform) / 11.9% (skewed); GSM8K on the CPU
+        (path_plan.JobShape(10**6, 0.054, 0.0, FLEX_FILL), "padded", "packed-sdpa"),
+        (path_plan.JobShape(10**6, 0.119, 0.0, FLEX_FILL), "packed-flex", "packed-sdpa"),
+        (path_plan.JobShape(10**6, 0.054, 0.45, FLEX_FILL), "packed-flex", "packed-sdpa"),  # 8 answers, 1 question
+        (path_plan.JobShape(13_826, 0.013, 0.236, FLEX_FILL), "packed-flex", "packed-sdpa"),
+        (path_plan.JobShape(10**6, 0.0, 0.0, {"packed-sdpa": 1.0, "packed-flex": 0.5}), "padded", "packed-sdpa"),
+    ],
+    ids=["uniform-sorted", "skewed", "shared-prefix", "gsm8k", "half-empty-flex"],
+)
+def test_packing_auto_weighs_the_jobs_shares(job: path_plan.JobShape, cuda: str, cpu: str) -> None:
+    """A sorted uniform suite stays padded on CUDA, a skewed or shared-prefix one packs; the arithmetic
+    is in the reason."""
+    got = path_plan.choose("auto", ALL, path_plan.BUILTIN["cuda"], "cuda", job)
+    assert got.path == cuda, got.reason
+    assert got.job == job and got.predicted is not None and set(got.predicted) == set(ALL)
+    assert "this job" in got.reason and "% padding" in got.reason and "% shared" in got.reason
+    assert got.describe()["job"]["padding_share"] == job.padding_share  # type: ignore[index]
+    assert path_plan.choose("auto", ALL, path_plan.BUILTIN["cpu"], "cpu", job).path == cpu
+    padded = path_plan.BUILTIN["cuda"]["padded"].tokens_per_s * (1 - job.padding_share)
+    assert got.predicted["padded"] == pytest.approx(padded)
+
+
+def test_job_shape_from_the_rows() -> None:
+    from cg_ray.activations.config import ReaderConfig
+    from cg_ray.activations.reader import job_shape
+
+    config = ReaderConfig(token_budget=256, min_shared_tokens=4)
+    same = [[i + 3] + [5] * 31 for i in range(16)]  # equal lengths, no common prefix: no padding, no sharing
+    shape = job_shape(same, config, "cpu")
+    assert shape.padding_share == 0 and shape.shared_share == 0 and shape.tokens == 512
+    assert shape.fill == {"packed-sdpa": 1.0, "packed-flex": 1.0}  # two full 256-token batches
+    question = list(range(3, 43))
+    shared = [question + [50 + i] * (4 + i) for i in range(8)]
+    shape = job_shape(shared, config, "cpu")
+    assert 0 < shape.padding_share < 0.05 and 0.5 < shape.shared_share < 0.8
+    assert shape.fill["packed-flex"] == 100 / 256  # 40 + 60 tokens forwarded in a 256-slot static length
 
 
 @pytest.mark.parametrize(
@@ -39,7 +82,7 @@ def test_builtin_figures_choose_padded_on_cuda_and_packed_on_cpu() -> None:
     [
         ({"packed-flex": 60_000.0}, "packed-flex"),  # measured faster than padded: taken
         ({"packed-flex": 30_000.0}, "padded"),  # measured, slower
-        ({"packed-sdpa": 50_000.0}, "packed-sdpa"),
+        ({"packed-sdpa": 60_000.0}, "packed-sdpa"),
     ],
 )
 def test_planted_figures_give_the_planted_choice(tmp_path: Path, planted: dict[str, float], want: str) -> None:
@@ -69,6 +112,9 @@ def test_the_reader_records_what_packing_auto_chose_and_why(
     decision = default.describe()["packing_decision"]
     assert default.packed and default.kernel == "sdpa" and decision["path"] == "packed-sdpa"
     assert decision["requested"] == "auto" and "fastest recorded on cpu" in decision["reason"]
+    default.read(TEXTS)  # `auto` weighs the job's own rows at the first read, and says so
+    weighed = default.describe()["packing_decision"]
+    assert weighed["job"] is not None and "this job" in weighed["reason"] and default.kernel == "sdpa"
     # this model on CUDA with the built-in figures: padded, never the packed SDPA loop
     assert choose_path(default.config, default.model.base, "cuda").path == "padded"
     machine = hardware_info().line()
