@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.benchmarks.test_inspect import inspects_own_scores, logs  # noqa: F401  (logs: the fixture)
+from tests.serve.conftest import wait_for
 
 CTYPES = {"eval": "application/zip", "json": "application/json"}
 
@@ -137,3 +138,14 @@ def test_options_that_do_not_fit_the_file_are_refused(client, key, settings, log
     # A .json upload that is not a log still reads as JSONL rows.
     r = upload(client, key, rows, "b.json", "application/json")
     assert r.status_code == 201 and r.json()["n_rows"] == 1, r.text
+
+
+def test_an_uploaded_log_is_analysed_to_the_end(client, key, logs) -> None:  # noqa: F811
+    r = upload(client, key, logs["eval"].read_bytes(), logs["eval"].name)
+    assert r.status_code == 201, r.text
+    r = client.post("/v1/analyses", headers=key, json={"upload_ids": [r.json()["id"]], "text": "prompt_response"})
+    assert r.status_code == 202, r.text
+    status = wait_for(client, key, r.json()["id"])
+    assert status["status"] == "succeeded", status
+    summary = client.get(f"/v1/analyses/{status['id']}/summary", headers=key).json()
+    assert summary["n_rows"] == 8 and [b["benchmark"] for b in summary["benchmarks"]] == ["toy_qa"]
