@@ -169,15 +169,15 @@ def _slice_line(s: dict[str, Any]) -> str:
 
 
 def _power_line(crossfit: dict[str, Any]) -> str:
-    """'power: a failure mode of 100 rows needs a residual of −0.211 to be confirmed 80% of the time; 400 rows:
-    −0.104; …' from summary.json's mde_by_size ('' for a run without it)."""
+    """'power: a failure mode of 100 rows needs a residual of -0.211 to be confirmed 80% of the time; 400 rows:
+    -0.104; …' from summary.json's mde_by_size ('' for a run without it)."""
     sizes = [e for e in crossfit.get("mde_by_size") or [] if e.get("mde") is not None]
     if not sizes:
         return ""
     first, *rest = sizes
-    more = "".join(f"; {e['n_rows']:,} rows: −{e['mde']:.3f}" for e in rest)
+    more = "".join(f"; {e['n_rows']:,} rows: -{e['mde']:.3f}" for e in rest)
     return (
-        f"power: a failure mode of {first['n_rows']:,} rows needs a residual of −{first['mde']:.3f} to be confirmed "
+        f"power: a failure mode of {first['n_rows']:,} rows needs a residual of -{first['mde']:.3f} to be confirmed "
         f"80% of the time{more}"
     )
 

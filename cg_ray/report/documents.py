@@ -111,7 +111,7 @@ def profile(run: RunDir, kind: str, limit: int) -> dict[str, Any] | None:
     crossfit = beyond.get("crossfit")
     for item in items:  # in the CLI's words
         item["measured"] = measured_text(item, (crossfit or {}).get("splits"))
-        item["power"] = power_text(item, "residual" if kind == "failure_modes" else "difference")
+        item["power"] = power_text(item, kind)
         if kind == "failure_modes":
             item["shares_text"] = term_shares_text(item)
     judged = "confirmed" in table.column_names  # over the whole file: "2 confirmed" whatever the page

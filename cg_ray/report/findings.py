@@ -71,13 +71,37 @@ def measured_text(entry: dict[str, Any], splits: int | None) -> str:
     return f"tested on {entry['n_heldout']:,} held-out rows{groups}, chosen by {chosen}{of} splits"
 
 
-def power_text(entry: dict[str, Any], unit: str = "residual") -> str:
-    """'would be confirmed at 80% power from a residual of −0.172 (its minimum detectable effect)' for a
-    candidate; '' when confirmed or when no split could test it."""
+def power_text(entry: dict[str, Any], kind: str) -> str:
+    """For an unconfirmed candidate, what the run could have confirmed: 'too few rows to settle below a residual
+    of -0.172 (its minimum detectable effect at 80% power)', or, when its whole held-out interval lies the other
+    way, that there is no weakness (or strength) here to settle. '' when confirmed or untestable. `kind`: the
+    file it comes from (failure_modes, slices, or a concept list; strengths lean above their cells)."""
     mde = entry.get("mde")
     if entry.get("confirmed") or mde is None:
         return ""
-    return f"too few rows to settle below a {unit} of −{mde:.3f} (its minimum detectable effect at 80% power)"
+    above = kind == "strengths"
+    unit = "difference from the other rows" if kind == "slices" else "residual"
+    low, high = _heldout_interval(entry, kind)
+    other_way = (high is not None and high < 0) if above else (low is not None and low > 0)
+    side, sign = ("above", "+") if above else ("below", "-")
+    if other_way:
+        return (
+            f"held out it lies the other way, its whole interval too: no {'strength' if above else 'weakness'} here "
+            f"(the smallest this run could confirm: {sign}{mde:.3f})"
+        )
+    return f"too few rows to settle {side} a {unit} of {sign}{mde:.3f} (its minimum detectable effect at 80% power)"
+
+
+def _heldout_interval(entry: dict[str, Any], kind: str) -> tuple[float | None, float | None]:
+    """The held-out interval on the scale the decision rule tests (0: no difference)."""
+    if kind == "slices":
+        base = entry.get("suite_mean")
+        if base is None or entry.get("low") is None or entry.get("high") is None:
+            return None, None
+        return float(entry["low"]) - base, float(entry["high"]) - base
+    if kind == "failure_modes":
+        return entry.get("residual_low"), entry.get("residual_high")
+    return entry.get("residual_heldout_low"), entry.get("residual_heldout_high")
 
 
 def term_shares_text(entry: dict[str, Any]) -> str:

@@ -305,6 +305,6 @@ def test_the_power_line_says_what_a_mode_of_typical_size_needs() -> None:
 
     line = _power_line({"mde_by_size": [{"n_rows": 100, "mde": 0.2113}, {"n_rows": 400, "mde": 0.1049}]})
     assert line == (
-        "power: a failure mode of 100 rows needs a residual of −0.211 to be confirmed 80% of the time; 400 rows: −0.105"
+        "power: a failure mode of 100 rows needs a residual of -0.211 to be confirmed 80% of the time; 400 rows: -0.105"
     )
     assert _power_line({}) == "" and _power_line({"mde_by_size": [{"n_rows": 50, "mde": None}]}) == ""

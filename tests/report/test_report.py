@@ -79,8 +79,8 @@ def test_report_is_the_app_with_the_run_embedded_and_offline(run_dir: Path) -> N
         assert 1 <= m["splits_selected"] <= 10 and m["measured"].endswith(
             f"chosen by {m['splits_selected']} of 10 splits"
         )
-        assert m["power"] == ("" if m["confirmed"] or m["mde"] is None else power_text(m))
-    assert any(m["power"].startswith("too few rows to settle below a residual of −") for m in modes["items"])
+        assert m["power"] == ("" if m["confirmed"] or m["mde"] is None else power_text(m, "failure_modes"))
+    assert any(m["power"].startswith("too few rows to settle below a residual of -") for m in modes["items"])
     assert "slices" in view["profiles"] and view["robustness"]["subsampling"]["repeats"] == 3
     # Everything inline: the app's scripts and style, no script or stylesheet fetched from anywhere.
     assert not re.search(r"<script[^>]+src=", page) and not re.search(r"<link[^>]+href=", page)
@@ -172,7 +172,7 @@ def test_profile_documents_carry_the_verdicts_in_the_cli_words(tmp_path: Path) -
     assert first["power"] == ""  # confirmed: nothing left to detect
     assert candidate["measured"] == "tested on 90 held-out rows (80 groups), chosen by 4 of 10 splits"
     assert candidate["mde"] == 0.172 and candidate["power"] == (
-        "too few rows to settle below a residual of −0.172 (its minimum detectable effect at 80% power)"
+        "too few rows to settle below a residual of -0.172 (its minimum detectable effect at 80% power)"
     )
     assert first["shares_text"] == "“draw” in 62% of its rows vs 8% of the same cells; “board” 40% vs 10%"
     example = first["examples"][0]
@@ -180,7 +180,8 @@ def test_profile_documents_carry_the_verdicts_in_the_cli_words(tmp_path: Path) -
     slices = profile(RunDir(run_dir), "slices", 50)
     assert slices is not None and slices["tried"] == "240 candidates tried" and slices["items"][0]["suite_mean"] == 0.6
     assert slices["items"][1]["power"] == (
-        "too few rows to settle below a difference of −0.172 (its minimum detectable effect at 80% power)"
+        "too few rows to settle below a difference from the other rows of -0.172 "
+        "(its minimum detectable effect at 80% power)"
     )
 
 
@@ -235,3 +236,19 @@ def test_null_check_text() -> None:
     assert null_check_text(old) == (
         "Null check: scores permuted within task cells, 1 seeds: 2 confirmed findings (failure modes and concepts)"
     )
+
+
+def test_power_is_said_in_the_finding_s_direction_and_never_as_too_few_rows_for_an_effect_the_other_way() -> None:
+    from cg_ray.report.findings import power_text
+
+    weak = {"confirmed": False, "mde": 0.172, "residual_low": -0.2, "residual_high": 0.05}
+    assert power_text(weak, "failure_modes") == (
+        "too few rows to settle below a residual of -0.172 (its minimum detectable effect at 80% power)"
+    )
+    assert power_text({**weak, "confirmed": True}, "failure_modes") == ""
+    assert power_text({**weak, "mde": None}, "failure_modes") == ""
+    strength = {"confirmed": False, "mde": 0.1, "residual_heldout_low": -0.02, "residual_heldout_high": 0.2}
+    assert power_text(strength, "strengths").startswith("too few rows to settle above a residual of +0.100")
+    # a slice whose whole held-out interval lies above the other rows' mean: no weakness to settle
+    above = {"confirmed": False, "mde": 0.053, "low": 0.673, "high": 0.747, "suite_mean": 0.61}
+    assert power_text(above, "slices").startswith("held out it lies the other way, its whole interval too: no weakness")

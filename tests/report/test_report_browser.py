@@ -174,7 +174,7 @@ def test_confirmed_findings_come_first_and_candidates_sit_apart(run_dir: Path, t
         expect(pawn.locator("td").last).to_have_text("-0.172")
         expect(pawn.locator("td.heldout")).to_contain_text("tested on 90 held-out rows (80 groups), chosen by 4 of 10")
         expect(pawn.locator("td.heldout .power")).to_have_text(
-            "too few rows to settle below a residual of −0.172 (its minimum detectable effect at 80% power)"
+            "too few rows to settle below a residual of -0.172 (its minimum detectable effect at 80% power)"
         )
         expect(page.locator("#slices-table tbody tr").first).to_contain_text("task=geometry")
         expect(page.locator("#slices-table tbody tr").first.locator("td.heldout")).to_contain_text(

@@ -438,7 +438,7 @@ def test_confirmed_findings_come_first_in_the_api(service, tmp_path) -> None:
     # a candidate: its minimum detectable effect, in figures and in words
     assert candidate["mde"] == 0.172 and candidate["splits_selected"] == 4
     assert candidate["power"] == (
-        "too few rows to settle below a residual of −0.172 (its minimum detectable effect at 80% power)"
+        "too few rows to settle below a residual of -0.172 (its minimum detectable effect at 80% power)"
     )
     crossfit = modes["crossfit"]
     assert (crossfit["splits"], crossfit["parts"], crossfit["decision"]) == (10, 20, DECISION)
