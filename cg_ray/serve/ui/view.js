@@ -134,19 +134,15 @@ function markedHtml(text, marks) {
 // below its cells ("-") or, for strengths, above ("+"); "—" when no split could test it.
 const mdeText = (mde, sign = "-") => (none(mde) ? "—" : `${sign}${Number(mde).toFixed(3)}`);
 
-// Under a held-out figure: its q-value, what it was tested on and, for a candidate, the power it had
-// (`above`: its whole held-out interval lies the other way, where "too few rows" would mislead).
-const verdictCell = (e, above = false) =>
+// Under a held-out figure: its q-value, what it was tested on and, for a candidate, the power it had, in the
+// words the run's documents carry (report/findings.power_text: "too few rows to settle …", or "held out it lies
+// the other way …" when its whole interval does).
+const verdictCell = (e) =>
   none(e.confirmed)
     ? ""
     : `<div class="muted">${qText(e.q_value)}</div>` +
       (e.measured ? `<div class="muted">${esc(e.measured)}</div>` : "") +
-      (!e.power
-        ? ""
-        : above
-          ? `<div class="muted power">held out it lies the other way, its whole interval too: no weakness here (the ` +
-            `smallest this run could confirm: ${mdeText(e.mde)})</div>`
-          : `<div class="muted power">${esc(e.power)}</div>`);
+      (e.power ? `<div class="muted power">${esc(e.power)}</div>` : "");
 const mdeCell = (e) =>
   `<td class="num mde" title="${none(e.mde) ? "no split could test it" : "the effect it would be confirmed at, 80% power"}">${mdeText(e.mde)}</td>`;
 
@@ -245,7 +241,7 @@ function drawBeyond(profiles) {
             `<div class="ex"><b>${esc(x.benchmark)}/${esc(x.row_id)}</b> ${none(x.score) ? "unscored" : `score ${fmt(x.score, 2)}`} — ${markedHtml(x.snippet, x.marks)}</div>`,
         )
         .join("") +
-      `</td><td class="num heldout">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span>${verdictCell(m, m.residual_low > 0)}</td>
+      `</td><td class="num heldout">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span>${verdictCell(m)}</td>
       <td class="num">${fmt(m.mean_score)} vs ${fmt(m.expected_score)}${none(m.residual_in_sample) ? "" : `<div class="muted">residual ${signed(m.residual_in_sample)}</div>`}</td>
       <td class="num">${m.n_rows.toLocaleString()}</td><td>${esc(m.concept_ids.slice(0, 6).join(", "))}${m.concept_ids.length > 6 ? " …" : ""}</td>${extra}</tr>`;
     drawPower("modes", modes.crossfit);
@@ -259,7 +255,7 @@ function drawBeyond(profiles) {
       "chosen on and compared with the other held-out rows of the same split; confirmed ones first, by the upper end of the held-out interval, then the " +
       "candidates by q-value. What the metadata already says — the failure modes above are what it does not.";
     const sliceRow = (s, extra = "") => `<tr class="slice"><td class="num">${s.rank}</td><td>${esc(s.slice)}</td>
-      <td class="num heldout">${fmt(s.mean_score)} <span class="muted">${ci(s.low, s.high)}</span>${none(s.suite_mean) ? "" : `<div class="muted">other rows ${fmt(s.suite_mean)}</div>`}${verdictCell(s, !none(s.suite_mean) && s.low > s.suite_mean)}</td>
+      <td class="num heldout">${fmt(s.mean_score)} <span class="muted">${ci(s.low, s.high)}</span>${none(s.suite_mean) ? "" : `<div class="muted">other rows ${fmt(s.suite_mean)}</div>`}${verdictCell(s)}</td>
       <td class="num">${fmt(s.mean_in_sample)}</td><td class="num">${s.n_rows.toLocaleString()}</td><td class="muted">${esc(s.example_row_ids.join(", "))}</td>${extra}</tr>`;
     fillJudged("slices", slices, sliceRow, 6, `No slice confirmed held out (${slices.tried}).`);
   }
