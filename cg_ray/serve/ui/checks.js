@@ -56,8 +56,8 @@ function drawValidation(v) {
     { title: "Low-performance curve (lower is better)", xTitle: "profile size M'", yTitle: "min mean held-out score" },
   );
   $("null-check").innerHTML = v.null_check_text
-    ? `<b>${esc(v.null_check_text)}</b> <span class="muted">(failure modes and concepts found by the same ` +
-      "cross-fitting on scores shuffled within those cells, where there is nothing beyond the metadata to find: each is a false discovery, so expect 0)</span>"
+    ? `<b>${esc(v.null_check_text)}</b> <span class="muted">(failure modes, concepts and slices off those fields, ` +
+      "confirmed by the same splits and decision rule on whole groups' scores shuffled within those cells, where there is nothing beyond the metadata to find: each is a false discovery, so expect 0)</span>"
     : "";
 }
 
