@@ -120,6 +120,7 @@ async function uploadAndAnalyse(event) {
   const form = new FormData();
   form.append("file", $("upload-file").files[0]);
   if ($("upload-benchmark").value) form.append("benchmark", $("upload-benchmark").value);
+  if ($("upload-scorer").value) form.append("scorer_name", $("upload-scorer").value); // inspect_ai logs only
   const status = $("upload-status");
   try {
     status.textContent = "uploading…";
