@@ -1,16 +1,16 @@
 """Failure modes: groups of concepts that fire on the same rows, and how one split builds and ranks them on
 its choosing half (`split_modes.py` runs them per split; docs/failure_modes.md).
 
-`group_modes` / `group_near_duplicates`: concepts are grouped greedily in rank order, each joining the first
-better-ranked group whose leading concept's active rows it overlaps with Jaccard ≥ `mode_jaccard` (0.3, as
-the themes). A mode is a rule on rows, `ModeClass`: its concepts and every row where one of them fires.
+`split_modes` groups concepts greedily in rank order (`grouping.group_near_duplicates`), each joining the
+first better-ranked group whose leading concept's active rows it overlaps with Jaccard ≥ `mode_jaccard` (0.3,
+as the themes). A mode is a rule on rows, `ModeClass`: its concepts and every row where one of them fires.
 `training_rank` ranks modes on the choosing rows by the upper end of the Wilson interval of their mean
 score less their mean cell mean (the choosing half's own cell means). One effect, one mode: `merge_contained`
 merges a mode whose rows lie mostly inside a better one's (≥ `CONTAINED` of the smaller), `merge_by_terms`
 one whose distinctive terms share a content word with a better one's among their first `TERMS_COMPARED`
 ("-- draw" and "linewidth draw" are one failure: figures), members and rows united, so every figure is
-recomputed for the merged mode. `ClassStats` / `summarise` / `rank_modes` stream the row statistics of given
-classes of concepts (the validation's concept-ranking baselines and the mode explanations use them).
+recomputed for the merged mode. `ClassStats` streams the row statistics of given classes of concepts (the
+mode explanations use it).
 """
 
 from __future__ import annotations
@@ -24,25 +24,11 @@ from scipy import sparse
 
 from cg_ray.arrays import FloatArray, IntArray
 from cg_ray.metrics.uncertainty import wilson_interval
-from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, top_per_group
+from cg_ray.profile.grouping import top_per_group
 
-MODE_JACCARD = 0.3
-DUPLICATE_JACCARD = 0.8
 TERMS_COMPARED = 4  # distinctive terms whose content words are compared when merging modes
 CONTAINED = 0.5  # share of the smaller mode's rows inside the other's that makes them one mode
 KEEP_ROWS = 200  # the most activating rows kept per class (examples and distinctive terms)
-
-
-def group_modes(head: Sequence[int], activity: PoolActivity, threshold: float = MODE_JACCARD) -> list[list[int]]:
-    """Concept groups in rank order (each group's best-ranked concept first)."""
-    if not head:
-        return []
-    rank = -np.arange(len(head), dtype=np.float64)  # "support" = rank: better-ranked concepts lead groups
-    rep = group_near_duplicates(activity.jaccard(list(head)), rank, threshold)
-    groups: dict[int, list[int]] = {}
-    for slot, r in enumerate(rep):
-        groups.setdefault(int(r), []).append(int(head[slot]))
-    return [groups[r] for r in sorted(groups)]
 
 
 class ClassStats:
@@ -114,57 +100,6 @@ class ClassStats:
         sel = np.flatnonzero(self._cls == k)
         sel = sel[np.argsort(-self._w[sel], kind="stable")]
         return self._pos[sel], self._w[sel]
-
-
-@dataclass(frozen=True)
-class ClassSummary:
-    n_rows: int
-    n_scored: int
-    mean_score: float | None
-    expected_score: float | None
-    residual: float | None
-    low: float | None
-    high: float | None
-
-
-def summarise(st: ClassStats, confidence: float = 0.95) -> list[ClassSummary]:
-    """Per class: its residual = mean score − mean cell mean over its scored rows, with the Wilson interval
-    of the mean score shifted by the mean cell mean (conservative for any scores in [0, 1], as for the
-    concepts' residuals: `residual.py`)."""
-    n = st.n_scored.astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        score, expected = st.sums[0] / n, st.sums[1] / n
-    low, high = wilson_interval(np.where(n >= 2, score, np.nan), n, confidence)
-    out = []
-    for k in range(st.n):
-        if st.n_scored[k] == 0:
-            out.append(ClassSummary(int(st.n_rows[k]), 0, None, None, None, None, None))
-            continue
-        lo = None if np.isnan(low[k]) else float(low[k] - expected[k])
-        hi = None if np.isnan(high[k]) else float(high[k] - expected[k])
-        r = float(score[k] - expected[k])
-        out.append(ClassSummary(int(st.n_rows[k]), int(st.n_scored[k]), float(score[k]), float(expected[k]), r, lo, hi))
-    return out
-
-
-def rank_modes(
-    groups: list[list[int]], summary: list[ClassSummary], inter: npt.NDArray[np.int64], duplicate: float
-) -> list[tuple[int, list[int]]]:
-    """(class index, concept ids) of the modes in rank order; near-identical modes folded into the better."""
-    ranked = sorted(
-        (k for k in range(len(groups)) if summary[k].high is not None),
-        key=lambda k: (summary[k].high, -summary[k].n_scored, k),
-    )
-    out: list[tuple[int, list[int]]] = []
-    for k in ranked:
-        for kept, members in out:
-            union = inter[k, k] + inter[kept, kept] - inter[k, kept]
-            if union and inter[k, kept] / union >= duplicate:
-                members.extend(c for c in groups[k] if c not in members)
-                break
-        else:
-            out.append((k, list(groups[k])))
-    return out
 
 
 @dataclass(frozen=True)
