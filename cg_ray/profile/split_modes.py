@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+from scipy import sparse
 
 from cg_ray.config import MetricsConfig
 from cg_ray.profile.classterms import ClassTerms
@@ -74,7 +75,7 @@ def split_modes(
         for j, c in enumerate(merged[: cfg.top_k]):
             tested[(split.index, j)] = c
             tests[(split.index, j)] = (split.by_cell.contrast(c.rows), j + 1)
-    findings = _identities(tested)
+    findings = _identities(tested, frame.n_rows)
     finding_of = {key: f for f, keys in enumerate(findings) for key in keys}
     per_split: list[list[tuple[int, SplitTest, int]]] = [[] for _ in plan.items]
     for key, (t, rank) in tests.items():
@@ -92,18 +93,32 @@ def _strong_words(terms: Terms | None) -> set[str]:
     return content_words(strong)
 
 
-def _one_effect(a: ModeClass, b: ModeClass) -> bool:
-    inter = np.intersect1d(a.rows, b.rows, assume_unique=True).size
+def _one_effect(inter: int, a: ModeClass, b: ModeClass) -> bool:
+    """Two tested modes are one effect (`inter`: the rows they share)."""
     smaller = max(min(a.rows.size, b.rows.size), 1)
     if inter >= SAME_ROWS * (a.rows.size + b.rows.size - inter) or inter >= INSIDE * smaller:
         return True
     return bool(set(a.members) & set(b.members)) and inter >= SHARED_CONCEPT_INSIDE * smaller
 
 
-def _identities(tested: dict[SplitMode, ModeClass]) -> list[list[SplitMode]]:
-    """The tested modes grouped into findings (union-find over `_one_effect`), in first-seen order."""
-    keys = list(tested)
-    parent = list(range(len(keys)))
+def _identities(tested: dict[SplitMode, ModeClass], n_rows: int) -> list[list[SplitMode]]:
+    """The tested modes grouped into findings (union-find over `_one_effect`), in first-seen order. The same
+    rule chosen by several splits is one finding outright; the rows shared by distinct rules come from one
+    sparse product, not a pairwise loop over row lists."""
+    rules: dict[tuple[int, ...], int] = {}
+    for mode in tested.values():
+        rules.setdefault(mode.members, len(rules))
+    first = {rules[m.members]: m for m in reversed(list(tested.values()))}
+    cols = [first[r].rows for r in range(len(rules))]
+    incidence = sparse.csc_matrix(
+        (
+            np.ones(sum(c.size for c in cols)),
+            (np.concatenate(cols), np.repeat(np.arange(len(cols)), [c.size for c in cols])),
+        ),
+        shape=(n_rows, len(cols)),
+    )
+    inter = np.rint((incidence.T @ incidence).toarray()).astype(np.int64)
+    parent = list(range(len(rules)))
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -111,13 +126,13 @@ def _identities(tested: dict[SplitMode, ModeClass]) -> list[list[SplitMode]]:
             i = parent[i]
         return i
 
-    for i in range(len(keys)):
-        for j in range(i + 1, len(keys)):
-            if root(i) != root(j) and _one_effect(tested[keys[i]], tested[keys[j]]):
+    for i in range(len(rules)):
+        for j in range(i + 1, len(rules)):
+            if inter[i, j] and root(i) != root(j) and _one_effect(int(inter[i, j]), first[i], first[j]):
                 parent[root(j)] = root(i)
     out: dict[int, list[SplitMode]] = {}
-    for i, key in enumerate(keys):
-        out.setdefault(root(i), []).append(key)
+    for key, mode in tested.items():
+        out.setdefault(root(rules[mode.members]), []).append(key)
     return list(out.values())
 
 
