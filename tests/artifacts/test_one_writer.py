@@ -18,6 +18,8 @@ WRITERS_ALLOWED: dict[str, str] = {
     "artifacts/contract.py": "write_document: the JSON serialiser the writer calls",
     "synthetic.py": "a synthetic rows file wherever the caller asks (an input, not a run directory)",
     "activations/extract.py": "`cg-ray extract`: a rows file and its manifest beside it, not a run directory",
+    "benchmarks/inspect.py": "`cg-ray extract` of inspect logs: the rows read, as the JSONL input beside the output; "
+    "an uploaded log's bytes in a private temporary file for inspect's own reader",
     "activations/compile_plan.py": "the measured figures' records (compile costs, reader path rates)",
     "serve/csv_safe.py": "a CSV download, in memory",
     "arena/rows.py": "`cg-ray arena-rows --out FILE`: one JSONL rows file",
