@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from cg_ray.activations.reader import ConceptReader
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference mode: the inputs it makes are then those of reading (one compiled graph)
 def row_hidden(reader: ConceptReader, seqs: Sequence[Sequence[int]]) -> list[torch.Tensor]:
     """Layer L's output for every token of every row, (n_i, d) float32 on the CPU, computed in the very
     batches (packed or padded, the same kernel) that `reader.read_ids(seqs)` uses."""

@@ -264,6 +264,7 @@ class ConceptReader:
         self.model.base.forward = torch.compile(self._eager_forward, backend=flex.SETTINGS.backend, dynamic=not static)
         self.pad_multiple = 1 if self.packed else 64
         self.compiled = True
+        self._flex_lengths = set()  # a new compiled forward: each packed length compiles once more
 
     def weigh(self, seqs: Sequence[Sequence[int]]) -> None:
         """`packing: auto`, once per reader (the first call's rows, before reading them): the job's padding,
@@ -442,10 +443,12 @@ class ConceptReader:
             self.stats["slots"] += n
             return hidden
         size = flex.static_length(n, self.token_budget)
-        ids = torch.nn.functional.pad(ids, (0, size - n), value=self.policy.pad_id)
-        positions = torch.nn.functional.pad(positions, (0, size - n))
         before = flex.graphs_compiled()
-        with flex.guarded():
+        # inputs and masks made in inference mode whoever calls: a compiled forward guards on their dispatch
+        # keys, so a caller in inference mode (agreement.row_hidden) and one outside share one graph
+        with torch.inference_mode(), flex.guarded():
+            ids = torch.nn.functional.pad(ids, (0, size - n), value=self.policy.pad_id)
+            positions = torch.nn.functional.pad(positions, (0, size - n))
             t0 = time.perf_counter()
             layout = flex.FlexLayout.of(packed.blocks, self.device, size)
             masks = layout.block_masks(list((self.windows or {"": None}).values()))
