@@ -105,6 +105,8 @@ def _identities(tested: dict[SplitMode, ModeClass], n_rows: int) -> list[list[Sp
     """The tested modes grouped into findings (union-find over `_one_effect`), in first-seen order. The same
     rule chosen by several splits is one finding outright; the rows shared by distinct rules come from one
     sparse product, not a pairwise loop over row lists."""
+    if not tested:
+        return []
     rules: dict[tuple[int, ...], int] = {}
     for mode in tested.values():
         rules.setdefault(mode.members, len(rules))

@@ -227,3 +227,10 @@ def test_validate_refuses_a_bad_null_seed_count_and_writes_nothing(
         main(["validate", "--rows", str(path), "--out", str(tmp_path / "val"), "--null-seeds", value])
     assert "--null-seeds" in capsys.readouterr().err
     assert not (tmp_path / "val").exists()
+
+
+def test_no_mode_tested_in_any_split_is_no_finding() -> None:
+    """A suite whose every candidate group covers most rows (the arena's few rows do this) tests no mode."""
+    from cg_ray.profile.split_modes import _identities
+
+    assert _identities({}, 10) == []
