@@ -19,14 +19,11 @@ from cg_ray.serve.api_types import (
     ConceptDetail,
     ConceptPage,
     Distributions,
-    FailureModesResponse,
-    ProfileResponse,
-    ProfileView,
     RunView,
-    SlicesResponse,
     SubsetCoverage,
     SummaryView,
 )
+from cg_ray.serve.finding_types import FailureModesResponse, ProfileResponse, ProfileView, SlicesResponse
 
 SortKey = Literal[
     "concept_id",

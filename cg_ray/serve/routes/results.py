@@ -13,7 +13,6 @@ from cg_ray.serve.api_types import (
     ConceptDetail,
     ConceptPage,
     Distributions,
-    ProfileView,
     RunView,
     SubsetCoverage,
     SummaryView,
@@ -23,6 +22,7 @@ from cg_ray.serve.csv_safe import parquet_as_safe_csv, safe_csv_file
 from cg_ray.serve.db import Analysis
 from cg_ray.serve.deps import FinishedArena, FinishedRun, Owner, ServiceDep
 from cg_ray.serve.errors import api_error
+from cg_ray.serve.finding_types import ProfileView
 from cg_ray.serve.routes import error_responses
 
 router = APIRouter(
