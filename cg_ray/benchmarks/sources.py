@@ -107,28 +107,28 @@ class HFSource(_SourceBase):
         return self
 
 
-class LmEvalSource(_SourceBase):
+class _HarnessSamples(_SourceBase):
+    """lm-evaluation-harness ``--log_samples`` records: one definition for the JSONL file and the leaderboard's
+    Parquet copy of the same records."""
+
+    path: str
+    filter: str | None = Field(None, description="which filter's record to keep; required if several")
+    metric: str | None = Field(None, description="per-sample metric used as score; default: acc / exact_match…")
+    prompt_field: str | None = Field(None, description="dotted path (doc.question); default: the rendered context")
+    reference_field: str = Field("target", description="dotted path of the gold answer")
+    scorer: str = "precomputed"
+
+
+class LmEvalSource(_HarnessSamples):
     """An lm-evaluation-harness ``--log_samples`` file (``samples_<task>_<date>.jsonl``)."""
 
     kind: Literal["lm_eval"]
-    path: str
-    filter: str | None = Field(None, description="which filter's record to keep; required if several")
-    metric: str | None = Field(None, description="per-sample metric used as score; default: acc / exact_match…")
-    prompt_field: str | None = Field(None, description="dotted path (doc.question); default: the rendered context")
-    reference_field: str = Field("target", description="dotted path of the gold answer")
-    scorer: str = "precomputed"
 
 
-class LeaderboardSource(_SourceBase):
+class LeaderboardSource(_HarnessSamples):
     """Open LLM Leaderboard details: the harness's ``--log_samples`` records (as ``lm_eval``) in Parquet."""
 
     kind: Literal["leaderboard"]
-    path: str
-    filter: str | None = Field(None, description="which filter's record to keep; required if several")
-    metric: str | None = Field(None, description="per-sample metric used as score; default: acc / exact_match…")
-    prompt_field: str | None = Field(None, description="dotted path (doc.question); default: the rendered context")
-    reference_field: str = Field("target", description="dotted path of the gold answer")
-    scorer: str = "precomputed"
 
 
 class LightevalSource(_SourceBase):
