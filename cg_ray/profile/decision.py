@@ -3,11 +3,12 @@
 A finding is a rule on rows. In each of R random grouped splits (`splits.py`) one half chooses the findings
 it would report and the other half tests each of them, the same rule, with a one-sided cluster contrast
 (`heldout.HeldOut.contrast` → `SplitTest`). Within a split, the rules it tested get weighted
-Benjamini–Hochberg q-values (`split_q_values`); a finding that a split chose as several rules pays for each
+Benjamini–Hochberg q-values (`split_multipliers`); a finding that a split chose as several rules pays for each
 (Bonferroni). Over the splits the q-values are combined by Meinshausen, Meier & Bühlmann's quantile rule
-(p-values for high-dimensional regression, JASA 104, 2009), applied to each split's BH q-values: Q = min(1, q_(k) / γ), q_(k) the k = ⌈γR⌉-th smallest, a split that
-did not choose the finding counting as q = 1 — valid under any dependence between the splits, so the confirmed
-set no longer hangs on one seed.
+(p-values for high-dimensional regression, JASA 104, 2009), applied to each split's BH q-values:
+Q = min(1, q_(k) / γ), q_(k) the k = ⌈γR⌉-th smallest, a split that did not choose the finding counting as
+q = 1 — their aggregation holds under any dependence between the splits, and the confirmed set no longer
+hangs on one seed.
 
     confirmed  ⇔  Q ≤ fdr
 
