@@ -19,17 +19,25 @@ Naive way: one row at a time through the full causal LM (every layer and the LM 
 `output_hidden_states=True`; the reader's weights, eager attention where the model soft-caps its logits),
 the SAE in float32 on every token, dense vectors copied to the CPU.
 
-Suites: "uniform" (lengths uniform in 128-512) and "skewed" (log-uniform in 20-2,000, as benchmark mixes
-are: many short rows, a long tail), each printed with the padding share of the padded batches the reader
-would make (what packing can win back at most). Paths (`--paths`): `auto` (what `packing: auto` picks
-here), `padded`, `packed-sdpa` (SDPA per row), `packed-flex` (FlexAttention); a path the model cannot
-run is reported as skipped. Each beside the naive way on the suite's first rows: max |Δs̃|, the max |Δ|
-of the SAE pre-activations and the share of rows whose active latent set changed (agreement.py).
-`--record` keeps the explicit paths' rates (Llama, uniform suite) as this machine's `packing: auto`
-figures.
+Suites: "uniform" (lengths uniform in 128-512), "skewed" (log-uniform in 20-2,000, as benchmark mixes
+are: many short rows, a long tail) and "shared" (8 answers of 20-300 tokens after one 500-token question),
+each printed with the padding share of the padded batches the reader would make and the share of tokens
+shared prefixes skip (what packing can win back). Paths (`--paths`): `auto` (what `packing: auto` picks
+here, weighing the recorded kernel rates by the suite's shares), `padded`, `packed-sdpa` (SDPA per row),
+`packed-flex` (FlexAttention, masks built before the forward, one static packed length). Each reader is
+warmed up on one batch of every forward shape it will meet (every packed length × window kind) before
+the timed pass, which reports the graphs compiled during it (must be 0) and the mask-build ms per batch.
+A path the model cannot run is reported as skipped. Agreement (agreement.py) on the suite's first rows,
+against the naive way in float32 and, where the reader's dtype is not float32, against the naive way in
+that dtype, with the naive way's own dtype noise (same dtype vs float32) beside it: max |Δs̃| and
+pre-activation max |Δ|, each also relative to the largest value, and the share of rows whose active
+latent set changed — dtype noise reads as the noise floor, a fault as far above it. `--record` keeps the
+explicit paths' kernel rates (slots/s, padding included; Llama, uniform suite) as this machine's
+`packing: auto` figures.
 
     python benchmarks/bench_gpu.py --skip-vllm --json bench.json                 # eager, every path
     python benchmarks/bench_gpu.py --skip-vllm --compile true --paths auto,padded,packed-flex
+    python benchmarks/bench_gpu.py --tiny --skip-vllm --paths padded,packed-flex --compile true   # CPU
 
 vLLM: Llama-3.1-8B-Instruct's architecture with `load_format="dummy"` (random weights, no tokenizer),
 512 prompts of 128 tokens, 256 output tokens each (EOS ignored), output tokens/s; engine start-up reported
@@ -64,10 +72,10 @@ from benchmarks.gpu_models import (
     block_params,
     flops_per_token,
     hf_config,
-    padding_share,
     random_model,
     random_sae,
     setups,
+    shared_prefix_rows,
     skewed_rows,
     token_rows,
 )
@@ -110,11 +118,13 @@ PATHS: dict[str, dict[str, Any]] = {
 
 @dataclass
 class Naive:
-    """The naive way on a suite's first rows: its rate, dense s̃ and layer-L hidden states (every token)."""
+    """The naive way on a suite's first rows: its rate, dense s̃ and layer-L hidden states (every token);
+    `same` the same in the reader's dtype when that is not float32 (else None)."""
 
     tokens_per_s: float
     s: np.ndarray
     hidden: list[torch.Tensor]
+    same: Naive | None = None
 
 
 def fake_tokenizer(a: dict[str, Any]) -> SimpleNamespace:
@@ -158,24 +168,38 @@ def bench_path(
             "exclude_special_tokens": False, "compile": COMPILE[args.compile], **PATHS[path],
         }
     )  # fmt: skip
+    from cg_ray.activations import flex
+
+    torch._dynamo.reset()  # this reader's compiles only (and dynamo's recompile limit counted afresh)
     reader = ConceptReader(loaded, sae, config, setup.layer)
+    reader.plan(sum(map(len, rows)) * 2)  # `compile: auto` decides for the warm-up and the measured pass
+    warm = warmup_rows(reader, rows)
+    t = time.perf_counter()
+    reader.read_ids(warm)  # warm-up: every forward shape (and compiling), `packing: auto` weighed on it
+    warmup_s = time.perf_counter() - t
     ran = reader.path_decision.path
     if path != "auto" and ran != path:
         return {"path": path, "skipped": reader.path_decision.reason}
-    reader.plan(sum(map(len, rows)) * 2)  # `compile: auto` decides for the warm-up and the measured pass
-    t = time.perf_counter()
-    reader.read_ids(rows if args.compile != "false" else rows[: max(2, len(rows) // 16)])  # warm-up (+ compiling)
-    warmup_s = time.perf_counter() - t
+    before = {k: reader.stats[k] for k in ("mask_seconds", "mask_batches", "slots")}
+    graphs = flex.graphs_compiled()
     sync(device)
     t = time.perf_counter()
     out = reader.read_ids(rows)
     sync(device)
     seconds = time.perf_counter() - t
+    compiles = flex.graphs_compiled() - graphs
+    masks = reader.stats["mask_batches"] - before["mask_batches"]
+    mask_ms = 1e3 * (reader.stats["mask_seconds"] - before["mask_seconds"]) / masks if masks else None
+    slots = reader.stats["slots"] - before["slots"]
     n_tokens = sum(map(len, rows))
     few = rows[: len(naive.hidden)]
     ours = dense(reader.read_ids(few), setup.d_sae)
     hidden = row_hidden(reader, few)
     agree = compare(ours, naive.s, hidden, naive.hidden, cmp_sae, None)
+    same = None if naive.same is None else compare(ours, naive.same.s, hidden, naive.same.hidden, cmp_sae, None)
+    noise = (
+        None if naive.same is None else compare(naive.same.s, naive.s, naive.same.hidden, naive.hidden, cmp_sae, None)
+    )
     described = reader.describe()
     reader.capture.remove()
     del reader, base
@@ -183,12 +207,48 @@ def bench_path(
         torch.cuda.empty_cache()
     return {
         "path": path, "ran": ran, "dtype": dtype_name, "packing_decision": described["packing_decision"]["reason"],
-        "tokens": n_tokens, "tokens_per_s": round(n_tokens / seconds), "compiled": described["compiled"],
-        "compile_decision": described["compile_decision"], "warmup_s": round(warmup_s, 1),
+        "packing_fallback": described["packing_fallback"], "tokens": n_tokens,
+        "tokens_per_s": round(n_tokens / seconds), "slots_per_s": round(slots / seconds),
+        "compiled": described["compiled"], "compile_decision": described["compile_decision"],
+        "warmup_rows": len(warm), "warmup_s": round(warmup_s, 1), "compiles_in_timed_pass": compiles,
+        "mask_build_ms_per_batch": None if mask_ms is None else round(mask_ms, 3),
         "pooled_latents_per_row": round(sum(len(r.concept_ids) for r in out) / len(out), 1),
         "vs_naive": agree.line(), "max_abs_s": agree.max_abs_s, "max_abs_pre": agree.max_abs_pre,
-        "rows_support_changed": agree.rows_support_changed,
+        "rel_s": agree.rel_s, "rel_pre": agree.rel_pre, "rows_support_changed": agree.rows_support_changed,
+        "vs_naive_same_dtype": None if same is None else same.line(),
+        "naive_dtype_noise": None if noise is None else noise.line(),
     }  # fmt: skip
+
+
+def warmup_rows(reader: Any, rows: list[list[int]]) -> list[list[int]]:
+    """The rows of one batch per forward shape the reader will meet on `rows` (packed: each static length,
+    which covers every window kind, as all of a model's masks are built per batch; padded, dynamic shapes:
+    enough (rows, width) pairs for the dynamic graph), so that nothing compiles during the timed pass
+    (which counts what does)."""
+    from cg_ray.activations import flex
+    from cg_ray.activations.tokens import plan_batches
+    from cg_ray.activations.varlen import plan_groups, plan_packed_batches
+
+    reader.weigh(rows)  # `packing: auto`: the path it takes on these rows
+    if not reader.compiled and reader.kernel != "flex" and reader.config.compile is False:
+        return rows[: max(2, len(rows) // 16)]  # eager, nothing compiles: a short warm-up
+    shapes: dict[Any, list[int]] = {}
+    if reader.packed:
+        shared = reader.config.min_shared_tokens if reader.config.share_prefixes else None
+        budget = reader.token_budget
+        for batch in plan_packed_batches(plan_groups(rows, shared, budget), budget):
+            size = sum(g.size for g in batch)
+            key = flex.static_length(size, budget) if reader.kernel == "flex" else size
+            shapes.setdefault(key, [i for g in batch for i in g.rows])
+    else:  # dynamic shapes (compile: true pads widths to 64): the first two shapes make the graph dynamic;
+        m = reader.pad_multiple  # a one-row batch and the last (narrowest) one may specialise: them too
+        for batch in plan_batches([len(r) for r in rows], reader.token_budget):
+            width = -(-max(len(rows[i]) for i in batch) // m) * m
+            shapes.setdefault((len(batch), width), batch)
+        keys = list(shapes)
+        keep = {*keys[:2], keys[-1], *[k for k in keys if k[0] == 1][:1]}
+        shapes = {k: shapes[k] for k in keys if k in keep}
+    return [rows[i] for b in shapes.values() for i in b]
 
 
 def dense(rows: list[Any], d_sae: int) -> np.ndarray:
@@ -198,14 +258,15 @@ def dense(rows: list[Any], d_sae: int) -> np.ndarray:
     return m
 
 
-def naive_reader(setup: Setup, device: torch.device, rows: list[list[int]], calibration: list[list[int]]) -> Naive:
-    """One row at a time, full causal LM + LM head, float32 SAE on every token, dense copy to the CPU; the
-    weights are the reader's (the same seed, copied into the causal LM)."""
-    from cg_ray.hardware import resolve_dtype
-
-    dtype = getattr(torch, resolve_dtype("auto", device))
+def naive_reader(
+    setup: Setup, device: torch.device, rows: list[list[int]], calibration: list[list[int]], dtype: torch.dtype
+) -> Naive:
+    """One row at a time, full causal LM + LM head in `dtype`, the SAE on every token (float32, or `dtype`
+    when that is not float32: the naive way in the reader's own dtype), dense copy to the CPU; the weights
+    are the reader's (the same seed, copied into the causal LM)."""
     base = random_model(setup.arch, dtype, device, lm_head=False)
     sae32 = calibrated_sae(setup, base, calibration, device).to(device, torch.float32)  # the reader's SAE
+    sae_dtype = dtype if dtype != torch.float32 else torch.float32
     full = random_model(setup.arch, dtype, device, lm_head=True)
     full.model.load_state_dict(base.state_dict())
     if setup.arch.get("attn_logit_softcapping"):  # transformers' SDPA would drop Gemma-2's soft-capping
@@ -219,7 +280,7 @@ def naive_reader(setup: Setup, device: torch.device, rows: list[list[int]], cali
         for seq in rows:
             hs = full(input_ids=torch.tensor([seq], device=device), output_hidden_states=True, use_cache=False)
             h = hs.hidden_states[setup.layer + 1][0]
-            out.append(sae32.encode(h.float()).cpu().numpy().mean(0))
+            out.append(sae32.encode(h.to(sae_dtype)).float().cpu().numpy().mean(0))
             hidden.append(h.float().cpu())
         sync(device)
         seconds = time.perf_counter() - t
@@ -234,14 +295,27 @@ def bench_setup(setup: Setup, device: torch.device, args: argparse.Namespace, pe
     suites = {
         "uniform": token_rows(a["vocab_size"], args.rows, args.min_len, args.max_len, seed=0),
         "skewed": skewed_rows(a["vocab_size"], args.rows, args.skew_min, args.skew_max, seed=2),
+        "shared": shared_prefix_rows(a["vocab_size"], args.rows, args.question, 8, *args.answer, seed=3),
     }
+    from cg_ray.activations.config import ReaderConfig
+    from cg_ray.activations.reader import job_shape
+    from cg_ray.hardware import resolve_dtype
+
+    dtype = getattr(torch, resolve_dtype("auto", device))
     results = []
     for suite, rows in suites.items():
-        naive = naive_reader(setup, device, rows[: args.naive_rows], rows)
-        share = padding_share([len(r) for r in rows], args.token_budget)
+        few = rows[: args.naive_rows]
+        naive = naive_reader(setup, device, few, rows, torch.float32)
+        if dtype != torch.float32:  # the naive way in the reader's dtype: the dtype's own noise floor
+            naive.same = naive_reader(setup, device, few, rows, dtype)
+        config = ReaderConfig.model_validate({"model": "random", "token_budget": args.token_budget})
+        shape = job_shape(rows, config, device)
         flops = flops_per_token(setup, params, sum(map(len, rows)) / len(rows))
         for path in args.paths:
-            r = {"setup": setup.name, "suite": suite, "rows": len(rows), "padding_share": round(share, 4)}
+            r = {
+                "setup": setup.name, "suite": suite, "rows": len(rows), "padding_share": round(shape.padding_share, 4),
+                "shared_share": round(shape.shared_share, 4), "flex_fill": round(shape.fill["packed-flex"], 4),
+            }  # fmt: skip
             r |= bench_path(setup, path, rows, naive, device, args)
             r["naive_tokens_per_s"] = round(naive.tokens_per_s)
             if "skipped" not in r:
@@ -263,11 +337,18 @@ def result_line(r: dict[str, Any]) -> str:
     roof = ", ".join(
         f"{k.removeprefix('roofline_fraction_')} {v:.0%}" for k, v in r.items() if k.startswith("roofline")
     )
+    masks = r["mask_build_ms_per_batch"]
+    fallback = f"\n    FELL BACK: {r['packing_fallback']}" if r["packing_fallback"] else ""
+    same = f"\n    vs naive {r['dtype']}: {r['vs_naive_same_dtype']}" if r["vs_naive_same_dtype"] else ""
+    noise = f"\n    naive {r['dtype']} vs naive float32: {r['naive_dtype_noise']}" if r["naive_dtype_noise"] else ""
     return (
         f"{head} -> {r['ran']}{', compiled' if r['compiled'] else ''}: {r['tokens_per_s']:,} tokens/s over "
         f"{r['tokens']:,} tokens ({r['achieved_tflops']} TFLOP/s{'; roofline ' + roof if roof else ''}); padded "
-        f"batches {r['padding_share']:.1%} padding; naive {r['naive_tokens_per_s']:,} tokens/s; "
-        f"{r['pooled_latents_per_row']} latents per row\n    vs naive: {r['vs_naive']}"
+        f"batches {r['padding_share']:.1%} padding, shared prefixes {r['shared_share']:.1%}; naive "
+        f"{r['naive_tokens_per_s']:,} tokens/s; {r['pooled_latents_per_row']} latents per row; warm-up "
+        f"{r['warmup_rows']} rows {r['warmup_s']} s; compiles in the timed pass: {r['compiles_in_timed_pass']}"
+        f"{'' if masks is None else f'; masks {masks:.2f} ms per batch'}{fallback}"
+        f"\n    vs naive float32: {r['vs_naive']}{same}{noise}"
     )
 
 
@@ -341,6 +422,12 @@ def main() -> None:
     )
     ap.add_argument("--skew-min", type=int, default=None, help="skewed suite: shortest row (log-uniform lengths)")
     ap.add_argument("--skew-max", type=int, default=None, help="skewed suite: longest row")
+    ap.add_argument("--question", type=int, default=None, help="shared suite: the question's tokens")
+    ap.add_argument(
+        "--compile-backend",
+        default="inductor",
+        help="torch.compile backend of the reader (aot_eager / eager: count graphs without inductor)",
+    )
     ap.add_argument(
         "--record", action="store_true", help="keep the measured path rates for this machine's packing: auto"
     )
@@ -355,13 +442,17 @@ def main() -> None:
     args.token_budget = args.token_budget or (512 if small else 65_536)
     args.skew_min = args.skew_min or (4 if small else 20)
     args.skew_max = args.skew_max or (200 if small else 2_000)
+    args.question = args.question or (40 if small else 500)
+    args.answer = (4, 40) if small else (20, 300)
     if unknown := set(args.paths) - set(PATHS):
         ap.error(f"unknown --paths {sorted(unknown)} (known: {', '.join(PATHS)})")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_CACHE_ROOT", tempfile.mkdtemp(prefix="cg-bench-vllm-cache-"))
 
+    from cg_ray.activations import flex
     from cg_ray.hardware import hardware_info
 
+    flex.SETTINGS.backend = args.compile_backend
     info = hardware_info()
     print(f"hardware: {info.line()}", flush=True)
     if not on_gpu and not args.tiny:
@@ -392,17 +483,17 @@ def main() -> None:
 
 
 def record(results: list[dict[str, Any]], machine: str, device: torch.device) -> None:
-    """The explicit paths' rates on the last setup's uniform suite (the built-in figures' setup, Llama-3.1-8B)
-    become this machine's figures for `packing: auto` (path_plan.record_rate)."""
+    """The explicit paths' kernel rates (slots/s, padding included) on the last setup's uniform suite (the
+    built-in figures' setup, Llama-3.1-8B) become this machine's figures for `packing: auto`."""
     from cg_ray.activations import path_plan
     from cg_ray.activations.compile_plan import device_kind
 
     last = results[-1]["setup"]
     for r in results:
         if r["setup"] == last and r["suite"] == "uniform" and r["path"] in path_plan.PATHS and "skipped" not in r:
-            rate = path_plan.PathRate(float(r["tokens_per_s"]), f"bench_gpu.py on {machine}, {last}, uniform suite")
-            path_plan.record_rate(device_kind(device), machine, r["path"], rate)
-            print(f"recorded {r['path']}: {r['tokens_per_s']:,} tokens/s for packing: auto on this machine")
+            source = f"bench_gpu.py on {machine}, {last}, uniform suite: {r['tokens_per_s']:,} tokens/s"
+            path_plan.record_rate(device_kind(device), machine, r["path"], path_plan.PathRate(r["slots_per_s"], source))
+            print(f"recorded {r['path']}: {r['slots_per_s']:,} slots/s for packing: auto on this machine")
 
 
 if __name__ == "__main__":

@@ -170,3 +170,15 @@ def padding_share(lengths: list[int], token_budget: int) -> float:
 
     slots = sum(len(b) * max(lengths[i] for i in b) for b in plan_batches(lengths, token_budget))
     return 1.0 - sum(lengths) / slots if slots else 0.0
+
+
+def shared_prefix_rows(vocab: int, n_rows: int, question: int, answers: int, lo: int, hi: int, seed: int) -> list:
+    """Several answers read after one question (the same question answered by several models, or sampled
+    several times): `answers` rows per `question`-token prefix, answers uniform in [lo, hi] tokens."""
+    gen = torch.Generator().manual_seed(seed)
+    rows: list[list[int]] = []
+    while len(rows) < n_rows:
+        head = torch.randint(3, vocab, (question,), generator=gen).tolist()
+        for n in torch.randint(lo, hi + 1, (answers,), generator=gen).tolist():
+            rows.append(head + torch.randint(3, vocab, (n,), generator=gen).tolist())
+    return rows[:n_rows]
