@@ -183,16 +183,21 @@ class ResidualPass:
             top_k=self.cfg.top_k,
         )
         beyond.slice_findings, beyond.n_slice_candidates = slice_findings(self.frame, self.plan, self.cfg)
-        dropped = sum(f.verdict.n_dropped for f in beyond.slice_findings)
-        if dropped:
-            beyond.notes.append(_dropped_note(dropped, "slices"))
+        if note := _dropped_note([f.verdict for f in beyond.slice_findings], "slices"):
+            beyond.notes.append(note)
         return beyond
 
 
-def _dropped_note(n: int, kind: str) -> str:
+def _dropped_note(verdicts: Sequence[Verdict], kind: str) -> str | None:
+    """How many findings shown lost rows from their contrasts because they fill a cell (no other row there to
+    compare with); None when none did. A finding that fills its cells restates the metadata there."""
+    hit = [v.n_dropped for v in verdicts if v.n_dropped]
+    if not hit:
+        return None
     return (
-        f"{n} test-half rows of the {kind} shown sat in cells with no other row to compare them with "
-        "(median split) and were left out of their contrasts"
+        f"{len(hit)} of the {len(verdicts)} {kind} shown fill some of their cells in a test half (median split): "
+        f"their {sum(hit):,} rows there have no other row to be compared with and are left out of the contrasts "
+        "(in those cells the finding is the metadata itself)"
     )
 
 
@@ -232,9 +237,8 @@ def describe_classes(
     beyond.n_mode_candidates = len(found)
     beyond.n_modes_confirmed = sum(v.confirmed for _, v in found)
     shown = sorted(found, key=lambda m: rank_key(m[1]))[: cfg.top_k]
-    dropped = sum(v.n_dropped for _, v in shown)
-    if dropped:
-        beyond.notes.append(_dropped_note(dropped, "failure modes"))
+    if note := _dropped_note([v for _, v in shown], "failure modes"):
+        beyond.notes.append(note)
     wanted: dict[object, tuple[Any, Any]] = {m.members: pool.members(m.members) for m, _ in shown}
     wanted.update({(int(c),): pool.members([int(c)]) for c in concepts})
     terms = book.compute(wanted)

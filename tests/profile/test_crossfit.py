@@ -234,3 +234,15 @@ def test_no_mode_tested_in_any_split_is_no_finding() -> None:
     from cg_ray.profile.split_modes import _identities
 
     assert _identities({}, 10) == []
+
+
+def test_findings_that_fill_their_cells_are_named_in_a_note() -> None:
+    from cg_ray.profile.decision import Verdict
+    from cg_ray.profile.findings import _dropped_note
+
+    full = Verdict(-0.1, -0.2, 0.0, 0.3, 0.5, False, 6, 40, 40, n_dropped=12)
+    clean = Verdict(-0.1, -0.2, 0.0, 0.3, 0.5, False, 6, 40, 40)
+    assert _dropped_note([clean, clean], "failure modes") is None
+    note = _dropped_note([full, clean, full], "failure modes")
+    assert note is not None and note.startswith("2 of the 3 failure modes shown fill some of their cells")
+    assert "their 24 rows there" in note
