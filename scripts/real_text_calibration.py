@@ -169,22 +169,26 @@ def plant(rows: Path, out: Path, seed: int, *, shuffle: bool = False) -> None:
     print(f"{out}: {table.num_rows} rows ({name}), {int(prop.sum())} with a dollar amount, mean {scores.mean():.3f}")
 
 
+def _jaccard(a: BoolArray, b: BoolArray) -> float:
+    return round(int((a & b).sum()) / max(int((a | b).sum()), 1), 3)
+
+
 def _mode_figures(mode: dict[str, Any], fires: BoolArray, prop: BoolArray) -> dict[str, Any]:
-    both = int((fires & prop).sum())
     return {
         "rank": mode.get("rank"),
         "q": mode.get("q_value"),
         "rows": int(fires.sum()),
-        "property_rows_in_it": both,
-        "jaccard": round(both / max(int((fires | prop).sum()), 1), 3),
+        "property_rows_in_it": int((fires & prop).sum()),
+        "jaccard": _jaccard(fires, prop),
         "terms": mode.get("terms") or mode.get("description"),
     }
 
 
-def judge(rows: Path, run: Path) -> dict[str, Any]:
+def judge(rows: Path, run: Path, validate: Path | None = None) -> dict[str, Any]:
     """RUN_DIR's failure modes against the property: for its first confirmed mode and its first candidate,
-    their rows (any member concept active) against the property's rows (Jaccard), q and terms; and how many
-    candidates are mostly property rows (the effect cut into several modes)."""
+    their rows (any member concept active) against the property's rows (Jaccard), q and terms; how many
+    candidates are mostly property rows (the effect cut into several modes); with `validate` (a validate.json
+    listing the confirmed concepts), each confirmed concept's Jaccard with the property's rows."""
     table = pq.read_table(rows, columns=["concept_ids", "prompt"])
     prop = has_property(table)
     ids = [set(x) for x in table.column("concept_ids").to_pylist()]
@@ -192,12 +196,20 @@ def judge(rows: Path, run: Path) -> dict[str, Any]:
     fires = [np.array([bool(set(m["concept_ids"]) & row) for row in ids]) for m in modes]
     out: dict[str, Any] = {"modes": len(modes), "confirmed": sum(bool(m.get("confirmed")) for m in modes)}
     out["property_rows"] = int(prop.sum())
-    out["mostly_property"] = sum(int((f & prop).sum()) > f.sum() / 2 for f in fires)
+    out["mostly_property"] = int(sum(int((f & prop).sum()) > f.sum() / 2 for f in fires))
     confirmed = [i for i, m in enumerate(modes) if m.get("confirmed")]
     if confirmed:
         out["top_confirmed"] = _mode_figures(modes[confirmed[0]], fires[confirmed[0]], prop)
     if modes:
         out["top_candidate"] = _mode_figures(modes[0], fires[0], prop)
+    if validate is not None:
+        concepts = json.loads(validate.read_text(encoding="utf-8"))["beyond"]["concepts"]
+        out["confirmed_concepts"] = [
+            {"concept": c["concept"], "jaccard": _jaccard(np.array([c["concept"] in row for row in ids]), prop)}
+            | {"q": c["q_value"]}
+            for c in concepts
+            if c.get("confirmed")
+        ]
     print(json.dumps(out, default=str))
     return out
 
@@ -218,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("judge")
     p.add_argument("rows", type=Path)
     p.add_argument("run", type=Path)
+    p.add_argument("--validate", type=Path, help="a validate.json whose beyond block lists the concepts")
     args = parser.parse_args(argv)
     if args.cmd == "prepare":
         prepare(args.data, args.work)
@@ -226,7 +239,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.cmd == "plant":
         plant(args.rows, args.out, args.seed, shuffle=args.shuffle)
     else:
-        judge(args.rows, args.run)
+        judge(args.rows, args.run, args.validate)
 
 
 if __name__ == "__main__":

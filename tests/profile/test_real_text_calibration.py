@@ -85,3 +85,21 @@ def test_plant_writes_the_scores_and_keeps_the_rest(tmp_path: Path) -> None:
     assert table.column("score").null_count == 0
     assert table.column("prompt").equals(pq.read_table(src).column("prompt"))
     assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_assemble_takes_each_rows_concepts_from_the_files_read(tmp_path: Path) -> None:
+    rows = _rows(30)
+    for k, name in enumerate(rtc.READ):
+        pq.write_table(rows.slice(10 * k, 10), tmp_path / f"{name}.rows.parquet")
+    wanted = [
+        {"id": f"r{i}", "benchmark": "s", "prompt": "p", "metadata": {"length": "short", "group": f"g{i // 2}"}}
+        for i in (29, 0, 15)
+    ]
+    (tmp_path / "real_text.jsonl").write_text("".join(json.dumps(r) + "\n" for r in wanted), encoding="utf-8")
+    rtc.assemble(tmp_path)
+    table = pq.read_table(tmp_path / "real_text.rows.parquet")
+    assert table.column("row_id").to_pylist() == ["r29", "r0", "r15"]
+    assert table.column("concept_ids").to_pylist() == [[29 % 5], [0], [0]]
+    assert table.column("prompt").to_pylist() == [rows.column("prompt")[i].as_py() for i in (29, 0, 15)]
+    assert [json.loads(m)["group"] for m in table.column("metadata").to_pylist()] == ["g14", "g0", "g7"]
+    assert table.column("score").null_count == 3 and set(table.column("benchmark").to_pylist()) == {"s"}
