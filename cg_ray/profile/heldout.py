@@ -34,8 +34,10 @@ def _dense(codes: IntArray) -> tuple[IntArray, int]:
 
 @dataclass(frozen=True)
 class HeldOut:
-    """One split's test half: its scored rows with their cells and groups, and the per (group, cell) sums every
-    contrast needs, computed once."""
+    """One split's test half: its scored rows with their cells and groups, and the sums every contrast needs,
+    computed once. A contrast's sandwich sums a square over every group of the cells it touches; for the groups
+    that sit in one cell (nearly all) that sum has a closed form per cell (`q0`, `q1`, `q2`), so a contrast costs
+    O(cells + its own rows + the groups spanning cells), not O(groups)."""
 
     rows: IntArray  # frame positions, ascending
     scores: FloatArray
@@ -43,8 +45,14 @@ class HeldOut:
     group: IntArray  # dense group code per row
     n_cell: FloatArray
     sum_cell: FloatArray
-    counts: sparse.csc_matrix  # groups × cells: rows
-    sums: sparse.csc_matrix  # groups × cells: Σ score
+    counts: sparse.csr_matrix  # groups × cells: rows
+    sums: sparse.csr_matrix  # groups × cells: Σ score
+    q0: FloatArray  # per cell, over its one-cell groups: Σ n_g²
+    q1: FloatArray  # Σ n_g y_g (y_g: the group's Σ score)
+    q2: FloatArray  # Σ y_g²
+    one_cell_groups: FloatArray  # per cell: how many groups sit in it alone
+    spanning_counts: sparse.csr_matrix  # the groups with rows in several cells: their rows of `counts`
+    spanning_sums: sparse.csr_matrix  # ... and of `sums`
 
     @classmethod
     def of(cls, positions: IntArray, scores: FloatArray, cells: IntArray, groups: IntArray) -> HeldOut:
@@ -55,11 +63,33 @@ class HeldOut:
         n_cell = np.bincount(cell, minlength=n_cells).astype(np.float64)
         sum_cell = np.bincount(cell, weights=y, minlength=n_cells).astype(np.float64)
         shape = (n_groups, n_cells)
-        counts = sparse.csc_matrix((np.ones(y.size), (group, cell)), shape=shape)
-        sums = sparse.csc_matrix((y, (group, cell)), shape=shape)
+        counts = sparse.csr_matrix((np.ones(y.size), (group, cell)), shape=shape)
+        sums = sparse.csr_matrix((y, (group, cell)), shape=shape)
         counts.sum_duplicates()
         sums.sum_duplicates()
-        return cls(positions, y, cell, group, n_cell, sum_cell, counts, sums)
+        width = np.diff(counts.indptr)
+        one = np.flatnonzero(width == 1)
+        home = counts.indices[counts.indptr[one]]
+        n_g, y_g = counts.data[counts.indptr[one]], sums.data[counts.indptr[one]]
+        per = lambda w: np.bincount(home, weights=w, minlength=n_cells).astype(np.float64)  # noqa: E731
+        q0, q1, q2 = per(n_g * n_g), per(n_g * y_g), per(y_g * y_g)
+        spanning = np.flatnonzero(width > 1)
+        return cls(
+            positions,
+            y,
+            cell,
+            group,
+            n_cell,
+            sum_cell,
+            counts,
+            sums,
+            q0,
+            q1,
+            q2,
+            per(np.ones(one.size)),
+            counts[spanning],
+            sums[spanning],
+        )
 
     @property
     def n_groups(self) -> int:
@@ -103,19 +133,30 @@ class HeldOut:
         in_mean = np.zeros(n_cells)
         in_mean[touched] = np.bincount(cell, weights=a * y, minlength=n_cells)[touched] / pi[touched]
         theta = float(a @ y) - baseline
-        own_groups = np.unique(self.group[loc])
+        own_groups, own_at = np.unique(self.group[loc], return_inverse=True)
         if own_groups.size < MIN_CLUSTERS:
             return SplitTest(theta, float("nan"), 0, 1.0, int(loc.size), int(own_groups.size), baseline, dropped)
-        # Cluster sums s_g = Σ_own a_i (y_i − in_mean) − Σ_other b_c (y_i − out_mean): every row of a touched
-        # cell as if it were an "other" row (one sparse product), then the finding's rows put right.
-        cols = touched
-        s = -(self.sums[:, cols] @ b[cols]) + self.counts[:, cols] @ (b[cols] * out_mean[cols])
-        own = a * (y - in_mean[cell]) + b[cell] * (y - out_mean[cell])
-        s += np.bincount(self.group[loc], weights=own, minlength=self.n_groups)
-        g = int(np.count_nonzero(self.counts[:, cols].getnnz(axis=1)))
-        sandwich = g / max(g - 1, 1) * float(s @ s)
+        # Cluster sums s_g = Σ_own a_i (y_i − in_mean) − Σ_other b_c (y_i − out_mean): first as if every row were
+        # an "other" row, base_g = −Σ_c b_c (Y_gc − N_gc out_mean_c), whose squares sum per cell in closed form for
+        # one-cell groups (b_c² (q2 − 2 m q1 + m² q0)) and explicitly for groups spanning cells; then the
+        # finding's own groups put right: Σ (base + own)² = Σ base² + Σ_own (2 base own + own²).
+        m = out_mean[touched]
+        per_cell = self.q2[touched] - 2 * m * self.q1[touched] + m * m * self.q0[touched]
+        sandwich_sum = float(np.sum(b[touched] ** 2 * per_cell))
+        bm = b * out_mean
+        if self.spanning_counts.shape[0]:
+            base = -(self.spanning_sums @ b - self.spanning_counts @ bm)
+            sandwich_sum += float(np.sum(base * base))
+        own = np.bincount(own_at, weights=a * (y - in_mean[cell]) + b[cell] * (y - out_mean[cell]))
+        own_base = -(self.sums[own_groups] @ b - self.counts[own_groups] @ bm)
+        sandwich_sum += float(np.sum(2 * own_base * own + own * own))
+        reached = (b > 0).astype(np.float64)
+        g = int(np.sum(self.one_cell_groups[touched]))
+        if self.spanning_counts.shape[0]:
+            g += int(np.count_nonzero(self.spanning_counts @ reached))
+        sandwich = g / max(g - 1, 1) * max(sandwich_sum, 0.0)
         shrunk = (float(w @ y) + 2.0 * total / loc.size) / (total + 4.0 * total / loc.size)
-        floor = shrunk * (1.0 - shrunk) * (float(a @ a) + float(b[cols] ** 2 @ n_rest[cols]))
+        floor = shrunk * (1.0 - shrunk) * (float(a @ a) + float(b[touched] ** 2 @ n_rest[touched]))
         se = float(np.sqrt(max(sandwich, floor)))
         df = int(own_groups.size) - 1  # the finding's own clusters bound what is known of it
         t = theta / se

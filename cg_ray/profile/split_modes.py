@@ -20,7 +20,14 @@ from cg_ray.profile.classterms import ClassTerms
 from cg_ray.profile.crossfit import PoolRows
 from cg_ray.profile.decision import SplitTest, Verdict, judge
 from cg_ray.profile.grouping import group_near_duplicates, jaccard_from_counts
-from cg_ray.profile.modes import TERMS_COMPARED, ModeClass, merge_by_terms, merge_contained, training_rank
+from cg_ray.profile.modes import (
+    TERMS_COMPARED,
+    ModeClass,
+    merge_by_terms,
+    merge_contained,
+    shared_rows,
+    training_rank,
+)
 from cg_ray.profile.splits import SplitPlan
 from cg_ray.profile.strata import RowFrame
 from cg_ray.profile.terms import Terms, content_words
@@ -50,6 +57,14 @@ def split_modes(
     sim = jaccard_from_counts(pool.intersections(everyone))
     slot = {c: i for i, c in enumerate(everyone)}
     ranked: list[list[ModeClass]] = []
+    memo: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+
+    def shared(a: ModeClass, b: ModeClass) -> int:  # the splits merge nearly the same classes again and again
+        key = (a.members, b.members)
+        if key not in memo:
+            memo[key] = shared_rows(a.rows, b.rows)
+        return memo[key]
+
     for split, head in zip(plan.items, heads, strict=True):
         idx = np.array([slot[c] for c in head], dtype=np.int64)
         rep = group_near_duplicates(sim[np.ix_(idx, idx)], -np.arange(len(head), dtype=np.float64), cfg.mode_jaccard)
@@ -62,7 +77,7 @@ def split_modes(
         classes = [c for c in classes if c.rows.size <= MAX_ROW_SHARE * frame.n_rows]
         choosing = split.choosing & frame.scored
         ranked.append(
-            merge_contained(training_rank(classes, choosing, frame.scores, split.expected))[
+            merge_contained(training_rank(classes, choosing, frame.scores, split.expected), shared=shared)[
                 : CANDIDATE_FACTOR * cfg.top_k
             ]
         )

@@ -41,6 +41,8 @@ class RowFrame:
     codes: dict[str, Codes]  # analysed field → code per row (-1: the row lacks it)
     values: dict[str, list[str]]  # analysed field → its values in code order
     skipped: dict[str, str] = field(default_factory=dict)  # field → why it is not analysed
+    # cell_keys' results by field tuple: the R splits ask for the same few cells many times
+    cells: dict[tuple[str, ...], IntArray] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_rows(self) -> int:
@@ -127,11 +129,28 @@ def read_frame(rows: RowsFile, model: str | None = None, max_values: int = MAX_V
 
 
 def cell_keys(frame: RowFrame, fields: Sequence[str]) -> IntArray:
-    """One integer per row naming its cell (the tuple of its values of `fields`; missing is a value)."""
+    """One integer per row naming its cell (the tuple of its values of `fields`; missing is a value), numbered
+    in the tuples' sorted order; computed once per field tuple and kept on the frame."""
+    key = tuple(fields)
+    if key not in frame.cells:
+        frame.cells[key] = _cell_keys(frame, key)
+    return frame.cells[key]
+
+
+def _cell_keys(frame: RowFrame, fields: tuple[str, ...]) -> IntArray:
     if not fields:
         return np.zeros(frame.n_rows, dtype=np.int64)
-    stacked = np.stack([frame.codes[f].astype(np.int64) for f in fields], axis=1)
-    _, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    # One mixed-radix integer a row (the first field most significant, so the numbering is the tuples' sorted
+    # order), then a 1-D unique: np.unique(axis=0) over the stacked codes is ~20× slower on a million rows.
+    radix = [int(frame.codes[f].max(initial=-1)) + 2 for f in fields]  # codes run from -1 (missing)
+    if float(np.prod(np.asarray(radix, dtype=np.float64))) < 2.0**62:
+        packed = np.zeros(frame.n_rows, dtype=np.int64)
+        for f, r in zip(fields, radix, strict=True):
+            packed = packed * r + (frame.codes[f].astype(np.int64) + 1)
+        _, inverse = np.unique(packed, return_inverse=True)
+    else:  # too many combinations for one int64: the stacked codes
+        stacked = np.stack([frame.codes[f].astype(np.int64) for f in fields], axis=1)
+        _, inverse = np.unique(stacked, axis=0, return_inverse=True)
     keys: IntArray = inverse.reshape(-1).astype(np.int64)
     return keys
 

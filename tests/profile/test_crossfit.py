@@ -87,15 +87,21 @@ def test_rows_of_a_cell_the_finding_fills_are_left_out_and_counted() -> None:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_the_cluster_contrast_equals_statsmodels_cluster_robust_ols(seed: int) -> None:
+@pytest.mark.parametrize("layout", ["spanning", "nested", "mixed"])
+def test_the_cluster_contrast_equals_statsmodels_cluster_robust_ols(seed: int, layout: str) -> None:
     """θ and its CR1 variance are those of the OLS of the score on the cell × finding means, with
-    cluster-robust covariance by group (statsmodels), for groups that span cells."""
+    cluster-robust covariance by group (statsmodels), whether groups span cells (summed explicitly), sit in
+    one cell each (summed in closed form per cell) or both."""
     import statsmodels.api as sm
 
     rng = np.random.default_rng(seed)
     n, n_cells = 600, 4
-    groups = rng.integers(0, 150, n)  # a group's rows fall in several cells
     cells = rng.integers(0, n_cells, n)
+    groups = rng.integers(0, 150, n)  # a group's rows fall in several cells
+    if layout == "nested":
+        groups = cells * 1000 + rng.integers(0, 40, n)
+    elif layout == "mixed":
+        groups = np.where(rng.random(n) < 0.7, cells * 1000 + rng.integers(0, 40, n), groups)
     inside = np.zeros(n, bool)
     inside[rng.choice(n, 120, replace=False)] = True
     scores = (rng.random(n) < 0.6 - 0.1 * inside).astype(float)
