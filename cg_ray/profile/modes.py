@@ -127,13 +127,14 @@ def merge_contained(
     classes: list[ModeClass], contained: float = CONTAINED, shared: Overlap | None = None
 ) -> list[ModeClass]:
     """In rank order, each class whose rows lie mostly inside a better kept one's joins it (`shared`: the rows
-    two classes share, memoised by the caller across splits; default `shared_rows`)."""
+    two classes share, memoised by the caller across splits; default `shared_rows`). Only that way round: a
+    broader class holding a better one is another finding, and merging it would dilute the better one."""
     overlap = shared or (lambda x, y: shared_rows(x.rows, y.rows))
     kept: list[ModeClass] = []
     for c in classes:
         for j, k in enumerate(kept):
             inter = overlap(c, k)
-            if inter >= contained * max(min(c.rows.size, k.rows.size), 1):
+            if inter >= contained * max(c.rows.size, 1):
                 kept[j] = _union(k, c)
                 break
         else:

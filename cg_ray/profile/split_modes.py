@@ -38,6 +38,7 @@ MAX_ROW_SHARE = 0.5  # a candidate mode holds at most this share of the rows
 SAME_ROWS = 0.5  # modes of two splits with this row Jaccard are one finding
 SHARED_CONCEPT_INSIDE = 0.5  # ... or sharing a concept, with this share of the smaller's rows in the other's
 INSIDE = 0.8  # ... or with this share of the smaller's rows in the other's
+JOIN_INSIDE = 0.5  # a concept joins a mode only with at least this share of its rows inside the leader's
 
 SplitMode = tuple[int, int]  # (split, the mode's place among those the split tested)
 
@@ -54,7 +55,12 @@ def split_modes(
     everyone = sorted({c for h in heads for c in h})
     if not everyone or not plan.items:
         return []
-    sim = jaccard_from_counts(pool.intersections(everyone))
+    inter = pool.intersections(everyone)
+    # A concept joins a group only when it overlaps the group's leader (Jaccard ≥ mode_jaccard) AND most of its
+    # own rows lie inside the leader's: a broad concept (every GSM8K problem) must not swell a sharp one's mode
+    # (its problems with a dollar amount) to its own rows and dilute the effect away.
+    inside = inter / np.maximum(np.diag(inter), 1)[:, None]  # [i, r]: the share of i's rows in r's
+    sim = np.where(inside >= JOIN_INSIDE, jaccard_from_counts(inter), 0.0)
     slot = {c: i for i, c in enumerate(everyone)}
     ranked: list[list[ModeClass]] = []
     memo: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}

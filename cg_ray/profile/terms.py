@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-# Bracket tags, LaTeX commands, words of 2+ characters, and runs of 2+ operator symbols (`--`, `==`, `$$`);
-# quotes, brackets and punctuation alone are no term ("((" or "\",").
-TOKEN_PATTERN = r"\[/?\w+\]|\\[A-Za-z]+|\b\w[\w'-]*\w\b|[^\w\s\"'()\[\]{},;:.?!]{2,}"
+# A currency sign before an amount ("$12": money, whatever the amount), bracket tags, LaTeX commands, words of 2+
+# characters, and runs of 2+ operator symbols (`--`, `==`, `$$`); quotes, brackets and punctuation alone are no
+# term ("((" or "\",").
+CURRENCY = "$€£¥"
+TOKEN_PATTERN = rf"[{re.escape(CURRENCY)}](?=\d)|\[/?\w+\]|\\[A-Za-z]+|\b\w[\w'-]*\w\b|[^\w\s\"'()\[\]{{}},;:.?!]{{2,}}"
 MAX_TERMS = 4
 MIN_SHARE = 0.2
 MIN_RATIO = 1.5
@@ -79,6 +81,8 @@ class Terms:
 
 
 def _is_content(token: str) -> bool:
+    if token in CURRENCY:  # a currency sign names money
+        return len(token) == 1
     return any(ch.isalnum() for ch in token) and token.lower() not in stop_words()
 
 
@@ -204,6 +208,8 @@ def term_pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
         return None
 
     def one(term: str) -> str:
+        if len(term) == 1 and term in CURRENCY:  # as the tokeniser reads it: the sign before an amount
+            return re.escape(term) + r"(?=\d)"
         body = r"\W+".join(re.escape(part) for part in term.split())
         head = r"(?<!\w)" if re.match(r"\w", term) else ""
         tail = r"(?!\w)" if re.search(r"\w$", term) else ""

@@ -113,3 +113,15 @@ def test_terms_present_and_pattern_still_agree() -> None:
     assert terms_present(text, ["is kayak", "[asy]", "draw"]) == 3
     pattern = term_pattern(["is kayak", "an"])
     assert pattern is not None and pattern.search(text) and not re.search(pattern, "answer")
+
+
+def test_a_currency_sign_before_an_amount_is_a_term_and_is_marked_there_only() -> None:
+    """Money in word problems ("$12") is a property a failure can have; "$x$" (LaTeX) is not money."""
+    import re
+
+    from cg_ray.profile.terms import TOKEN_PATTERN, admissible, term_pattern
+
+    assert re.findall(TOKEN_PATTERN, "she paid $12.50 and $x$") == ["she", "paid", "$", "12", "50", "and"]
+    assert admissible("$") and not admissible("--")
+    pattern = term_pattern(["$"])
+    assert pattern is not None and pattern.findall("pay $5 for $x$") == ["$"]
