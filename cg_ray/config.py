@@ -87,6 +87,12 @@ class MetricsConfig(_Frozen):
     fdr: float = Field(
         0.1, gt=0, lt=1, description="false discovery rate: a finding is confirmed when its q-value is at most this"
     )
+    # How many findings of each kind one split tests (its BH family; concepts: 4× this below their cells, as
+    # the failure modes' pool, and this many above). Apart from top_k, how many are shown: listing 50 must not
+    # make each split pay for 50 tests. Ten held the calibration (docs/trust.md).
+    tested_per_split: int = Field(
+        10, ge=1, le=200, description="findings of each kind one split tests: its multiple-testing family"
+    )
     crossfit_seed: int = Field(0, description="seed of the groups' parts and of the splits drawn from them")
 
     @model_validator(mode="after")

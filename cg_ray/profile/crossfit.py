@@ -112,14 +112,16 @@ class ConceptCandidates:
         return {int(c) for part in (*self.below, *self.above) for c in part}
 
 
-def concept_candidates(acc: ResidualAccumulator, result: CGResult, plan: SplitPlan, top_k: int) -> ConceptCandidates:
+def concept_candidates(acc: ResidualAccumulator, result: CGResult, plan: SplitPlan, tested: int) -> ConceptCandidates:
+    """Per split, on its choosing half: the first 4 × `tested` concepts below their cells (tested, and the
+    failure modes' pool) and the first `tested` above."""
     ok = eligible(result)
     below, above = [], []
     for split in plan.items:
         res = acc.finish_split(split.index, _parts_of(plan, split.choosing))
         r = np.nan_to_num(res.residual)
-        below.append(residual_order(res, ok & (r < 0))[: POOL_FACTOR * top_k])
-        above.append(strength_residual_order(res, ok & (r > 0))[:top_k])
+        below.append(residual_order(res, ok & (r < 0))[: POOL_FACTOR * tested])
+        above.append(strength_residual_order(res, ok & (r > 0))[:tested])
     return ConceptCandidates(below, above)
 
 
@@ -166,7 +168,12 @@ def slice_findings(frame: RowFrame, plan: SplitPlan, cfg: MetricsConfig) -> tupl
         for rank, s in enumerate(split.slices, start=1):
             if s.conditions not in masks:
                 masks[s.conditions] = s.mask(frame)
-            here.append((s.conditions, split.whole.contrast(np.flatnonzero(masks[s.conditions])), rank))
+            # A slice on the split's adjusted fields alone is the metadata's own effect: against the half's other
+            # rows. One with another field is a finding beyond them: against the other rows of its own cells,
+            # as modes are ("ambiguous & negative" must not inherit "ambiguous"'s gap).
+            on_adjusted = {name for name, _ in s.conditions} <= set(split.adjusted_for)
+            half = split.whole if on_adjusted else split.by_cell
+            here.append((s.conditions, half.contrast(np.flatnonzero(masks[s.conditions])), rank))
         per_split.append(here)
     verdicts = judge(per_split, plan.splits, plan.fdr, (-1.0, 1.0))
     everything = {s.conditions: s for s in _in_sample(frame, plan.counts, list(verdicts))}

@@ -70,7 +70,7 @@ class Beyond:
     terms: dict[int, Terms] = field(default_factory=dict)  # profile concept → its rows' distinctive terms
     n_mode_candidates: int = 0
     n_modes_confirmed: int = 0  # of every mode finding, not only those shown
-    top_k: int = 10
+    tested_per_split: int = 10
 
     def summary(self) -> dict[str, Any]:
         modes = [] if self.modes is None else self.modes.column("confirmed").to_pylist()
@@ -117,7 +117,7 @@ class Beyond:
         mean_c = np.bincount(cells, weights=y) / np.maximum(n_c, 1)
         variance = float(np.mean((y - mean_c[cells]) ** 2))
         # The first of a split's top-k modes pays weighted BH's k / w₁ = H(k) at most (weights ∝ 1/rank, mean 1).
-        factor = float(np.sum(1.0 / np.arange(1, self.top_k + 1)))
+        factor = float(np.sum(1.0 / np.arange(1, self.tested_per_split + 1)))
         level = GAMMA * self.plan.fdr / factor
         sizes = [n for n in (50, 100, 200, 400, 800, 1600) if n <= fr.scored.sum() / 2]
         return [{"n_rows": n, "mde": typical_mde(n, int(fr.scored.sum()), variance, level)} for n in sizes]
@@ -179,8 +179,8 @@ class ResidualPass:
             order,
             self.plan,
             self.acc,
-            concept_candidates(self.acc, result, self.plan, self.cfg.top_k),
-            top_k=self.cfg.top_k,
+            concept_candidates(self.acc, result, self.plan, self.cfg.tested_per_split),
+            tested_per_split=self.cfg.tested_per_split,
         )
         beyond.slice_findings, beyond.n_slice_candidates = slice_findings(self.frame, self.plan, self.cfg)
         if note := _dropped_note([f.verdict for f in beyond.slice_findings], "slices"):

@@ -84,7 +84,7 @@ def split_modes(
         choosing = split.choosing & frame.scored
         ranked.append(
             merge_contained(training_rank(classes, choosing, frame.scores, split.expected), shared=shared)[
-                : CANDIDATE_FACTOR * cfg.top_k
+                : CANDIDATE_FACTOR * cfg.tested_per_split
             ]
         )
     terms = book.compute({c.members: pool.members(c.members) for fold in ranked for c in fold})
@@ -93,7 +93,7 @@ def split_modes(
     for split, classes in zip(plan.items, ranked, strict=True):
         merged = merge_by_terms(classes, lambda m: _strong_words(terms.get(m)))
         merged = [m for m in merged if m.rows.size <= MAX_ROW_SHARE * frame.n_rows]
-        for j, c in enumerate(merged[: cfg.top_k]):
+        for j, c in enumerate(merged[: cfg.tested_per_split]):
             tested[(split.index, j)] = c
             tests[(split.index, j)] = (split.by_cell.contrast(c.rows), j + 1)
     findings = _identities(tested, frame.n_rows)

@@ -99,7 +99,9 @@ def plan_splits(rows: RowsFile, frame: RowFrame, cfg: MetricsConfig) -> SplitPla
         chosen_parts = np.zeros(n_parts, bool)
         chosen_parts[rng.permutation(n_parts)[: n_parts // 2]] = True
         choosing = chosen_parts[part]
-        slices = training_slices(frame, counts, chosen_parts, cfg.top_k, min_rows) if counts is not None else []
+        slices = (
+            training_slices(frame, counts, chosen_parts, cfg.tested_per_split, min_rows) if counts is not None else []
+        )
         fields, _ = parse_adjust_for(cfg.adjust_for, frame, best_fields(slices))
         expected = expected_scores(frame, fields, fit=choosing)
         test = np.flatnonzero(~choosing & frame.scored)
