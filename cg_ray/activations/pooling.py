@@ -7,13 +7,18 @@ and only the non-zero (row, concept, value) triples leave the device.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
 
 from cg_ray.activations.saes.base import SaeEncoder
+from cg_ray.activations.tokens import TokenPolicy, counted_tokens
+
+if TYPE_CHECKING:
+    from cg_ray.activations.varlen import PackedBatch
 
 
 @dataclass(frozen=True)
@@ -112,3 +117,31 @@ def _sparse_rows(means: torch.Tensor, counts: torch.Tensor) -> list[RowActs]:
         out.append(RowActs(ids_np[offset:end], vals_np[offset:end], int(counts_list[r])))
         offset = end
     return out
+
+
+def pool_packed(
+    hidden: torch.Tensor,
+    ids: torch.Tensor,
+    packed: PackedBatch,
+    count_from: Sequence[int] | None,
+    policy: TokenPolicy,
+    sae: SaeEncoder,
+    chunk_tokens: int,
+    pool: Literal["mean", "max"],
+) -> tuple[list[RowActs], int]:
+    """One packed batch's rows pooled from its hidden states (`ids`: its packed input ids on the device), and
+    how many tokens were counted. Each packed token is encoded once; a shared prefix token counts for every row
+    of its group."""
+    device = hidden.device
+    lengths = torch.as_tensor([len(t) for t in packed.row_tokens])
+    index = torch.cat(packed.row_tokens).to(device)  # packed position of each row's tokens
+    row = torch.repeat_interleave(torch.arange(len(packed.rows)), lengths).to(device)
+    position = torch.cat([torch.arange(n) for n in lengths.tolist()]).to(device)
+    first = None
+    if count_from is not None:
+        first = torch.as_tensor([count_from[r] for r in packed.rows], dtype=torch.long, device=device)[row]
+    keep = counted_tokens(ids[0, index], position, policy, first)
+    tokens, pair_token = torch.unique(index[keep], return_inverse=True)
+    order = torch.argsort(pair_token, stable=True)
+    pooled = pool_tokens(hidden[tokens], pair_token[order], row[keep][order], len(packed.rows), sae, chunk_tokens, pool)
+    return pooled, int(keep.sum())

@@ -19,12 +19,19 @@ from cg_ray.activations.model import (
     resolve_device,
     truncate,
 )
-from cg_ray.activations.pooling import RowActs, pool_batch, pool_tokens
+from cg_ray.activations.pooling import RowActs, pool_batch, pool_packed
+from cg_ray.activations.reader_setup import (
+    choose_path,
+    job_shape,
+    resolve_layer,
+    resolve_token_budget,
+    softcapping,
+    text_config,
+)
 from cg_ray.activations.saes import SaeEncoder, load_sae
 from cg_ray.activations.tokens import (
     TokenPolicy,
     counted_mask,
-    counted_tokens,
     pad,
     plan_batches,
     resolve_policy,
@@ -33,11 +40,9 @@ from cg_ray.activations.tokens import (
 )
 from cg_ray.activations.varlen import (
     ATTENTION_NAME,
-    KERNELS,
     PackedBatch,
     pack,
     packed_blocks,
-    packed_kernels,
     plan_groups,
     plan_packed_batches,
     use_varlen_attention,
@@ -52,78 +57,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]  # (rows done, rows total)
-
-
-def resolve_layer(requested: int | None, from_sae: int | None, sae_source: str) -> int:
-    if requested is None and from_sae is None:
-        raise ConfigError(f"the SAE {sae_source} does not say its layer: set the reader's layer")
-    if requested is not None and from_sae is not None and requested != from_sae:
-        raise ConfigError(f"layer {requested} was requested but the SAE {sae_source} was trained on layer {from_sae}")
-    return requested if requested is not None else int(from_sae)  # type: ignore[arg-type]
-
-
-CPU_TOKEN_BUDGET = 512  # bench on 2 cores: 2.6k tokens/s at 512 vs 1.6k at 8192 (GSM8K rows, bf16)
-# packed (real tokens only; attention stays per row, so a larger batch costs no attention): 1,089 tokens/s at
-# 1024 vs 921 at 512 on 2 AVX2 cores (64 GSM8K rows, float32, interleaved; partly more shared prefixes, as a
-# group of rows must fit one batch), 1,022 at 4096; see docs/reader.md, "Issue #26"
-CPU_PACKED_BUDGET = 1024
-CUDA_TOKEN_BUDGET = 8192
-
-
-def resolve_token_budget(budget: int | str, device: torch.device | str, packed: bool = False) -> int:
-    if isinstance(budget, int):
-        return budget
-    if str(device).startswith("cuda"):
-        return CUDA_TOKEN_BUDGET
-    return CPU_PACKED_BUDGET if packed else CPU_TOKEN_BUDGET
-
-
-def _text_config(base: Any) -> Any:
-    return base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
-
-
-def _softcapping(base: Any) -> bool:
-    return bool(getattr(_text_config(base), "attn_logit_softcapping", None))
-
-
-def job_shape(seqs: Sequence[Sequence[int]], config: ReaderConfig, device: Any) -> path_plan.JobShape:
-    """How each path would batch these rows: the padding share of the longest-first padded batches, the
-    share of tokens shared prefixes skip, and the fill of the flex path's static packed lengths."""
-    lengths = [len(s) for s in seqs]
-    tokens = sum(lengths)
-    padded = plan_batches(lengths, resolve_token_budget(config.token_budget, device, False))
-    slots = sum(len(b) * max(lengths[i] for i in b) for b in padded)
-    budget = resolve_token_budget(config.token_budget, device, True)
-    groups = plan_groups(seqs, config.min_shared_tokens if config.share_prefixes else None, budget)
-    forwarded = sum(g.size for g in groups)
-    static = sum(flex.static_length(sum(g.size for g in b), budget) for b in plan_packed_batches(groups, budget))
-    return path_plan.JobShape(
-        tokens=tokens,
-        padding_share=1.0 - tokens / slots if slots else 0.0,
-        shared_share=1.0 - forwarded / tokens if tokens else 0.0,
-        fill={"packed-sdpa": 1.0, "packed-flex": forwarded / static if static else 1.0},
-    )
-
-
-def choose_path(
-    config: ReaderConfig, base: Any, kind: str, job: path_plan.JobShape | None = None
-) -> path_plan.PathDecision:
-    """The reader's batching path for this model on this device kind (see path_plan), weighed by the job's
-    shares when `job` is given."""
-    kernels = packed_kernels(base)
-    allowed = KERNELS if config.packed_attention == "auto" else (config.packed_attention,)
-    packed = {f"packed-{k}": kernels[k] for k in allowed}
-    requested = str(config.packing).lower()
-    if config.packed_attention != "auto":
-        requested += f", packed_attention: {config.packed_attention}"
-    if config.packing is False:
-        candidates: dict[str, str | None] = {"padded": None}
-    elif config.packing is True and any(why is None for why in packed.values()):
-        candidates = packed
-    else:  # auto, or packing: true on a model that cannot run packed (it falls back to padding)
-        candidates = {**packed, "padded": None}
-    rates = path_plan.recorded_rates(kind, hardware_info().line())
-    return path_plan.choose(requested, candidates, rates, kind, job)
 
 
 class ConceptReader:
@@ -238,18 +171,18 @@ class ConceptReader:
         self.packed = decision.packed
         self.kernel = decision.kernel if self.packed else None
         self.packing_off = None if self.packed else decision.reason
-        self.windows = flex.layer_windows(_text_config(base)) if self.kernel == "flex" else None
-        if self.kernel == "flex" and _softcapping(base):  # made before any trace: a compiled forward then
-            flex.softcap_mod(float(_text_config(base).attn_logit_softcapping))  # finds it (no guard flips)
+        self.windows = flex.layer_windows(text_config(base)) if self.kernel == "flex" else None
+        if self.kernel == "flex" and softcapping(base):  # made before any trace: a compiled forward then
+            flex.softcap_mod(float(text_config(base).attn_logit_softcapping))  # finds it (no guard flips)
         if self.packed:
             use_varlen_attention(base)
-        elif _softcapping(base) and self._native_attention in ("sdpa", ATTENTION_NAME):
+        elif softcapping(base) and self._native_attention in ("sdpa", ATTENTION_NAME):
             # transformers' SDPA integration drops Gemma-2's logit soft-capping; eager attention applies it
             base.set_attn_implementation("eager")
         elif str(getattr(base.config, "_attn_implementation", None)) == ATTENTION_NAME:
             base.set_attn_implementation(self._native_attention)
         self.padded_attention = str(getattr(base.config, "_attn_implementation", None))
-        if _softcapping(base) and self.padded_attention == "eager":
+        if softcapping(base) and self.padded_attention == "eager":
             self.padded_attention = "eager (SDPA has no logit soft-capping)"
         self.token_budget = resolve_token_budget(self.config.token_budget, self.device, self.packed)
         if self.compiled:
@@ -403,31 +336,13 @@ class ConceptReader:
     def _packed_batch(
         self, packed: PackedBatch, count_from: Sequence[int] | None, pool: Literal["mean", "max"]
     ) -> tuple[list[int], list[RowActs], int, int]:
-        import torch
 
         ids = packed.input_ids.to(self.device)
         hidden = self.packed_hidden(packed)
-        lengths = torch.as_tensor([len(t) for t in packed.row_tokens])
-        index = torch.cat(packed.row_tokens).to(self.device)  # packed position of each row's tokens
-        row = torch.repeat_interleave(torch.arange(len(packed.rows)), lengths).to(self.device)
-        position = torch.cat([torch.arange(n) for n in lengths.tolist()]).to(self.device)
-        first = None
-        if count_from is not None:
-            first = torch.as_tensor([count_from[r] for r in packed.rows], dtype=torch.long, device=self.device)[row]
-        keep = counted_tokens(ids[0, index], position, self.policy, first)
-        # Each packed token is encoded once; a shared prefix token counts for every row of its group.
-        tokens, pair_token = torch.unique(index[keep], return_inverse=True)
-        order = torch.argsort(pair_token, stable=True)
-        pooled = pool_tokens(
-            hidden[tokens],
-            pair_token[order],
-            row[keep][order],
-            len(packed.rows),
-            self.sae,
-            self.config.sae_chunk_tokens,
-            pool,
+        pooled, kept = pool_packed(
+            hidden, ids, packed, count_from, self.policy, self.sae, self.config.sae_chunk_tokens, pool
         )
-        return packed.rows, pooled, int(ids.shape[1]), int(keep.sum())
+        return packed.rows, pooled, int(ids.shape[1]), kept
 
     def packed_hidden(self, packed: PackedBatch) -> torch.Tensor:
         """Layer L's output for one packed batch's real tokens, (T, d), through the reader's kernel: the
@@ -468,42 +383,7 @@ class ConceptReader:
         return hidden[:n]
 
     def describe(self) -> dict[str, Any]:
-        """The resolved reader, for the run manifest."""
-        info = self.sae.info
-        return {
-            "model": self.model.source,
-            "n_layers": self.n_layers,
-            "layer": self.layer,
-            "hook": f"decoder layer {self.layer} output (forward stopped there)",
-            "dtype": str(self.dtype).removeprefix("torch."),  # `auto` resolved for this hardware
-            "device": str(self.device),
-            "hardware": hardware_info().as_dict(),
-            "sae": {
-                "spec": self.config.sae,
-                "backend": info.backend,
-                "source": info.source,
-                "architecture": info.architecture,
-                "d_in": info.d_in,
-                "d_sae": info.d_sae,
-                "weights_sha256": info.fingerprint,
-            },
-            "tokens": self.policy.describe(),
-            "token_budget": self.token_budget,
-            "packing": self.packed,
-            "packing_off": self.packing_off,  # why rows were padded, when they were
-            "packed_attention": self.kernel,  # sdpa | flex, when packed
-            "padded_attention": None if self.packed else self.padded_attention,
-            "packing_decision": self.path_decision.describe(),  # what `packing` chose and why
-            "packing_fallback": self.fallback,  # why the flex path was left for padded batches, if it was
-            "mask_build_ms_per_batch": (
-                round(1e3 * self.stats["mask_seconds"] / self.stats["mask_batches"], 3)
-                if self.stats["mask_batches"]
-                else None
-            ),
-            "share_prefixes": self.packed and self.config.share_prefixes,
-            "compile": self.config.compile,
-            "compiled": self.compiled,
-            "compile_decision": None if self.compile_decision is None else self.compile_decision.describe(),
-            "max_tokens": self.config.max_tokens,
-            "padding_side": self.config.padding_side,
-        }
+        """The resolved reader, for the run manifest (`reader_manifest.describe_reader`)."""
+        from cg_ray.activations.reader_manifest import describe_reader
+
+        return describe_reader(self)
