@@ -83,23 +83,7 @@ def write_suite(
         if hidden[i]:
             text += ' [asy] draw((0,0)--(1,1)); label("A", (0,0)); [/asy] as shown.'
         prompts.append(text)
-    meta = [json.dumps({"type": TYPES[t], "level": f"Level {lv}"}) for t, lv in zip(types, levels, strict=True)]
-    schema = S.rows_schema_with_d_sae(D_SAE).append(S.METADATA_FIELD).append(pa.field("prompt", pa.string()))
-    table = pa.Table.from_pydict(
-        {
-            "row_id": [f"r{i}" for i in range(n)],
-            "benchmark": ["math"] * n,
-            "score": scores.tolist(),
-            "concept_ids": ids,
-            "concept_acts": acts,
-            "model": [None] * n,
-            "n_tokens": [10] * n,
-            "metadata": meta,
-            "prompt": prompts,
-        },
-        schema=schema,
-    )
-    pq.write_table(table, path)
+    _write(path, [f"r{i}" for i in range(n)], scores, ids, acts, types, levels, prompts)
     return hidden
 
 
@@ -141,8 +125,24 @@ def write_clustered_null(
     else:
         row_ids = [f"r{i}" for i in range(n)]
         prompts = [f"Row {i} of template {g}: {' '.join(words[g])} the answer." for i, g in enumerate(template)]
+    _write(path, row_ids, scores, ids, acts, types, levels, prompts)
+    return template
+
+
+def _write(
+    path: Path,
+    row_ids: list[str],
+    scores: np.ndarray,
+    ids: list[list[int]],
+    acts: list[list[float]],
+    types: np.ndarray,
+    levels: np.ndarray,
+    prompts: list[str],
+) -> None:
+    """rows.parquet of one benchmark `math` with `type` × `level` metadata and a prompt a row, in one go."""
     meta = [json.dumps({"type": TYPES[t], "level": f"Level {lv}"}) for t, lv in zip(types, levels, strict=True)]
     schema = S.rows_schema_with_d_sae(D_SAE).append(S.METADATA_FIELD).append(pa.field("prompt", pa.string()))
+    n = len(row_ids)
     table = pa.Table.from_pydict(
         {
             "row_id": row_ids,
@@ -158,4 +158,3 @@ def write_clustered_null(
         schema=schema,
     )
     pq.write_table(table, path)
-    return template
