@@ -86,6 +86,11 @@ def build_tokenizer() -> Any:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random 4-layer Llama (hidden 64) with an offline WordLevel tokenizer, saved as an HF dir."""
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+def save_tiny_llama(path: Path) -> Path:
+    """The tiny random Llama of `tiny_model_dir`, saved at `path` (other test folders build it through this)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = build_tokenizer()
@@ -103,7 +108,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         tie_word_embeddings=False,
     )
     torch.manual_seed(0)
-    return save_random_model(LlamaForCausalLM(config), tokenizer, tmp_path_factory.mktemp("tiny-llama"))
+    return save_random_model(LlamaForCausalLM(config), tokenizer, path)
 
 
 @pytest.fixture(scope="session")

@@ -239,26 +239,9 @@ def test_inspect_scores_match_value_to_float_on_every_value_kind() -> None:
 @pytest.fixture(scope="module")
 def tiny_reader(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The reader flags of the activations tests' tiny random Llama + sae-lens SAE (built offline)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tests.activations.conftest import save_tiny_llama, tiny_saelens_sae
 
-    from tests.activations.conftest import build_tokenizer, save_random_model, tiny_saelens_sae
-
-    tokenizer = build_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=3,
-    )
-    torch.manual_seed(0)
-    model_dir = save_random_model(LlamaForCausalLM(config), tokenizer, tmp_path_factory.mktemp("tiny-llama"))
+    model_dir = save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
     sae_dir = tmp_path_factory.mktemp("tiny-sae") / "sae"
     tiny_saelens_sae().save_model(str(sae_dir))
     return ["--reader-model", str(model_dir), "--sae", f"saelens-disk:{sae_dir}", "--dtype", "float32"]
