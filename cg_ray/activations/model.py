@@ -33,6 +33,11 @@ class LoadedModel:
     n_layers: int  # before truncation
 
 
+def text_config(base: Any) -> Any:
+    """The language model's config (a multimodal model nests it; a plain one is its own)."""
+    return base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -75,7 +80,7 @@ def load_model(spec: str | Path, dtype: str, device: torch.device) -> LoadedMode
             raise InputError(f"cannot load model {text!r}: {exc}") from exc
     base = base.to(device).eval()
     layers = decoder_layers(base)
-    config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
+    config = text_config(base)
     return LoadedModel(
         base=base, tokenizer=tokenizer, source=text, hidden_size=int(config.hidden_size), n_layers=len(layers)
     )
@@ -98,7 +103,7 @@ def truncate(base: PreTrainedModel, layer: int) -> None:
         if getattr(base, attr, None) is layers:
             setattr(base, attr, layers[: layer + 1])
     # Llama-style models loop over `layers[: config.num_hidden_layers]`; keep both in step.
-    config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
+    config = text_config(base)
     if hasattr(config, "num_hidden_layers"):
         config.num_hidden_layers = layer + 1
 

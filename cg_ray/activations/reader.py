@@ -17,6 +17,7 @@ from cg_ray.activations.model import (
     forward_to_layer,
     load_model,
     resolve_device,
+    text_config,
     truncate,
 )
 from cg_ray.activations.pooling import RowActs, pool_batch, pool_packed
@@ -26,7 +27,6 @@ from cg_ray.activations.reader_setup import (
     resolve_layer,
     resolve_token_budget,
     softcapping,
-    text_config,
 )
 from cg_ray.activations.saes import SaeEncoder, load_sae
 from cg_ray.activations.tokens import (

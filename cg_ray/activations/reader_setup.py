@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from cg_ray.activations import flex, path_plan
 from cg_ray.activations.config import ReaderConfig
+from cg_ray.activations.model import text_config
 from cg_ray.activations.tokens import plan_batches
 from cg_ray.activations.varlen import KERNELS, packed_kernels, plan_groups, plan_packed_batches
 from cg_ray.errors import ConfigError
@@ -39,10 +40,6 @@ def resolve_token_budget(budget: int | str, device: torch.device | str, packed: 
     if str(device).startswith("cuda"):
         return CUDA_TOKEN_BUDGET
     return CPU_PACKED_BUDGET if packed else CPU_TOKEN_BUDGET
-
-
-def text_config(base: Any) -> Any:
-    return base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
 
 
 def softcapping(base: Any) -> bool:

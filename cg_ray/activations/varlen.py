@@ -28,6 +28,7 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask
 
 from cg_ray.activations.flex import flex_attention_call
+from cg_ray.activations.model import text_config
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -290,7 +291,7 @@ def varlen_attention(
 
 def packed_kernels(base: PreTrainedModel) -> dict[str, str | None]:
     """Per packed attention kernel: None when the model can run packed with it, else why not."""
-    config = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
+    config = text_config(base)
     if getattr(base, "_supports_attention_backend", False) is not True:
         why = f"{type(base).__name__} does not take a custom attention function"
         return dict.fromkeys(KERNELS, why)
