@@ -1,0 +1,279 @@
+"""Programmatic item families: seeded minimal pairs with exact answers, written offline.
+
+A family is a task (the embedded suite's probe kinds, `cg_ray/benchmarks/probes.py`); a property is what a
+gap may be about within it. Each property draws a target that has it and a control that is the same draw
+without it: the same numbers, words and format, changed only where the property lies. The draws start from
+the suite's own generators (`probes.GENERATORS`) and rewrite their prompts, so a control reads like a suite
+row. Answers are computed, never asked of a model.
+
+`match_family(gap)` picks a (family, property) for a gap:
+1. a "$" or "dollar(s)" in its description or terms: arithmetic / money (whatever its benchmark);
+2. else the family named by its benchmark (the demo's `probes_<kind>`), or the first family one of whose
+   properties' trigger words its description or terms contain;
+3. within the family, the first property whose trigger words appear, else the family's first (default).
+A gap matching none gets None: the LLM generator writes its items.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cg_ray.benchmarks.probes import GENERATORS, Probe
+from cg_ray.benchmarks.sources import ProbeKind
+from cg_ray.probe.items import Gap, GenerationOutcome, ItemPair
+
+Draw = Callable[[random.Random], tuple[Probe, Probe]]  # (target, control)
+MAX_REDRAWS = 200  # a draw of the wrong form is drawn again; every form is common, so this is never reached
+
+
+def _base(rng: random.Random, kind: ProbeKind, fits: Callable[[Probe], bool]) -> Probe:
+    """A suite probe of `kind` of the form the property needs (the generators mix forms)."""
+    for _ in range(MAX_REDRAWS):
+        probe = GENERATORS[kind](rng)
+        if fits(probe):
+            return probe
+    raise RuntimeError(f"no {kind} probe of the wanted form in {MAX_REDRAWS} draws")
+
+
+def _ints(p: Probe, *keys: str) -> list[int]:
+    """Integer facts of a probe (its facts are typed `object`: they are metadata)."""
+    return [int(str(p.facts[k])) for k in keys]
+
+
+def _list(p: Probe, key: str) -> list[object]:
+    value = p.facts[key]
+    assert isinstance(value, list), f"{key} of a probe is a list"
+    return value
+
+
+def _item(prompt: str, answer: object, scorer: str, facts: dict[str, object]) -> Probe:
+    return Probe(prompt, str(answer).lower() if isinstance(answer, bool) else str(answer), scorer, facts)
+
+
+def _apply(a: int, op: str, b: int) -> int:
+    return a + b if op == "+" else a - b if op == "-" else a * b
+
+
+def _large_numbers(rng: random.Random) -> tuple[Probe, Probe]:
+    """The same operation and last digits, three more leading digits on each operand in the target."""
+    base = _base(rng, "arithmetic", lambda p: True)
+    (a, b), op = _ints(base, "a", "b"), str(base.facts["op"])
+    big_a, big_b = (int(f"{rng.randint(100, 999)}{x}") for x in (a, b))
+    target = base.prompt.replace(f"{a} {op} {b}", f"{big_a} {op} {big_b}")
+    facts = {"a": big_a, "b": big_b, "op": op}
+    return _item(target, _apply(big_a, op, big_b), "numeric", facts), base
+
+
+_MONEY = {  # op: (with dollars, without), the same sentence around the same two numbers
+    "+": ("{n} has ${a} and earns ${b} more. How many dollars does {n} have now?",
+          "{n} has {a} marbles and finds {b} more. How many marbles does {n} have now?"),
+    "-": ("{n} has ${a} and spends ${b}. How many dollars does {n} have left?",
+          "{n} has {a} marbles and gives away {b}. How many marbles does {n} have left?"),
+    "*": ("{n} buys {a} tickets at ${b} each. How many dollars does {n} pay?",
+          "{n} fills {a} boxes with {b} marbles each. How many marbles does {n} use?"),
+}  # fmt: skip
+_PEOPLE = ("Ana", "Ben", "Chloe", "Dan", "Eva", "Femi")
+
+
+def _money(rng: random.Random) -> tuple[Probe, Probe]:
+    """A word problem about dollar amounts ("$12") vs the same numbers counting marbles."""
+    base = _base(rng, "arithmetic", lambda p: True)
+    (a, b), op = _ints(base, "a", "b"), str(base.facts["op"])
+    a, b = (max(a, b), min(a, b)) if op == "-" else (a, b)  # nobody spends more than they have
+    name, value = rng.choice(_PEOPLE), _apply(a, op, b)
+    facts: dict[str, object] = {"a": a, "b": b, "op": op, "name": name}
+    with_money, without = (f"{t.format(n=name, a=a, b=b)} Answer with the number only." for t in _MONEY[op])
+    return _item(with_money, value, "numeric", facts), _item(without, value, "numeric", facts)
+
+
+def _boolean(p: Probe) -> bool:
+    return "p" in p.facts
+
+
+def _negation(rng: random.Random) -> tuple[Probe, Probe]:
+    """'(not P) and Q' vs the suite's 'P and Q', the same truth values."""
+    base = _base(rng, "logic", _boolean)
+    p, q, op = bool(base.facts["p"]), bool(base.facts["q"]), str(base.facts["op"])
+    target = base.prompt.replace(f"'P {op} Q'", f"'(not P) {op} Q'")
+    value = (not p and q) if op == "and" else (not p or q)
+    return _item(target, value, "exact", {**base.facts, "not": True}), _item(
+        base.prompt, base.answer, "exact", base.facts
+    )
+
+
+def _false_operand(rng: random.Random) -> tuple[Probe, Probe]:
+    """P is False in the target and True in the control; Q and the operator are the same."""
+    base = _base(rng, "logic", _boolean)
+    q, op = bool(base.facts["q"]), str(base.facts["op"])
+    text = base.prompt.replace(f"P is {base.facts['p']}", "P is {p}")
+    pair = [
+        _item(text.format(p=p), (p and q) if op == "and" else (p or q), "exact", {**base.facts, "p": p})
+        for p in (False, True)
+    ]
+    return pair[0], pair[1]
+
+
+def _chain(rng: random.Random) -> tuple[Probe, Probe]:
+    """An inference over the chain ("Is Alice taller than Carol?") vs a fact it states, with the same answer."""
+    base = _base(rng, "logic", lambda p: "chain" in p.facts)
+    a, b, c = map(str, _list(base, "chain"))
+    yes = bool(base.facts["ask_first"])
+    x, y = (a, c) if yes else (c, a)
+    control = base.prompt.replace(
+        f"Is {x} taller than {y}?", f"Is {a} taller than {b}?" if yes else f"Is {b} taller than {a}?"
+    )
+    return _item(base.prompt, base.answer, "exact", base.facts), _item(control, base.answer, "exact", base.facts)
+
+
+def _repeated_letter(rng: random.Random) -> tuple[Probe, Probe]:
+    """A letter the word has several times vs one it has once, in the same word."""
+    base = _base(rng, "letter_count", lambda p: len(set(str(p.facts["word"]))) < len(str(p.facts["word"])))
+    word, letter = str(base.facts["word"]), str(base.facts["letter"])
+    many = sorted({ch for ch in word if word.count(ch) > 1})
+    once = sorted({ch for ch in word if word.count(ch) == 1}) or many
+    pair = [
+        _item(base.prompt.replace(f'letter "{letter}"', f'letter "{ch}"'), word.count(ch), "numeric",
+              {"word": word, "letter": ch})
+        for ch in (rng.choice(many), rng.choice(once))
+    ]  # fmt: skip
+    return pair[0], pair[1]
+
+
+def _near_miss(rng: random.Random) -> tuple[Probe, Probe]:
+    """A palindrome with its last letter changed ("levex") vs the palindrome itself."""
+    base = _base(rng, "palindrome", lambda p: p.answer == "yes")
+    word = str(base.facts["word"])
+    miss = word[:-1] + ("x" if word[-1] != "x" else "z")
+    target = base.prompt.replace(f'"{word}"', f'"{miss}"')
+    return _item(target, "no", "exact", {"word": miss}), _item(base.prompt, "yes", "exact", base.facts)
+
+
+def _month_end(rng: random.Random) -> tuple[Probe, Probe]:
+    """The same number of days after a date late in its month (the answer is in the next) vs the 1st."""
+    base = _base(rng, "date_arithmetic", lambda p: "start" in p.facts)
+    start = dt.date.fromisoformat(str(base.facts["start"]))
+    days = rng.randint(5, 25)
+    last = calendar.monthrange(start.year, start.month)[1]
+    pair = []
+    for day in (last - days // 2, 1):
+        begin = start.replace(day=day)
+        text = base.prompt.replace(f"{base.facts['days']} days after {start.isoformat()}", f"{days} days after {begin}")
+        pair.append(
+            _item(text, (begin + dt.timedelta(days=days)).isoformat(), "exact", {"start": str(begin), "days": days})
+        )
+    return pair[0], pair[1]
+
+
+_TIME = {"hours", "minutes", "seconds", "days"}
+_METRIC = (("kilometers", "meters", 1000), ("meters", "centimeters", 100), ("kilograms", "grams", 1000))
+
+
+def _time_units(rng: random.Random) -> tuple[Probe, Probe]:
+    """The same value converted between units of time (factors 60, 24) vs between metric units."""
+    base = _base(rng, "unit_conversion", lambda p: p.facts["from"] in _TIME)
+    value, src, dst = base.facts["value"], base.facts["from"], base.facts["to"]
+    m_src, m_dst, factor = rng.choice(_METRIC)
+    control = base.prompt.replace(f"{dst} are in {value} {src}", f"{m_dst} are in {value} {m_src}")
+    facts = {"value": value, "from": m_src, "to": m_dst, "factor": factor}
+    return _item(base.prompt, base.answer, "numeric", base.facts), _item(
+        control, int(str(value)) * factor, "numeric", facts
+    )
+
+
+def _sorting(rng: random.Random) -> tuple[Probe, Probe]:
+    """Sorting a list vs naming its largest (or smallest) number: the same numbers in the same order."""
+    target = _base(rng, "ordering", lambda p: p.facts["want"] == "sorted")
+    pick = _base(rng, "ordering", lambda p: p.facts["want"] != "sorted")
+    numbers, want = [int(str(x)) for x in _list(target, "numbers")], str(pick.facts["want"])
+    control = pick.prompt.replace(", ".join(map(str, _list(pick, "numbers"))), ", ".join(map(str, numbers)))
+    value = max(numbers) if want == "largest" else min(numbers)
+    return _item(target.prompt, target.answer, "exact", target.facts), _item(
+        control, value, "exact", {"numbers": numbers, "want": want}
+    )
+
+
+_CURRENCY = ("$", "dollar", "dollars")  # a gap about money is probed as money whatever its benchmark
+
+
+@dataclass(frozen=True)
+class Property:
+    draw: Draw
+    triggers: tuple[str, ...]  # words of a gap's description or terms that name this property
+
+
+FAMILIES: dict[str, dict[str, Property]] = {  # a family's first property is its default
+    "arithmetic": {
+        "large_numbers": Property(_large_numbers, ("thousand", "million", "large number", "digits")),
+        "money": Property(_money, (*_CURRENCY, "price", "cost")),
+    },
+    "logic": {
+        "negation": Property(_negation, ("not", "negation", "negated")),
+        "false_operand": Property(_false_operand, ("false",)),
+        "chain": Property(_chain, ("taller",)),
+    },
+    "letter_count": {"repeated_letter": Property(_repeated_letter, ("letter", "appear", "times"))},
+    "palindrome": {"near_miss": Property(_near_miss, ("palindrome",))},
+    "date_arithmetic": {"month_end": Property(_month_end, ("days after", "date", "yyyy"))},
+    "unit_conversion": {"time_units": Property(_time_units, ("hours", "minutes", "seconds"))},
+    "ordering": {"sorting": Property(_sorting, ("sort", "sorted", "comma-separated", "smallest to largest"))},
+}
+
+
+class FamilyGenerator:
+    """Pairs of one family's property: the target has it, the control is the same draw without it."""
+
+    def __init__(self, family: str, prop: str) -> None:
+        if prop not in FAMILIES.get(family, {}):
+            known = ", ".join(f"{f}/{p}" for f, ps in FAMILIES.items() for p in ps)
+            raise ValueError(f"no item family {family}/{prop} (known: {known})")
+        self.family, self.property = family, prop
+        self.name = f"family:{family}.{prop}"
+
+    def generate(self, gap: Gap, n_pairs: int, seed: int) -> GenerationOutcome:
+        # A str seed is hashed by random (sha512), the same in every process.
+        rng = random.Random(f"{seed}:{gap.gap_id}:{self.family}:{self.property}")
+        draw = FAMILIES[self.family][self.property].draw
+        out = GenerationOutcome(requests=n_pairs)
+        for i in range(n_pairs):
+            target, control = draw(rng)
+            pair_id = f"{gap.gap_id}/{i}"
+            out.pairs.append(
+                ItemPair(gap_id=gap.gap_id, pair_id=pair_id, generator=self.name, request_id=pair_id, seed=seed,
+                         target_prompt=target.prompt, target_reference=target.answer, control_prompt=control.prompt,
+                         control_reference=control.answer, scorer=target.scorer)
+            )  # fmt: skip
+        return out
+
+
+def _mentions(text: str, trigger: str) -> bool:
+    # Words match whole ("not" is not in "note"); a symbol ("$") anywhere.
+    if not trigger[0].isalnum():
+        return trigger in text
+    return re.search(rf"\b{re.escape(trigger)}\b", text) is not None
+
+
+def _family_of_benchmark(benchmark: str) -> str | None:
+    # The demo names its benchmarks "<name>_<kind>" (`probes.load_probes`); the longest kind wins.
+    kinds = sorted((k for k in FAMILIES if benchmark == k or benchmark.endswith(f"_{k}")), key=len)
+    return kinds[-1] if kinds else None
+
+
+def match_family(gap: Gap) -> FamilyGenerator | None:
+    """A family and property for `gap` by the rules in the module's docstring; None when none fits."""
+    text = " ".join((gap.description, *gap.terms)).casefold()
+    if any(_mentions(text, t) for t in _CURRENCY):
+        return FamilyGenerator("arithmetic", "money")
+    family = _family_of_benchmark(gap.benchmark) or next(
+        (f for f, props in FAMILIES.items() for p in props.values() if any(_mentions(text, t) for t in p.triggers)),
+        None,
+    )
+    if family is None:
+        return None
+    props = FAMILIES[family]
+    chosen = next((name for name, p in props.items() if any(_mentions(text, t) for t in p.triggers)), next(iter(props)))
+    return FamilyGenerator(family, chosen)
