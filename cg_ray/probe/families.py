@@ -6,11 +6,13 @@ without it: the same numbers, words and format, changed only where the property 
 the suite's own generators (`probes.GENERATORS`) and rewrite their prompts, so a control reads like a suite
 row. Answers are computed, never asked of a model.
 
-`match_family(gap)` picks a (family, property) for a gap:
-1. a "$" or "dollar(s)" in its description or terms: arithmetic / money (whatever its benchmark);
-2. else the family named by its benchmark (the demo's `probes_<kind>`), or the first family one of whose
-   properties' trigger words its description or terms contain;
-3. within the family, the first property whose trigger words appear, else the family's first (default).
+`match_family(gap)` picks a (family, property) for a gap by what its description and terms name, since a
+failure mode's rows may span benchmarks and its terms say what they share:
+1. a "$" or "dollar(s)": arithmetic / money (whatever its benchmark);
+2. else the first property whose trigger words appear, the properties of its benchmark's family (the demo's
+   `probes_<kind>`) tried first: "comma-separated" -> ordering / sorting, "taller" -> logic / chain,
+   "not" -> logic / negation, "hours" -> unit_conversion / time_units;
+3. else its benchmark's family with that family's first (default) property.
 A gap matching none gets None: the LLM generator writes its items.
 """
 
@@ -268,12 +270,10 @@ def match_family(gap: Gap) -> FamilyGenerator | None:
     text = " ".join((gap.description, *gap.terms)).casefold()
     if any(_mentions(text, t) for t in _CURRENCY):
         return FamilyGenerator("arithmetic", "money")
-    family = _family_of_benchmark(gap.benchmark) or next(
-        (f for f, props in FAMILIES.items() for p in props.values() if any(_mentions(text, t) for t in p.triggers)),
-        None,
-    )
-    if family is None:
-        return None
-    props = FAMILIES[family]
-    chosen = next((name for name, p in props.items() if any(_mentions(text, t) for t in p.triggers)), next(iter(props)))
-    return FamilyGenerator(family, chosen)
+    home = _family_of_benchmark(gap.benchmark)
+    order = ([home] if home else []) + [f for f in FAMILIES if f != home]  # the benchmark's family first
+    for family in order:
+        for name, prop in FAMILIES[family].items():
+            if any(_mentions(text, t) for t in prop.triggers):
+                return FamilyGenerator(family, name)
+    return FamilyGenerator(home, next(iter(FAMILIES[home]))) if home else None

@@ -114,14 +114,21 @@ def test_the_other_families_change_only_their_property() -> None:
         ("probes_arithmetic", "Rows where concepts 3016, 110 fire", (), "arithmetic.large_numbers"),
         ("probes_logic", "Rows with “false and”, “answer true”", ("false and", "answer true"), "logic.false_operand"),
         ("probes_logic", "Rows with “alice”, “is taller”", ("alice", "is taller", "taller than"), "logic.chain"),
-        ("probes_letter_count", "Rows with “hours”, “60”", ("hours", "60"), "letter_count.repeated_letter"),
+        ("probes_letter_count", "Rows with “hours”, “60”", ("hours", "60"), "unit_conversion.time_units"),
+        ("probes_letter_count", "Rows where concepts 3, 4 fire", (), "letter_count.repeated_letter"),
+        (
+            "probes_palindrome",
+            "Rows with “is palindrome”, “10 times”",
+            ("is palindrome", "10 times"),
+            "palindrome.near_miss",
+        ),
         ("probes_ordering", "Rows with “comma-separated list”", ("comma-separated list",), "ordering.sorting"),
         ("bbh_boolean", "Rows with “not”", ("not",), "logic.negation"),
         ("mmlu", "Rows with “note”", ("note",), None),
         ("mmlu", "Rows with “poetry”", (), None),
     ],
 )
-def test_a_gap_is_matched_by_its_symbols_benchmark_then_terms(
+def test_a_gap_is_matched_by_currency_then_its_terms_then_its_benchmark(
     benchmark: str, description: str, terms: tuple[str, ...], want: str | None
 ) -> None:
     got = match_family(gap(benchmark, description, *terms))
