@@ -31,6 +31,8 @@ from cg_ray.describe.prompts import one_line
 from cg_ray.probe.items import Gap, GenerationOutcome, ItemPair
 from cg_ray.scoring import score_one
 
+# answer: computed where the question is plain arithmetic, else answered again by the checker; executed: only
+# computed (no extra requests; the others pass unchecked); none: no check.
 ReferenceCheck = Literal["answer", "executed", "none"]
 
 
@@ -226,6 +228,11 @@ class LLMGenerator:
 
         checker = make_completer(config.judge(), role="checker") if config.separate_judge else None
         return cls(make_completer(config, role="generator"), checker=checker, **kw)
+
+    def close(self) -> None:
+        from cg_ray.describe.completers import close
+
+        close(*{id(c): c for c in (self.completer, self.checker)}.values())
 
     def generate(self, gap: Gap, n_pairs: int, seed: int) -> GenerationOutcome:
         out, scorer = GenerationOutcome(), scorer_for(gap)

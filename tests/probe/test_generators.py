@@ -203,3 +203,25 @@ def test_parsing_is_strict_and_the_scorer_is_one_that_reads_references() -> None
     assert scorer_for(GAP) == "numeric"
     assert scorer_for(Gap(**{**GAP.__dict__, "scorer": "judge"})) == "exact"
     assert scorer_for(Gap(**{**GAP.__dict__, "scorer": "precomputed+multiple_choice"})) == "multiple_choice"
+
+
+def test_a_server_without_structured_answers_still_gets_pairs_asked_in_prose() -> None:
+    script = Script(writer(pair), refuse_format=400)
+    with generator(script, reference_check="executed") as gen:
+        out = gen.generate(GAP, 3, seed=0)
+    assert len(out.pairs) == 3 and out.malformed == 0 and not gen.completer.structured  # type: ignore[attr-defined]
+    assert prompts_of(script, generation=False) == []  # executed: nothing asked again
+    assert "response_format" not in posts(script)[-1]
+
+
+def test_from_config_writes_with_the_explainer_and_checks_with_the_judge() -> None:
+    writer_script, judge_script = Script(writer(lambda i: pair(i, control_answer=99))), Script(solver)
+    with serve(writer_script) as url, serve(judge_script) as judge_url:
+        config = ExplainConfig.model_validate(
+            {"endpoint": url, "model": "scripted-model", "judge_endpoint": judge_url, "retries": 0}
+        )
+        gen = LLMGenerator.from_config(config, overdraw=1.0)
+        out = gen.generate(GAP, 2, seed=0)
+        gen.close()
+    assert gen.name == "endpoint:scripted-model" and out.wrong_reference == 2 and not out.pairs
+    assert len(posts(judge_script)) == 4 and prompts_of(writer_script, generation=False) == []
