@@ -180,7 +180,10 @@ FAILURE_MODES_SCHEMA: Final = pa.schema(
         pa.field("term_shares", pa.list_(pa.float64()), nullable=False),
         pa.field("background_shares", pa.list_(pa.float64()), nullable=False),
         pa.field("concept_ids", pa.list_(pa.int32()), nullable=False),
-        *counts("n_rows", "n_scored"),  # n_rows: rows where any member is active
+        # The mode's rule: a row is the mode's when some member's activation reaches its threshold here
+        # (a share of the concept's own high activations: weak tails do not count; profile/crossfit.py).
+        pa.field("firing_thresholds", pa.list_(pa.float64()), nullable=True),
+        *counts("n_rows", "n_scored"),  # n_rows: rows where the rule holds
         *floats("mean_score", "expected_score"),  # expected: the mean of the rows' cell means
         *with_interval("residual"),
         *floats("residual_in_sample"),
@@ -277,6 +280,14 @@ FAILURE_MODES_FILE: Final = "failure_modes.parquet"
 MANIFEST_FILE: Final = "manifest.json"
 REPORT_FILE: Final = "report.html"
 ROBUSTNESS_DIR: Final = "robustness"
+# `cg-ray probe`: new items for each gap (cg_ray.probe). items: every item with its checks, answer and score;
+# results: one row per gap probed with its verdict on the new items; export/: the verified items for other
+# harnesses (items.jsonl, an lm-eval task group, an inspect_ai task).
+PROBE_DIR: Final = "probe"
+PROBE_ITEMS_FILE: Final = "items.parquet"
+PROBE_RESULTS_FILE: Final = "results.parquet"
+PROBE_SUMMARY_FILE: Final = "summary.json"
+PROBE_EXPORT_DIR: Final = "export"
 ROBUSTNESS_FILE: Final = "robustness.json"
 ROBUSTNESS_CONCEPTS_FILE: Final = "robustness_concepts.parquet"
 # An arena run: its own summary, the ratings, the head-to-head tables, and one run directory per model.

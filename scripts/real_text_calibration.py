@@ -173,6 +173,15 @@ def _jaccard(a: BoolArray, b: BoolArray) -> float:
     return round(int((a & b).sum()) / max(int((a | b).sum()), 1), 3)
 
 
+def _mode_rows(mode: dict[str, Any], acts: list[dict[int, float]]) -> BoolArray:
+    """The mode's rule on every row: some member's activation reaches its firing threshold (any activation
+    where the run wrote no thresholds)."""
+    rule = list(
+        zip(mode["concept_ids"], mode.get("firing_thresholds") or [0.0] * len(mode["concept_ids"]), strict=True)
+    )
+    return np.array([any(row.get(c, 0.0) >= t and row.get(c, 0.0) > 0 for c, t in rule) for row in acts])
+
+
 def _mode_figures(mode: dict[str, Any], fires: BoolArray, prop: BoolArray) -> dict[str, Any]:
     return {
         "rank": mode.get("rank"),
@@ -189,11 +198,15 @@ def judge(rows: Path, run: Path, validate: Path | None = None) -> dict[str, Any]
     their rows (any member concept active) against the property's rows (Jaccard), q and terms; how many
     candidates are mostly property rows (the effect cut into several modes); with `validate` (a validate.json
     listing the confirmed concepts), each confirmed concept's Jaccard with the property's rows."""
-    table = pq.read_table(rows, columns=["concept_ids", "prompt"])
+    table = pq.read_table(rows, columns=["concept_ids", "concept_acts", "prompt"])
     prop = has_property(table)
     ids = [set(x) for x in table.column("concept_ids").to_pylist()]
+    acts = [
+        dict(zip(i, a, strict=True))
+        for i, a in zip(*(table.column(c).to_pylist() for c in ("concept_ids", "concept_acts")), strict=True)
+    ]
     modes = sorted(pq.read_table(run / "failure_modes.parquet").to_pylist(), key=lambda m: m.get("rank") or 0)
-    fires = [np.array([bool(set(m["concept_ids"]) & row) for row in ids]) for m in modes]
+    fires = [_mode_rows(m, acts) for m in modes]
     out: dict[str, Any] = {"modes": len(modes), "confirmed": sum(bool(m.get("confirmed")) for m in modes)}
     out["property_rows"] = int(prop.sum())
     out["mostly_property"] = int(sum(int((f & prop).sum()) > f.sum() / 2 for f in fires))

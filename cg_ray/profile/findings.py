@@ -245,7 +245,12 @@ def describe_classes(
     beyond.terms = {int(c): terms[(int(c),)] for c in concepts}
     named = {c: lab for m, _ in shown for c in m.members if (lab := labels.get(c) if labels else None)}
     rng = np.random.default_rng(seed)
-    beyond.modes = modes_table([(m, v, terms[m.members], _examples(m, beyond, rng)) for m, v in shown], beyond, named)
+    beyond.modes = modes_table(
+        [(m, v, terms[m.members], _examples(m, beyond, rng)) for m, v in shown],
+        beyond,
+        named,
+        {m.members: pool.firing_thresholds(m.members) for m, _ in shown},
+    )
 
 
 def _examples(mode: ModeClass, beyond: Beyond, rng: np.random.Generator) -> list[str]:
@@ -299,7 +304,10 @@ def verdict_columns(v: Verdict) -> dict[str, Any]:
 
 
 def modes_table(
-    modes: list[tuple[ModeClass, Verdict, Terms, list[str]]], beyond: Beyond, labels: dict[int, str] | None = None
+    modes: list[tuple[ModeClass, Verdict, Terms, list[str]]],
+    beyond: Beyond,
+    labels: dict[int, str] | None = None,
+    thresholds: dict[tuple[int, ...], list[float]] | None = None,
 ) -> pa.Table:
     fr = beyond.frame
     records = []
@@ -315,6 +323,7 @@ def modes_table(
                 "term_shares": t.share,
                 "background_shares": t.background,
                 "concept_ids": list(m.members),
+                "firing_thresholds": (thresholds or {}).get(m.members),
                 "n_rows": int(m.rows.size),
                 "n_scored": int(scored.size),
                 "mean_score": mean,

@@ -28,6 +28,7 @@ from cg_ray.profile.grouping import top_per_group
 
 TERMS_COMPARED = 4  # distinctive terms whose content words are compared when merging modes
 CONTAINED = 0.5  # share of the smaller mode's rows inside the other's that makes them one mode
+ADDED_EFFECT = 2 / 3  # rows a merge adds must score at least this share of the better mode's residual below
 KEEP_ROWS = 200  # the most activating rows kept per class (examples and distinctive terms)
 
 
@@ -121,45 +122,50 @@ def shared_rows(a: IntArray, b: IntArray) -> int:
 
 
 Overlap = Callable[["ModeClass", "ModeClass"], int]
+Join = Callable[["ModeClass", "ModeClass"], "ModeClass"]  # (the better mode, one that is the same effect) -> the mode
+
+
+def _union(a: ModeClass, b: ModeClass) -> ModeClass:
+    members = a.members + tuple(m for m in b.members if m not in a.members)
+    return ModeClass(members, np.union1d(a.rows, b.rows))
 
 
 def merge_contained(
-    classes: list[ModeClass], contained: float = CONTAINED, shared: Overlap | None = None
+    classes: list[ModeClass], contained: float = CONTAINED, shared: Overlap | None = None, join: Join = _union
 ) -> list[ModeClass]:
     """In rank order, each class whose rows lie mostly inside a better kept one's joins it (`shared`: the rows
-    two classes share, memoised by the caller across splits; default `shared_rows`). Only that way round: a
-    broader class holding a better one is another finding, and merging it would dilute the better one."""
+    two classes share, memoised by the caller across splits; default `shared_rows`; `join`: how, default their
+    union). Only that way round: a broader class holding a better one is another finding, and merging it would
+    dilute the better one."""
     overlap = shared or (lambda x, y: shared_rows(x.rows, y.rows))
     kept: list[ModeClass] = []
     for c in classes:
         for j, k in enumerate(kept):
             inter = overlap(c, k)
             if inter >= contained * max(c.rows.size, 1):
-                kept[j] = _union(k, c)
+                kept[j] = join(k, c)
                 break
         else:
             kept.append(c)
     return kept
 
 
-def merge_by_terms(classes: list[ModeClass], words_of: Callable[[tuple[int, ...]], set[str]]) -> list[ModeClass]:
+def merge_by_terms(
+    classes: list[ModeClass], words_of: Callable[[tuple[int, ...]], set[str]], join: Join = _union
+) -> list[ModeClass]:
     """In rank order, each class whose first terms share a content word with a better kept one's joins it
-    (compared with the kept class's own words, so merges do not chain through a broad union)."""
+    (`join`, default their union; compared with the kept class's own words, so merges do not chain through a
+    broad union)."""
     kept: list[tuple[ModeClass, set[str]]] = []
     for c in classes:
         words = words_of(c.members)
         for j, (k, kw) in enumerate(kept):
             if words & kw:
-                kept[j] = (_union(k, c), kw)
+                kept[j] = (join(k, c), kw)
                 break
         else:
             kept.append((c, words))
     return [k for k, _ in kept]
-
-
-def _union(a: ModeClass, b: ModeClass) -> ModeClass:
-    members = a.members + tuple(m for m in b.members if m not in a.members)
-    return ModeClass(members, np.union1d(a.rows, b.rows))
 
 
 def training_rank(
@@ -169,9 +175,41 @@ def training_rank(
     the Wilson interval of their mean score, less their mean cell mean, ascending; < 2 rows are dropped."""
     keys = []
     for i, c in enumerate(classes):
-        t = c.rows[train[c.rows]]
-        if t.size < 2:
-            continue
-        _low, high = wilson_interval(np.array([scores[t].mean()]), np.array([float(t.size)]))
-        keys.append((float(high[0]) - float(expected[t].mean()), -t.size, i))
+        key = training_key(c, train, scores, expected)
+        if key is not None:
+            keys.append((*key, i))
     return [classes[i] for *_, i in sorted(keys)]
+
+
+def training_key(
+    c: ModeClass, train: npt.NDArray[np.bool_], scores: FloatArray, expected: FloatArray
+) -> tuple[float, int] | None:
+    """`training_rank`'s key of one class (smaller ranks first); None under 2 choosing rows."""
+    t = c.rows[train[c.rows]]
+    if t.size < 2:
+        return None
+    _low, high = wilson_interval(np.array([scores[t].mean()]), np.array([float(t.size)]))
+    return float(high[0]) - float(expected[t].mean()), -int(t.size)
+
+
+def sharper_join(train: npt.NDArray[np.bool_], scores: FloatArray, expected: FloatArray) -> Join:
+    """A `Join` that unites two modes of one effect only when the rows the other would add carry the effect:
+    on the choosing rows, their mean residual is at least `ADDED_EFFECT` of the better mode's (both below
+    their cells); otherwise the better one absorbs the other as it is. A broad concept that shares a word or
+    most of its rows with a sharp mode (every GSM8K problem that mentions money, beside those with a dollar
+    amount) would otherwise swell it and dilute its effect below what the test half can show; fragments of
+    one effect (the figure's "draw" and "linewidth") still unite, as the rows each adds score as low."""
+
+    def residual(rows: IntArray) -> float | None:
+        t = rows[train[rows]]
+        return float((scores[t] - expected[t]).mean()) if t.size else None
+
+    def join(better: ModeClass, other: ModeClass) -> ModeClass:
+        united = _union(better, other)
+        added = np.setdiff1d(other.rows, better.rows, assume_unique=True)
+        base, extra = residual(better.rows), residual(added)
+        if extra is None or base is None or base >= 0 or extra <= ADDED_EFFECT * base:
+            return united
+        return better
+
+    return join

@@ -26,6 +26,7 @@ from cg_ray.profile.modes import (
     merge_by_terms,
     merge_contained,
     shared_rows,
+    sharper_join,
     training_rank,
 )
 from cg_ray.profile.splits import SplitPlan
@@ -38,7 +39,7 @@ MAX_ROW_SHARE = 0.5  # a candidate mode holds at most this share of the rows
 SAME_ROWS = 0.5  # modes of two splits with this row Jaccard are one finding
 SHARED_CONCEPT_INSIDE = 0.5  # ... or sharing a concept, with this share of the smaller's rows in the other's
 INSIDE = 0.8  # ... or with this share of the smaller's rows in the other's
-JOIN_INSIDE = 0.5  # a concept joins a mode only with at least this share of its rows inside the leader's
+JOIN_INSIDE = 2 / 3  # a concept joins a mode only with at least this share of its rows inside the leader's
 
 SplitMode = tuple[int, int]  # (split, the mode's place among those the split tested)
 
@@ -63,6 +64,7 @@ def split_modes(
     sim = np.where(inside >= JOIN_INSIDE, jaccard_from_counts(inter), 0.0)
     slot = {c: i for i, c in enumerate(everyone)}
     ranked: list[list[ModeClass]] = []
+    joins = []
     memo: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
 
     def shared(a: ModeClass, b: ModeClass) -> int:  # the splits merge nearly the same classes again and again
@@ -82,16 +84,18 @@ def split_modes(
         # and its tight interval would rank it first among the noise).
         classes = [c for c in classes if c.rows.size <= MAX_ROW_SHARE * frame.n_rows]
         choosing = split.choosing & frame.scored
+        join = sharper_join(choosing, frame.scores, split.expected)
         ranked.append(
-            merge_contained(training_rank(classes, choosing, frame.scores, split.expected), shared=shared)[
+            merge_contained(training_rank(classes, choosing, frame.scores, split.expected), shared=shared, join=join)[
                 : CANDIDATE_FACTOR * cfg.tested_per_split
             ]
         )
+        joins.append(join)
     terms = book.compute({c.members: pool.members(c.members) for fold in ranked for c in fold})
     tested: dict[SplitMode, ModeClass] = {}
     tests: dict[SplitMode, tuple[SplitTest, int]] = {}
-    for split, classes in zip(plan.items, ranked, strict=True):
-        merged = merge_by_terms(classes, lambda m: _strong_words(terms.get(m)))
+    for split, classes, join in zip(plan.items, ranked, joins, strict=True):
+        merged = merge_by_terms(classes, lambda m: _strong_words(terms.get(m)), join)
         merged = [m for m in merged if m.rows.size <= MAX_ROW_SHARE * frame.n_rows]
         for j, c in enumerate(merged[: cfg.tested_per_split]):
             tested[(split.index, j)] = c
@@ -160,6 +164,18 @@ def _identities(tested: dict[SplitMode, ModeClass], n_rows: int) -> list[list[Sp
 
 
 def _representative(classes: list[ModeClass]) -> ModeClass:
-    """The rule the splits chose most often (ties: more rows), shown for the finding."""
+    """The rule shown for a finding: the one whose rows agree best with every rule the splits tested as it
+    (the largest summed row Jaccard, each tested rule counted as often as it was chosen; ties: chosen more
+    often, then more rows). The most often chosen rule alone could be a side rule that one broad union
+    linked to the effect (a concept on a third of the dollar rows), not the effect's own face."""
     counts = Counter(c.members for c in classes)
-    return max(classes, key=lambda c: (counts[c.members], c.rows.size))
+    rules = list({c.members: c for c in classes}.values())
+
+    def agreement(a: ModeClass) -> float:
+        total = 0.0
+        for b in rules:
+            inter = shared_rows(a.rows, b.rows)
+            total += counts[b.members] * inter / max(a.rows.size + b.rows.size - inter, 1)
+        return total
+
+    return max(rules, key=lambda c: (agreement(c), counts[c.members], c.rows.size))
