@@ -14,7 +14,7 @@ the report shows first); every listed one (up to `MAX_MODES`) with `--all`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,12 @@ MODE_EXPLANATIONS_FILE = S.MODE_EXPLANATIONS_FILE
 MAX_MODES = 20
 
 
-def mode_weights(rows: RowsFile, modes: Sequence[Sequence[int]], model: str | None) -> tuple[np.ndarray, RowFrame]:
-    """(rows × modes summed member s̃, the rows' frame: file rows, scores, metadata): one streaming pass."""
-    stats = ClassStats(modes, rows.d_sae, keep_rows=0)
+def mode_weights(
+    rows: RowsFile, modes: Sequence[Sequence[int]], model: str | None, firing: Mapping[int, float] | None = None
+) -> tuple[np.ndarray, RowFrame]:
+    """(rows × modes summed member s̃ where they fire, the rows' frame: file rows, scores, metadata): one
+    streaming pass. `firing`: each concept's threshold, as failure_modes.parquet records the modes' rule."""
+    stats = ClassStats(modes, rows.d_sae, keep_rows=0, firing=firing)
     parts = [
         stats.weights(b.offsets, b.concept_ids, b.concept_acts).toarray().astype(np.float32)
         for b in iter_row_batches(rows, model=model)
@@ -97,7 +100,8 @@ def prepare_modes(
     modes = selected_modes(table, scope_all)
     if not modes:
         return ModeWork(table, reason="no confirmed failure mode (--all explains every listed one)")
-    weights, frame = mode_weights(a.run.rows, [m["concept_ids"] for m in modes], model)
+    firing = {c: t for m in modes for c, t in zip(m["concept_ids"], m.get("firing_thresholds") or [], strict=False)}
+    weights, frame = mode_weights(a.run.rows, [m["concept_ids"] for m in modes], model, firing)
     rng = np.random.default_rng([config.seed, 7])
     picks = [_pick(weights[:, k], frame, m, config, rng) for k, m in enumerate(modes)]
     positions = {int(p) for pick in picks for part in pick for p in part}

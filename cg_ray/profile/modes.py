@@ -15,7 +15,7 @@ mode explanations use it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,13 +33,21 @@ KEEP_ROWS = 200  # the most activating rows kept per class (examples and distinc
 
 
 class ClassStats:
-    """Streaming row statistics of classes of concepts; a row belongs to a class when any member is active."""
+    """Streaming row statistics of classes of concepts; a row belongs to a class when any member fires: is
+    active, at or above its threshold in `firing` where given (failure_modes.parquet's `firing_thresholds`)."""
 
-    def __init__(self, classes: Sequence[Sequence[int]], d_sae: int, keep_rows: int = KEEP_ROWS) -> None:
+    def __init__(
+        self,
+        classes: Sequence[Sequence[int]],
+        d_sae: int,
+        keep_rows: int = KEEP_ROWS,
+        firing: Mapping[int, float] | None = None,
+    ) -> None:
         self.n = len(classes)
         pool = sorted({c for cl in classes for c in cl})
         self.slot_of = np.full(d_sae, -1, dtype=np.int64)
         self.slot_of[pool] = np.arange(len(pool))
+        self.threshold = np.array([(firing or {}).get(c, 0.0) for c in pool], dtype=np.float64)
         pairs = np.array([(self.slot_of[c], k) for k, cl in enumerate(classes) for c in cl], dtype=np.int64)
         pairs = pairs.reshape(-1, 2)
         self.member = sparse.csr_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(len(pool), self.n))
@@ -85,6 +93,7 @@ class ClassStats:
         slots = self.slot_of[np.asarray(concept_ids, dtype=np.int64)]
         acts = np.asarray(concept_acts, dtype=np.float64)
         hit = (slots >= 0) & (acts > 0)
+        hit[hit] &= acts[hit] >= self.threshold[slots[hit]]
         row_of = np.repeat(np.arange(n), np.diff(offsets))[hit]
         inc = sparse.csr_matrix((acts[hit], (row_of, slots[hit])), shape=(n, self.n_pool))
         return (inc @ self.member).tocsr()
