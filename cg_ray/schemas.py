@@ -288,6 +288,13 @@ PROBE_ITEMS_FILE: Final = "items.parquet"
 PROBE_RESULTS_FILE: Final = "results.parquet"
 PROBE_SUMMARY_FILE: Final = "summary.json"
 PROBE_EXPORT_DIR: Final = "export"
+PROBE_EXPORT_NAME: Final = "cg_ray_probe"  # the exported task's name
+PROBE_EXPORT_FILES: Final = {
+    "items": "items.jsonl",
+    "lm_eval": f"{PROBE_EXPORT_NAME}.yaml",
+    "lm_eval_docs": f"{PROBE_EXPORT_NAME}_lmeval.py",
+    "inspect": f"{PROBE_EXPORT_NAME}_inspect.py",
+}
 ROBUSTNESS_FILE: Final = "robustness.json"
 ROBUSTNESS_CONCEPTS_FILE: Final = "robustness_concepts.parquet"
 # An arena run: its own summary, the ratings, the head-to-head tables, and one run directory per model.

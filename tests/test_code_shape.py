@@ -103,7 +103,9 @@ def _string_constants() -> dict[str, str]:
 
 
 # Modules that still join artifact names themselves, each with why.
-JOINS_ALLOWED: set[str] = set()
+JOINS_ALLOWED: set[str] = {
+    "probe/export.py",  # `export_items` writes into a directory its caller names, not an output directory
+}
 
 
 def test_only_the_layout_joins_artifact_names() -> None:

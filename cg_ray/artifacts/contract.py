@@ -135,6 +135,18 @@ class RobustnessReport(_Versioned):
     adversarial_ablation: dict[str, Any]
 
 
+class ProbeSummary(_Versioned):
+    """probe/summary.json of `cg-ray probe`: the plan, what each step kept and dropped, requests and time."""
+
+    run: str
+    config: dict[str, Any]
+    gaps: list[dict[str, Any]]  # per gap: generator, pairs written / kept, drops by reason, verdict
+    requests: dict[str, Any]  # writer, checker and model requests; tokens where known
+    seconds: dict[str, float]  # per step
+    decision: str  # the confirmation rule, in words
+    exports: list[str]  # files under probe/export/
+
+
 class RatingsSummary(_Versioned):
     """ratings.json of the arena: Bradley–Terry / Elo per model (best first) and every pair that met."""
 

@@ -36,7 +36,7 @@ from cg_ray.artifacts import contract as C
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.errors import CgRayError, InputError
 
-Kind = Literal["json", "parquet", "html", "csv"]
+Kind = Literal["json", "parquet", "html", "csv", "text"]
 # What the writer writes for one file: a JSON document, text, bytes, a table (Parquet or CSV, as the artifact
 # is), or a writer of the file.
 Content: TypeAlias = "dict[str, Any] | str | bytes | pa.Table | Callable[[Path], object]"
@@ -76,6 +76,17 @@ RUN_ARTIFACTS: dict[str, Artifact] = _registry(
     Artifact(S.VALIDATE_FILE, "json", "validate", C.ValidateReport),
     Artifact(ROBUSTNESS_JSON, "json", "robustness", C.RobustnessReport, nan=True),  # stds of never-active concepts
     Artifact(ROBUSTNESS_CONCEPTS, "parquet", "robustness"),
+)
+
+PROBE_ITEMS, PROBE_RESULTS, PROBE_SUMMARY, PROBE_EXPORT = (
+    f"{S.PROBE_DIR}/{n}" for n in (S.PROBE_ITEMS_FILE, S.PROBE_RESULTS_FILE, S.PROBE_SUMMARY_FILE, S.PROBE_EXPORT_DIR)
+)
+RUN_ARTIFACTS.update(
+    _registry(
+        *(Artifact(n, "parquet", "probe") for n in (PROBE_ITEMS, PROBE_RESULTS)),
+        Artifact(PROBE_SUMMARY, "json", "probe", C.ProbeSummary),
+        *(Artifact(f"{PROBE_EXPORT}/{n}", "text", "probe") for n in S.PROBE_EXPORT_FILES.values()),
+    )
 )
 
 ARENA_RATINGS_JSON = f"{S.RATINGS_DIR}/{S.RATINGS_JSON}"

@@ -7,17 +7,17 @@ fast fake behind the same interface (the `Reader` Protocol of cg_ray.activations
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Callable
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 import pyarrow as pa
 
 from cg_ray import schemas as S
 from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.activations.packing import pack_concepts
-from cg_ray.activations.protocol import Reader
+from cg_ray.activations.protocol import reader_from_config, resolve
+
+__all__ = ["ReaderStage", "planned_tokens", "reader_from_config", "resolve"]
 
 NODE_COLUMN = "_node"
 D_SAE_COLUMN = "_d_sae"  # carried per row so the driver learns d_sae without loading the SAE
@@ -39,29 +39,6 @@ def planned_tokens(characters: int, max_actors: int) -> int:
     """One reader actor's estimated share of the tokens in `characters` of text, with the pool at its
     largest (the work is split over the actors; each compiles, or not, for its own share)."""
     return characters // CHARS_PER_TOKEN // max(max_actors, 1)
-
-
-def resolve(spec: str) -> Callable[..., object]:
-    """Import "package.module:attr.attr" lazily (inside the actor, where the heavy imports belong)."""
-    module_name, _, attr_path = spec.partition(":")
-    obj: Any = importlib.import_module(module_name)
-    for part in attr_path.split("."):
-        obj = getattr(obj, part)
-    factory: Callable[..., object] = obj  # what it builds is checked by the caller (reader_from_config)
-    return factory
-
-
-def reader_from_config(reader_config: ReaderConfig, factory: str = DEFAULT_READER_FACTORY) -> Reader:
-    """The reader `factory` builds from a validated config (a plain mapping is refused: the config is
-    validated once, where it is read, and travels typed). A factory whose product is not a `Reader` is
-    named here, at the seam, rather than failing later inside a batch."""
-    if not isinstance(reader_config, ReaderConfig):
-        raise TypeError(f"reader_config must be a ReaderConfig, not {type(reader_config).__name__}")
-    reader = resolve(factory)(reader_config)
-    if not isinstance(reader, Reader):
-        missing = [name for name in ("d_sae", "read", "describe", "plan") if not hasattr(reader, name)]
-        raise TypeError(f"reader factory {factory!r} built a {type(reader).__name__}, not a Reader (lacks {missing})")
-    return reader
 
 
 class ReaderStage:

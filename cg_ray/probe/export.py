@@ -55,27 +55,28 @@ _ALIASES = {"exact_match": "exact"}  # the function's name for the registry's `e
 def export_items(pairs: Sequence[ItemPair], out_dir: Path, *, name: str = "cg_ray_probe") -> dict[str, Path]:
     """Write the items and both harnesses' task files into `out_dir`, each file atomically (complete or
     absent). Returns their paths: keys `items`, `lm_eval`, `lm_eval_docs` and `inspect`."""
+    out_dir = Path(out_dir).resolve()  # lm-eval reads data_files relative to its working directory
+    texts = export_texts(pairs, out_dir, name=name)
+    paths = {key: out_dir / file for key, (file, _) in texts.items()}
+    for key, (_, text) in texts.items():  # the items first: no task file ever names a missing one
+        with atomic_file(paths[key]) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    return paths
+
+
+def export_texts(pairs: Sequence[ItemPair], out_dir: Path, *, name: str = "cg_ray_probe") -> dict[str, tuple[str, str]]:
+    """key -> (file name, text) of every exported file, the items first, for files that will live in
+    `out_dir` (an absolute path: the lm-eval YAML names the items file by it)."""
     if not _NAME.fullmatch(name):
         raise CgRayError(f"export name {name!r} must be a Python identifier (letters, digits, '_')")
     rows = item_rows(pairs)
-    out_dir = Path(out_dir).resolve()  # lm-eval reads data_files relative to its working directory
-    paths = {
-        "items": out_dir / ITEMS_FILE,
-        "lm_eval": out_dir / f"{name}.yaml",
-        "lm_eval_docs": out_dir / f"{name}_lmeval.py",
-        "inspect": out_dir / f"{name}_inspect.py",
-    }
     scorers = sorted({row["scorer"] for row in rows})
-    texts = {
-        "items": "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
-        "lm_eval": lm_eval_yaml(name, paths["items"], scorers),
-        "lm_eval_docs": lm_eval_docs_module(name, scorers),
-        "inspect": _INSPECT_TASK.substitute(name=name, items=ITEMS_FILE),
+    return {
+        "items": (ITEMS_FILE, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)),
+        "lm_eval": (f"{name}.yaml", lm_eval_yaml(name, Path(out_dir) / ITEMS_FILE, scorers)),
+        "lm_eval_docs": (f"{name}_lmeval.py", lm_eval_docs_module(name, scorers)),
+        "inspect": (f"{name}_inspect.py", _INSPECT_TASK.substitute(name=name, items=ITEMS_FILE)),
     }
-    for key, path in paths.items():  # the items first: no task file ever names a missing one
-        with atomic_file(path) as tmp:
-            tmp.write_text(texts[key], encoding="utf-8")
-    return paths
 
 
 def item_rows(pairs: Sequence[ItemPair]) -> list[dict[str, str]]:

@@ -1,0 +1,112 @@
+"""`cg-ray probe RUN_DIR`: new items for each gap of a run, checked, answered and judged (docs/probe.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from cg_ray.errors import ConfigError
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "probe",
+        help="test a run's gaps on new items: targets and matched controls, read, answered and judged",
+        description=(
+            "For each gap of RUN_DIR (its failure modes, then its weak concepts; --gap to name them), write target "
+            "items that exhibit it and matched controls without it (an OpenAI-compatible --writer-endpoint, or the "
+            "programmatic families), drop near copies and pairs the reader does not see as the gap, have the model "
+            "answer both (the run's own model, or --model-endpoint), and judge each gap on the new items: confirmed, "
+            "refuted or unsettled (with the pairs needed). Writes RUN_DIR/probe/. Resumable: rerun the same command."
+        ),
+    )
+    p.add_argument("run", type=Path, help="a run directory (cg-ray run / cg-ray metrics)")
+    p.add_argument("--gap", action="append", default=[], help="a gap id (mode:RANK, concept:ID); repeatable")
+    p.add_argument("--top", type=int, help="gaps probed when none are named (default 5)")
+    p.add_argument("--pairs", type=int, help="pairs written per gap (default 40)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--fdr", type=float, help="Benjamini–Hochberg level across the gaps (default 0.05)")
+    p.add_argument("--writer-endpoint", help="OpenAI-compatible base URL of the model that writes items")
+    p.add_argument("--writer-model", help="the writer's model (the name its endpoint serves)")
+    p.add_argument("--writer-api-key-env", help="environment variable holding the writer endpoint's key")
+    p.add_argument(
+        "--families", choices=("fallback", "only", "never"), help="programmatic item families (default fallback)"
+    )
+    p.add_argument("--reference-check", choices=("answer", "executed", "none"))
+    p.add_argument("--no-reader-check", action="store_true", help="keep pairs the reader does not see as the gap")
+    p.add_argument(
+        "--model-endpoint", help="OpenAI-compatible base URL of the model that answers (default: the run's model)"
+    )
+    p.add_argument("--model", dest="model_name", help="the answering model's name (with --model-endpoint)")
+    p.add_argument("--model-api-key-env", help="environment variable holding the answering endpoint's key")
+    p.add_argument(
+        "--config", type=Path, help="a YAML file of probe settings (cg_ray.probe.config.ProbeConfig); flags win"
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the plan (gaps, writers, requests, tokens) and stop")
+    p.add_argument(
+        "--fresh", action="store_true", help="discard an unfinished probe of this run instead of resuming it"
+    )
+    p.set_defaults(handler=_run)
+
+
+def probe_config(args: argparse.Namespace) -> Any:
+    """The ProbeConfig of the flags over --config's file, validated once; a bad value names its field."""
+    from cg_ray.probe.config import ProbeConfig
+
+    data: dict[str, Any] = {}
+    if args.config:
+        data = yaml.safe_load(args.config.read_text(encoding="utf-8")) or {}
+    flags = {"top": args.top, "pairs": args.pairs, "seed": args.seed, "fdr": args.fdr, "families": args.families,
+             "reference_check": args.reference_check}  # fmt: skip
+    data.update({k: v for k, v in flags.items() if v is not None})
+    if args.gap:
+        data["gaps"] = args.gap
+    if args.no_reader_check:
+        data["reader_check"] = False
+    if args.writer_endpoint or args.writer_model:
+        if not (args.writer_endpoint and args.writer_model):
+            raise ConfigError("--writer-endpoint and --writer-model go together: the URL and the model it serves")
+        data["writer"] = {
+            "endpoint": args.writer_endpoint,
+            "model": args.writer_model,
+            "api_key_env": args.writer_api_key_env,
+        }
+    if args.model_endpoint or args.model_name:
+        if not (args.model_endpoint and args.model_name):
+            raise ConfigError("--model-endpoint and --model go together: the URL and the model it serves")
+        endpoint = {"url": args.model_endpoint, "api_key_env": args.model_api_key_env}
+        data["model"] = {
+            "backend": "endpoint",
+            "model": args.model_name,
+            "endpoint": endpoint,
+            "sampling": {"temperature": 0.0},
+        }
+    try:
+        return ProbeConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise ConfigError(f"probe setting {where}: {first['msg']}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    from cg_ray.probe.plan import make_plan, plan_text
+    from cg_ray.probe.run import run_probe
+
+    plan = make_plan(args.run, probe_config(args))
+    if args.dry_run:
+        print(plan_text(plan))
+        return 0
+    summary = run_probe(plan, fresh=args.fresh, say=print)
+    print()
+    for g in summary["gaps"]:
+        diff = "—" if g["difference"] is None else f"{g['difference']:+.3f} [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}]"
+        print(f"  {g['gap_id']:<14} {g['verdict']:<10} target − control {diff} on {g['n_pairs']} pairs; {g['note']}")
+    print(f"requests: {json.dumps(summary['requests'])}; seconds: {json.dumps(summary['seconds'])}")
+    print(f"wrote {args.run / 'probe'} (items.parquet, results.parquet, summary.json, export/)")
+    return 0

@@ -1,0 +1,142 @@
+"""The gaps of a run that a probe can test: its failure modes (failure_modes.parquet) and weak concepts
+(weaknesses.parquet), each read into a `Gap` with the words, example prompts and scorer a generator needs.
+
+Ids are stable within a run: `mode:RANK` (the rank the run printed) and `concept:ID`. By default a probe
+takes the run's first gaps in the order it reports them, failure modes before concepts: confirmed ones
+first, then the unconfirmed candidates, which the probe exists to settle.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+from cg_ray.artifacts.layout import RunDir
+from cg_ray.errors import CgRayError
+from cg_ray.probe.items import Gap
+
+EXAMPLES = 5  # example prompts handed to a generator per gap
+DEFAULT_SCORER = "exact"
+
+
+class GapError(CgRayError):
+    """A gap that the run does not have, or a run a probe cannot read."""
+
+
+@dataclass(frozen=True)
+class RunGaps:
+    """Every gap of a run in the run's order, and the firing rule of each (for the reader check)."""
+
+    gaps: list[Gap]
+    thresholds: dict[str, dict[int, float]]  # gap id -> concept -> the activation that counts as firing
+
+    def select(self, wanted: Sequence[str] | None, top: int) -> list[Gap]:
+        """The gaps named in `wanted` (in that order), or the run's first `top`; an unknown id is an error
+        that lists the ids the run has."""
+        if not wanted:
+            return self.gaps[:top]
+        by_id = {g.gap_id: g for g in self.gaps}
+        unknown = [w for w in wanted if w not in by_id]
+        if unknown:
+            have = ", ".join(g.gap_id for g in self.gaps[:12]) or "none"
+            raise GapError(
+                f"unknown gap {', '.join(map(repr, unknown))}: this run has {have}"
+                + (" …" if len(self.gaps) > 12 else "")
+            )
+        return [by_id[w] for w in dict.fromkeys(wanted)]
+
+
+def _scorers(run: RunDir) -> dict[str, str]:
+    """benchmark -> scorer, as the run's manifest recorded them (a run made by `cg-ray metrics` has none)."""
+    counts = (run.read_json_if_present(S.MANIFEST_FILE) or {}).get("counts") or {}
+    return {b: c.get("scorer", DEFAULT_SCORER) for b, c in (counts.get("scoring") or {}).items()}
+
+
+def _rows_of(run: RunDir, ids: set[str]) -> dict[str, dict[str, Any]]:
+    if not ids:
+        return {}
+    table = pq.read_table(run.rows, columns=["row_id", "benchmark", "prompt", "score"])
+    table = table.filter(pc.is_in(table["row_id"], value_set=pa.array(sorted(ids))))
+    return {r["row_id"]: r for r in table.to_pylist()}
+
+
+def _effect(entry: dict[str, Any], *names: str) -> float | None:
+    for name in names:
+        value = entry.get(name)
+        if value is not None:
+            return float(value)
+    return None
+
+
+def read_gaps(path: Path) -> RunGaps:
+    """The gaps of the run directory `path`, in the run's order (failure modes, then weak concepts)."""
+    run = RunDir(path)
+    if not run.has(S.ROWS_FILE):
+        raise GapError(
+            f"{path}: no {S.ROWS_FILE}; a probe needs a run directory made by `cg-ray run` or `cg-ray metrics`"
+        )
+    if pc.count(pq.read_table(run.rows, columns=["score"])["score"]).as_py() == 0:
+        raise GapError(f"{run.rows}: no row has a score; a probe tests a model's gaps, which need scores")
+    modes = _table(run, S.FAILURE_MODES_FILE)
+    weak = _table(run, S.WEAKNESSES_FILE)
+    rows = _rows_of(run, {i for e in (*modes, *weak) for i in (e.get("example_row_ids") or [])[:EXAMPLES]})
+    scorers = _scorers(run)
+    gaps: list[Gap] = []
+    thresholds: dict[str, dict[int, float]] = {}
+    for m in modes:
+        gap_id = f"mode:{m['rank']}"
+        members = [int(c) for c in m["concept_ids"]]
+        gaps.append(_gap(gap_id, "mode", members, m, rows, scorers, _effect(m, "residual", "residual_in_sample")))
+        limits = m.get("firing_thresholds") or [0.0] * len(members)
+        thresholds[gap_id] = dict(zip(members, map(float, limits), strict=True))
+    for w in weak:
+        gap_id = f"concept:{w['concept_id']}"
+        if any(g.gap_id == gap_id for g in gaps):
+            continue
+        effect = _effect(w, "residual_heldout", "residual")
+        gaps.append(_gap(gap_id, "concept", [int(w["concept_id"])], w, rows, scorers, effect))
+        thresholds[gap_id] = {int(w["concept_id"]): 0.0}
+    if not gaps:
+        raise GapError(f"{path}: the run lists no failure modes and no weak concepts to probe")
+    return RunGaps(gaps, thresholds)
+
+
+def _table(run: RunDir, name: str) -> list[dict[str, Any]]:
+    if not run.has(name):
+        return []
+    return sorted(pq.read_table(run.file(name)).to_pylist(), key=lambda e: e["rank"])
+
+
+def _gap(
+    gap_id: str,
+    kind: Any,
+    members: list[int],
+    entry: dict[str, Any],
+    rows: dict[str, dict[str, Any]],
+    scorers: dict[str, str],
+    effect: float | None,
+) -> Gap:
+    examples = [rows[i] for i in (entry.get("example_row_ids") or [])[:EXAMPLES] if i in rows]
+    benchmarks = Counter(r["benchmark"] for r in examples)
+    benchmark = benchmarks.most_common(1)[0][0] if benchmarks else ""
+    return Gap(
+        gap_id=gap_id,
+        kind=kind,
+        concept_ids=tuple(members),
+        description=str(entry.get("description") or entry.get("label") or gap_id),
+        terms=tuple(entry.get("terms") or ()),
+        examples=tuple(r["prompt"] for r in examples),
+        benchmark=benchmark,
+        scorer=scorers.get(benchmark, DEFAULT_SCORER),
+        effect=effect,
+        confirmed=bool(entry.get("confirmed")),
+        n_rows=int(entry.get("n_rows") or 0),
+    )

@@ -1,0 +1,213 @@
+"""`cg-ray probe RUN_DIR`: write item pairs for each gap, check them, have the model answer them, and judge
+each gap on them (docs/probe.md). The steps, in order:
+
+1. **write**: per gap, target items that exhibit it and matched controls without it (`generators.py`: an
+   LLM writer; `families.py`: programmatic families where it cannot express a gap, or instead of it);
+2. **check**, before the model answers anything: references (in the writer), near copies of the suite's
+   rows or of each other (`dedupe.py`; a family's items, drawn from the suite's own templates, only for
+   exact copies), and the reader (`reader_check.py`: the target shows the gap's concepts, the control not);
+3. **answer**: the evaluated model through the pipeline's backends, scored by the item's scorer
+   (`answer.py`); items are never chosen by how the model answered them;
+4. **judge**: target − control per gap, paired and cluster-aware, BH across the gaps (`confirm.py`);
+5. **publish**: probe/items.parquet, probe/results.parquet, probe/summary.json and probe/export/ replace
+   the run's earlier probe at once (`RunDir.update`), recorded in its manifest.
+
+Each step saves what it made in RUN_DIR/probe.work (`work.py`), so a killed probe resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+from cg_ray.activations.protocol import reader_from_config
+from cg_ray.artifacts import layout as L
+from cg_ray.artifacts.layout import RunDir
+from cg_ray.probe.answer import Answer, Question, answer
+from cg_ray.probe.config import WORK_DIR
+from cg_ray.probe.confirm import DECISION, confirm_gaps
+from cg_ray.probe.dedupe import near_copies
+from cg_ray.probe.export import export_texts
+from cg_ray.probe.families import FamilyGenerator, match_family
+from cg_ray.probe.generators import LLMGenerator
+from cg_ray.probe.items import GenerationOutcome, ItemPair
+from cg_ray.probe.plan import ProbePlan, plan_text
+from cg_ray.probe.reader_check import ReaderVerdict, check_pairs
+from cg_ray.probe.tables import items_table, pair_scores, results_table
+from cg_ray.probe.work import Work
+
+log = logging.getLogger(__name__)
+Say = Callable[[str], None]
+
+
+@dataclass
+class Checked:
+    """Every pair written, and why each one that will not be answered was dropped."""
+
+    pairs: list[ItemPair] = field(default_factory=list)
+    written: dict[str, GenerationOutcome] = field(default_factory=dict)
+    generator: dict[str, str] = field(default_factory=dict)  # gap id -> who wrote it
+    dropped: dict[str, str] = field(default_factory=dict)  # pair id -> reason
+    near: dict[str, str] = field(default_factory=dict)  # pair id -> what it copies
+    reader: dict[str, ReaderVerdict] = field(default_factory=dict)
+
+    def kept(self) -> list[ItemPair]:
+        return [p for p in self.pairs if p.pair_id not in self.dropped]
+
+
+def write_pairs(plan: ProbePlan, work: Work, say: Say) -> Checked:
+    """Step 1: each gap's pairs, from the work directory where an earlier attempt wrote them."""
+    cfg, out = plan.config, Checked()
+    writer: LLMGenerator | None = None
+    try:
+        for n, gap in enumerate(plan.gaps, start=1):
+            saved = work.written(gap.gap_id)
+            if saved is None:
+                if plan.writers[gap.gap_id] == "writer" and writer is None:
+                    assert cfg.writer is not None
+                    writer = LLMGenerator.from_config(cfg.writer, reference_check=cfg.reference_check)
+                saved = _write_one(plan, gap.gap_id, writer)
+                work.save_written(gap.gap_id, *saved)
+            outcome, generator = saved
+            out.written[gap.gap_id], out.generator[gap.gap_id] = outcome, generator
+            out.pairs += outcome.pairs
+            lost = f" ({outcome.malformed} malformed, {outcome.wrong_reference} wrong references)"
+            say(f"[{n}/{len(plan.gaps)}] {gap.gap_id}: {len(outcome.pairs)} pairs by {generator or 'nobody'}"
+                + (lost if outcome.requests else "") + (f"; {outcome.note}" if outcome.note else ""))  # fmt: skip
+    finally:
+        if writer is not None:
+            writer.close()
+    return out
+
+
+def _write_one(plan: ProbePlan, gap_id: str, writer: LLMGenerator | None) -> tuple[GenerationOutcome, str]:
+    cfg = plan.config
+    gap = next(g for g in plan.gaps if g.gap_id == gap_id)
+    outcome, name = GenerationOutcome(note="no writer and no family fits this gap"), ""
+    if writer is not None and plan.writers[gap_id] == "writer":
+        outcome, name = writer.generate(gap, cfg.pairs, cfg.seed), writer.name
+    family: FamilyGenerator | None = match_family(gap) if cfg.families != "never" else None
+    if family is not None and (not outcome.pairs or (outcome.note and cfg.families == "fallback")):
+        note = outcome.note
+        outcome, name = family.generate(gap, cfg.pairs, cfg.seed), family.name
+        outcome.note = f"written by {family.name}" + (f" ({note})" if note else "")
+    return outcome, name
+
+
+def check(plan: ProbePlan, checked: Checked, say: Say) -> Checked:
+    """Step 2: near copies, then the reader, on every pair written (dropped pairs are kept, with why)."""
+    suite = pq.read_table(RunDir(plan.run).rows, columns=["prompt"]).column("prompt").to_pylist()
+    for role in ("target", "control"):  # a control is its target's near copy by design: each role apart
+        texts = [getattr(p, f"{role}_prompt") for p in checked.pairs]
+        seen = set(suite)
+        for p, text, copy in zip(
+            checked.pairs, texts, near_copies(texts, suite, threshold=plan.config.near_copy), strict=True
+        ):
+            # A family's items are drawn from the suite's own templates with new numbers: only a literal
+            # copy counts (the n-gram check reads numbers as one token and would call every draw a copy).
+            if p.generator.startswith("family:"):
+                what = "a suite row or an earlier item" if text in seen else None
+                seen.add(text)
+            else:
+                what = (
+                    None
+                    if copy is None
+                    else (f"suite row {copy.index}" if copy.source == "suite" else f"item {copy.index}")
+                )
+                what = what and f"{what} ({copy.overlap:.0%} of its 5-grams)" if copy else None
+            if what:
+                checked.near.setdefault(p.pair_id, f"{role} copies {what}")
+                checked.dropped.setdefault(p.pair_id, "near_copy")
+    if plan.config.reader_check and checked.kept():
+        say(f"reader check: {len(checked.kept())} pairs × 2 texts ({plan.reader.model}, SAE {plan.reader.sae})")
+        reader = reader_from_config(plan.reader, plan.config.reader_factory)
+        kept = checked.kept()
+        for p, v in zip(kept, check_pairs(kept, plan.rules, reader), strict=True):
+            checked.reader[p.pair_id] = v
+            if not v.passed:
+                checked.dropped[p.pair_id] = "reader"
+    return checked
+
+
+def answer_pairs(plan: ProbePlan, checked: Checked, work: Work, say: Say) -> dict[str, Answer]:
+    """Step 3: the model answers both items of every kept pair."""
+    questions = [
+        Question(f"{p.pair_id}/{role}", getattr(p, f"{role}_prompt"), getattr(p, f"{role}_reference"), p.scorer)
+        for p in checked.kept()
+        for role in ("target", "control")
+    ]
+    say(f"the model answers {len(questions)} items ({plan.model.model}, {plan.model.backend})")
+    return answer(questions, plan.model, work.answers(), work.save_answers)
+
+
+def run_probe(plan: ProbePlan, *, fresh: bool = False, say: Say = log.info) -> dict[str, Any]:
+    """Every step of the module docstring; returns the published summary."""
+    say(plan_text(plan))
+    work = Work(plan.run / WORK_DIR)
+    settings = {"config": plan.config.model_dump(mode="json"), "gaps": [g.gap_id for g in plan.gaps]}
+    if work.start(settings, fresh=fresh):
+        say(f"resuming the unfinished probe in {work.path}")
+    seconds: dict[str, float] = {}
+    t = time.perf_counter()
+    checked = write_pairs(plan, work, say)
+    seconds["write"], t = time.perf_counter() - t, time.perf_counter()
+    check(plan, checked, say)
+    seconds["check"], t = time.perf_counter() - t, time.perf_counter()
+    answers = answer_pairs(plan, checked, work, say) if checked.kept() else {}
+    seconds["answer"], t = time.perf_counter() - t, time.perf_counter()
+    scores, unanswered = pair_scores(checked.kept(), answers)
+    for pair_id in unanswered:
+        checked.dropped[pair_id] = "no_answer"
+    dropped = {
+        g.gap_id: sum(p.gap_id == g.gap_id for p in checked.pairs if p.pair_id in checked.dropped) for g in plan.gaps
+    }
+    verdicts = confirm_gaps(scores, {g.gap_id: g.effect for g in plan.gaps}, dropped, fdr=plan.config.fdr)
+    seconds["judge"] = time.perf_counter() - t
+    summary = publish(plan, checked, answers, verdicts, seconds)
+    work.remove()
+    return summary
+
+
+def publish(
+    plan: ProbePlan, checked: Checked, answers: dict[str, Answer], verdicts: list[Any], seconds: dict[str, float]
+) -> dict[str, Any]:
+    """Step 5: the probe's files replace the run's earlier probe, all at once."""
+    run = RunDir(plan.run)
+    results = results_table(plan, checked, verdicts)
+    files: dict[str, Any] = {L.PROBE_ITEMS: items_table(checked, answers), L.PROBE_RESULTS: results}
+    exports: list[str] = []
+    verified = [p for p in checked.kept() if p.pair_id not in checked.dropped]
+    if verified:
+        export_dir = run.file(f"{L.PROBE_EXPORT}/{S.PROBE_EXPORT_FILES['items']}").parent.resolve()
+        for file, text in export_texts(verified, export_dir, name=S.PROBE_EXPORT_NAME).values():
+            files[f"{L.PROBE_EXPORT}/{file}"] = text
+            exports.append(file)
+    summary = {
+        "run": str(plan.run),
+        "config": plan.config.model_dump(mode="json"),
+        "gaps": results.to_pylist(),
+        "requests": _requests(checked, answers),
+        "seconds": {k: round(v, 2) for k, v in seconds.items()},
+        "decision": DECISION,
+        "exports": exports,
+    }
+    files[L.PROBE_SUMMARY] = summary
+    run.update("probe", files, {"gaps": len(plan.gaps), "pairs": len(checked.pairs), "answered": len(answers)})
+    return summary
+
+
+def _requests(checked: Checked, answers: dict[str, Answer]) -> dict[str, int]:
+    written = checked.written.values()
+    return {
+        "writer": sum(o.requests for o in written if not any(p.generator.startswith("family:") for p in o.pairs)),
+        "family_draws": sum(o.requests for o in written if any(p.generator.startswith("family:") for p in o.pairs)),
+        "malformed": sum(o.malformed for o in written),
+        "wrong_reference": sum(o.wrong_reference for o in written),
+        "model": len(answers),
+    }

@@ -1,0 +1,118 @@
+"""The probe's two tables: probe/items.parquet (every item written, with its checks, answer and score, dropped
+ones included with why) and probe/results.parquet (one row per gap probed: its verdict on the new items and
+what each step kept)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pyarrow as pa
+
+from cg_ray.probe.answer import Answer
+from cg_ray.probe.confirm import GapConfirmation
+from cg_ray.probe.items import ROLES, ItemPair
+
+if TYPE_CHECKING:
+    from cg_ray.probe.plan import ProbePlan
+    from cg_ray.probe.run import Checked
+
+ITEMS_SCHEMA = pa.schema(
+    [
+        ("gap_id", pa.string()),
+        ("pair_id", pa.string()),
+        ("role", pa.string()),  # target | control
+        ("generator", pa.string()),
+        ("request_id", pa.string()),
+        ("seed", pa.int64()),
+        ("prompt", pa.string()),
+        ("reference", pa.string()),
+        ("scorer", pa.string()),
+        ("reader_strength", pa.float64()),  # the gap's strongest concept over its firing threshold (≥ 1: fires)
+        ("near_copy", pa.string()),  # what the pair copies, when it does
+        ("dropped", pa.string()),  # near_copy | reader | no_answer; null: answered and judged
+        ("response", pa.string()),
+        ("score", pa.float64()),
+        ("score_status", pa.string()),
+    ]
+)
+
+
+def pair_scores(kept: Sequence[ItemPair], answers: dict[str, Answer]) -> tuple[pd.DataFrame, list[str]]:
+    """One row per kept pair with both scores (confirm.PAIR_COLUMNS), and the pairs a side of which got no
+    answer at all (an unparsable answer scores 0, as the suite's rows do; no answer is not a wrong one)."""
+    rows, unanswered = [], []
+    for p in kept:
+        t, c = answers.get(f"{p.pair_id}/target"), answers.get(f"{p.pair_id}/control")
+        if t is None or c is None or t.score is None or c.score is None:
+            unanswered.append(p.pair_id)
+            continue
+        rows.append({"gap_id": p.gap_id, "pair_id": p.pair_id, "request_id": p.request_id,
+                     "target_score": t.score, "control_score": c.score})  # fmt: skip
+    columns = ["gap_id", "pair_id", "request_id", "target_score", "control_score"]
+    return pd.DataFrame(rows, columns=columns), unanswered
+
+
+def items_table(checked: Checked, answers: dict[str, Answer]) -> pa.Table:
+    records: list[dict[str, Any]] = []
+    for p in checked.pairs:
+        verdict = checked.reader.get(p.pair_id)
+        for role in ROLES:
+            a = answers.get(f"{p.pair_id}/{role}")
+            strength = None if verdict is None else getattr(verdict, f"{role}_strength")
+            records.append(
+                {
+                    "gap_id": p.gap_id,
+                    "pair_id": p.pair_id,
+                    "role": role,
+                    "generator": p.generator,
+                    "request_id": p.request_id,
+                    "seed": p.seed,
+                    "prompt": getattr(p, f"{role}_prompt"),
+                    "reference": getattr(p, f"{role}_reference"),
+                    "scorer": p.scorer,
+                    "reader_strength": None if strength is None else min(strength, 1e9),
+                    "near_copy": checked.near.get(p.pair_id),
+                    "dropped": checked.dropped.get(p.pair_id),
+                    "response": None if a is None else a.response,
+                    "score": None if a is None else a.score,
+                    "score_status": None if a is None else a.status,
+                }
+            )
+    return pa.Table.from_pylist(records, schema=ITEMS_SCHEMA)
+
+
+def results_table(plan: ProbePlan, checked: Checked, verdicts: Sequence[GapConfirmation]) -> pa.Table:
+    """One row per gap: what the run said of it, what each step kept, and its verdict on the new items."""
+    by_id = {v.gap_id: v for v in verdicts}
+    records = []
+    for rank, gap in enumerate(plan.gaps, start=1):
+        outcome = checked.written.get(gap.gap_id)
+        mine = [p for p in checked.pairs if p.gap_id == gap.gap_id]
+        read = [checked.reader[p.pair_id] for p in mine if p.pair_id in checked.reader]
+        reasons = [checked.dropped.get(p.pair_id) for p in mine]
+        records.append(
+            {
+                "rank": rank,
+                "gap_id": gap.gap_id,
+                "kind": gap.kind,
+                "description": gap.description,
+                "concept_ids": list(gap.concept_ids),
+                "run_confirmed": gap.confirmed,
+                "run_rows": gap.n_rows,
+                "generator": checked.generator.get(gap.gap_id, ""),
+                "requests": 0 if outcome is None else outcome.requests,
+                "malformed": 0 if outcome is None else outcome.malformed,
+                "wrong_reference": 0 if outcome is None else outcome.wrong_reference,
+                "pairs_written": len(mine),
+                "near_copies": reasons.count("near_copy"),
+                "reader_checked": len(read),
+                "reader_passed": sum(v.passed for v in read),
+                "reader_pass_rate": (sum(v.passed for v in read) / len(read)) if read else None,
+                "writer_note": "" if outcome is None else outcome.note,
+                **{k: v for k, v in asdict(by_id[gap.gap_id]).items() if k != "gap_id"},
+            }
+        )
+    return pa.Table.from_pylist(records)
