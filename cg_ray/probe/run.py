@@ -61,17 +61,29 @@ class Checked:
         return [p for p in self.pairs if p.pair_id not in self.dropped]
 
 
-def write_pairs(plan: ProbePlan, work: Work, say: Say) -> Checked:
+def preflight(plan: ProbePlan, work: Work | None) -> LLMGenerator | None:
+    """Every model the probe will call answers before the first request: the answering endpoint
+    (`GET /models`), and the writer where a gap still needs one (its completer checks itself when built)."""
+    if plan.model.backend == "endpoint":
+        from cg_ray.generation.endpoint import check_endpoint
+
+        check_endpoint(plan.model)
+    cfg = plan.config
+    needs = [
+        g for g in plan.gaps if plan.writers[g.gap_id] == "writer" and (work is None or work.written(g.gap_id) is None)
+    ]
+    if not needs or cfg.writer is None:
+        return None
+    return LLMGenerator.from_config(cfg.writer, reference_check=cfg.reference_check)
+
+
+def write_pairs(plan: ProbePlan, work: Work, writer: LLMGenerator | None, say: Say) -> Checked:
     """Step 1: each gap's pairs, from the work directory where an earlier attempt wrote them."""
-    cfg, out = plan.config, Checked()
-    writer: LLMGenerator | None = None
+    out = Checked()
     try:
         for n, gap in enumerate(plan.gaps, start=1):
             saved = work.written(gap.gap_id)
             if saved is None:
-                if plan.writers[gap.gap_id] == "writer" and writer is None:
-                    assert cfg.writer is not None
-                    writer = LLMGenerator.from_config(cfg.writer, reference_check=cfg.reference_check)
                 saved = _write_one(plan, gap.gap_id, writer)
                 work.save_written(gap.gap_id, *saved)
             outcome, generator = saved
@@ -151,11 +163,15 @@ def run_probe(plan: ProbePlan, *, fresh: bool = False, say: Say = log.info) -> d
     say(plan_text(plan))
     work = Work(plan.run / WORK_DIR)
     settings = {"config": plan.config.model_dump(mode="json"), "gaps": [g.gap_id for g in plan.gaps]}
-    if work.start(settings, fresh=fresh):
+    resuming = work.resumes(settings, fresh=fresh)
+    # The endpoints are checked before anything is written: a wrong URL leaves no work directory behind.
+    writer = preflight(plan, work if resuming else None)
+    work.begin(settings, fresh=fresh)
+    if resuming:
         say(f"resuming the unfinished probe in {work.path}")
     seconds: dict[str, float] = {}
     t = time.perf_counter()
-    checked = write_pairs(plan, work, say)
+    checked = write_pairs(plan, work, writer, say)
     seconds["write"], t = time.perf_counter() - t, time.perf_counter()
     check(plan, checked, say)
     seconds["check"], t = time.perf_counter() - t, time.perf_counter()

@@ -27,23 +27,27 @@ class Work:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def start(self, settings: dict[str, Any], *, fresh: bool) -> bool:
-        """Open the work directory for `settings`; True when an earlier attempt is resumed."""
+    def resumes(self, settings: dict[str, Any], *, fresh: bool) -> bool:
+        """Whether an earlier attempt with these settings is here to resume (read only); an unfinished probe
+        with other settings is refused, naming its file, unless `fresh` discards it."""
+        saved = self.path / SETTINGS
+        if fresh or not saved.exists():
+            return False
+        if json.loads(saved.read_text(encoding="utf-8")) != json.loads(json.dumps(settings, default=str)):
+            raise CgRayError(
+                f"{saved}: an unfinished probe with other settings is here; rerun it with the same settings "
+                "to resume it, or pass --fresh to discard it"
+            )
+        return True
+
+    def begin(self, settings: dict[str, Any], *, fresh: bool) -> None:
+        """Create the work directory for `settings` (emptied first with `fresh`)."""
         if fresh and self.path.exists():
             shutil.rmtree(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
-        saved = self.path / SETTINGS
-        text = json.dumps(settings, sort_keys=True, default=str)
-        if saved.exists():
-            if json.loads(saved.read_text(encoding="utf-8")) != json.loads(text):
-                raise CgRayError(
-                    f"{saved}: an unfinished probe with other settings is here; rerun it with the same settings "
-                    "to resume it, or pass --fresh to discard it"
-                )
-            return True
-        with atomic_file(saved) as tmp:
-            tmp.write_text(text, encoding="utf-8")
-        return False
+        if not (self.path / SETTINGS).exists():
+            with atomic_file(self.path / SETTINGS) as tmp:
+                tmp.write_text(json.dumps(settings, sort_keys=True, default=str), encoding="utf-8")
 
     def _gap_file(self, gap_id: str) -> Path:
         return self.path / "pairs" / (re.sub(r"[^A-Za-z0-9_.-]", "_", gap_id) + ".json")
