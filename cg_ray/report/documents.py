@@ -30,6 +30,7 @@ from cg_ray.report.findings import (
     term_shares_text,
     tried,
 )
+from cg_ray.report.probe import probe_view
 
 PROFILE_FILES: dict[str, str] = {
     "weaknesses": S.WEAKNESSES_FILE,
@@ -232,4 +233,5 @@ def run_view(
         "themes": clean(read_themes(run)),
         "validation": validation(validate if validate is not None else run.file(S.VALIDATE_FILE)),
         "robustness": robustness(run),
+        "probe": probe_view(run),
     }

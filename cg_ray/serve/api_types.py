@@ -189,6 +189,7 @@ class RunView(_Open):
     themes: dict[str, Any] | None
     validation: dict[str, Any] | None
     robustness: dict[str, Any] | None
+    probe: dict[str, Any] | None = Field(None, description="the run's probe (`cg-ray probe`): gaps tested on new items")
 
 
 class SubsetCoverage(BaseModel):

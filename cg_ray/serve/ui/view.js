@@ -86,6 +86,7 @@ function drawView(doc, detail) {
   drawReadable(doc.descriptions, doc.themes);
   drawValidation(doc.validation);
   drawRobustness(doc.robustness);
+  drawProbe(doc.probe);
   drawThemes(doc.themes);
   const cols = doc.concepts,
     keys = Object.keys(cols);

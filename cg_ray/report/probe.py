@@ -1,0 +1,126 @@
+"""A run's probe (`cg-ray probe`, docs/probe.md) as the explorer and report.html show it: each gap probed with
+what the run said of it, its verdict on the new items, what the checks kept, two example pairs, and for an
+unsettled gap the command that writes enough pairs to settle it.
+
+Read from the run's probe/ files through `RunDir` only: the report sits below cg_ray.probe in the layers, so
+the probe's own modules are never imported here (the decision rule comes as summary.json stores it)."""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import Any
+
+import pyarrow.compute as pc
+
+from cg_ray.artifacts import layout as L
+from cg_ray.artifacts.layout import RunDir
+from cg_ray.report.findings import percent, q_text
+
+EXAMPLE_PAIRS = 2  # kept pairs shown per gap (each a target and its matched control)
+EXAMPLE_CHARS = 600  # a prompt or response longer than this is cut in the view
+ITEM_COLUMNS = ["gap_id", "pair_id", "role", "generator", "prompt", "response", "score", "dropped"]
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= EXAMPLE_CHARS:
+        return text
+    return text[:EXAMPLE_CHARS] + "…"
+
+
+def example_pairs(run: RunDir) -> dict[str, list[dict[str, Any]]]:
+    """gap id -> its first EXAMPLE_PAIRS answered pairs in the order they were written (never chosen by how
+    the model answered them), each {pair_id, generator, target: {prompt, response, score}, control: …}."""
+    table = run.read_table(L.PROBE_ITEMS, columns=ITEM_COLUMNS)
+    if table is None:
+        return {}
+    kept = table.filter(pc.is_null(table["dropped"]))  # dropped pairs were never answered
+    pairs: dict[str, dict[str, dict[str, Any]]] = {}
+    for item in kept.to_pylist():
+        mine = pairs.setdefault(item["gap_id"], {})
+        if item["pair_id"] not in mine and len(mine) >= EXAMPLE_PAIRS:
+            continue
+        pair = mine.setdefault(item["pair_id"], {"pair_id": item["pair_id"], "generator": item["generator"]})
+        texts = {"prompt": _cut(item["prompt"]), "response": _cut(item["response"])}
+        pair[item["role"]] = {**texts, "score": item["score"]}
+    return {gap: [p for p in found.values() if "target" in p and "control" in p] for gap, found in pairs.items()}
+
+
+def run_said_text(gap: dict[str, Any]) -> str:
+    """'confirmed by the run: residual −0.200 over 60 rows' / 'a candidate of the run: …'."""
+    state = "confirmed by the run" if gap.get("run_confirmed") else "a candidate of the run"
+    effect = gap.get("run_effect")
+    said = "no effect reported" if effect is None else f"effect {effect:+.3f}"
+    return f"{state}: {said} over {int(gap.get('run_rows') or 0):,} rows"
+
+
+def checks_text(gap: dict[str, Any]) -> str:
+    """'31 pairs kept of 40 written; reader passed 31 of 37 (84%); dropped: 3 malformed, …'."""
+    written, kept = int(gap.get("pairs_written") or 0), int(gap.get("n_pairs") or 0)
+    checked, passed = int(gap.get("reader_checked") or 0), int(gap.get("reader_passed") or 0)
+    rate = gap.get("reader_pass_rate")
+    reader = f"reader passed {passed} of {checked} ({percent(rate)})" if checked and rate is not None else "none read"
+    dropped = [
+        f"{int(gap.get('malformed') or 0)} malformed",
+        f"{int(gap.get('wrong_reference') or 0)} wrong references",
+        f"{int(gap.get('near_copies') or 0)} near copies",
+        f"{checked - passed} by the reader",
+    ]
+    return f"{kept:,} pairs kept of {written:,} written; {reader}; dropped: {', '.join(dropped)}"
+
+
+def verdict_text(gap: dict[str, Any]) -> str:
+    """'target 0.412 vs control 0.788: −0.376 [−0.55, −0.20], q=0.001' ('' when it was not tested)."""
+    if gap.get("difference") is None:
+        return ""
+    interval = f"[{gap['ci_low']:+.3f}, {gap['ci_high']:+.3f}]" if gap.get("ci_low") is not None else ""
+    return (
+        f"target {gap['target_mean']:.3f} vs control {gap['control_mean']:.3f}: "
+        f"{gap['difference']:+.3f} {interval}, {q_text(gap.get('q_value'))}"
+    )
+
+
+def next_step(gap: dict[str, Any], run_name: str, seed: int) -> dict[str, Any] | None:
+    """For an unsettled gap: the pairs to write so that about `pairs_needed` survive the checks at this probe's
+    keep rate, and the command (a new seed, so the writer does not write the same pairs again)."""
+    needed = gap.get("pairs_needed")
+    if gap.get("verdict") != "unsettled" or not needed:
+        return None
+    written, kept = int(gap.get("pairs_written") or 0), int(gap.get("n_pairs") or 0)
+    write = math.ceil(int(needed) * written / kept) if kept and written else int(needed)
+    gap_id = shlex.quote(gap["gap_id"])
+    command = f"cg-ray probe {shlex.quote(run_name)} --gap {gap_id} --pairs {write} --seed {seed + 1}"
+    return {
+        "pairs": write,
+        "seed": seed + 1,
+        "command": command,
+        "text": f"write {write:,} pairs (about {int(needed):,} kept, for 80% power at the run's effect)",
+    }
+
+
+def probe_view(run: RunDir) -> dict[str, Any] | None:
+    """The run's probe as the views draw it; None when the run has none."""
+    results = run.read_table(L.PROBE_RESULTS)
+    if results is None:
+        return None
+    summary = run.read_json_if_present(L.PROBE_SUMMARY) or {}
+    config = summary.get("config") or {}
+    examples = example_pairs(run)
+    gaps = []
+    for gap in results.to_pylist():
+        gap = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in gap.items()}
+        gap.update(
+            run_said=run_said_text(gap),
+            checks=checks_text(gap),
+            measured=verdict_text(gap),
+            next_step=next_step(gap, run.path.name, int(config.get("seed") or 0)),
+            examples=examples.get(gap["gap_id"], []),
+        )
+        gaps.append(gap)
+    return {
+        "decision": summary.get("decision") or "",
+        "fdr": config.get("fdr"),
+        "pairs": config.get("pairs"),
+        "requests": summary.get("requests") or {},
+        "gaps": gaps,
+    }
