@@ -32,7 +32,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--fdr", type=float, help="Benjamini–Hochberg level across the gaps (default 0.05)")
     p.add_argument("--writer-endpoint", help="OpenAI-compatible base URL of the model that writes items")
-    p.add_argument("--writer-model", help="the writer's model (the name its endpoint serves)")
+    p.add_argument(
+        "--writer-model",
+        help="the writer's model: the name --writer-endpoint serves, or alone a model run through --writer-backend",
+    )
+    p.add_argument("--writer-backend", choices=("vllm", "hf"), help="without --writer-endpoint (default vllm, on Ray)")
     p.add_argument("--writer-api-key-env", help="environment variable holding the writer endpoint's key")
     p.add_argument(
         "--families", choices=("fallback", "only", "never"), help="programmatic item families (default fallback)"
@@ -68,14 +72,11 @@ def probe_config(args: argparse.Namespace) -> Any:
         data["gaps"] = args.gap
     if args.no_reader_check:
         data["reader_check"] = False
-    if args.writer_endpoint or args.writer_model:
-        if not (args.writer_endpoint and args.writer_model):
-            raise ConfigError("--writer-endpoint and --writer-model go together: the URL and the model it serves")
-        data["writer"] = {
-            "endpoint": args.writer_endpoint,
-            "model": args.writer_model,
-            "api_key_env": args.writer_api_key_env,
-        }
+    if args.writer_endpoint and not args.writer_model:
+        raise ConfigError("--writer-endpoint needs --writer-model: the model name the endpoint serves")
+    if args.writer_model:  # an endpoint's model, or a model the generation backend runs through Ray Data
+        backend = {"endpoint": args.writer_endpoint, "api_key_env": args.writer_api_key_env}
+        data["writer"] = {"model": args.writer_model, "backend": args.writer_backend or "vllm", **backend}
     if args.model_endpoint or args.model_name:
         if not (args.model_endpoint and args.model_name):
             raise ConfigError("--model-endpoint and --model go together: the URL and the model it serves")

@@ -1,0 +1,50 @@
+"""The flags of `cg-ray probe` become one validated ProbeConfig; a bad one is named."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from cg_ray.cli.probe import probe_config, register
+from cg_ray.errors import ConfigError
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser.parse_args(["probe", "RUN", *argv])
+
+
+def test_flags_make_the_config() -> None:
+    cfg = probe_config(parse("--gap", "mode:2", "--gap", "concept:7", "--pairs", "12", "--writer-endpoint",
+                             "http://h:8000/v1", "--writer-model", "w", "--model-endpoint", "http://m/v1",
+                             "--model", "m", "--no-reader-check"))  # fmt: skip
+    assert cfg.gaps == ["mode:2", "concept:7"] and cfg.pairs == 12 and not cfg.reader_check
+    assert cfg.writer is not None and cfg.writer.endpoint == "http://h:8000/v1" and cfg.writer.model == "w"
+    assert cfg.model is not None and cfg.model.backend == "endpoint" and cfg.model.model == "m"
+    alone = probe_config(parse("--writer-model", "smollm2-135m-instruct"))
+    assert alone.writer is not None and alone.writer.endpoint is None and alone.writer.backend == "vllm"
+
+
+def test_a_yaml_file_holds_settings_and_flags_win(tmp_path: Path) -> None:
+    path = tmp_path / "probe.yaml"
+    path.write_text("pairs: 30\nfdr: 0.1\nfamilies: only\n")
+    cfg = probe_config(parse("--config", str(path), "--pairs", "50"))
+    assert (cfg.pairs, cfg.fdr, cfg.families) == (50, 0.1, "only")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--pairs", "2"), "probe setting pairs"),
+        (("--fdr", "1.5"), "probe setting fdr"),
+        (("--writer-endpoint", "http://h/v1"), "--writer-endpoint needs --writer-model"),
+        (("--model-endpoint", "http://h/v1"), "--model-endpoint and --model go together"),
+        (("--writer-endpoint", "http://user:pw@h/v1", "--writer-model", "w"), "probe setting writer.endpoint"),
+    ],
+)
+def test_a_bad_setting_is_named(argv: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        probe_config(parse(*argv))
