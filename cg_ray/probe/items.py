@@ -57,3 +57,4 @@ class GenerationOutcome:
     malformed: int = 0  # answers that were not parseable JSON with the fields asked for
     wrong_reference: int = 0  # pairs whose reference failed its check (executed, or samples disagreed)
     note: str = ""  # e.g. "the generator could not express this gap"
+    writer_requests: int = 0  # an LLM writer's requests whose pairs a family replaced (fallback): counted too

@@ -106,9 +106,11 @@ def _write_one(plan: ProbePlan, gap_id: str, writer: LLMGenerator | None) -> tup
         outcome, name = writer.generate(gap, cfg.pairs, cfg.seed), writer.name
     family: FamilyGenerator | None = match_family(gap) if cfg.families != "never" else None
     if family is not None and (not outcome.pairs or (outcome.note and cfg.families == "fallback")):
-        note = outcome.note
+        lost = outcome  # the writer's requests and what they lost stay counted
         outcome, name = family.generate(gap, cfg.pairs, cfg.seed), family.name
-        outcome.note = f"written by {family.name}" + (f" ({note})" if note else "")
+        outcome.writer_requests, outcome.malformed = lost.requests + lost.writer_requests, lost.malformed
+        outcome.wrong_reference = lost.wrong_reference
+        outcome.note = f"written by {family.name}" + (f" ({lost.note})" if lost.note else "")
     return outcome, name
 
 
@@ -221,7 +223,8 @@ def publish(
 def _requests(checked: Checked, answers: dict[str, Answer]) -> dict[str, int]:
     written = checked.written.values()
     return {
-        "writer": sum(o.requests for o in written if not any(p.generator.startswith("family:") for p in o.pairs)),
+        "writer": sum(o.requests for o in written if not any(p.generator.startswith("family:") for p in o.pairs))
+        + sum(o.writer_requests for o in written),
         "family_draws": sum(o.requests for o in written if any(p.generator.startswith("family:") for p in o.pairs)),
         "malformed": sum(o.malformed for o in written),
         "wrong_reference": sum(o.wrong_reference for o in written),

@@ -104,6 +104,7 @@ def results_table(plan: ProbePlan, checked: Checked, verdicts: Sequence[GapConfi
                 "run_rows": gap.n_rows,
                 "generator": checked.generator.get(gap.gap_id, ""),
                 "requests": 0 if outcome is None else outcome.requests,
+                "writer_requests_replaced": 0 if outcome is None else outcome.writer_requests,
                 "malformed": 0 if outcome is None else outcome.malformed,
                 "wrong_reference": 0 if outcome is None else outcome.wrong_reference,
                 "pairs_written": len(mine),
