@@ -192,6 +192,19 @@ class RunView(_Open):
     probe: dict[str, Any] | None = Field(None, description="the run's probe (`cg-ray probe`): gaps tested on new items")
 
 
+class ProbeStatus(BaseModel):
+    """GET /v1/analyses/{id}/probe: the analysis' probe started over REST (cg_ray.serve.probes)."""
+
+    status: Literal["pending", "running", "succeeded", "failed"]
+    started_at: str | None
+    finished_at: str | None
+    settings: dict[str, Any] = Field(description="the probe's settings as validated (cg_ray.probe.config)")
+    progress: list[str] = Field(description="the last lines the probe printed: its plan, then a line per gap and step")
+    error: str | None = Field(description="why it failed (its last error line)")
+    decision: str | None = Field(description="the decision rule the verdicts follow (once succeeded)")
+    results: list[dict[str, Any]] | None = Field(description="one row per gap probed: probe/results.parquet")
+
+
 class SubsetCoverage(BaseModel):
     benchmarks: list[str]
     n_missing: int

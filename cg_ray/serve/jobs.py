@@ -8,9 +8,10 @@ a path. The job writes its run directory into the analysis' folder, which the re
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -214,3 +215,18 @@ def register_arena_models(store: Store, analysis: Analysis, run_dir: Path) -> No
         parent = s.get(Analysis, analysis.id)
         if parent is not None:
             parent.options = {**parent.options, "model_analyses": children}
+
+
+# ---- a probe's job files (cg_ray.serve.probes): the service writes its job files here, and only here
+
+
+def write_job_file(path: Path, text: str) -> None:
+    """A job file replaced whole, so a replica reading it never sees half of one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def open_job_log(path: Path) -> IO[str]:
+    """A job's log, appended to line by line (what a status read shows as the job's progress)."""
+    return open(path, "a", encoding="utf-8", buffering=1)

@@ -11,6 +11,8 @@ from pathlib import Path
 from cg_ray.serve.db import ACTIVE_STATUSES, DELETED, Analysis, Upload
 from cg_ray.serve.deps import Service
 from cg_ray.serve.errors import api_error
+from cg_ray.serve.probes import JOB_DIR as PROBE_JOB
+from cg_ray.serve.probes import stop as stop_probe
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +46,9 @@ async def delete_analysis(service: Service, owner: str, analysis_id: str) -> Non
     """Cancel it if it runs, remove its artifacts, mark its row (and an arena analysis' per-model rows)."""
     analysis = service.owned(Analysis, owner, analysis_id)
     await stop_analysis(service, analysis, DELETED, "deleted by the client")
+    folder = service.settings.analyses_dir / analysis.id
+    stop_probe(folder / PROBE_JOB)  # a probe of it started over REST would write into a removed folder
     if analysis.mode != "arena-model":  # a model of an arena analysis lives inside the arena's folder
-        folder = service.settings.analyses_dir / analysis.id
         await asyncio.to_thread(shutil.rmtree, folder, True)
     for child in (analysis.options or {}).get("model_analyses", {}).values():
         service.store.update_analysis(child, status=DELETED, message="its arena analysis was deleted")

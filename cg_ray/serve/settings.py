@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cg_ray.activations.config import ReaderConfig
+from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.generation.config import GenerationConfig
 
@@ -42,6 +42,26 @@ class Limits(BaseModel):
         return self.max_upload_bytes + (64 << 10)
 
 
+class ProbeSettings(BaseModel):
+    """What a client's probe (POST /v1/analyses/{id}/probe) may reach: the operator's choice, not the client's.
+    A request names endpoints and key variables only from these lists, since the service sends a named
+    variable's value to the named endpoint."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    endpoints: list[str] = Field(
+        default_factory=list,
+        description="base URLs a probe may name (writer, judge, answering model); a URL under one of them is "
+        "allowed; none: a probe writes by the programmatic families and is answered by the run's model",
+    )
+    key_envs: list[str] = Field(
+        default_factory=list, description="environment variables a probe may name as an endpoint's api_key_env"
+    )
+    reader_factory: str = Field(
+        DEFAULT_READER_FACTORY, description='"module:attr" building the reader that checks probe items'
+    )
+
+
 class ServiceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -63,6 +83,7 @@ class ServiceSettings(BaseModel):
         description="LLM explanations in analyses run as Ray jobs (their run config's `explain:`, e.g. an "
         "OpenAI-compatible endpoint); the key, if any, is read from `api_key_env` on the cluster",
     )
+    probe: ProbeSettings = ProbeSettings()
     ray_address: str | None = Field(
         None, description="Ray dashboard address for job submission (e.g. http://127.0.0.1:8265); None: auto"
     )

@@ -1,0 +1,213 @@
+"""A probe of an analysis (`cg-ray probe`, docs/probe.md) started over REST and followed until it ends.
+
+The probe runs as a process of its own (`cg_ray.serve.probe_job`: `cg-ray probe RUN_DIR --config …`), as
+long as it takes: it writes items with an LLM, has a model answer them, and publishes RUN/probe/ through
+`RunDir.update` like the CLI. Its state lives in files of the analysis' folder (probe.job/), not in the
+replica that started it, so any replica answers for it: the settings, the start, the log (the probe's lines
+per gap, the progress a client reads), the error log and the outcome, written by the process when it ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections import deque
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from cg_ray.artifacts import layout as L
+from cg_ray.artifacts.layout import RunDir
+from cg_ray.errors import CgRayError
+from cg_ray.probe.config import ProbeConfig
+from cg_ray.report.documents import clean
+from cg_ray.serve.errors import api_error
+from cg_ray.serve.jobs import write_job_file
+from cg_ray.serve.redact import MAX_CHARS, scrub_paths
+from cg_ray.serve.settings import ProbeSettings
+
+JOB_DIR = "probe.job"  # in the analysis' folder, beside its run
+CONFIG, STARTED, OUTCOME = "probe.json", "started.json", "outcome.json"
+LOG, ERRORS = "probe.log", "errors.log"  # the probe's own lines (its progress); everything else it logs
+PROGRESS_LINES = 20
+OPERATOR_FIELDS = {"reader": "the run's reader checks the items", "reader_factory": "the service's probe settings"}
+
+
+def probe_config(body: dict[str, Any], settings: ProbeSettings) -> ProbeConfig:
+    """The request's probe settings, validated once (422 naming the field, never echoing a value), with the
+    operator's reader; endpoints and key variables only from the service's lists."""
+    for key, whose in OPERATOR_FIELDS.items():
+        if key in body:
+            raise api_error(422, f"probe setting {key}: not a request's to set ({whose})", field=key)
+    try:
+        config = ProbeConfig.model_validate({**body, "reader_factory": settings.reader_factory})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise api_error(422, f"probe setting {where}: {first['msg']}", field=where) from None
+    for where, url, key_env in _reached(config):
+        if url is None or not any(url == a or url.startswith(a.rstrip("/") + "/") for a in settings.endpoints):
+            allowed = ", ".join(settings.endpoints) or "none: the service allows no probe endpoint"
+            raise api_error(422, f"probe setting {where}: not an endpoint this service allows ({allowed})", field=where)
+        if key_env is not None and key_env not in settings.key_envs:
+            raise api_error(422, f"probe setting {where}: {key_env!r} is not a key variable this service allows")
+    return config
+
+
+def _reached(config: ProbeConfig) -> list[tuple[str, str | None, str | None]]:
+    """(field, URL, key variable) of every model the probe would call outside the run; a writer or an answering
+    model without an endpoint would load weights on the service's machines, so it counts with no URL."""
+    out: list[tuple[str, str | None, str | None]] = []
+    if config.writer is not None:
+        w = config.writer
+        out.append(("writer.endpoint", w.endpoint, w.api_key_env))
+        if w.judge_endpoint is not None or w.judge_api_key_env is not None:
+            out.append(("writer.judge_endpoint", w.judge_endpoint or w.endpoint, w.judge_api_key_env))
+    if config.model is not None:
+        endpoint = config.model.endpoint if config.model.backend == "endpoint" else None
+        if endpoint is None:
+            out.append(("model.endpoint", None, None))
+        else:
+            out.append(("model.endpoint", endpoint.url, endpoint.api_key_env))
+    return out
+
+
+def check_gaps(run: Path, config: ProbeConfig) -> None:
+    """The plan the probe will make, made once here: an unknown gap, or a run that records no model to answer,
+    is the request's 422 (naming the gap and the run's), not a failed probe later."""
+    from cg_ray.probe.gaps import GapError
+    from cg_ray.probe.plan import make_plan
+
+    try:
+        make_plan(run, config)
+    except CgRayError as exc:
+        field = "gaps" if isinstance(exc, GapError) else None
+        raise api_error(422, scrub_paths(str(exc))[:MAX_CHARS], field=field) from None
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def start(job: Path, run: Path, config: ProbeConfig, fresh: bool) -> None:
+    """Start the probe's process; 409 while one of this analysis runs. An earlier probe that did not finish
+    is resumed with the same settings unless `fresh` (the CLI's --fresh)."""
+    if status(job) in ("pending", "running"):
+        raise api_error(409, "a probe of this analysis is running: follow it with GET …/probe")
+    job.mkdir(parents=True, exist_ok=True)
+    for name in (OUTCOME, LOG, ERRORS):
+        (job / name).unlink(missing_ok=True)
+    settings = config.model_dump(mode="json", exclude_unset=True)
+    write_job_file(job / CONFIG, json.dumps(settings, indent=1))  # JSON is YAML: the CLI's --config reads it
+    started = {"started_at": _now(), "host": socket.gethostname(), "pid": None, "settings": settings}
+    write_job_file(job / STARTED, json.dumps(started))
+    argv = [sys.executable, "-m", "cg_ray.serve.probe_job", str(job), str(run), *(["--fresh"] if fresh else [])]
+    # A session of its own: the probe outlives a request and is not stopped with the replica's signals.
+    process = subprocess.Popen(
+        argv, cwd=job, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    threading.Thread(target=process.wait, daemon=True).start()  # reaped when it ends (no zombie)
+    write_job_file(job / STARTED, json.dumps({**started, "pid": process.pid}))
+
+
+def _alive(started: dict[str, Any]) -> bool:
+    """Whether the probe's process still runs; on another host than this replica's it cannot be seen, and is
+    taken to run until its outcome is written."""
+    if started.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(int(started["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop(job: Path) -> None:
+    """End the probe's process if it runs on this host (its analysis is being deleted): its whole session,
+    the private Ray cluster it started included."""
+    started = _read(job / STARTED)
+    if started is None or started.get("pid") is None or _read(job / OUTCOME) is not None:
+        return
+    if started.get("host") == socket.gethostname():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(int(started["pid"]), signal.SIGTERM)
+
+
+def status(job: Path) -> str | None:
+    """pending | running | succeeded | failed; None when the analysis was never probed over REST."""
+    started = _read(job / STARTED)
+    if started is None:
+        return None
+    outcome = _read(job / OUTCOME)
+    if outcome is not None:
+        return "succeeded" if outcome.get("returncode") == 0 else "failed"
+    if started.get("pid") is None:
+        return "pending"
+    if not _alive(started):
+        return "failed"
+    return "running" if (job / LOG).is_file() and (job / LOG).stat().st_size else "pending"
+
+
+def progress(job: Path, lines: int = PROGRESS_LINES, name: str = LOG) -> list[str]:
+    """The last lines of the probe's log (its lines per gap and step), server paths scrubbed."""
+    try:
+        with (job / name).open(encoding="utf-8", errors="replace") as log:
+            tail = deque((line.rstrip("\n") for line in log if line.strip()), maxlen=lines)
+    except OSError:
+        return []
+    return [scrub_paths(line)[:MAX_CHARS] for line in tail]
+
+
+def _error(job: Path, state: str) -> str | None:
+    if state != "failed":
+        return None
+    if _read(job / OUTCOME) is None:
+        return (
+            "the probe's process ended without recording an outcome (the service restarted?): POST again to resume it"
+        )
+    lines = progress(job, 200, ERRORS)
+    said = [line for line in lines if line.startswith("cg-ray probe: error: ")]  # the CLI's own words
+    errors = said or [line for line in lines if "error" in line.lower()]
+    return (errors or lines or ["the probe failed and wrote nothing"])[-1]
+
+
+def report(job: Path, run: RunDir) -> dict[str, Any] | None:
+    """The probe's status document (GET …/probe); None when the analysis was never probed over REST."""
+    state = status(job)
+    if state is None:
+        return None
+    started, outcome = _read(job / STARTED) or {}, _read(job / OUTCOME) or {}
+    results, decision = None, None
+    if state == "succeeded":
+        table = run.read_table(L.PROBE_RESULTS)
+        results = None if table is None else clean(table.to_pylist())
+        decision = (run.read_json_if_present(L.PROBE_SUMMARY) or {}).get("decision")
+    return {
+        "status": state,
+        "started_at": started.get("started_at"),
+        "finished_at": outcome.get("finished_at"),
+        "settings": started.get("settings") or {},
+        "progress": progress(job),
+        "error": _error(job, state),
+        "decision": decision,
+        "results": results,
+    }

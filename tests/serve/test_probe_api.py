@@ -1,0 +1,169 @@
+"""POST /v1/analyses/{id}/probe and GET …/probe: a real probe (`cg-ray probe` in a process of its own) of a
+published run with two gaps, against the scripted writer and model of tests/probe/scripted_probe.py and the
+hashing reader; and the request's checks, made once before anything starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from fastapi.testclient import TestClient
+
+from cg_ray.artifacts import layout as L
+from cg_ray.artifacts.layout import RunDir
+from cg_ray.serve import probes
+from cg_ray.serve.api import create_api
+from cg_ray.serve.db import Analysis, Store
+from cg_ray.serve.encoding import LocalEncoder
+from cg_ray.serve.keys import create_key
+from cg_ray.serve.settings import ProbeSettings, ServiceSettings
+from cg_ray.testing.fakes import HashingReader
+from tests.describe.endpoint_server import serve
+from tests.probe.scripted_probe import READER_FACTORY, probe_config, script, write_run
+
+REPO = Path(__file__).resolve().parents[2]
+ANALYSIS = "ana_probed"
+DOWN = "http://127.0.0.1:9/v1"  # allowed, but nothing listens there
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, dict[str, str], str, Path]]:
+    """The service with a succeeded analysis whose run has the two gaps; its probe may reach the scripted
+    server (and DOWN) and name one key variable."""
+    root = tmp_path_factory.mktemp("probe-api")
+    with pytest.MonkeyPatch.context() as env, serve(script()) as url:
+        # The probe's process imports the reader factory the suite names, which may live in tests/.
+        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        settings = ServiceSettings(
+            data_dir=root / "data",
+            probe=ProbeSettings(endpoints=[url, DOWN], key_envs=["SCRIPTED_KEY"], reader_factory=READER_FACTORY),
+        )
+        store = Store(settings.db_url)
+        owner, key = create_key(store, "alice")
+        (settings.analyses_dir / ANALYSIS).mkdir(parents=True)
+        run = write_run(settings.analyses_dir / ANALYSIS / "run")
+        with store.session() as s:
+            s.add(Analysis(id=ANALYSIS, owner=owner, upload_ids=[], mode="precomputed", options={},
+                           status="succeeded", progress=1.0, run_dir=str(run)))  # fmt: skip
+        with TestClient(create_api(settings, store, LocalEncoder(HashingReader(d_sae=64)), labels=None)) as client:
+            yield client, {"X-API-Key": key}, url, run
+
+
+def body(url: str, **extra: Any) -> dict[str, Any]:
+    """The scripted probe's settings, as a client sends them (the reader is the service's)."""
+    config = probe_config(url, seed=0, pairs=24)
+    config.pop("reader_factory")
+    return config | extra
+
+
+def follow(client: TestClient, headers: dict[str, str], timeout: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state: dict[str, Any] = client.get(f"/v1/analyses/{ANALYSIS}/probe", headers=headers).json()
+        if state["status"] in ("succeeded", "failed"):
+            return state
+        time.sleep(0.5)
+    raise AssertionError(f"the probe did not finish: {state}")
+
+
+def test_a_probe_runs_reports_progress_and_its_results(service) -> None:
+    client, headers, url, run = service
+    started = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=body(url), params={"fresh": True})
+    assert started.status_code == 202, started.text
+    assert started.json()["status"] in ("pending", "running") and started.json()["settings"]["pairs"] == 24
+    again = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=body(url))
+    assert again.status_code == 409 and "running" in again.json()["detail"]["error"]
+    state = follow(client, headers)
+    assert state["status"] == "succeeded", state
+    # the probe's own lines, one per gap written, then the verdicts; no server path in them
+    assert any(line.startswith("[1/2] mode:1: ") for line in state["progress"]), state["progress"]
+    assert any(line.startswith("[2/2] mode:2: ") for line in state["progress"])
+    assert not any(str(run) in line for line in state["progress"])
+    results = pq.read_table(run / L.PROBE_RESULTS).to_pylist()
+    assert [r["gap_id"] for r in state["results"]] == ["mode:1", "mode:2"]
+    assert [(r["verdict"], r["n_pairs"], r["difference"]) for r in state["results"]] == [
+        (r["verdict"], r["n_pairs"], r["difference"]) for r in results
+    ]
+    assert state["decision"].startswith("confirmed ⇔ q ≤ fdr") and state["error"] is None
+    view = client.get(f"/v1/analyses/{ANALYSIS}/view", headers=headers).json()  # the explorer's document
+    assert [g["verdict"] for g in view["probe"]["gaps"]] == [r["verdict"] for r in results]
+
+
+def test_a_probe_that_fails_says_why(service) -> None:
+    client, headers, url, _ = service
+    down = body(url, model=body(url)["model"] | {"endpoint": {"url": DOWN, "retry_wait_s": 0.01}})
+    started = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=down, params={"fresh": True})
+    assert started.status_code == 202, started.text
+    state = follow(client, headers, timeout=120)
+    assert state["status"] == "failed" and state["results"] is None
+    assert "error" in state["error"] and "127.0.0.1:9" in state["error"], state
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "said"),
+    [
+        ({"gaps": ["mode:9"]}, "gaps", "unknown gap 'mode:9': this run has mode:1, mode:2"),
+        ({"model": None}, None, "does not record the model that answered it"),
+        ({"pairs": 2}, "pairs", "probe setting pairs: Input should be greater than or equal to 5"),
+        ({"reader_factory": "os:system"}, "reader_factory", "not a request's to set"),
+        ({"writer": {"endpoint": "http://127.0.0.2:1/v1", "model": "m"}}, "writer.endpoint", "not an endpoint"),
+        ({"writer": {"model": "some/hub-model", "backend": "vllm"}}, "writer.endpoint", "not an endpoint"),
+        ({"model": {"backend": "vllm", "model": "some/hub-model"}}, "model.endpoint", "not an endpoint"),
+    ],
+)
+def test_a_bad_request_is_refused_before_anything_starts(service, change, field, said) -> None:
+    client, headers, url, _ = service
+    answer = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=body(url) | change)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"]["field"] == field and said in answer.json()["detail"]["error"]
+
+
+def test_a_key_goes_only_by_the_name_of_an_allowed_variable(service) -> None:
+    client, headers, url, _ = service
+    writer = body(url)["writer"]
+    pasted = client.post(
+        f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=body(url, writer=writer | {"api_key": "sk-secret-1"})
+    )
+    assert pasted.status_code == 422 and pasted.json()["detail"]["field"] == "writer.api_key"
+    assert "sk-secret-1" not in pasted.text  # the value is never echoed
+    other = client.post(
+        f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=body(url, writer=writer | {"api_key_env": "HOME"})
+    )
+    assert (
+        other.status_code == 422
+        and "'HOME' is not a key variable this service allows" in other.json()["detail"]["error"]
+    )
+
+
+def test_probe_routes_answer_only_the_analysis_owner(service) -> None:
+    client, _, url, _ = service
+    store: Store = client.app.state.service.store  # type: ignore[attr-defined]
+    mallory = {"X-API-Key": create_key(store, "mallory")[1]}
+    assert client.get(f"/v1/analyses/{ANALYSIS}/probe", headers=mallory).status_code == 404
+    assert client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=mallory, json=body(url)).status_code == 404
+
+
+def test_a_probe_whose_process_is_ended_reads_failed_and_deleting_its_analysis_ends_it(tmp_path: Path) -> None:
+    """What DELETE /v1/analyses/{id} does to a running probe (lifecycle.delete_analysis calls probes.stop), on a
+    stand-in process; and a process gone without an outcome is a failed probe, said so, not one running forever."""
+    job = tmp_path / probes.JOB_DIR
+    job.mkdir()
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    (job / probes.STARTED).write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname()}))
+    (job / probes.LOG).write_text("[1/2] mode:1: 24 pairs by endpoint:scripted-model\n")
+    assert probes.status(job) == "running"
+    probes.stop(job)
+    assert sleeper.wait(timeout=10) == -signal.SIGTERM
+    state = probes.report(job, RunDir(tmp_path))
+    assert state is not None and state["status"] == "failed"
+    assert state["error"].startswith("the probe's process ended without recording an outcome")
+    assert state["progress"] == ["[1/2] mode:1: 24 pairs by endpoint:scripted-model"]
