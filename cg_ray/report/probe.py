@@ -94,7 +94,8 @@ def next_step(gap: dict[str, Any], run_name: str, seed: int) -> dict[str, Any] |
         "pairs": write,
         "seed": seed + 1,
         "command": command,
-        "text": f"write {write:,} pairs (about {int(needed):,} kept, for 80% power at the run's effect)",
+        "text": f"write {write:,} pairs (about {int(needed):,} kept, for 80% power at the run's effect; "
+        "a new probe replaces this one, so name every gap to keep)",
     }
 
 
