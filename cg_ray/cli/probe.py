@@ -106,7 +106,9 @@ def _run(args: argparse.Namespace) -> int:
     summary = run_probe(plan, fresh=args.fresh, say=print)
     print()
     for g in summary["gaps"]:
-        diff = "—" if g["difference"] is None else f"{g['difference']:+.3f} [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}]"
+        diff = "—" if g["difference"] is None else f"{g['difference']:+.3f}"
+        if g["ci_low"] is not None:  # a too_few gap may have a difference but was not tested: no interval
+            diff += f" [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}]"
         print(f"  {g['gap_id']:<14} {g['verdict']:<10} target − control {diff} on {g['n_pairs']} pairs; {g['note']}")
     print(f"requests: {json.dumps(summary['requests'])}; seconds: {json.dumps(summary['seconds'])}")
     print(f"wrote {args.run / 'probe'} (items.parquet, results.parquet, summary.json, export/)")

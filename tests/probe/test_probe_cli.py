@@ -48,3 +48,19 @@ def test_a_yaml_file_holds_settings_and_flags_win(tmp_path: Path) -> None:
 def test_a_bad_setting_is_named(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         probe_config(parse(*argv))
+
+
+def test_a_gap_with_a_difference_but_no_interval_is_printed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One answered pair: too_few has target − control but no test, so no interval (found on the demo run)."""
+    import cg_ray.probe.plan as plan
+    import cg_ray.probe.run as run
+
+    gap = {"gap_id": "mode:1", "verdict": "too_few", "difference": 0.0, "ci_low": None, "ci_high": None,
+           "n_pairs": 1, "note": "1 pairs, under 5"}  # fmt: skip
+    monkeypatch.setattr(plan, "make_plan", lambda *a: None)
+    monkeypatch.setattr(run, "run_probe", lambda *a, **k: {"gaps": [gap], "requests": {}, "seconds": {}})
+    args = parse()
+    assert args.handler(args) == 0
+    assert "mode:1         too_few    target − control +0.000 on 1 pairs" in capsys.readouterr().out
