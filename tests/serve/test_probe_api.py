@@ -167,3 +167,29 @@ def test_a_probe_whose_process_is_ended_reads_failed_and_deleting_its_analysis_e
     assert state is not None and state["status"] == "failed"
     assert state["error"].startswith("the probe's process ended without recording an outcome")
     assert state["progress"] == ["[1/2] mode:1: 24 pairs by endpoint:scripted-model"]
+
+
+def test_a_key_runs_no_more_probes_at_once_than_analyses(service) -> None:
+    """Each probe is a process with its own Ray: a key's running probes count against max_concurrent_analyses
+    (2 here), stood in for by two sleeping processes recorded as the probes of two other analyses."""
+    client, headers, url, _ = service
+    api = client.app.state.service  # type: ignore[attr-defined]
+    sleepers = []
+    with api.store.session() as s:
+        mine = s.get(Analysis, ANALYSIS)
+        for i in range(2):
+            s.add(Analysis(id=f"ana_busy{i}", owner=mine.owner, upload_ids=[], mode="precomputed", options={},
+                           status="succeeded", progress=1.0, run_dir=mine.run_dir))  # fmt: skip
+    try:
+        for i in range(2):
+            job = api.settings.analyses_dir / f"ana_busy{i}" / probes.JOB_DIR
+            job.mkdir(parents=True)
+            sleepers.append(subprocess.Popen(["sleep", "60"], start_new_session=True))
+            (job / probes.STARTED).write_text(json.dumps({"pid": sleepers[-1].pid, "host": socket.gethostname()}))
+        refused = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=body(url))
+        assert refused.status_code == 429, refused.text
+        assert "2 probes already running for this key" in refused.json()["detail"]["error"]
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()

@@ -10,7 +10,8 @@ from fastapi.concurrency import run_in_threadpool
 
 from cg_ray.serve import probes
 from cg_ray.serve.api_types import ProbeStatus
-from cg_ray.serve.deps import FinishedRun, Service, ServiceDep
+from cg_ray.serve.db import Analysis
+from cg_ray.serve.deps import FinishedRun, Owner, Service, ServiceDep
 from cg_ray.serve.errors import api_error
 from cg_ray.serve.routes import error_responses
 
@@ -31,9 +32,23 @@ def _job(service: Service, analysis_id: str) -> Path:
     return service.settings.analyses_dir / analysis_id / probes.JOB_DIR
 
 
-@router.post("/probe", status_code=202, response_model=ProbeStatus, responses=error_responses(422))
+def check_running_probes(service: Service, owner: str) -> None:
+    """429 when the key's probes already running are as many as the analyses it may run at once (each probe
+    is a process with its own Ray, as heavy as an analysis)."""
+    running = [
+        a.id
+        for a in service.store.list_owned(Analysis, owner)
+        if probes.status(_job(service, a.id)) in ("pending", "running")
+    ]
+    limit = service.settings.limits.max_concurrent_analyses
+    if len(running) >= limit:
+        raise api_error(429, f"{len(running)} probes already running for this key (of {limit}); wait for one to finish")
+
+
+@router.post("/probe", status_code=202, response_model=ProbeStatus, responses=error_responses(422, 429))
 async def start_probe(
     service: ServiceDep,
+    owner: Owner,
     analysis_id: str,
     run: FinishedRun,
     body: Annotated[dict[str, Any], SETTINGS],
@@ -43,6 +58,7 @@ async def start_probe(
     finish resumes with the same settings, unless `fresh`. A finished probe replaces the run's earlier one."""
     config = probes.probe_config(body, service.settings.probe)
     await run_in_threadpool(probes.check_gaps, run.path, config)
+    await run_in_threadpool(check_running_probes, service, owner)
     job = _job(service, analysis_id)
     await run_in_threadpool(probes.start, job, run.path, config, fresh)
     return ProbeStatus.model_validate(probes.report(job, run))
