@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +39,7 @@ JOB_DIR = "probe.job"  # in the analysis' folder, beside its run
 CONFIG, STARTED, OUTCOME = "probe.json", "started.json", "outcome.json"
 LOG, ERRORS = "probe.log", "errors.log"  # the probe's own lines (its progress); everything else it logs
 PROGRESS_LINES = 20
+START_GRACE_S = 60.0  # a start recorded this long ago without its process' id: the service died between them
 OPERATOR_FIELDS = {"reader": "the run's reader checks the items", "reader_factory": "the service's probe settings"}
 
 
@@ -118,11 +120,15 @@ def start(job: Path, run: Path, config: ProbeConfig, fresh: bool) -> None:
     started = {"started_at": _now(), "host": socket.gethostname(), "pid": None, "settings": settings}
     write_job_file(job / STARTED, json.dumps(started))
     argv = [sys.executable, "-m", "cg_ray.serve.probe_job", str(job), str(run), *(["--fresh"] if fresh else [])]
-    # A session of its own: the probe outlives a request and is not stopped with the replica's signals.
-    process = subprocess.Popen(
-        argv, cwd=job, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )  # fmt: skip
+    try:  # a session of its own: the probe outlives a request and is not stopped with the replica's signals
+        process = subprocess.Popen(
+            argv, cwd=job, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+    except OSError as exc:  # recorded as the probe's outcome: it failed, and says why
+        write_job_file(job / ERRORS, f"cg-ray probe: error: its process did not start ({exc.strerror})\n")
+        write_job_file(job / OUTCOME, json.dumps({"returncode": 1, "finished_at": _now()}))
+        return
     threading.Thread(target=process.wait, daemon=True).start()  # reaped when it ends (no zombie)
     write_job_file(job / STARTED, json.dumps({**started, "pid": process.pid}))
 
@@ -160,8 +166,8 @@ def status(job: Path) -> str | None:
     outcome = _read(job / OUTCOME)
     if outcome is not None:
         return "succeeded" if outcome.get("returncode") == 0 else "failed"
-    if started.get("pid") is None:
-        return "pending"
+    if started.get("pid") is None:  # between its start and its process' start, unless that never came
+        return "failed" if time.time() - (job / STARTED).stat().st_mtime > START_GRACE_S else "pending"
     if not _alive(started):
         return "failed"
     return "running" if (job / LOG).is_file() and (job / LOG).stat().st_size else "pending"

@@ -193,3 +193,20 @@ def test_a_key_runs_no_more_probes_at_once_than_analyses(service) -> None:
         for sleeper in sleepers:
             sleeper.kill()
             sleeper.wait()
+
+
+def test_a_probe_whose_process_never_starts_reads_failed_with_why(tmp_path: Path, monkeypatch) -> None:
+    from cg_ray.probe.config import ProbeConfig
+
+    monkeypatch.setattr(probes.sys, "executable", str(tmp_path / "no-python"))
+    job = tmp_path / probes.JOB_DIR
+    probes.start(job, tmp_path, ProbeConfig(), fresh=False)
+    state = probes.report(job, RunDir(tmp_path))
+    assert state is not None and state["status"] == "failed"
+    assert state["error"] == "cg-ray probe: error: its process did not start (No such file or directory)"
+    # a start recorded without its process (the service died between the two) is not pending forever
+    (job / probes.OUTCOME).unlink()
+    assert probes.status(job) == "pending"
+    old = time.time() - probes.START_GRACE_S - 1
+    os.utime(job / probes.STARTED, (old, old))
+    assert probes.status(job) == "failed"
