@@ -96,8 +96,10 @@ def probe_config(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from cg_ray.artifacts.layout import RunDir
     from cg_ray.probe.plan import make_plan, plan_text
     from cg_ray.probe.run import run_probe
+    from cg_ray.report.refresh import refresh_report
 
     plan = make_plan(args.run, probe_config(args))
     if args.dry_run:
@@ -112,4 +114,6 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  {g['gap_id']:<14} {g['verdict']:<10} target − control {diff} on {g['n_pairs']} pairs; {g['note']}")
     print(f"requests: {json.dumps(summary['requests'])}; seconds: {json.dumps(summary['seconds'])}")
     print(f"wrote {args.run / 'probe'} (items.parquet, results.parquet, summary.json, export/)")
+    if (report := refresh_report(RunDir(args.run))) is not None:  # the report shows "Gaps tested on new items"
+        print(f"updated {report}")
     return 0
