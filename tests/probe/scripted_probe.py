@@ -22,14 +22,20 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.cli import main as cli_main
-from cg_ray.testing.fakes import word_concept
+from cg_ray.testing.fakes import HashingReader, word_concept
 from tests.describe.endpoint_server import Script
 
-D_SAE = 256
+D_SAE = 4096  # wide enough that no other word of these items hashes to a gap's concept
 WORDS = {"mode:1": "zorblat", "mode:2": "quintal"}
 FAIL = {"zorblat": 0.6}  # the model's failure rate on items holding the word; 0.2 otherwise
 BASE_FAIL = 0.2
-READER_FACTORY = "cg_ray.testing.fakes:HashingReader.from_config"
+READER_FACTORY = "tests.probe.scripted_probe:wide_reader"
+
+
+def wide_reader(config: object) -> HashingReader:
+    """The hashing reader at this suite's width (its own `from_config` gives 256 concepts)."""
+    del config
+    return HashingReader(d_sae=D_SAE)
 
 
 def _unit(*parts: object) -> float:
@@ -47,15 +53,42 @@ OBJECTS = ("stickers", "marbles", "stamps", "shells", "beads", "cards", "pins", 
 VERBS = ("bought", "found", "won", "made", "packed", "kept")
 GIVES = ("gave away", "lost", "sold", "traded", "used")
 DAYS = ("Monday", "Tuesday", "Friday", "Sunday", "noon", "dawn", "dusk")
+ADVERBS = (
+    "quickly",
+    "slowly",
+    "happily",
+    "quietly",
+    "proudly",
+    "calmly",
+    "gladly",
+    "boldly",
+    "eagerly",
+    "gently",
+    "kindly",
+    "loudly",
+    "neatly",
+    "oddly",
+    "rarely",
+    "safely",
+    "shyly",
+    "softly",
+    "wisely",
+    "warmly",
+)
+ADJECTIVES = ("red", "blue", "tiny", "huge", "shiny", "dull", "round", "flat", "soft", "hard", "warm", "cold",
+              "green", "plain", "fancy", "light", "heavy", "smooth", "rough", "bright")  # fmt: skip
+PLACES = ("lake", "market", "school", "garden", "bridge", "station", "library", "harbor", "forest", "bakery",
+          "museum", "stadium", "village", "castle", "farm", "beach", "river", "tower", "square", "mill")  # fmt: skip
 
 
-def written(a: int, b: int, word: str, seed: int, i: int) -> str:
-    """A writer's question: slots that vary with the request in every 5-word window, so two requests are
-    not near copies of each other, and none of the suite's template."""
-    pick = lambda xs, k: xs[int(_unit(seed, i, k) * len(xs))]  # noqa: E731
+def written(a: int, b: int, word: str, seed: int, i: int, gap_word: str) -> str:
+    """A writer's question: a word that varies with the request in nearly every 5-word window, so two
+    requests are not near copies of each other (cg_ray.probe.dedupe), and none of the suite's template."""
+    pick = lambda xs, k: xs[int(_unit(seed, gap_word, i, k) * len(xs))]  # noqa: E731
     obj = pick(OBJECTS, "o")
-    return (f"{pick(NAMES, 'n')} {pick(VERBS, 'v')} {a} {word} {obj} on {pick(DAYS, 'd')} , then "
-            f"{pick(GIVES, 'g')} {b} of those {obj} . How many {obj} are left ?")  # fmt: skip
+    return (f"{pick(NAMES, 'n')} {pick(ADVERBS, 'a1')} {pick(VERBS, 'v')} {a} {word} {pick(ADJECTIVES, 'j1')} {obj} "
+            f"near the {pick(PLACES, 'p')} on {pick(DAYS, 'd')} , then {pick(ADVERBS, 'a2')} {pick(GIVES, 'g')} "
+            f"{b} of those {pick(ADJECTIVES, 'j2')} {obj} . How many {obj} are left ?")  # fmt: skip
 
 
 def write_run(run: Path, n_rows: int = 240, seed: int = 0) -> Path:
@@ -109,10 +142,10 @@ def _pair(prompt: str) -> str:
         return '{"target": {"question": "Sam has 3 coins", "answer": 3'  # cut off: malformed
     b = 2 + int(_unit(seed, word, i, "b") * 300)
     a = b + 2 + int(_unit(seed, word, i, "a") * 300)
-    target = written(a, b, "shiny" if i % 6 == 5 else word, seed, i)  # every 6th: the gap's word missing
+    target = written(a, b, "shiny" if i % 6 == 5 else word, seed, i, word)  # every 6th: the gap's word missing
     wrong = 1 if i % 11 == 7 else 0
     pair = {"target": {"question": target, "answer": str(a - b + wrong)},
-            "control": {"question": written(a, b, "old", seed, i), "answer": str(a - b)}}  # fmt: skip
+            "control": {"question": written(a, b, "old", seed, i, word), "answer": str(a - b)}}  # fmt: skip
     return json.dumps(pair)
 
 

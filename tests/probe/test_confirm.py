@@ -56,9 +56,9 @@ def judge(frame: pd.DataFrame, effects: dict[str, float | None], fdr: float = FD
 
 
 # BH over two gaps puts the real one at about half the level (q = 2p when the null p is larger). There, by exact
-# enumeration of the discordant counts, McNemar's mid-p test has power 0.92 at 40 pairs (the exact test 0.89;
-# no valid paired test does much better: seeds 2 and 10 draw 7 vs 16 and 4 vs 13 discordant pairs), so 19/20
-# would hold about half the time: the bound is Bin(20, 0.92)'s 5th percentile. At 60 pairs the power is 0.99.
+# enumeration of the discordant counts, McNemar's exact test has power 0.89 at 40 pairs (the mid-p 0.92; no
+# valid paired test does much better: seeds 2 and 10 draw 7 vs 16 and 4 vs 13 discordant pairs), so 19/20
+# would hold well under half the time: the bound is Bin(20, 0.89)'s 5th percentile. At 60 pairs it is 0.99.
 @pytest.mark.parametrize(("pairs", "at_least"), [(40, 16), (60, 19)])
 def test_calibration_a_real_gap_is_confirmed_a_null_one_is_not(pairs: int, at_least: int) -> None:
     real = null = 0
@@ -68,7 +68,7 @@ def test_calibration_a_real_gap_is_confirmed_a_null_one_is_not(pairs: int, at_le
         out = judge(frame, {"mode:1": -0.4, "mode:2": -0.2})
         real += out["mode:1"].verdict == "confirmed"
         null += out["mode:2"].verdict == "confirmed"
-        assert out["mode:1"].method == "mcnemar_midp"
+        assert out["mode:1"].method == "mcnemar_exact"
     print(f"{pairs} pairs, confirmed: real gap {real}/20, null gap {null}/20")
     assert real >= at_least
     assert null <= 1
