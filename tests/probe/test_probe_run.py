@@ -17,7 +17,7 @@ from cg_ray.probe.run import run_probe
 from tests.describe.endpoint_server import serve
 from tests.probe.scripted_probe import probe_config, script, write_run
 
-pytestmark = pytest.mark.usefixtures("ray_module")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_module")]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from tests.probe.scripted_probe import probe_config, script, write_run
 from tests.report.offline import offline_page
 from tests.serve.test_browser import ARTIFACTS, CHROMIUM
 
-pytestmark = pytest.mark.usefixtures("ray_module")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_module")]
 
 
 def probed_run(root: Path, pairs: int = 24) -> Path:

@@ -35,6 +35,9 @@ ANALYSIS = "ana_probed"
 DOWN = "http://127.0.0.1:9/v1"  # allowed, but nothing listens there
 
 
+pytestmark = pytest.mark.slow  # probes run as processes with their own Ray
+
+
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, dict[str, str], str, Path]]:
     """The service with a succeeded analysis whose run has the two gaps; its probe may reach the scripted
