@@ -101,7 +101,7 @@ def write_pairs(plan: ProbePlan, work: Work, writer: LLMGenerator | None, say: S
 def _write_one(plan: ProbePlan, gap_id: str, writer: LLMGenerator | None) -> tuple[GenerationOutcome, str]:
     cfg = plan.config
     gap = next(g for g in plan.gaps if g.gap_id == gap_id)
-    outcome, name = GenerationOutcome(note="no writer and no family fits this gap"), ""
+    outcome, name = GenerationOutcome(), ""
     if writer is not None and plan.writers[gap_id] == "writer":
         outcome, name = writer.generate(gap, cfg.pairs, cfg.seed), writer.name
     family: FamilyGenerator | None = match_family(gap) if cfg.families != "never" else None
@@ -111,6 +111,8 @@ def _write_one(plan: ProbePlan, gap_id: str, writer: LLMGenerator | None) -> tup
         outcome.writer_requests, outcome.malformed = lost.requests + lost.writer_requests, lost.malformed
         outcome.wrong_reference = lost.wrong_reference
         outcome.note = f"written by {family.name}" + (f" ({lost.note})" if lost.note else "")
+    elif not name:
+        outcome.note = "no writer and no family fits this gap"
     return outcome, name
 
 

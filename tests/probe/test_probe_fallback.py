@@ -42,3 +42,15 @@ def test_a_fallback_keeps_the_writers_requests_and_losses(tmp_path: Path) -> Non
     checked = Checked(written={GAP.gap_id: outcome})
     counts = _requests(checked, {})
     assert (counts["writer"], counts["family_draws"], counts["malformed"], counts["wrong_reference"]) == (12, 8, 11, 1)
+
+
+def test_a_family_without_a_writer_is_not_noted_as_missing(tmp_path: Path) -> None:
+    """Families only (no writer): the note names the family, not "no writer and no family fits"."""
+    plan = ProbePlan(run=tmp_path, gaps=[GAP], writers={GAP.gap_id: "family:logic.chain"}, rules={GAP.gap_id: {}},
+                     reader=ReaderConfig(), model=GenerationConfig.model_validate({"backend": "fake"}),
+                     config=ProbeConfig(pairs=5))  # fmt: skip
+    outcome, name = _write_one(plan, GAP.gap_id, None)
+    assert name == "family:logic.chain" and outcome.note == "written by family:logic.chain"
+    assert (outcome.writer_requests, outcome.malformed, len(outcome.pairs)) == (0, 0, 5)
+    never = ProbePlan(**{**plan.__dict__, "writers": {GAP.gap_id: ""}, "config": ProbeConfig(families="never")})
+    assert _write_one(never, GAP.gap_id, None)[0].note == "no writer and no family fits this gap"
