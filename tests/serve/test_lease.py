@@ -45,6 +45,7 @@ class Replica(threading.Thread):
         self.keeper = LeaseKeeper(self.store, FAST, name)
         self.ran, self.work_s = ran, work_s
         self.stopped = threading.Event()
+        self.ready = threading.Event()  # its lease loop is running
         self.renewing = True
 
     def start_analysis(self, analysis_id: str) -> None:
@@ -61,6 +62,7 @@ class Replica(threading.Thread):
 
     async def main(self) -> None:
         loop = asyncio.create_task(self.keeper.keep(self.start_analysis))
+        self.ready.set()
         while not self.stopped.is_set():
             await asyncio.sleep(0.02)
         loop.cancel()
@@ -79,11 +81,14 @@ def _wait_all_done(store: Store, ids: list[str], timeout: float = 30.0, done: tu
 
 def test_two_replicas_racing_on_one_store_run_each_analysis_exactly_once(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    ids = _queue(store, 40)
     ran: list[tuple[str, str]] = []
     replicas = [Replica(str(store.engine.url), name, ran) for name in ("replica-a", "replica-b")]
     for r in replicas:
         r.start()
+    # Both lease loops running before the work is queued: on a loaded machine one replica's thread could
+    # otherwise start after the other had run all 40, and the race this test is about would not happen.
+    assert all(r.ready.wait(10) for r in replicas)
+    ids = _queue(store, 40)
     try:
         _wait_all_done(store, ids)
     finally:
