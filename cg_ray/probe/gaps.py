@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -22,6 +23,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import CgRayError
 from cg_ray.probe.items import Gap
+from cg_ray.profile.crossfit import FIRING_QUANTILE, FIRING_SHARE
 
 EXAMPLES = 5  # example prompts handed to a generator per gap
 DEFAULT_SCORER = "exact"
@@ -66,6 +68,28 @@ def _rows_of(run: RunDir, ids: set[str]) -> dict[str, dict[str, Any]]:
     table = pq.read_table(run.rows, columns=["row_id", "benchmark", "prompt", "score"])
     table = table.filter(pc.is_in(table["row_id"], value_set=pa.array(sorted(ids))))
     return {r["row_id"]: r for r in table.to_pylist()}
+
+
+def concept_thresholds(path: Path, concepts: set[int]) -> dict[int, float]:
+    """Each concept's firing threshold over the run's rows, as the failure modes' rule has it
+    (`FIRING_SHARE` of its own p99 non-zero activation: weak SAE tails do not count), in one streaming
+    pass over rows.parquet's concept columns. A concept never active gets 0 (any activation counts)."""
+    found: dict[int, list[np.ndarray]] = {c: [] for c in concepts}
+    wanted = pa.array(sorted(concepts), type=pa.int64())
+    columns = ["concept_ids", "concept_acts"]
+    for batch in pq.ParquetFile(RunDir(path).rows).iter_batches(columns=columns, batch_size=65_536):
+        ids = pc.list_flatten(batch.column(0)).cast(pa.int64())
+        mask = pc.is_in(ids, value_set=wanted)
+        ids_np = ids.filter(mask).to_numpy()
+        acts_np = pc.list_flatten(batch.column(1)).filter(mask).to_numpy()
+        for c in np.unique(ids_np):
+            found[int(c)].append(acts_np[ids_np == c])
+    out = {}
+    for c, parts in found.items():
+        acts = np.concatenate(parts) if parts else np.zeros(0)
+        acts = acts[acts > 0]
+        out[c] = float(FIRING_SHARE * np.percentile(acts, FIRING_QUANTILE)) if acts.size else 0.0
+    return out
 
 
 def _effect(entry: dict[str, Any], *names: str) -> float | None:

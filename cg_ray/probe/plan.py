@@ -14,7 +14,7 @@ from cg_ray.errors import ConfigError
 from cg_ray.generation.config import GenerationConfig
 from cg_ray.probe.config import ProbeConfig
 from cg_ray.probe.families import match_family
-from cg_ray.probe.gaps import RunGaps, read_gaps
+from cg_ray.probe.gaps import RunGaps, concept_thresholds, read_gaps
 from cg_ray.probe.items import Gap
 
 CHARS_PER_TOKEN = 4  # for the plan's token estimate only
@@ -85,6 +85,19 @@ def writer_of(gap: Gap, config: ProbeConfig) -> str:
     return family.name if family else ""
 
 
+def _rules(run: Path, chosen: list[Gap], gaps: RunGaps) -> dict[str, dict[int, float]]:
+    """The reader's firing rule per gap: a mode's thresholds as failure_modes.parquet records them, a weak
+    concept's computed over the run's rows the same way (weaknesses.parquet records none)."""
+    rules = {g.gap_id: dict(gaps.thresholds[g.gap_id]) for g in chosen}
+    concepts = {g.concept_ids[0] for g in chosen if g.kind == "concept"}
+    if concepts:
+        limits = concept_thresholds(run, concepts)
+        for g in chosen:
+            if g.kind == "concept":
+                rules[g.gap_id] = {g.concept_ids[0]: limits[g.concept_ids[0]]}
+    return rules
+
+
 def make_plan(run: Path, config: ProbeConfig, gaps: RunGaps | None = None) -> ProbePlan:
     gaps = gaps or read_gaps(run)
     chosen = gaps.select(config.gaps, config.top)
@@ -96,7 +109,7 @@ def make_plan(run: Path, config: ProbeConfig, gaps: RunGaps | None = None) -> Pr
         run=run,
         gaps=chosen,
         writers={g.gap_id: writer_of(g, config) for g in chosen},
-        rules={g.gap_id: gaps.thresholds[g.gap_id] for g in chosen},
+        rules=_rules(run, chosen, gaps),
         reader=run_reader(run, config),
         model=run_model(run, config),
         config=config,
