@@ -23,7 +23,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import CgRayError
 from cg_ray.probe.items import Gap
-from cg_ray.profile.crossfit import FIRING_QUANTILE, FIRING_SHARE
+from cg_ray.profile.crossfit import firing_threshold
 
 EXAMPLES = 5  # example prompts handed to a generator per gap
 DEFAULT_SCORER = "exact"
@@ -72,8 +72,8 @@ def _rows_of(run: RunDir, ids: set[str]) -> dict[str, dict[str, Any]]:
 
 def concept_thresholds(path: Path, concepts: set[int]) -> dict[int, float]:
     """Each concept's firing threshold over the run's rows, as the failure modes' rule has it
-    (`FIRING_SHARE` of its own p99 non-zero activation: weak SAE tails do not count), in one streaming
-    pass over rows.parquet's concept columns. A concept never active gets 0 (any activation counts)."""
+    (`crossfit.firing_threshold`: weak SAE tails do not count), in one streaming pass over rows.parquet's
+    concept columns."""
     found: dict[int, list[np.ndarray]] = {c: [] for c in concepts}
     wanted = pa.array(sorted(concepts), type=pa.int64())
     columns = ["concept_ids", "concept_acts"]
@@ -84,12 +84,7 @@ def concept_thresholds(path: Path, concepts: set[int]) -> dict[int, float]:
         acts_np = pc.list_flatten(batch.column(1)).filter(mask).to_numpy()
         for c in np.unique(ids_np):
             found[int(c)].append(acts_np[ids_np == c])
-    out = {}
-    for c, parts in found.items():
-        acts = np.concatenate(parts) if parts else np.zeros(0)
-        acts = acts[acts > 0]
-        out[c] = float(FIRING_SHARE * np.percentile(acts, FIRING_QUANTILE)) if acts.size else 0.0
-    return out
+    return {c: firing_threshold(np.concatenate(parts) if parts else np.zeros(0)) for c, parts in found.items()}
 
 
 def _effect(entry: dict[str, Any], *names: str) -> float | None:

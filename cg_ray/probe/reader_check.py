@@ -1,8 +1,9 @@
 """The reader's check of an item pair, before the model answers anything: the target must show the gap's
 concepts and the control must not. The rule is the run's own: a failure mode's member fires when its
 activation reaches the threshold failure_modes.parquet records for it (weak tails do not count); a weak
-concept's threshold is computed over the run's rows the same way (`gaps.concept_thresholds`). A pair failing it is dropped and counted per gap, so a gap the
-writer cannot express shows as a low pass rate, not as a quiet null."""
+concept's threshold is computed over the run's rows the same way (`gaps.concept_thresholds`). A pair failing
+it is dropped and counted per gap, so a gap the writer cannot express shows as a low pass rate, not as a
+quiet null."""
 
 from __future__ import annotations
 

@@ -34,6 +34,15 @@ POOL_FACTOR = 4  # concepts a split considers for failure modes, per finding rep
 FIRING_SHARE = 0.1
 FIRING_QUANTILE = 99.0
 
+
+def firing_threshold(acts: npt.NDArray[np.floating]) -> float:
+    """The activation at which a concept fires, from its activations over the suite (zeros ignored; 0 for a
+    concept never active: then any activation counts). The one definition: failure modes and the probe's
+    reader check use it."""
+    active = np.asarray(acts)[np.asarray(acts) > 0]
+    return float(FIRING_SHARE * np.percentile(active, FIRING_QUANTILE)) if active.size else 0.0
+
+
 Conditions = tuple[tuple[str, int], ...]  # a slice: (field, value code) pairs
 
 
@@ -79,10 +88,7 @@ class PoolRows:
         self._rows, self._slots, self._acts = [], [], []
         m = self.matrix
         self.threshold = np.array(
-            [
-                FIRING_SHARE * np.percentile(m.data[lo:hi], FIRING_QUANTILE) if hi > lo else 0.0
-                for lo, hi in zip(m.indptr[:-1], m.indptr[1:], strict=True)
-            ]
+            [firing_threshold(m.data[lo:hi]) for lo, hi in zip(m.indptr[:-1], m.indptr[1:], strict=True)]
         )
         col = np.repeat(np.arange(self.pool.size), np.diff(m.indptr))
         keep = m.data >= self.threshold[col]
