@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,17 +40,10 @@ FLAGS: tuple[tuple[str, type], ...] = (
 
 
 def init_ray(address: str | None) -> None:
-    import ray
-
     from cg_ray.generation.config import GenerationConfig
-    from cg_ray.generation.local_ray import start_local_ray
+    from cg_ray.generation.local_ray import join_or_start_ray
 
-    if ray.is_initialized():
-        return
-    if address or os.environ.get("RAY_ADDRESS"):
-        ray.init(address=address or os.environ["RAY_ADDRESS"], log_to_driver=True)
-        return
-    start_local_ray(GenerationConfig())
+    join_or_start_ray(GenerationConfig(), address)
 
 
 def ray_reader(config: DiffModelsConfig, factory: str = DEFAULT_READER_FACTORY) -> ReadFn:

@@ -4,7 +4,6 @@ checked before any work."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,13 +74,10 @@ class BackendCompleter:
         if not prompts:
             return []
         gen = backend_generation(self.config, max_tokens)
-        if not ray.is_initialized():
-            if os.environ.get("RAY_ADDRESS"):  # a Ray job (`ray job submit`, jobs/explain_gpu.yaml): its cluster
-                ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)
-            else:
-                from cg_ray.generation.local_ray import start_local_ray
+        from cg_ray.generation.local_ray import join_or_start_ray
 
-                start_local_ray(gen, log_to_driver=True)  # as `cg-ray run` does, engine thread binding included
+        # A Ray job's cluster (`ray job submit`, jobs/explain_gpu.yaml), else a local one as `cg-ray run` starts
+        join_or_start_ray(gen, log_to_driver=True)
         rows = [
             make_row(row_id=f"p{i:06d}", benchmark="explain", prompt=p, scorer="exact") for i, p in enumerate(prompts)
         ]

@@ -31,3 +31,16 @@ def start_local_ray(generation: GenerationConfig, *, log_to_driver: bool = False
         _temp_dir=temp,
         log_to_driver=log_to_driver,
     )
+
+
+def join_or_start_ray(generation: GenerationConfig, address: str | None = None, *, log_to_driver: bool = False) -> None:
+    """Ray for one command: nothing when it is already up; the cluster at `address` or `$RAY_ADDRESS` (inside
+    `ray job submit`: the job's cluster, its logs to the driver); else a private local one (`start_local_ray`)."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    if address or os.environ.get("RAY_ADDRESS"):
+        ray.init(address=address or os.environ["RAY_ADDRESS"], log_to_driver=True)
+        return
+    start_local_ray(generation, log_to_driver=log_to_driver)

@@ -25,7 +25,7 @@ from cg_ray import schemas as S
 from cg_ray.activations.saes.labels import shipped_labels
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.publish import atomic_directory
-from cg_ray.generation.local_ray import start_local_ray
+from cg_ray.generation.local_ray import join_or_start_ray
 from cg_ray.generation.vllm import cpu_engine_env, generation_dtype
 from cg_ray.hardware import hardware_info
 from cg_ray.pipeline.cluster_fit import Cluster, FitPlan, fit
@@ -94,14 +94,7 @@ def reader_text(mode: str) -> Any:
 
 
 def init_ray(config: RunConfig) -> None:
-    import ray
-
-    if ray.is_initialized():
-        return
-    if config.ray_address or os.environ.get("RAY_ADDRESS"):
-        ray.init(address=config.ray_address or os.environ["RAY_ADDRESS"], log_to_driver=True)
-        return
-    start_local_ray(config.generation)
+    join_or_start_ray(config.generation, config.ray_address)
 
 
 def fit_to_cluster(config: RunConfig) -> FitPlan:

@@ -6,7 +6,6 @@ a killed probe resumes without sending an answered item again."""
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,19 +35,6 @@ class Answer:
     status: str  # scored | unparsed | no_response (cg_ray.scoring.apply.score_row)
 
 
-def _init_ray(gen: GenerationConfig) -> None:
-    import ray
-
-    if ray.is_initialized():
-        return
-    if os.environ.get("RAY_ADDRESS"):  # inside `ray job submit`: the job's cluster
-        ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)
-    else:
-        from cg_ray.generation.local_ray import start_local_ray
-
-        start_local_ray(gen, log_to_driver=True)
-
-
 def answer(
     questions: Sequence[Question],
     gen: GenerationConfig,
@@ -60,12 +46,13 @@ def answer(
     import ray.data
 
     from cg_ray.generation import make_generator
+    from cg_ray.generation.local_ray import join_or_start_ray
 
     out = dict(done)
     todo = [q for q in questions if q.item_id not in out]
     if todo:
         log.info("the model answers %d items (%d answered before)", len(todo), len(questions) - len(todo))
-        _init_ray(gen)
+        join_or_start_ray(gen, log_to_driver=True)  # inside `ray job submit`: the job's cluster
         by_id = {q.item_id: q for q in todo}
         rows = [
             make_row(row_id=q.item_id, benchmark=BENCHMARK, prompt=q.prompt, reference=[q.reference], scorer=q.scorer)
