@@ -61,8 +61,9 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import open_rows
     from cg_ray.benchmarks.arena import load_battles
+    from cg_ray.generation.config import GenerationConfig
+    from cg_ray.generation.local_ray import join_or_start_ray
     from cg_ray.labels import load_labels
-    from cg_ray.pipeline.runner import init_ray
     from cg_ray.pipeline.shards import ensure_free
     from cg_ray.report.comparisons import arena_view
     from cg_ray.report.html import build_report, write_view
@@ -76,7 +77,7 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     models = select_models(battles, cfg.selection.models, cfg.selection.min_battles)
     log.info("%d battles, models of interest: %s", len(battles.battles), models)
     ratings = rate(BattleArrays.from_battles(battles.battles), cfg.ratings, cfg.tie_policy)
-    init_ray(config)  # type: ignore[arg-type]
+    join_or_start_ray(GenerationConfig(), config.ray_address)  # the arena generates nothing: default engine env
 
     with atomic_directory(out, overwrite=overwrite) as tmp:
         arena_dir = ArenaDir(tmp)
