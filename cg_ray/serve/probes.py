@@ -10,6 +10,7 @@ per gap, the progress a client reads), the error log and the outcome, written by
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -37,6 +38,7 @@ from cg_ray.serve.settings import ProbeSettings
 
 JOB_DIR = "probe.job"  # in the analysis' folder, beside its run
 CONFIG, STARTED, OUTCOME = "probe.json", "started.json", "outcome.json"
+START_LOCK = ".start.lock"  # held while a start checks that none runs and records itself
 LOG, ERRORS = "probe.log", "errors.log"  # the probe's own lines (its progress); everything else it logs
 PROGRESS_LINES = 20
 START_GRACE_S = 60.0  # a start recorded this long ago without its process' id: the service died between them
@@ -109,10 +111,17 @@ def _now() -> str:
 
 def start(job: Path, run: Path, config: ProbeConfig, fresh: bool) -> None:
     """Start the probe's process; 409 while one of this analysis runs. An earlier probe that did not finish
-    is resumed with the same settings unless `fresh` (the CLI's --fresh)."""
-    if status(job) in ("pending", "running"):
-        raise api_error(409, "a probe of this analysis is running: follow it with GET …/probe")
+    is resumed with the same settings unless `fresh` (the CLI's --fresh). Two requests at once (two replicas
+    on one host, or two threads of one) take turns on a lock file: the second sees the first's start."""
     job.mkdir(parents=True, exist_ok=True)
+    with (job / START_LOCK).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if status(job) in ("pending", "running"):
+            raise api_error(409, "a probe of this analysis is running: follow it with GET …/probe")
+        _start(job, run, config, fresh)
+
+
+def _start(job: Path, run: Path, config: ProbeConfig, fresh: bool) -> None:
     for name in (OUTCOME, LOG, ERRORS):
         (job / name).unlink(missing_ok=True)
     settings = config.model_dump(mode="json", exclude_unset=True)

@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -213,3 +214,45 @@ def test_a_probe_whose_process_never_starts_reads_failed_with_why(tmp_path: Path
     old = time.time() - probes.START_GRACE_S - 1
     os.utime(job / probes.STARTED, (old, old))
     assert probes.status(job) == "failed"
+
+
+def test_two_starts_at_once_start_one_probe(tmp_path: Path, monkeypatch) -> None:
+    """Two POSTs racing for one analysis: the check that none runs and the start are one step under a lock,
+    so the second is refused with 409 instead of starting a second process on the same work folder. The
+    check is slowed so that, without the lock, both would pass it."""
+    from fastapi import HTTPException
+
+    from cg_ray.probe.config import ProbeConfig
+
+    stand_in = tmp_path / "probe-process"
+    stand_in.write_text("#!/bin/sh\nsleep 30\n")
+    stand_in.chmod(0o755)
+    monkeypatch.setattr(probes.sys, "executable", str(stand_in))
+    checked = probes.status
+
+    def slow_status(job: Path) -> str | None:
+        found = checked(job)
+        time.sleep(0.5)
+        return found
+
+    monkeypatch.setattr(probes, "status", slow_status)
+    job = tmp_path / probes.JOB_DIR
+    outcomes: list[int] = []
+
+    def post() -> None:
+        try:
+            probes.start(job, tmp_path, ProbeConfig(), fresh=False)
+            outcomes.append(200)
+        except HTTPException as exc:
+            outcomes.append(exc.status_code)
+
+    racers = [threading.Thread(target=post) for _ in range(2)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=30)
+    started = json.loads((job / probes.STARTED).read_text())
+    try:
+        assert sorted(outcomes) == [200, 409], outcomes
+    finally:
+        os.killpg(int(started["pid"]), signal.SIGKILL)
