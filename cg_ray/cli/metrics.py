@@ -103,7 +103,7 @@ def _labels(args: argparse.Namespace, d_sae: int) -> Any:
 def _print_profile(run: RunDir) -> None:
     import pyarrow.parquet as pq
 
-    from cg_ray.report.findings import crossfit_of, judged_text
+    from cg_ray.report.findings import crossfit_of, judged_text, probe_command
 
     crossfit = crossfit_of(run.read_json_if_present(S.SUMMARY_FILE))
     if crossfit:
@@ -119,6 +119,10 @@ def _print_profile(run: RunDir) -> None:
             "exactly when confirmed], rows):"
         )
         _print_judged(entries, ("failure mode", "failure_modes", S.FAILURE_MODES_FILE), crossfit, _mode_line)
+        if command := probe_command(str(run.path), entries):
+            print(
+                f"  next: test it on new items with matched controls: {command}  (--dry-run: the plan; docs/probe.md)"
+            )
     slices = run.file(S.SLICES_FILE)
     if slices.is_file() and (entries := pq.read_table(slices).to_pylist()):
         print("weakest slices (held-out mean score [interval of the rule] vs the other held-out rows', scored rows):")

@@ -26,6 +26,7 @@ from cg_ray.report.findings import (
     measured_text,
     null_check_text,
     power_text,
+    probe_command,
     row_texts,
     term_shares_text,
     tried,
@@ -127,6 +128,7 @@ def profile(run: RunDir, kind: str, limit: int) -> dict[str, Any] | None:
         "total": table.num_rows,
         "n_confirmed": int(pc.sum(table["confirmed"]).as_py() or 0) if judged else None,
         "crossfit": crossfit,
+        "probe_command": probe_command(run.path.name, items) if kind == "failure_modes" else "",
         "items": items,
     }
 

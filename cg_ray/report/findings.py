@@ -9,6 +9,7 @@ ones come first; the other candidates sit apart, each with the smallest effect t
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sized
 from typing import Any
 
@@ -81,15 +82,29 @@ def power_text(entry: dict[str, Any], kind: str) -> str:
         return ""
     above = kind == "strengths"
     unit = "difference from the other rows" if kind == "slices" else "residual"
-    low, high = _heldout_interval(entry, kind)
-    other_way = (high is not None and high < 0) if above else (low is not None and low > 0)
     side, sign = ("above", "+") if above else ("below", "-")
-    if other_way:
+    if _other_way(entry, kind):
         return (
             f"held out it lies the other way, its whole interval too: no {'strength' if above else 'weakness'} here "
             f"(the smallest this run could confirm: {sign}{mde:.3f})"
         )
     return f"too few rows to settle {side} a {unit} of {sign}{mde:.3f} (its minimum detectable effect at 80% power)"
+
+
+def _other_way(entry: dict[str, Any], kind: str) -> bool:
+    """Whether its whole held-out interval lies on the far side of 0 from the finding's direction."""
+    low, high = _heldout_interval(entry, kind)
+    return (high is not None and high < 0) if kind == "strengths" else (low is not None and low > 0)
+
+
+def probe_command(run_name: str, entries: list[dict[str, Any]]) -> str:
+    """The next step for failure modes the rows could not settle: `cg-ray probe RUN --gap mode:R` for the first
+    unconfirmed one not lying the other way (docs/probe.md: new items with matched controls, judged on fresh
+    answers); '' when every candidate is settled, or for a run made before held-out checks."""
+    for e in entries:
+        if e.get("confirmed") is False and e.get("mde") is not None and not _other_way(e, "failure_modes"):
+            return f"cg-ray probe {shlex.quote(run_name)} --gap mode:{int(e['rank'])}"
+    return ""
 
 
 def _heldout_interval(entry: dict[str, Any], kind: str) -> tuple[float | None, float | None]:

@@ -275,6 +275,10 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
     listed = [line for line in lines if line.lstrip().startswith("candidate") and "Rows with" in line]
     assert len(listed) == 3 and "Rows with “pawn”" in listed[0] and "bishop" not in out  # at most 3, marked
     assert all("MDE 0.172" in line for line in listed)  # each candidate with its minimum detectable effect
+    assert (  # and the next step for the first one the rows could not settle
+        f"  next: test it on new items with matched controls: cg-ray probe {run_dir} --gap mode:2  "
+        "(--dry-run: the plan; docs/probe.md)" in lines
+    )
     geometry = next(i for i, line in enumerate(lines) if line.endswith("task=geometry"))
     assert "0.300 [0.250, 0.360] vs 0.600" in lines[geometry] and "q=0.004" in lines[geometry]
     assert (

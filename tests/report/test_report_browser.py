@@ -176,6 +176,9 @@ def test_confirmed_findings_come_first_and_candidates_sit_apart(run_dir: Path, t
         expect(pawn.locator("td.heldout .power")).to_have_text(
             "too few rows to settle below a residual of -0.172 (its minimum detectable effect at 80% power)"
         )
+        # The next step for it: new items with matched controls; none under slices (the probe tests modes).
+        expect(page.locator("#modes-next")).to_contain_text("cg-ray probe judged --gap mode:2")
+        expect(page.locator("#slices-next")).to_be_hidden()
         expect(page.locator("#slices-table tbody tr").first).to_contain_text("task=geometry")
         expect(page.locator("#slices-table tbody tr").first.locator("td.heldout")).to_contain_text(
             "0.300 [0.250, 0.360]other rows 0.600"

@@ -160,7 +160,8 @@ function judgedBlock(block) {
     `<h3 id="${id}-confirmed"></h3>${table(`${id}-table`)}` +
     `<details id="${id}-candidates" class="candidates" hidden><summary><b>Candidates — not confirmed: each with the ` +
     `smallest effect this run could confirm (MDE, 80% power)</b> <span id="${id}-candidates-count" class="muted"></span></summary>` +
-    `${table(`${id}-candidates-table`, [`<th title="minimum detectable effect at 80% power">MDE (80% power)</th>`])}</details>`;
+    `${table(`${id}-candidates-table`, [`<th title="minimum detectable effect at 80% power">MDE (80% power)</th>`])}` +
+    `<p id="${id}-next" class="next" hidden></p></details>`;
 }
 document.querySelectorAll(".judged").forEach(judgedBlock);
 
@@ -189,6 +190,12 @@ function fillJudged(id, p, row, cols, nothing) {
   document.querySelector(`#${id}-candidates-table tbody`).innerHTML = candidates
     .map((e) => row(e, mdeCell(e)))
     .join("");
+  // The next step where rows could not settle a candidate (report/findings.probe_command): new items for it.
+  show(`${id}-next`, Boolean(p.probe_command));
+  $(`${id}-next`).innerHTML = p.probe_command
+    ? `Next: test it on new items with matched controls — <code>${esc(p.probe_command)}</code> ` +
+      `(<code>--dry-run</code> prints the plan first; docs/probe.md).`
+    : "";
 }
 
 // The run's decision rule and what its intervals are, in its own sentences (summary.json's crossfit).
