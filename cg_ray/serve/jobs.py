@@ -7,9 +7,12 @@ a path. The job writes its run directory into the analysis' folder, which the re
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -90,15 +93,16 @@ def arena_job_config(settings: ServiceSettings, analysis: Analysis, battles: Upl
     )
 
 
-def _client(settings: ServiceSettings, attempts: int = 10) -> Any:
-    """A job client; the dashboard may still be starting (a fresh cluster), so connecting is retried briefly."""
+def job_client(address: str | None, attempts: int = 10) -> Any:
+    """A job client for the dashboard at `address` (None: the cluster Ray finds, as `ray job submit` does); the
+    dashboard may still be starting (a fresh cluster), so connecting is retried briefly."""
     import time
 
     from ray.job_submission import JobSubmissionClient
 
     for attempt in range(attempts):
         try:
-            return JobSubmissionClient(settings.ray_address)
+            return JobSubmissionClient(address)
         except (ConnectionError, RuntimeError) as exc:
             if attempt == attempts - 1:
                 raise
@@ -146,7 +150,7 @@ def _submit(settings: ServiceSettings, store: Store, analysis_id: str) -> str:
     # Only what was set: the job file reads like a hand-written one, and defaults stay the job's own.
     data = config.model_dump(mode="json", exclude_unset=True)
     config_path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    client = _client(settings)
+    client = job_client(settings.ray_address)
     # The service's own interpreter: the cluster runs the same image, and a bare `cg-ray` may not be on PATH.
     resume = " --resume" if command == "run" else ""
     entrypoint = f"{sys.executable} -m cg_ray.cli {command} {config_path}{resume}"
@@ -158,7 +162,7 @@ def _submit(settings: ServiceSettings, store: Store, analysis_id: str) -> str:
 def stop(settings: ServiceSettings, job_id: str) -> None:
     """Stop a Ray job (cancel / delete of its analysis); a job already gone is not an error."""
     try:
-        _client(settings, attempts=2).stop_job(job_id)
+        job_client(settings.ray_address, attempts=2).stop_job(job_id)
     except Exception:  # the cluster may be gone: the analysis is marked either way
         log.warning("could not stop Ray job %s", job_id, exc_info=True)
 
@@ -167,7 +171,7 @@ def refresh(settings: ServiceSettings, store: Store, analysis: Analysis) -> None
     """Bring a job-backed analysis' status up to date (called when a client asks for it)."""
     if not analysis.job_id or analysis.status in ("succeeded", "failed"):
         return
-    client = _client(settings)
+    client = job_client(settings.ray_address)
     status = JOB_STATUS.get(str(client.get_job_status(analysis.job_id)).rsplit(".", 1)[-1], "running")
     if status == "succeeded":
         run_dir = settings.analyses_dir.resolve() / analysis.id / RUN_NAME
@@ -225,6 +229,15 @@ def write_job_file(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+@contextmanager
+def job_lock(path: Path) -> Iterator[None]:
+    """Held by one holder at a time on this host (an advisory flock, released when the file closes): a check
+    of the job's files and the start that depends on it become one step."""
+    with open(path, "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def open_job_log(path: Path) -> IO[str]:

@@ -1,24 +1,27 @@
 """A probe of an analysis (`cg-ray probe`, docs/probe.md) started over REST and followed until it ends.
 
-The probe runs as a process of its own (`cg_ray.serve.probe_job`: `cg-ray probe RUN_DIR --config …`), as
-long as it takes: it writes items with an LLM, has a model answer them, and publishes RUN/probe/ through
-`RunDir.update` like the CLI. Its state lives in files of the analysis' folder (probe.job/), not in the
-replica that started it, so any replica answers for it: the settings, the start, the log (the probe's lines
-per gap, the progress a client reads), the error log and the outcome, written by the process when it ends.
+The probe runs `cg_ray.serve.probe_job` (`cg-ray probe RUN_DIR --config …`) as long as it takes: it writes
+items with an LLM, has a model answer them, and publishes RUN/probe/ through `RunDir.update` like the CLI. By
+default it is a Ray job on the service's cluster, like a large analysis (its answering step joins that
+cluster); `probe.runner: process` runs it as a process of the replica's host with a private Ray. Its state
+lives in files of the analysis' folder (probe.job/), not in the replica that started it, so any replica
+answers for it: the settings, the start (its Ray job or process), the log (the probe's lines per gap, the
+progress a client reads), the error log and the outcome, written by probe_job when it ends.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,9 +35,9 @@ from cg_ray.errors import CgRayError
 from cg_ray.probe.config import ProbeConfig
 from cg_ray.report.documents import clean
 from cg_ray.serve.errors import api_error
-from cg_ray.serve.jobs import write_job_file
+from cg_ray.serve.jobs import job_client, job_lock, write_job_file
 from cg_ray.serve.redact import MAX_CHARS, scrub_paths
-from cg_ray.serve.settings import ProbeSettings
+from cg_ray.serve.settings import ProbeSettings, ServiceSettings
 
 JOB_DIR = "probe.job"  # in the analysis' folder, beside its run
 CONFIG, STARTED, OUTCOME = "probe.json", "started.json", "outcome.json"
@@ -42,6 +45,7 @@ START_LOCK = ".start.lock"  # held while a start checks that none runs and recor
 LOG, ERRORS = "probe.log", "errors.log"  # the probe's own lines (its progress); everything else it logs
 PROGRESS_LINES = 20
 START_GRACE_S = 60.0  # a start recorded this long ago without its process' id: the service died between them
+RAY_JOB_ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
 OPERATOR_FIELDS = {"reader": "the run's reader checks the items", "reader_factory": "the service's probe settings"}
 
 
@@ -109,42 +113,75 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def start(job: Path, run: Path, config: ProbeConfig, fresh: bool) -> None:
-    """Start the probe's process; 409 while one of this analysis runs. An earlier probe that did not finish
-    is resumed with the same settings unless `fresh` (the CLI's --fresh). Two requests at once (two replicas
-    on one host, or two threads of one) take turns on a lock file: the second sees the first's start."""
+def start(job: Path, run: Path, config: ProbeConfig, fresh: bool, settings: ServiceSettings) -> None:
+    """Start the probe (a Ray job, or a process: `probe.runner`); 409 while one of this analysis runs. An
+    earlier probe that did not finish is resumed with the same settings unless `fresh` (the CLI's --fresh). Two
+    requests at once (two replicas on one host, or two threads of one) take turns on a lock file: the second
+    sees the first's start."""
     job.mkdir(parents=True, exist_ok=True)
-    with (job / START_LOCK).open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    with job_lock(job / START_LOCK):
         if status(job) in ("pending", "running"):
             raise api_error(409, "a probe of this analysis is running: follow it with GET …/probe")
-        _start(job, run, config, fresh)
+        for name in (OUTCOME, LOG, ERRORS):
+            (job / name).unlink(missing_ok=True)
+        chosen = config.model_dump(mode="json", exclude_unset=True)
+        write_job_file(job / CONFIG, json.dumps(chosen, indent=1))  # JSON is YAML: the CLI's --config reads it
+        started = {"started_at": _now(), "host": socket.gethostname(), "pid": None, "settings": chosen}
+        write_job_file(job / STARTED, json.dumps(started))
+        # The service's own interpreter: the cluster runs the same image, and a bare `cg-ray` may not be on PATH.
+        argv = [sys.executable, "-m", "cg_ray.serve.probe_job", str(job), str(run), *(["--fresh"] if fresh else [])]
+        if settings.probe.runner == "ray_job":
+            _submit(job, argv, started, settings.ray_address)
+        else:
+            _spawn(job, argv, started)
 
 
-def _start(job: Path, run: Path, config: ProbeConfig, fresh: bool) -> None:
-    for name in (OUTCOME, LOG, ERRORS):
-        (job / name).unlink(missing_ok=True)
-    settings = config.model_dump(mode="json", exclude_unset=True)
-    write_job_file(job / CONFIG, json.dumps(settings, indent=1))  # JSON is YAML: the CLI's --config reads it
-    started = {"started_at": _now(), "host": socket.gethostname(), "pid": None, "settings": settings}
-    write_job_file(job / STARTED, json.dumps(started))
-    argv = [sys.executable, "-m", "cg_ray.serve.probe_job", str(job), str(run), *(["--fresh"] if fresh else [])]
+def _failed_to_start(job: Path, why: str) -> None:
+    """Recorded as the probe's outcome: it failed, and says why."""
+    write_job_file(job / ERRORS, f"cg-ray probe: error: {why}\n")
+    write_job_file(job / OUTCOME, json.dumps({"returncode": 1, "finished_at": _now()}))
+
+
+def _submit(job: Path, argv: list[str], started: dict[str, Any], address: str | None) -> None:
+    """The probe as a Ray job; its id (unique per start: Ray keeps ended jobs' ids) and the dashboard it was
+    submitted to are recorded, so any replica can follow or stop it."""
+    submission = f"cg-ray-probe-{job.parent.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        job_id = job_client(address, attempts=3).submit_job(entrypoint=shlex.join(argv), submission_id=submission)
+    except Exception as exc:  # the dashboard is down, or refuses the job
+        _failed_to_start(job, f"its Ray job was not submitted ({type(exc).__name__}: {str(exc)[:300]})")
+        return
+    write_job_file(job / STARTED, json.dumps({**started, "ray_job": str(job_id), "ray_address": address}))
+
+
+def _spawn(job: Path, argv: list[str], started: dict[str, Any]) -> None:
     try:  # a session of its own: the probe outlives a request and is not stopped with the replica's signals
         process = subprocess.Popen(
             argv, cwd=job, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
-    except OSError as exc:  # recorded as the probe's outcome: it failed, and says why
-        write_job_file(job / ERRORS, f"cg-ray probe: error: its process did not start ({exc.strerror})\n")
-        write_job_file(job / OUTCOME, json.dumps({"returncode": 1, "finished_at": _now()}))
+    except OSError as exc:
+        _failed_to_start(job, f"its process did not start ({exc.strerror})")
         return
     threading.Thread(target=process.wait, daemon=True).start()  # reaped when it ends (no zombie)
     write_job_file(job / STARTED, json.dumps({**started, "pid": process.pid}))
 
 
+def _ray_job_state(started: dict[str, Any]) -> str | None:
+    """PENDING | RUNNING | SUCCEEDED | FAILED | STOPPED, or None when its dashboard cannot be reached."""
+    try:
+        client = job_client(started.get("ray_address"), attempts=1)
+        return str(client.get_job_status(started["ray_job"])).rsplit(".", 1)[-1]
+    except Exception:  # the cluster is unreachable: it cannot be told
+        return None
+
+
 def _alive(started: dict[str, Any]) -> bool:
-    """Whether the probe's process still runs; on another host than this replica's it cannot be seen, and is
+    """Whether the probe still runs: its Ray job has not ended (taken to run while its cluster cannot be
+    reached), or its process runs; a process on another host than this replica's cannot be seen, and is
     taken to run until its outcome is written."""
+    if started.get("ray_job"):
+        return _ray_job_state(started) not in RAY_JOB_ENDED
     if started.get("host") != socket.gethostname():
         return True
     try:
@@ -157,12 +194,16 @@ def _alive(started: dict[str, Any]) -> bool:
 
 
 def stop(job: Path) -> None:
-    """End the probe's process if it runs on this host (its analysis is being deleted): its whole session,
-    the private Ray cluster it started included."""
+    """End the probe (its analysis is being deleted): its Ray job, or its process if it runs on this host with
+    its whole session, the private Ray cluster it started included."""
     started = _read(job / STARTED)
-    if started is None or started.get("pid") is None or _read(job / OUTCOME) is not None:
+    if started is None or _read(job / OUTCOME) is not None:
         return
-    if started.get("host") == socket.gethostname():
+    if started.get("ray_job"):
+        with contextlib.suppress(Exception):  # the cluster may be gone: the analysis is deleted either way
+            job_client(started.get("ray_address"), attempts=2).stop_job(started["ray_job"])
+        return
+    if started.get("pid") is not None and started.get("host") == socket.gethostname():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(int(started["pid"]), signal.SIGTERM)
 
@@ -175,7 +216,7 @@ def status(job: Path) -> str | None:
     outcome = _read(job / OUTCOME)
     if outcome is not None:
         return "succeeded" if outcome.get("returncode") == 0 else "failed"
-    if started.get("pid") is None:  # between its start and its process' start, unless that never came
+    if started.get("pid") is None and not started.get("ray_job"):  # between its start and its process' start
         return "failed" if time.time() - (job / STARTED).stat().st_mtime > START_GRACE_S else "pending"
     if not _alive(started):
         return "failed"
@@ -196,13 +237,28 @@ def _error(job: Path, state: str) -> str | None:
     if state != "failed":
         return None
     if _read(job / OUTCOME) is None:
-        return (
+        started = _read(job / STARTED) or {}
+        from_ray = _ray_job_error(started) if started.get("ray_job") else None
+        return from_ray or (
             "the probe's process ended without recording an outcome (the service restarted?): POST again to resume it"
         )
     lines = progress(job, 200, ERRORS)
     said = [line for line in lines if line.startswith("cg-ray probe: error: ")]  # the CLI's own words
     errors = said or [line for line in lines if "error" in line.lower()]
     return (errors or lines or ["the probe failed and wrote nothing"])[-1]
+
+
+def _ray_job_error(started: dict[str, Any]) -> str | None:
+    """The last error line of a Ray job that ended before probe_job could record its outcome (its entrypoint
+    did not start, or the job was stopped)."""
+    try:
+        logs = str(job_client(started.get("ray_address"), attempts=1).get_job_logs(started["ray_job"]))
+    except Exception:
+        return None
+    lines = [line for line in logs.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    last = (errors or lines or [f"Ray job {started['ray_job']} ended and wrote nothing"])[-1]
+    return f"its Ray job {started['ray_job']} ended without recording an outcome: {scrub_paths(last)[:MAX_CHARS]}"
 
 
 def report(job: Path, run: RunDir) -> dict[str, Any] | None:

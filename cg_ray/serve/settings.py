@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -59,6 +60,11 @@ class ProbeSettings(BaseModel):
     )
     reader_factory: str = Field(
         DEFAULT_READER_FACTORY, description='"module:attr" building the reader that checks probe items'
+    )
+    runner: Literal["ray_job", "process"] = Field(
+        "ray_job",
+        description="how a probe runs: a Ray job on the service's cluster (its dashboard at ray_address, found "
+        "when None), like a large analysis; or a process of its own on the replica's host, with a private Ray",
     )
 
 

@@ -22,18 +22,17 @@ from fastapi.testclient import TestClient
 from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.serve import probes
-from cg_ray.serve.api import create_api
 from cg_ray.serve.db import Analysis, Store
-from cg_ray.serve.encoding import LocalEncoder
 from cg_ray.serve.keys import create_key
 from cg_ray.serve.settings import ProbeSettings, ServiceSettings
-from cg_ray.testing.fakes import HashingReader
 from tests.describe.endpoint_server import serve
-from tests.probe.scripted_probe import READER_FACTORY, probe_config, script, write_run
+from tests.probe.scripted_probe import READER_FACTORY, probe_config, script
+from tests.serve.probe_service import service_with_probed_run
 
 REPO = Path(__file__).resolve().parents[2]
 ANALYSIS = "ana_probed"
 DOWN = "http://127.0.0.1:9/v1"  # allowed, but nothing listens there
+AS_PROCESS = ServiceSettings(probe=ProbeSettings(runner="process"))
 
 
 pytestmark = pytest.mark.slow  # probes run as processes with their own Ray
@@ -49,17 +48,12 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClie
         env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
         settings = ServiceSettings(
             data_dir=root / "data",
-            probe=ProbeSettings(endpoints=[url, DOWN], key_envs=["SCRIPTED_KEY"], reader_factory=READER_FACTORY),
+            probe=ProbeSettings(
+                endpoints=[url, DOWN], key_envs=["SCRIPTED_KEY"], reader_factory=READER_FACTORY, runner="process"
+            ),
         )
-        store = Store(settings.db_url)
-        owner, key = create_key(store, "alice")
-        (settings.analyses_dir / ANALYSIS).mkdir(parents=True)
-        run = write_run(settings.analyses_dir / ANALYSIS / "run")
-        with store.session() as s:
-            s.add(Analysis(id=ANALYSIS, owner=owner, upload_ids=[], mode="precomputed", options={},
-                           status="succeeded", progress=1.0, run_dir=str(run)))  # fmt: skip
-        with TestClient(create_api(settings, store, LocalEncoder(HashingReader(d_sae=64)), labels=None)) as client:
-            yield client, {"X-API-Key": key}, url, run
+        with service_with_probed_run(settings, ANALYSIS) as (client, headers, run):
+            yield client, headers, url, run
 
 
 def body(url: str, **extra: Any) -> dict[str, Any]:
@@ -204,7 +198,7 @@ def test_a_probe_whose_process_never_starts_reads_failed_with_why(tmp_path: Path
 
     monkeypatch.setattr(probes.sys, "executable", str(tmp_path / "no-python"))
     job = tmp_path / probes.JOB_DIR
-    probes.start(job, tmp_path, ProbeConfig(), fresh=False)
+    probes.start(job, tmp_path, ProbeConfig(), fresh=False, settings=AS_PROCESS)
     state = probes.report(job, RunDir(tmp_path))
     assert state is not None and state["status"] == "failed"
     assert state["error"] == "cg-ray probe: error: its process did not start (No such file or directory)"
@@ -241,7 +235,7 @@ def test_two_starts_at_once_start_one_probe(tmp_path: Path, monkeypatch) -> None
 
     def post() -> None:
         try:
-            probes.start(job, tmp_path, ProbeConfig(), fresh=False)
+            probes.start(job, tmp_path, ProbeConfig(), fresh=False, settings=AS_PROCESS)
             outcomes.append(200)
         except HTTPException as exc:
             outcomes.append(exc.status_code)

@@ -34,7 +34,7 @@ def _job(service: Service, analysis_id: str) -> Path:
 
 def check_running_probes(service: Service, owner: str) -> None:
     """429 when the key's probes already running are as many as the analyses it may run at once (each probe
-    is a process with its own Ray, as heavy as an analysis)."""
+    is a Ray job or a process, as heavy as an analysis)."""
     running = [
         a.id
         for a in service.store.list_owned(Analysis, owner)
@@ -54,13 +54,14 @@ async def start_probe(
     body: Annotated[dict[str, Any], SETTINGS],
     fresh: bool = False,
 ) -> ProbeStatus:
-    """Start a probe of the analysis' gaps in a process of its own; follow it with GET. A probe that did not
+    """Start a probe of the analysis' gaps as a Ray job (or a process: the service's `probe.runner`); follow it
+    with GET. A probe that did not
     finish resumes with the same settings, unless `fresh`. A finished probe replaces the run's earlier one."""
     config = probes.probe_config(body, service.settings.probe)
     await run_in_threadpool(probes.check_gaps, run.path, config)
     await run_in_threadpool(check_running_probes, service, owner)
     job = _job(service, analysis_id)
-    await run_in_threadpool(probes.start, job, run.path, config, fresh)
+    await run_in_threadpool(probes.start, job, run.path, config, fresh, service.settings)
     return ProbeStatus.model_validate(probes.report(job, run))
 
 

@@ -1,0 +1,34 @@
+"""The service with one succeeded analysis whose run has the scripted probe's two gaps (tests/probe/
+scripted_probe.py), for the probe route tests: as a process and as a Ray job."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from cg_ray.serve.api import create_api
+from cg_ray.serve.db import Analysis, Store
+from cg_ray.serve.encoding import LocalEncoder
+from cg_ray.serve.keys import create_key
+from cg_ray.serve.settings import ServiceSettings
+from cg_ray.testing.fakes import HashingReader
+from tests.probe.scripted_probe import write_run
+
+
+@contextmanager
+def service_with_probed_run(
+    settings: ServiceSettings, analysis_id: str
+) -> Iterator[tuple[TestClient, dict[str, str], Path]]:
+    """(client, alice's key headers, the analysis' run folder)."""
+    store = Store(settings.db_url)
+    owner, key = create_key(store, "alice")
+    (settings.analyses_dir / analysis_id).mkdir(parents=True)
+    run = write_run(settings.analyses_dir / analysis_id / "run")
+    with store.session() as s:
+        s.add(Analysis(id=analysis_id, owner=owner, upload_ids=[], mode="precomputed", options={},
+                       status="succeeded", progress=1.0, run_dir=str(run)))  # fmt: skip
+    with TestClient(create_api(settings, store, LocalEncoder(HashingReader(d_sae=64)), labels=None)) as client:
+        yield client, {"X-API-Key": key}, run
