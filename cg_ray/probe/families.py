@@ -4,7 +4,9 @@ A family is a task (the embedded suite's probe kinds, `cg_ray/benchmarks/probes.
 gap may be about within it. Each property draws a target that has it and a control that is the same draw
 without it: the same numbers, words and format, changed only where the property lies. The draws start from
 the suite's own generators (`probes.GENERATORS`) and rewrite their prompts, so a control reads like a suite
-row. Answers are computed, never asked of a model.
+row; where the suite has only a few texts (its boolean logic rows, palindromes, letter counts) the family draws
+new surface (variable names; words and phrasings), or its items would be copies of suite rows and of each other
+and be dropped. Answers are computed, never asked of a model.
 
 `match_family(gap)` picks a (family, property) for a gap by what its description and terms name, since a
 failure mode's rows may span benchmarks and its terms say what they share:
@@ -97,22 +99,34 @@ def _boolean(p: Probe) -> bool:
     return "p" in p.facts
 
 
+# The suite's boolean rows have 8 texts (P, Q, and/or): drawn as they are, a family's items would be copies of
+# suite rows and of each other. The pair's two variables are renamed instead, the same in target and control.
+_VARIABLES = "BCDFGHJKLMNRSTVWXYZ"  # not P or Q (the suite's), nor A or I (read as words)
+
+
+def _renamed(rng: random.Random) -> Callable[[str], str]:
+    x, y = rng.sample(_VARIABLES, 2)
+    return lambda text: re.sub(r"\b[PQ]\b", lambda m: x if m.group() == "P" else y, text)
+
+
 def _negation(rng: random.Random) -> tuple[Probe, Probe]:
-    """'(not P) and Q' vs the suite's 'P and Q', the same truth values."""
+    """'(not X) and Y' vs 'X and Y' (the suite's 'P and Q', variables renamed), the same truth values."""
     base = _base(rng, "logic", _boolean)
     p, q, op = bool(base.facts["p"]), bool(base.facts["q"]), str(base.facts["op"])
+    rename = _renamed(rng)
     target = base.prompt.replace(f"'P {op} Q'", f"'(not P) {op} Q'")
     value = (not p and q) if op == "and" else (not p or q)
-    return _item(target, value, "exact", {**base.facts, "not": True}), _item(
-        base.prompt, base.answer, "exact", base.facts
+    return _item(rename(target), value, "exact", {**base.facts, "not": True}), _item(
+        rename(base.prompt), base.answer, "exact", base.facts
     )
 
 
 def _false_operand(rng: random.Random) -> tuple[Probe, Probe]:
-    """P is False in the target and True in the control; Q and the operator are the same."""
+    """X is False in the target and True in the control; Y and the operator are the same (variables renamed)."""
     base = _base(rng, "logic", _boolean)
     q, op = bool(base.facts["q"]), str(base.facts["op"])
-    text = base.prompt.replace(f"P is {base.facts['p']}", "P is {p}")
+    rename = _renamed(rng)
+    text = rename(base.prompt.replace(f"P is {base.facts['p']}", "P is {p}"))
     pair = [
         _item(text.format(p=p), (p and q) if op == "and" else (p or q), "exact", {**base.facts, "p": p})
         for p in (False, True)
@@ -132,27 +146,62 @@ def _chain(rng: random.Random) -> tuple[Probe, Probe]:
     return _item(base.prompt, base.answer, "exact", base.facts), _item(control, base.answer, "exact", base.facts)
 
 
+# Words the suite does not ask about (its 21 words give few (word, letter) questions), each with a letter it
+# has several times and one it has once.
+_REPEATED_WORDS = (
+    "apple", "cheese", "hello", "little", "summer", "rabbit", "butter", "kitten", "puzzle", "dinner", "happy",
+    "bubble", "cookie", "pizza", "mirror", "carrot", "cotton", "ladder", "sheep", "school", "window", "button",
+    "grammar", "elephant", "umbrella", "tennis", "hammer", "pillow", "teeth", "needle",
+)  # fmt: skip
+
+
+_LETTER_QUESTIONS = (  # besides the suite's own phrasing
+    'Count the letter "{ch}" in "{w}". How many are there? Answer with a number.',
+    'In the word "{w}", how often does the letter "{ch}" occur? Answer with a number.',
+)
+
+
 def _repeated_letter(rng: random.Random) -> tuple[Probe, Probe]:
-    """A letter the word has several times vs one it has once, in the same word."""
-    base = _base(rng, "letter_count", lambda p: len(set(str(p.facts["word"]))) < len(str(p.facts["word"])))
-    word, letter = str(base.facts["word"]), str(base.facts["letter"])
+    """A letter the word has several times vs one it has once, in the same word and phrasing (the suite's or
+    one of two others)."""
+    base = _base(rng, "letter_count", lambda p: True)
+    word = rng.choice(_REPEATED_WORDS)
+    suites = base.prompt.replace(f'letter "{base.facts["letter"]}"', 'letter "{ch}"')
+    suites = suites.replace(f'word "{base.facts["word"]}"', 'word "{w}"')
+    question = rng.choice((suites, *_LETTER_QUESTIONS)).replace("{w}", word)
     many = sorted({ch for ch in word if word.count(ch) > 1})
-    once = sorted({ch for ch in word if word.count(ch) == 1}) or many
+    once = sorted({ch for ch in word if word.count(ch) == 1})
     pair = [
-        _item(base.prompt.replace(f'letter "{letter}"', f'letter "{ch}"'), word.count(ch), "numeric",
-              {"word": word, "letter": ch})
+        _item(question.format(ch=ch), word.count(ch), "numeric", {"word": word, "letter": ch})
         for ch in (rng.choice(many), rng.choice(once))
-    ]  # fmt: skip
+    ]
     return pair[0], pair[1]
 
 
+# The suite asks about 12 palindromes and their "x" near misses in one phrasing: every such item is a suite row.
+# The family draws palindromes the suite does not hold, a random changed last letter, and one of four phrasings
+# (the suite's first), the same in target and control.
+_NEW_PALINDROMES = (
+    "repaper", "reviver", "rotator", "redder", "sagas", "solos", "minim", "peep", "deed", "kook", "gig", "bib",
+    "dad", "mom", "nun", "pup", "tot", "toot", "eye", "ewe", "gag", "sees", "pip", "wow", "pop", "rotavator",
+)  # fmt: skip
+_PALINDROME_QUESTIONS = (
+    'Is "{w}" a palindrome (the same read forwards and backwards)? Answer yes or no.',
+    'Does the word "{w}" read the same forwards and backwards? Answer yes or no.',
+    'Read backwards, is "{w}" spelled exactly as it is forwards? Answer yes or no.',
+    'Is the string "{w}" a palindrome? Answer yes or no.',
+)
+_CONSONANTS = "bcdfghklmnprstvwxz"
+
+
 def _near_miss(rng: random.Random) -> tuple[Probe, Probe]:
-    """A palindrome with its last letter changed ("levex") vs the palindrome itself."""
-    base = _base(rng, "palindrome", lambda p: p.answer == "yes")
-    word = str(base.facts["word"])
-    miss = word[:-1] + ("x" if word[-1] != "x" else "z")
-    target = base.prompt.replace(f'"{word}"', f'"{miss}"')
-    return _item(target, "no", "exact", {"word": miss}), _item(base.prompt, "yes", "exact", base.facts)
+    """A palindrome with its last letter changed ("peek") vs the palindrome itself ("peep"): its first letter
+    is the old last one, so the changed word is no palindrome."""
+    word, question = rng.choice(_NEW_PALINDROMES), rng.choice(_PALINDROME_QUESTIONS)
+    miss = word[:-1] + rng.choice(_CONSONANTS.replace(word[-1], ""))
+    return _item(question.format(w=miss), "no", "exact", {"word": miss}), _item(
+        question.format(w=word), "yes", "exact", {"word": word}
+    )
 
 
 def _month_end(rng: random.Random) -> tuple[Probe, Probe]:
