@@ -39,7 +39,8 @@ def firing_threshold(acts: npt.NDArray[np.floating]) -> float:
     """The activation at which a concept fires, from its activations over the suite (zeros ignored; 0 for a
     concept never active: then any activation counts). The one definition: failure modes and the probe's
     reader check use it."""
-    active = np.asarray(acts)[np.asarray(acts) > 0]
+    acts = np.asarray(acts)
+    active = acts[acts > 0]
     return float(FIRING_SHARE * np.percentile(active, FIRING_QUANTILE)) if active.size else 0.0
 
 

@@ -111,6 +111,18 @@ def job_client(address: str | None, attempts: int = 10) -> Any:
     raise AssertionError("unreachable")
 
 
+def ray_job_state(client: Any, job_id: str) -> str:
+    """PENDING | RUNNING | SUCCEEDED | FAILED | STOPPED (the keys of JOB_STATUS)."""
+    return str(client.get_job_status(job_id)).rsplit(".", 1)[-1]
+
+
+def last_error_line(lines: list[str]) -> str | None:
+    """What a failed job's log says last about its error: the last line naming one, else its last line."""
+    errors = [line for line in lines if "error" in line.lower()]
+    found = errors or lines
+    return found[-1] if found else None
+
+
 SUBMIT_LEASE_S = 300.0
 
 
@@ -172,20 +184,18 @@ def refresh(settings: ServiceSettings, store: Store, analysis: Analysis) -> None
     if not analysis.job_id or analysis.status in ("succeeded", "failed"):
         return
     client = job_client(settings.ray_address)
-    status = JOB_STATUS.get(str(client.get_job_status(analysis.job_id)).rsplit(".", 1)[-1], "running")
+    status = JOB_STATUS.get(ray_job_state(client, analysis.job_id), "running")
     if status == "succeeded":
         run_dir = settings.analyses_dir.resolve() / analysis.id / RUN_NAME
         if analysis.mode == "arena":
             register_arena_models(store, analysis, run_dir)
         store.update_analysis(analysis.id, status="succeeded", progress=1.0, message="done", run_dir=str(run_dir))
     elif status == "failed":
-        logs = client.get_job_logs(analysis.job_id)
-        errors = [line for line in logs.splitlines() if "error" in line.lower()]
         store.update_analysis(
             analysis.id,
             status="failed",
             message="the Ray job failed",
-            error=(errors or logs.splitlines() or ["?"])[-1][-2000:],
+            error=(last_error_line(client.get_job_logs(analysis.job_id).splitlines()) or "?")[-2000:],
         )
     else:
         store.update_analysis(analysis.id, status=status, message=f"Ray job {analysis.job_id}: {status}")

@@ -35,7 +35,7 @@ from cg_ray.errors import CgRayError
 from cg_ray.probe.config import ProbeConfig
 from cg_ray.report.documents import clean
 from cg_ray.serve.errors import api_error
-from cg_ray.serve.jobs import job_client, job_lock, write_job_file
+from cg_ray.serve.jobs import JOB_STATUS, job_client, job_lock, last_error_line, ray_job_state, write_job_file
 from cg_ray.serve.redact import MAX_CHARS, scrub_paths
 from cg_ray.serve.settings import ProbeSettings, ServiceSettings
 
@@ -45,7 +45,6 @@ START_LOCK = ".start.lock"  # held while a start checks that none runs and recor
 LOG, ERRORS = "probe.log", "errors.log"  # the probe's own lines (its progress); everything else it logs
 PROGRESS_LINES = 20
 START_GRACE_S = 60.0  # a start recorded this long ago without its process' id: the service died between them
-RAY_JOB_ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
 OPERATOR_FIELDS = {"reader": "the run's reader checks the items", "reader_factory": "the service's probe settings"}
 
 
@@ -170,8 +169,7 @@ def _spawn(job: Path, argv: list[str], started: dict[str, Any]) -> None:
 def _ray_job_state(started: dict[str, Any]) -> str | None:
     """PENDING | RUNNING | SUCCEEDED | FAILED | STOPPED, or None when its dashboard cannot be reached."""
     try:
-        client = job_client(started.get("ray_address"), attempts=1)
-        return str(client.get_job_status(started["ray_job"])).rsplit(".", 1)[-1]
+        return ray_job_state(job_client(started.get("ray_address"), attempts=1), started["ray_job"])
     except Exception:  # the cluster is unreachable: it cannot be told
         return None
 
@@ -181,7 +179,7 @@ def _alive(started: dict[str, Any]) -> bool:
     reached), or its process runs; a process on another host than this replica's cannot be seen, and is
     taken to run until its outcome is written."""
     if started.get("ray_job"):
-        return _ray_job_state(started) not in RAY_JOB_ENDED
+        return JOB_STATUS.get(_ray_job_state(started) or "") not in ("succeeded", "failed")
     if started.get("host") != socket.gethostname():
         return True
     try:
@@ -244,8 +242,7 @@ def _error(job: Path, state: str) -> str | None:
         )
     lines = progress(job, 200, ERRORS)
     said = [line for line in lines if line.startswith("cg-ray probe: error: ")]  # the CLI's own words
-    errors = said or [line for line in lines if "error" in line.lower()]
-    return (errors or lines or ["the probe failed and wrote nothing"])[-1]
+    return said[-1] if said else last_error_line(lines) or "the probe failed and wrote nothing"
 
 
 def _ray_job_error(started: dict[str, Any]) -> str | None:
@@ -255,9 +252,8 @@ def _ray_job_error(started: dict[str, Any]) -> str | None:
         logs = str(job_client(started.get("ray_address"), attempts=1).get_job_logs(started["ray_job"]))
     except Exception:
         return None
-    lines = [line for line in logs.splitlines() if line.strip()]
-    errors = [line for line in lines if "error" in line.lower()]
-    last = (errors or lines or [f"Ray job {started['ray_job']} ended and wrote nothing"])[-1]
+    last = last_error_line([line for line in logs.splitlines() if line.strip()])
+    last = last or f"Ray job {started['ray_job']} ended and wrote nothing"
     return f"its Ray job {started['ray_job']} ended without recording an outcome: {scrub_paths(last)[:MAX_CHARS]}"
 
 

@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -26,8 +25,8 @@ from cg_ray.serve.db import Analysis, Store
 from cg_ray.serve.keys import create_key
 from cg_ray.serve.settings import ProbeSettings, ServiceSettings
 from tests.describe.endpoint_server import serve
-from tests.probe.scripted_probe import READER_FACTORY, probe_config, script
-from tests.serve.probe_service import service_with_probed_run
+from tests.probe.scripted_probe import READER_FACTORY, script
+from tests.serve.probe_service import body, follow, service_with_probed_run
 
 REPO = Path(__file__).resolve().parents[2]
 ANALYSIS = "ana_probed"
@@ -56,23 +55,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClie
             yield client, headers, url, run
 
 
-def body(url: str, **extra: Any) -> dict[str, Any]:
-    """The scripted probe's settings, as a client sends them (the reader is the service's)."""
-    config = probe_config(url, seed=0, pairs=24)
-    config.pop("reader_factory")
-    return config | extra
-
-
-def follow(client: TestClient, headers: dict[str, str], timeout: float = 300) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state: dict[str, Any] = client.get(f"/v1/analyses/{ANALYSIS}/probe", headers=headers).json()
-        if state["status"] in ("succeeded", "failed"):
-            return state
-        time.sleep(0.5)
-    raise AssertionError(f"the probe did not finish: {state}")
-
-
 def test_a_probe_runs_reports_progress_and_its_results(service) -> None:
     client, headers, url, run = service
     started = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=body(url), params={"fresh": True})
@@ -80,7 +62,7 @@ def test_a_probe_runs_reports_progress_and_its_results(service) -> None:
     assert started.json()["status"] in ("pending", "running") and started.json()["settings"]["pairs"] == 24
     again = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=body(url))
     assert again.status_code == 409 and "running" in again.json()["detail"]["error"]
-    state = follow(client, headers)
+    state = follow(client, headers, ANALYSIS)
     assert state["status"] == "succeeded", state
     # the probe's own lines, one per gap written, then the verdicts; no server path in them
     assert any(line.startswith("[1/2] mode:1: ") for line in state["progress"]), state["progress"]
@@ -101,7 +83,7 @@ def test_a_probe_that_fails_says_why(service) -> None:
     down = body(url, model=body(url)["model"] | {"endpoint": {"url": DOWN, "retry_wait_s": 0.01}})
     started = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=down, params={"fresh": True})
     assert started.status_code == 202, started.text
-    state = follow(client, headers, timeout=120)
+    state = follow(client, headers, ANALYSIS, timeout=120)
     assert state["status"] == "failed" and state["results"] is None
     assert "error" in state["error"] and "127.0.0.1:9" in state["error"], state
 
@@ -250,3 +232,25 @@ def test_two_starts_at_once_start_one_probe(tmp_path: Path, monkeypatch) -> None
         assert sorted(outcomes) == [200, 409], outcomes
     finally:
         os.killpg(int(started["pid"]), signal.SIGKILL)
+
+
+def test_a_probe_whose_ray_job_cannot_be_submitted_reads_failed_with_why(tmp_path: Path) -> None:
+    """The default runner with no dashboard at the service's ray_address: the probe is recorded as failed,
+    saying why, with no job id; a POST later starts it afresh."""
+    from cg_ray.probe.config import ProbeConfig
+
+    settings = ServiceSettings(data_dir=tmp_path, ray_address="http://127.0.0.1:9", probe=ProbeSettings())
+    job = tmp_path / probes.JOB_DIR
+    probes.start(job, tmp_path, ProbeConfig(), fresh=False, settings=settings)
+    state = probes.report(job, RunDir(tmp_path))
+    assert state is not None and state["status"] == "failed"
+    assert state["error"].startswith("cg-ray probe: error: its Ray job was not submitted ("), state["error"]
+    assert "ray_job" not in json.loads((job / probes.STARTED).read_text())
+
+
+def test_an_unknown_probe_runner_is_refused_naming_it() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as refused:
+        ServiceSettings(probe={"runner": "thread"})
+    assert refused.value.errors()[0]["loc"] == ("probe", "runner")

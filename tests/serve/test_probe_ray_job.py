@@ -18,8 +18,8 @@ from cg_ray.serve import probes
 from cg_ray.serve.jobs import job_client
 from cg_ray.serve.settings import ProbeSettings, ServiceSettings
 from tests.describe.endpoint_server import serve
-from tests.probe.scripted_probe import READER_FACTORY, probe_config, script
-from tests.serve.probe_service import service_with_probed_run
+from tests.probe.scripted_probe import READER_FACTORY, script
+from tests.serve.probe_service import body, follow, service_with_probed_run
 
 REPO = Path(__file__).resolve().parents[2]
 ANALYSIS = "ana_probed_by_job"
@@ -55,22 +55,6 @@ def service(
             yield client, headers, url, settings
 
 
-def body(url: str, pairs: int = 24) -> dict[str, Any]:
-    config = probe_config(url, seed=0, pairs=pairs)
-    config.pop("reader_factory")
-    return config
-
-
-def follow(client: TestClient, headers: dict[str, str], until: tuple[str, ...], timeout: float = 400) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state: dict[str, Any] = client.get(f"/v1/analyses/{ANALYSIS}/probe", headers=headers).json()
-        if state["status"] in until:
-            return state
-        time.sleep(0.5)
-    raise AssertionError(f"the probe did not reach {until}: {state}")
-
-
 def started(settings: ServiceSettings) -> dict[str, Any]:
     found: dict[str, Any] = json.loads((settings.analyses_dir / ANALYSIS / probes.JOB_DIR / probes.STARTED).read_text())
     return found
@@ -84,7 +68,7 @@ def test_a_probe_runs_as_a_ray_job_on_the_service_cluster(service) -> None:
     assert record["pid"] is None and record["ray_job"].startswith(f"cg-ray-probe-{ANALYSIS}-")
     info = job_client(settings.ray_address).get_job_info(record["ray_job"])
     assert "-m cg_ray.serve.probe_job" in info.entrypoint and "--fresh" in info.entrypoint
-    state = follow(client, headers, ("succeeded", "failed"))
+    state = follow(client, headers, ANALYSIS, timeout=400)
     assert state["status"] == "succeeded", state
     assert [r["gap_id"] for r in state["results"]] == ["mode:1", "mode:2"]
     assert any(line.startswith("[1/2] mode:1: ") for line in state["progress"]), state["progress"]
@@ -101,10 +85,11 @@ def test_a_stopped_probe_job_reads_failed_and_says_so(service) -> None:
     """DELETE of the analysis stops its probe's Ray job (probes.stop); a job ended before the probe could
     record its outcome is a failed probe with the job named, not one running forever."""
     client, headers, url, settings = service
-    answer = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=body(url, 60), params={"fresh": True})
+    probe = body(url, pairs=60)
+    answer = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=probe, params={"fresh": True})
     assert answer.status_code == 202, answer.text
-    follow(client, headers, ("running",), timeout=120)
+    follow(client, headers, ANALYSIS, ("running",), timeout=120)
     probes.stop(settings.analyses_dir / ANALYSIS / probes.JOB_DIR)
-    state = follow(client, headers, ("failed", "succeeded"), timeout=120)
+    state = follow(client, headers, ANALYSIS, timeout=120)
     assert state["status"] == "failed", state
     assert state["error"].startswith(f"its Ray job {started(settings)['ray_job']} ended without recording"), state
