@@ -27,6 +27,7 @@ from cg_ray.report.findings import (
     null_check_text,
     power_text,
     probe_command,
+    probe_gap,
     row_texts,
     term_shares_text,
     tried,
@@ -128,6 +129,8 @@ def profile(run: RunDir, kind: str, limit: int) -> dict[str, Any] | None:
         "total": table.num_rows,
         "n_confirmed": int(pc.sum(table["confirmed"]).as_py() or 0) if judged else None,
         "crossfit": crossfit,
+        # the next step where rows cannot settle a mode: the CLI in a report, the REST route in the service
+        "probe_gap": probe_gap(items) if kind == "failure_modes" else "",
         "probe_command": probe_command(run.path.name, items) if kind == "failure_modes" else "",
         "items": items,
     }

@@ -97,14 +97,20 @@ def _other_way(entry: dict[str, Any], kind: str) -> bool:
     return (high is not None and high < 0) if kind == "strengths" else (low is not None and low > 0)
 
 
-def probe_command(run_name: str, entries: list[dict[str, Any]]) -> str:
-    """The next step for failure modes the rows could not settle: `cg-ray probe RUN --gap mode:R` for the first
-    unconfirmed one not lying the other way (docs/probe.md: new items with matched controls, judged on fresh
-    answers); '' when every candidate is settled, or for a run made before held-out checks."""
+def probe_gap(entries: list[dict[str, Any]]) -> str:
+    """The failure mode to probe next: 'mode:R' for the first unconfirmed one the rows could not settle (not
+    lying the other way); '' when every candidate is settled, or for a run made before held-out checks."""
     for e in entries:
         if e.get("confirmed") is False and e.get("mde") is not None and not _other_way(e, "failure_modes"):
-            return f"cg-ray probe {shlex.quote(run_name)} --gap mode:{int(e['rank'])}"
+            return f"mode:{int(e['rank'])}"
     return ""
+
+
+def probe_command(run_name: str, entries: list[dict[str, Any]]) -> str:
+    """The next step for failure modes the rows could not settle: `cg-ray probe RUN --gap mode:R` for
+    `probe_gap` (docs/probe.md: new items with matched controls, judged on fresh answers); '' when none."""
+    gap = probe_gap(entries)
+    return f"cg-ray probe {shlex.quote(run_name)} --gap {gap}" if gap else ""
 
 
 def _heldout_interval(entry: dict[str, Any], kind: str) -> tuple[float | None, float | None]:

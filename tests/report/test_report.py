@@ -255,12 +255,13 @@ def test_power_is_said_in_the_finding_s_direction_and_never_as_too_few_rows_for_
 
 
 def test_the_next_step_probes_the_first_candidate_the_rows_could_not_settle() -> None:
-    from cg_ray.report.findings import probe_command
+    from cg_ray.report.findings import probe_command, probe_gap
 
     settled = {"rank": 1, "confirmed": True, "mde": 0.09, "residual_low": -0.3, "residual_high": -0.1}
     other_way = {"rank": 2, "confirmed": False, "mde": 0.1, "residual_low": 0.02, "residual_high": 0.2}
     untestable = {"rank": 3, "confirmed": False, "mde": None}
     open_ = {"rank": 4, "confirmed": False, "mde": 0.17, "residual_low": -0.2, "residual_high": 0.05}
+    assert probe_gap([settled, other_way, untestable, open_]) == "mode:4"
     assert probe_command("my run", [settled, other_way, untestable, open_]) == "cg-ray probe 'my run' --gap mode:4"
     assert probe_command("run", [settled, other_way, untestable]) == ""
     assert probe_command("run", [{**open_, "confirmed": None}]) == ""  # a run made before held-out checks

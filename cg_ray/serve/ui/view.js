@@ -190,12 +190,17 @@ function fillJudged(id, p, row, cols, nothing) {
   document.querySelector(`#${id}-candidates-table tbody`).innerHTML = candidates
     .map((e) => row(e, mdeCell(e)))
     .join("");
-  // The next step where rows could not settle a candidate (report/findings.probe_command): new items for it.
-  show(`${id}-next`, Boolean(p.probe_command));
-  $(`${id}-next`).innerHTML = p.probe_command
-    ? `Next: test it on new items with matched controls — <code>${esc(p.probe_command)}</code> ` +
-      `(<code>--dry-run</code> prints the plan first; docs/probe.md).`
-    : "";
+  // The next step where rows could not settle a candidate (report/findings.probe_gap): new items for it, by
+  // the CLI in a report and by the REST route in the service (as probe.js says a probe's own next step).
+  const inReport = document.body.classList.contains("report");
+  show(`${id}-next`, Boolean(p.probe_gap));
+  $(`${id}-next`).innerHTML = !p.probe_gap
+    ? ""
+    : inReport
+      ? `Next: test it on new items with matched controls — <code>${esc(p.probe_command)}</code> ` +
+        `(<code>--dry-run</code> prints the plan first; docs/probe.md).`
+      : `Next: test it on new items with matched controls — ` +
+        `<code>POST /v1/analyses/${esc(view.doc.name)}/probe ${esc(JSON.stringify({ gaps: [p.probe_gap] }))}</code> (docs/probe.md).`;
 }
 
 // The run's decision rule and what its intervals are, in its own sentences (summary.json's crossfit).
