@@ -64,16 +64,25 @@ def run_reader(run: Path, config: ProbeConfig) -> ReaderConfig:
     return ReaderConfig.model_validate({k: v for k, v in saved.items() if k in ReaderConfig.model_fields})
 
 
+class NoAnsweringModel(ConfigError):
+    """The run records no model that answered it (its scores came with its rows) and the probe names none: the
+    CLI asks for its flags, the REST service for the request's `model`."""
+
+    def __init__(self, run: Path) -> None:
+        self.run = run
+        super().__init__(
+            f"{run}: the run does not record the model that answered it (made by `cg-ray metrics`?); "
+            "name the model that answers the items: --model NAME with --model-endpoint URL, or --model-config FILE"
+        )
+
+
 def run_model(run: Path, config: ProbeConfig) -> GenerationConfig:
     """The model that answers: the config's, else the run's evaluated model."""
     if config.model is not None:
         return config.model
     saved = _manifest_config(run).get("generation")
     if not saved:
-        raise ConfigError(
-            f"{run}: the run does not record the model that answered it (made by `cg-ray metrics`?); "
-            "name the model that answers the items: --model NAME with --model-endpoint URL, or --model-config FILE"
-        )
+        raise NoAnsweringModel(run)
     return GenerationConfig.model_validate(saved)
 
 

@@ -45,6 +45,11 @@ START_LOCK = ".start.lock"  # held while a start checks that none runs and recor
 LOG, ERRORS = "probe.log", "errors.log"  # the probe's own lines (its progress); everything else it logs
 PROGRESS_LINES = 20
 START_GRACE_S = 60.0  # a start recorded this long ago without its process' id: the service died between them
+NO_MODEL = (
+    "the analysis does not record the model that answered its rows (its scores were uploaded): name the model "
+    'that answers the items in the request\'s "model", e.g. {"backend": "endpoint", "model": NAME, '
+    '"endpoint": {"url": URL}} with URL among the service\'s probe.endpoints'
+)
 OPERATOR_FIELDS = {"reader": "the run's reader checks the items", "reader_factory": "the service's probe settings"}
 
 
@@ -91,10 +96,12 @@ def check_gaps(run: Path, config: ProbeConfig) -> None:
     """The plan the probe will make, made once here: an unknown gap, or a run that records no model to answer,
     is the request's 422 (naming the gap and the run's), not a failed probe later."""
     from cg_ray.probe.gaps import GapError
-    from cg_ray.probe.plan import make_plan
+    from cg_ray.probe.plan import NoAnsweringModel, make_plan
 
     try:
         make_plan(run, config)
+    except NoAnsweringModel:
+        raise api_error(422, NO_MODEL, field="model") from None
     except CgRayError as exc:
         field = "gaps" if isinstance(exc, GapError) else None
         raise api_error(422, scrub_paths(str(exc))[:MAX_CHARS], field=field) from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.describe.config import ExplainConfig
@@ -93,6 +93,13 @@ class ServiceSettings(BaseModel):
     ray_address: str | None = Field(
         None, description="Ray dashboard address for job submission (e.g. http://127.0.0.1:8265); None: auto"
     )
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute(cls, data_dir: Path) -> Path:
+        # Resolved once, where the settings are read: every path built from it is then absolute, so a Ray job
+        # started elsewhere finds it and a client-facing message scrubs it (scrub_paths knows absolute paths).
+        return data_dir.expanduser().resolve()
 
     @property
     def db_url(self) -> str:

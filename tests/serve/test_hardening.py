@@ -283,3 +283,19 @@ def test_redaction_of_paths() -> None:
     assert scrub_paths("FileNotFoundError: /tmp/tmpab12/run/summary.json missing") == (
         "FileNotFoundError: <server path> missing"
     )
+
+
+def test_a_relative_data_dir_is_resolved_so_no_message_shows_its_folders(tmp_path, monkeypatch) -> None:
+    """serve_config.yaml ships `data_dir: serve_data`: a relative folder would pass scrub_paths (which knows
+    absolute paths) and show `serve_data/analyses/ana_…` to a client, and a Ray job started in another folder
+    would not find it."""
+    from pathlib import Path
+
+    from cg_ray.serve.redact import scrub_paths
+    from cg_ray.serve.settings import ServiceSettings
+
+    monkeypatch.chdir(tmp_path)
+    settings = ServiceSettings(data_dir=Path("serve_data"))
+    assert settings.data_dir == tmp_path.resolve() / "serve_data" and settings.analyses_dir.is_absolute()
+    message = f"{settings.analyses_dir / 'ana_1' / 'run'}: the run does not record the model"
+    assert "serve_data" not in scrub_paths(message) and "analyses" not in scrub_paths(message)

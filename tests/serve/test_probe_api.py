@@ -92,7 +92,7 @@ def test_a_probe_that_fails_says_why(service) -> None:
     ("change", "field", "said"),
     [
         ({"gaps": ["mode:9"]}, "gaps", "unknown gap 'mode:9': this run has mode:1, mode:2"),
-        ({"model": None}, None, "does not record the model that answered it"),
+        ({"model": None}, "model", 'name the model that answers the items in the request\'s "model"'),
         ({"pairs": 2}, "pairs", "probe setting pairs: Input should be greater than or equal to 5"),
         ({"reader_factory": "os:system"}, "reader_factory", "not a request's to set"),
         ({"writer": {"endpoint": "http://127.0.0.2:1/v1", "model": "m"}}, "writer.endpoint", "not an endpoint"),
@@ -104,7 +104,9 @@ def test_a_bad_request_is_refused_before_anything_starts(service, change, field,
     client, headers, url, _ = service
     answer = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=body(url) | change)
     assert answer.status_code == 422, answer.text
-    assert answer.json()["detail"]["field"] == field and said in answer.json()["detail"]["error"]
+    error = answer.json()["detail"]["error"]
+    assert answer.json()["detail"]["field"] == field and said in error
+    assert "--model" not in error and "analyses" not in error  # no CLI flag, no server folder
 
 
 def test_a_key_goes_only_by_the_name_of_an_allowed_variable(service) -> None:
