@@ -146,6 +146,9 @@ def _gap(
     examples = [rows[i] for i in (entry.get("example_row_ids") or [])[:EXAMPLES] if i in rows]
     benchmarks = Counter(r["benchmark"] for r in examples)
     benchmark = benchmarks.most_common(1)[0][0] if benchmarks else ""
+    # The items are scored by that benchmark's scorer, so the writer sees only its rows: an example of another
+    # benchmark (a letter choice beside a number) would invite items whose answers the scorer cannot read.
+    examples = [r for r in examples if r["benchmark"] == benchmark]
     return Gap(
         gap_id=gap_id,
         kind=kind,

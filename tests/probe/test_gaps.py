@@ -45,3 +45,17 @@ def test_a_weak_concepts_rule_is_its_firing_threshold_over_the_runs_rows(run_dir
     rule = plan.rules[concept.gap_id]
     assert strength(np.array([c]), np.array([0.5 * expected]), rule) < 1.0
     assert strength(np.array([c]), np.array([1.01 * expected]), rule) >= 1.0
+
+
+def test_a_mixed_gap_shows_the_writer_only_rows_of_the_benchmark_whose_scorer_scores_its_items() -> None:
+    from cg_ray.probe.gaps import _gap
+
+    rows = {
+        "a1": {"benchmark": "gsm8k", "prompt": "Sam has 3 apples and eats 1. How many are left?"},
+        "b1": {"benchmark": "mmlu", "prompt": "Which is a fruit? (A) apple (B) brick"},
+        "a2": {"benchmark": "gsm8k", "prompt": "An apple costs 2 dollars; 4 apples cost?"},
+    }
+    entry = {"description": "apples", "example_row_ids": ["a1", "b1", "a2"], "n_rows": 3}
+    gap = _gap("mode:1", "mode", [7], entry, rows, {"gsm8k": "numeric", "mmlu": "choice"}, -0.2)
+    assert gap.benchmark == "gsm8k" and gap.scorer == "numeric"
+    assert gap.examples == (rows["a1"]["prompt"], rows["a2"]["prompt"])
