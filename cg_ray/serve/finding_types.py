@@ -169,6 +169,11 @@ class SlicesResponse(_ProfileBase):
 class FailureModesResponse(_ProfileBase):
     kind: Literal["failure_modes"]
     items: list[FailureModeEntry]
+    probe_gap: str = Field(
+        "",
+        description="the next step where rows cannot settle a mode: the first one to test on new items with "
+        "matched controls (POST /v1/analyses/{id}/probe with gaps [it]); '' when every candidate is settled",
+    )
 
 
 ProfileView: TypeAlias = ProfileResponse | SlicesResponse | FailureModesResponse

@@ -163,6 +163,11 @@ def test_upload_analyse_browse(server, tmp_path: Path) -> None:
 
         view = httpx.get(f"{base}/v1/analyses/{analysis}/view", headers={"X-API-Key": key}).json()
         gap = view["profiles"]["failure_modes"]["probe_gap"]
+        # a REST client reading the failure modes gets the same next step (and no CLI command naming a folder)
+        modes_api = httpx.get(
+            f"{base}/v1/analyses/{analysis}/weaknesses", params={"kind": "failure_modes"}, headers={"X-API-Key": key}
+        ).json()
+        assert modes_api["probe_gap"] == gap and "probe_command" not in modes_api
         if gap:
             expect(page.locator("#modes-next")).to_contain_text(
                 f'POST /v1/analyses/{analysis}/probe {{"gaps":["{gap}"]}}'
