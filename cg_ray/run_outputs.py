@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -183,6 +185,40 @@ class PublishedMetrics:
     aggregate_s: float  # reading and accumulating the rows
 
 
+@dataclass(frozen=True)
+class Measured:
+    result: CGResult
+    beyond: Beyond  # metadata, slices, residuals, failure modes and the held-out verdicts
+    beyond_s: float
+    aggregate_s: float  # reading and accumulating the rows
+
+
+def measure(rows: RowsFile, model: str | None, config: MetricsConfig) -> Measured:
+    """The CG metrics and the analysis beyond the metadata, the residual gaps accumulated in the same pass."""
+    started = time.perf_counter()
+    residuals = ResidualPass(rows, model, config)  # metadata, slices, the fields adjusted for, cell means
+    beyond_s = time.perf_counter() - started
+    started = time.perf_counter()
+    acc = accumulate_rows(rows, model=model, observe=residuals.observe)
+    aggregate_s = time.perf_counter() - started
+    result = compute_metrics(acc, config)
+    return Measured(result, residuals.finish(result), beyond_s, aggregate_s)
+
+
+def judged_profiles(
+    rows_path: str | os.PathLike[str], model: str, config: MetricsConfig, labels: ConceptLabels | None = None
+) -> dict[str, pa.Table]:
+    """The profile tables `publish_metrics` writes — each entry with its held-out verdict — for a rows file
+    outside a run directory (`cg-ray arena-head-to-head --rows MODEL=PATH`): `model`'s rows of it when it has
+    a model column."""
+    from cg_ray.profile.weaknesses import build_profiles
+
+    rows = open_rows(rows_path)
+    mine = model if rows.has_model_column else None
+    measured = measure(rows, mine, config)
+    return build_profiles(measured.result, labels, Path(rows_path), mine, None, measured.beyond)
+
+
 def publish_metrics(
     run: RunDir,
     config: MetricsConfig,
@@ -200,15 +236,8 @@ def publish_metrics(
     `model` for near-duplicate groups and example rows) and summary.json."""
     from cg_ray.profile.weaknesses import write_profiles
 
-    started = time.perf_counter()
-    rows = rows or open_rows(run.rows)
-    residuals = ResidualPass(rows, model, config)  # metadata, slices, the fields adjusted for, cell means
-    beyond_s = time.perf_counter() - started
-    started = time.perf_counter()
-    acc = accumulate_rows(rows, model=model, observe=residuals.observe)  # the residual gaps in the same pass
-    aggregate_s = time.perf_counter() - started
-    result = compute_metrics(acc, config)
-    beyond = residuals.finish(result)
+    measured = measure(rows or open_rows(run.rows), model, config)
+    result, beyond, beyond_s, aggregate_s = measured.result, measured.beyond, measured.beyond_s, measured.aggregate_s
     extra = dict(extra_summary or {})
     run.write(S.CONCEPTS_FILE, concepts_table(result, labels, beyond))
     run.write(S.BENCHMARK_CONCEPTS_FILE, benchmark_concepts_table(result))

@@ -31,14 +31,11 @@ from cg_ray import schemas as S
 from cg_ray.arena.config import TiePolicy
 from cg_ray.arena.outcomes import side_scores
 from cg_ray.arena.rows import row_id
-from cg_ray.artifacts.layout import ArenaDir
-from cg_ray.artifacts.rows import RowsFile, accumulate_rows, iter_row_batches, open_rows
+from cg_ray.artifacts.layout import ArenaDir, RunDir
+from cg_ray.artifacts.rows import RowsFile, iter_row_batches, open_rows
 from cg_ray.benchmarks.arena import WINNERS, Battle
-from cg_ray.config import MetricsConfig
 from cg_ray.errors import InputError
 from cg_ray.labels import ConceptLabels
-from cg_ray.metrics.compute import CGResult, compute_metrics
-from cg_ray.metrics.rankings import rank_concepts
 
 Weighting = Literal["mean", "own"]
 
@@ -57,17 +54,28 @@ HEAD_TO_HEAD_SCHEMA = pa.schema(
     ]
 )
 
+# Per model, what it wins on (its strengths profile) and loses on (its weaknesses profile), judged as every
+# run's findings are: chosen on one half of each grouped split, tested as that rule on the other half.
 MODEL_CONCEPTS_SCHEMA = pa.schema(
     [
         pa.field("model", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),  # "wins" (best X_model) or "losses" (worst)
-        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # "wins" (strengths.parquet) or "losses" (weaknesses)
+        pa.field("rank", pa.int32(), nullable=False),  # confirmed first, then the profile's order
         pa.field("concept_id", pa.int32(), nullable=False),
         pa.field("label", pa.string(), nullable=True),
-        pa.field("X_model", pa.float64(), nullable=False),
+        pa.field("description", pa.string(), nullable=True),
+        *S.floats("X_model", "X_model_low", "X_model_high"),  # over all its rows (in sample)
         pa.field("n_active_rows", pa.int64(), nullable=False),
+        # held out: the score gap to its cells on rows that did not choose it, its interval and verdict
+        *S.with_interval("residual_heldout"),
+        pa.field("confirmed", pa.bool_(), nullable=False),
+        *S.floats("q_value", "mde"),
+        *S.counts("n_heldout"),
     ]
 )
+PROFILE_OF_KIND: dict[str, str] = {"wins": S.STRENGTHS_FILE, "losses": S.WEAKNESSES_FILE}
+_COPIED = ("concept_id", "label", "description", "X_model", "X_model_low", "X_model_high", "residual_heldout",
+           "residual_heldout_low", "residual_heldout_high", "confirmed", "q_value", "mde", "n_heldout")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -220,35 +228,30 @@ def head_to_head(
     return HeadToHead(pa.concat_tables(tables).combine_chunks(), summaries)
 
 
-def model_results(
-    rows_files: Mapping[str, str | os.PathLike[str]], config: MetricsConfig | None = None
-) -> dict[str, CGResult]:
-    """Each model's CG run (X_model etc.) from its rows.parquet."""
-    out = {}
-    for model, path in rows_files.items():
-        rows = open_rows(path)
-        out[model] = compute_metrics(accumulate_rows(rows, model=model if rows.has_model_column else None), config)
-    return out
+def run_profiles(run: RunDir) -> dict[str, pa.Table]:
+    """The strengths and weaknesses profiles of a model's run directory (`model_concepts_table`'s input)."""
+    tables = {name: run.read_table(name) for name in PROFILE_OF_KIND.values()}
+    missing = [name for name, table in tables.items() if table is None]
+    if missing:
+        raise InputError(f"{run.path}: no {', '.join(missing)}; made before profiles were written?")
+    return {name: table for name, table in tables.items() if table is not None}
 
 
-def model_concepts_table(
-    results: Mapping[str, CGResult], top_k: int | None = None, labels: ConceptLabels | None = None
-) -> pa.Table:
-    """Per model, the top-k concepts it wins on (highest X_model) and loses on (lowest), with the run's
-    ranking filters (`min_benchmarks`, `min_rows` of its MetricsConfig)."""
-    columns: dict[str, list[Any]] = {f.name: [] for f in MODEL_CONCEPTS_SCHEMA}
-    for model, result in results.items():
-        ranks = rank_concepts(result, top_k)
-        for kind, ids in (("wins", ranks.best_model), ("losses", ranks.worst_model)):
-            for rank, c in enumerate(ids, start=1):
-                columns["model"].append(model)
-                columns["kind"].append(kind)
-                columns["rank"].append(rank)
-                columns["concept_id"].append(c)
-                columns["label"].append(labels.get(c) if labels else None)
-                columns["X_model"].append(float(result.X_model[c]))
-                columns["n_active_rows"].append(int(result.n_active_rows[c]))
-    return pa.Table.from_pydict(columns, schema=MODEL_CONCEPTS_SCHEMA)
+def model_concepts_table(profiles: Mapping[str, Mapping[str, pa.Table]], top_k: int | None = None) -> pa.Table:
+    """Per model, the concepts it wins on and loses on: the first `top_k` entries of its strengths and
+    weaknesses profiles (model → file name → table, as `publish_metrics` writes them), those confirmed held
+    out first, each with its held-out interval — not the in-sample extremes of X_model, which rows that did
+    not choose them need not repeat."""
+    records: list[dict[str, Any]] = []
+    for model, tables in profiles.items():
+        for kind, name in PROFILE_OF_KIND.items():
+            entries = sorted(tables[name].to_pylist(), key=lambda e: (not e["confirmed"], e["rank"]))
+            for rank, e in enumerate(entries[:top_k], start=1):
+                records.append(
+                    {"model": model, "kind": kind, "rank": rank, "n_active_rows": e["n_rows"]}
+                    | {k: e[k] for k in _COPIED}
+                )
+    return pa.Table.from_pylist(records, schema=MODEL_CONCEPTS_SCHEMA)
 
 
 def _top(table: pa.Table, k: int, min_active: int) -> dict[str, list[dict[str, Any]]]:

@@ -52,7 +52,13 @@ def safe_name(model: str) -> str:
 
 def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory: str = DEFAULT_READER_FACTORY) -> Path:
     from cg_ray.activations.saes.labels import shipped_labels
-    from cg_ray.arena.concepts import head_to_head, load_model_activations, model_concepts_table, write_head_to_head
+    from cg_ray.arena.concepts import (
+        head_to_head,
+        load_model_activations,
+        model_concepts_table,
+        run_profiles,
+        write_head_to_head,
+    )
     from cg_ray.arena.outcomes import BattleArrays
     from cg_ray.arena.outputs import write_ratings
     from cg_ray.arena.ratings import rate
@@ -82,7 +88,7 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
     with atomic_directory(out, overwrite=overwrite) as tmp:
         arena_dir = ArenaDir(tmp)
         write_ratings(arena_dir.ratings_dir, ratings, {"source": cfg.battles, "skipped": dict(battles.skipped)})
-        activations, results = {}, {}
+        activations, profiles = {}, {}
         counts = RowCounts()
         labels = None
         for model in models:
@@ -103,11 +109,12 @@ def run_arena(config: ArenaJobConfig, *, overwrite: bool = False, reader_factory
             # the model-concepts table, and the head-to-head takes its activations from the same file.
             rows_file = open_rows(run_dir.rows)
             extra = {"evaluated_model": model, "arena": True}
-            results[model] = publish_metrics(run_dir, config.metrics, labels, extra, rows=rows_file).result
+            publish_metrics(run_dir, config.metrics, labels, extra, rows=rows_file)
+            profiles[model] = run_profiles(run_dir)
             build_report(run_dir)
             activations[model] = load_model_activations(model, rows_file)
         h2h = head_to_head(battles.battles, activations, cfg.tie_policy, weighting=cfg.weighting, labels=labels)
-        table = model_concepts_table(results, labels=labels)
+        table = model_concepts_table(profiles)
         write_head_to_head(arena_dir, h2h, table)
         summary = {
             "config": config.model_dump(mode="json"),
@@ -154,5 +161,15 @@ def _print(table: pa.Table, ratings: Any) -> None:
     for model in dict.fromkeys(table["model"].to_pylist()):
         for kind in ("wins", "losses"):
             entries = [r for r in table.to_pylist() if r["model"] == model and r["kind"] == kind][:5]
-            shown = "; ".join(f"{e['concept_id']} {(e['label'] or '')[:40]} ({e['X_model']:.2f})" for e in entries)
-            print(f"{model} {kind} on: {shown}")
+            print(f"{model} {kind} on: " + ("; ".join(map(_concept_text, entries)) or "nothing"))
+
+
+def _concept_text(e: dict[str, Any]) -> str:
+    """'4077 dollar amounts (X_model 0.31; held out -0.20 [-0.29, -0.11], confirmed)'."""
+    name = f"{e['concept_id']} {(e['description'] or e['label'] or '')[:40]}".strip()
+    if e["residual_heldout"] is None:
+        return f"{name} (X_model {e['X_model']:.2f}; not tested held out)"
+    low, high = e["residual_heldout_low"], e["residual_heldout_high"]
+    interval = "" if low is None or high is None else f" [{low:+.2f}, {high:+.2f}]"
+    verdict = "confirmed" if e["confirmed"] else "not confirmed"
+    return f"{name} (X_model {e['X_model']:.2f}; held out {e['residual_heldout']:+.2f}{interval}, {verdict})"

@@ -103,19 +103,19 @@ def _cmd_rows(args: argparse.Namespace) -> int:
 def _cmd_head_to_head(args: argparse.Namespace) -> int:
     """per-concept head-to-head win rates from per-model rows.parquet files
 
-    Where model A beats model B: s̃-weighted win rates per concept over their battles, and each model's top
-    won / lost concepts by X_model."""
+    Where model A beats model B: s̃-weighted win rates per concept over their battles, and the concepts each
+    model wins and loses on, judged held out (its strengths and weaknesses profiles)."""
     from cg_ray.arena.concepts import (
         head_to_head,
         load_model_activations,
         model_concepts_table,
-        model_results,
         write_head_to_head,
     )
     from cg_ray.artifacts.layout import ArenaDir
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.config import MetricsConfig
     from cg_ray.labels import load_labels
+    from cg_ray.run_outputs import judged_profiles
 
     policy = _tie_policy(args)
     files: dict[str, str] = {}
@@ -131,7 +131,8 @@ def _cmd_head_to_head(args: argparse.Namespace) -> int:
     d_sae = next(iter(activations.values())).d_sae
     labels = load_labels(args.labels, args.labels_source, d_sae) if args.labels else None
     h2h = head_to_head(battles.battles, activations, policy, weighting=args.weighting, labels=labels)
-    table = model_concepts_table(model_results(files, metrics), labels=labels)
+    # each model's wins and losses judged held out, as its own run's profiles are
+    table = model_concepts_table({m: judged_profiles(p, m, metrics, labels) for m, p in files.items()})
     with atomic_directory(args.out, overwrite=args.overwrite) as tmp:
         write_head_to_head(ArenaDir(tmp), h2h, table, top_k=metrics.top_k, min_active=args.min_active)
     for p in h2h.pairs:

@@ -6,15 +6,17 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cg_ray import schemas as S
 from cg_ray.arena.concepts import (
     HEAD_TO_HEAD_SCHEMA,
     head_to_head,
     load_model_activations,
     model_concepts_table,
-    model_results,
     write_head_to_head,
 )
 from cg_ray.arena.config import TiePolicy
@@ -22,7 +24,8 @@ from cg_ray.artifacts.layout import ArenaDir
 from cg_ray.benchmarks.arena import Battle, load_battles
 from cg_ray.config import MetricsConfig
 from cg_ray.errors import InputError
-from cg_ray.labels import ConceptLabels
+from cg_ray.run_outputs import judged_profiles
+from tests.report.crossfit_run import weakness
 
 from .arena_builders import record, write_jsonl
 
@@ -134,21 +137,55 @@ def test_tie_policy_and_missing_rows(battles: list[Battle], rows_files: Callable
     assert 1 in cells(missing, "A", "B") and cells(missing, "A", "B")[1][0] == 1.0
 
 
-def test_model_concepts_table(rows_files: Callable[..., dict[str, Path]]) -> None:
-    results = model_results(rows_files(), MetricsConfig(min_rows=1))
-    labels = ConceptLabels({0: "zero", 1: "one", 2: "two"}, None, "labels.csv")
-    table = model_concepts_table(results, top_k=2, labels=labels).to_pylist()
-    rows: dict[tuple[str, str], list[tuple[int, float]]] = {}
-    for r in table:
-        rows.setdefault((r["model"], r["kind"]), []).append((r["concept_id"], r["X_model"]))
-    # A: X_model(c0) = (1·1 + 0·3)/4 = 0.25, X_model(c1) = (1·2 + 0.5·1)/3; c2 is never active in A's rows.
-    assert rows[("A", "wins")] == [(1, pytest.approx(2.5 / 3)), (0, 0.25)]
-    assert rows[("A", "losses")] == [(0, 0.25), (1, pytest.approx(2.5 / 3))]
-    # B: c0 (0·1 + 1·1)/2 = 0.5, c1 0.5, c2 1.0; equal values are ordered by concept id.
-    assert rows[("B", "wins")] == [(2, 1.0), (0, 0.5)]
-    assert rows[("B", "losses")] == [(0, 0.5), (1, 0.5)]  # top_k = 2
-    assert [r["label"] for r in table if r["model"] == "B" and r["kind"] == "wins"] == ["two", "zero"]
-    assert [r["rank"] for r in table if r["model"] == "B" and r["kind"] == "losses"] == [1, 2]
+def _profile(entries: list[dict]) -> pa.Table:
+    return pa.Table.from_pylist(entries, schema=S.PROFILE_SCHEMA)
+
+
+def test_model_concepts_are_the_models_judged_profiles_confirmed_first() -> None:
+    weak = [weakness(1, 7, False), weakness(2, 9, True), weakness(3, 11, None)]
+    strong = [weakness(1, 4, None)]
+    profiles = {"A": {S.STRENGTHS_FILE: _profile(strong), S.WEAKNESSES_FILE: _profile(weak)}}
+    table = model_concepts_table(profiles).to_pylist()
+    losses = [r for r in table if r["kind"] == "losses"]
+    assert [(r["rank"], r["concept_id"], r["confirmed"]) for r in losses] == [
+        (1, 9, True),
+        (2, 7, False),
+        (3, 11, False),
+    ]
+    assert losses[0]["residual_heldout_low"] == -0.25 and losses[0]["q_value"] == 0.002  # its held-out figures
+    assert losses[2]["residual_heldout"] is None and losses[0]["description"] == "concept 9"
+    assert [r["concept_id"] for r in table if r["kind"] == "wins"] == [4]
+    assert [r["concept_id"] for r in model_concepts_table(profiles, top_k=1).to_pylist()] == [4, 9]
+
+
+def _arena_rows(rng: np.random.Generator, n: int, effect: float) -> list[dict]:
+    """n rows of one model: concept 0 on half of them, scoring `effect` above the others' 0.4 win rate;
+    concept 1 on a random half, unrelated to the score."""
+    rows = []
+    for i in range(n):
+        has0, has1 = i % 2 == 0, bool(rng.random() < 0.5)
+        won = rng.random() < 0.4 + (effect if has0 else 0.0)
+        ids = [c for c, on in ((0, has0), (1, has1), (2, True)) if on]
+        rows.append({"row_id": f"q{i}:a:B", "benchmark": "arena", "model": "A", "score": float(won),
+                     "concept_ids": ids, "concept_acts": [1.0] * len(ids)})  # fmt: skip
+    return rows
+
+
+@pytest.mark.parametrize("effect", [0.0, 0.3])
+def test_a_concept_a_model_wins_on_is_confirmed_only_when_it_does(
+    write_rows: Callable[..., Path], effect: float
+) -> None:
+    """`arena-head-to-head` judges each model's rows as a run does: a concept whose rows win 30 points more
+    often is confirmed among its wins with a held-out interval above 0; with no effect nothing is."""
+    path = write_rows(_arena_rows(np.random.default_rng(3), 600, effect), d_sae=4, name=f"A{effect}.parquet")
+    table = model_concepts_table({"A": judged_profiles(path, "A", MetricsConfig(min_rows=5))}).to_pylist()
+    confirmed = [(r["kind"], r["concept_id"]) for r in table if r["confirmed"]]
+    if effect:
+        assert confirmed == [("wins", 0)]
+        win = next(r for r in table if r["kind"] == "wins" and r["concept_id"] == 0)
+        assert win["rank"] == 1 and 0 < win["residual_heldout_low"] < win["residual_heldout_high"]
+    else:
+        assert confirmed == []
 
 
 def test_writes_parquet_and_json(
@@ -158,14 +195,18 @@ def test_writes_parquet_and_json(
     h2h = head_to_head(battles, {m: load_model_activations(m, p) for m, p in files.items()})
     out = tmp_path / "out"
     out.mkdir()
-    write_head_to_head(
-        ArenaDir(out), h2h, model_concepts_table(model_results(files, MetricsConfig(min_rows=1))), min_active=2
-    )
+    profiles = {m: judged_profiles(p, m, MetricsConfig(min_rows=1)) for m, p in files.items()}
+    write_head_to_head(ArenaDir(out), h2h, model_concepts_table(profiles), min_active=2)
     assert pq.read_table(out / "head_to_head.parquet").equals(h2h.table)
     summary = json.loads((out / "head_to_head.json").read_text())
     top = summary["top_20_by_pair (n_active >= 2)"]
     assert [c["concept_id"] for c in top["A vs B"]] == [1, 0]  # c2 is active in 1 battle only
-    assert len(summary["pairs"]) == 2 and len(summary["model_concepts"]) == 4 + 6  # A ranks 2 concepts, B 3
+    assert len(summary["pairs"]) == 2
+    assert summary["model_concepts"] == pq.read_table(out / "model_concepts.parquet").to_pylist()
+    # A's rows activate concepts 0 and 1, B's 0, 1 and 2: each is listed once per side
+    listed = {(m, k): sorted(r["concept_id"] for r in summary["model_concepts"] if (r["model"], r["kind"]) == (m, k))
+              for m in "AB" for k in ("wins", "losses")}  # fmt: skip
+    assert listed[("A", "wins")] == [0, 1] and listed[("B", "losses")] == [0, 1, 2]
 
 
 def test_inputs_that_cannot_be_joined(

@@ -45,6 +45,13 @@ def arena_folder(out: Path) -> ArenaDir:
         won = ((arrays.model_a == i) & (arrays.winner == 0)) | ((arrays.model_b == i) & (arrays.winner == 1))
         n = int(met.sum())
         pairs.append(PairSummary(f"m{i}", f"m{j}", n, n, 0, 0, float((won & met).sum()) / n))
+
+    def heldout(model: str, r: float) -> dict:  # m0's concepts are confirmed held out, m1's never candidates
+        if model == "m1":
+            return {"confirmed": False, "n_heldout": 0}
+        return {"residual_heldout": r, "residual_heldout_low": r - 0.1, "residual_heldout_high": r + 0.1,
+                "confirmed": True, "q_value": 0.004, "n_heldout": 20}  # fmt: skip
+
     concepts = [
         {
             "model": m,
@@ -54,9 +61,10 @@ def arena_folder(out: Path) -> ArenaDir:
             "label": f"{kind} of {m}",
             "X_model": x,
             "n_active_rows": 40,
+            **heldout(m, r),
         }
         for m, c0 in (("m0", 3), ("m1", 5))
-        for kind, c, x in (("wins", c0, 0.9), ("losses", c0 + 1, 0.1))
+        for kind, c, x, r in (("wins", c0, 0.9, 0.3), ("losses", c0 + 1, 0.1, -0.3))
     ]
     table = pa.Table.from_pylist(concepts, schema=MODEL_CONCEPTS_SCHEMA)
     write_head_to_head(arena, HeadToHead(HEAD_TO_HEAD_SCHEMA.empty_table(), pairs), table)
@@ -109,6 +117,13 @@ def test_the_arena_page_renders_offline_with_the_ratings(tmp_path: Path) -> None
         expect(first_pair.locator("td").nth(6)).to_have_text(f"{pair['bt_predicted']:.3f}")
         expect(first_pair.locator("td").nth(5)).to_have_text(f"{pair['score_a']:.3f}")
         expect(page.locator("#arena-concepts")).to_contain_text("wins of m0")
+        m0 = page.locator("#arena-concepts .arena-model").first
+        expect(m0.locator("li.confirmed").first).to_contain_text("held out +0.300 [+0.200, +0.400]")
+        expect(m0.locator("li.confirmed").first).to_contain_text("✓ confirmed")
+        expect(m0).to_contain_text("1 confirmed")
+        m1 = page.locator("#arena-concepts .arena-model").nth(1)
+        expect(m1.locator("li.candidate").first).to_contain_text("not tested held out")
+        expect(m1).to_contain_text("0 confirmed")
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "arena-page.png"), full_page=True)
         browser.close()

@@ -52,26 +52,34 @@ function drawHeadToHead(doc) {
       .join("") || `<tr><td colspan="7" class="muted">no pair of models of interest met</td></tr>`;
 }
 
+// Each model's strengths ("wins on") and weaknesses ("loses on") as its own run judged them: confirmed held
+// out first, each with its held-out residual, interval and verdict (view.js' heldoutCell), X_model beside.
 function drawArenaConcepts(rows) {
   const byModel = new Map();
   for (const r of rows) {
     if (!byModel.has(r.model)) byModel.set(r.model, { wins: [], losses: [] });
     byModel.get(r.model)[r.kind].push(r);
   }
-  const list = (items) =>
+  const profile = { wins: "strengths", losses: "weaknesses" };
+  const list = (items, kind) =>
     items
       .slice(0, 10)
-      .map(
-        (r) =>
-          `<li>${r.concept_id} ${esc(r.label || "(no label)")} <span class="muted">X_model ${fmt(r.X_model)}, ${r.n_active_rows} rows</span></li>`,
-      )
+      .map((r) => {
+        const heldout = none(r.residual_heldout) ? "not tested held out" : `held out ${heldoutCell(r, profile[kind])}`;
+        return `<li class="${r.confirmed ? "confirmed" : "candidate"}">${r.concept_id} ${esc(r.description || r.label || "(no label)")}
+          <span class="muted">X_model ${fmt(r.X_model)}, ${r.n_active_rows} rows</span><div class="heldout">${heldout}</div></li>`;
+      })
       .join("") || `<li class="muted">none</li>`;
+  const column = (k, kind, title) => {
+    const n = k[kind].filter((r) => r.confirmed).length;
+    return `<div><b>${title}</b> <span class="muted">${n} confirmed</span><ol>${list(k[kind], kind)}</ol></div>`;
+  };
   $("arena-concepts").innerHTML =
     [...byModel]
       .map(
         ([model, k]) =>
-          `<div class="arena-model"><h3>${esc(model)}</h3><div class="grid"><div><b>wins on</b><ol>${list(k.wins)}</ol></div>` +
-          `<div><b>loses on</b><ol>${list(k.losses)}</ol></div></div></div>`,
+          `<div class="arena-model"><h3>${esc(model)}</h3><div class="grid">${column(k, "wins", "wins on")}` +
+          `${column(k, "losses", "loses on")}</div></div>`,
       )
       .join("") || `<p class="muted">No model of interest was read.</p>`;
 }
