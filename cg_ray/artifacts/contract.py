@@ -103,6 +103,7 @@ class DiffSummary(_Versioned):
     runs: dict[str, dict[str, Any]]  # "a", "b": each run's path, benchmarks, mean paired score, reader
     config: dict[str, Any]
     counts: DiffCounts
+    heldout: dict[str, Any] | None = None  # the findings judged held out (compare.heldout_diff); None: older
     top_regressed: list[dict[str, Any]]
     top_improved: list[dict[str, Any]]
 

@@ -17,11 +17,12 @@ def _print(out: Path, doc: dict[str, Any]) -> None:
         f"{runs['a']['mean_score_paired']:.3f} -> {runs['b']['mean_score_paired']:.3f}; "
         f"{c['confident_regressed']} concepts confidently regressed, {c['confident_improved']} improved -> {out}"
     )
+    _print_heldout(doc["heldout"])
     relative = doc["config"]["rank_by"] == "relative"
     what = "change beyond the benchmarks' mean-score change" if relative else "ΔX_model"
     for key, title in (("top_regressed", "regressed"), ("top_improved", "improved")):
         if doc[key]:
-            print(f"{title} ({what} [interval], X_model A -> B, paired rows active):")
+            print(f"{title}, per-concept intervals on all paired rows ({what} [interval], X_model A -> B, rows):")
         for e in doc[key][:5]:
             name = e["description"] or e["label"] or "(no label)"
             v = e["relative"] if relative else {"delta": e["delta_X_model"], "low": e["low"], "high": e["high"]}
@@ -31,12 +32,35 @@ def _print(out: Path, doc: dict[str, Any]) -> None:
             )
 
 
+def _print_heldout(h: dict[str, Any]) -> None:
+    """The findings first: changes beyond their benchmark, confirmed on rows that did not choose them."""
+    n = h["n_confirmed"]
+    print(
+        f"held out ({h['splits']} splits, confirmed when q ≤ {h['fdr']:g}): {n['regressed']} concepts regressed "
+        f"and {n['improved']} improved beyond their benchmark (change of their rows vs the benchmark's other rows)"
+    )
+    for direction in ("regressed", "improved"):
+        for e in h[direction][:5]:
+            v = e["heldout"]
+            if v["estimate"] is None:
+                continue
+            verdict = "confirmed" if v["confirmed"] else f"candidate, MDE {v['mde']:.3f}" if v["mde"] else "candidate"
+            name = e["description"] or e["label"] or "(no label)"
+            bounds = "[" + ", ".join("—" if x is None else f"{x:+.3f}" for x in (v["low"], v["high"])) + "]"
+            print(
+                f"  {direction:<9} {e['concept_id']:>6}  {v['estimate']:+.3f} {bounds:<17} "
+                f"q={v['q_value']:.3f} {verdict:<22} {v['n_heldout']:>5} held-out rows  {name[:50]}"
+            )
+
+
 def _cmd_diff(args: argparse.Namespace) -> int:
     """Concept-level diff of two runs (paired by row_id, bootstrap intervals).
 
-    Per concept, ΔX_model and Δχ_model (B − A) on the rows both runs share, with paired
-    bootstrap intervals, ΔX_bench between the suites, and the concepts that regressed and improved most
-    confidently with the rows that flipped. Both runs must be read with the same reader and SAE."""
+    First the findings: concepts whose rows changed beyond their benchmark, chosen on one half of each of
+    --splits splits of the paired rows and confirmed on the other (q ≤ --fdr). Then, per concept, ΔX_model
+    and Δχ_model (B − A) on the rows both runs share, with paired bootstrap intervals, ΔX_bench between the
+    suites, and the concepts that regressed and improved most confidently with the rows that flipped. Both
+    runs must be read with the same reader and SAE."""
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.compare.config import DiffConfig
     from cg_ray.compare.diff import compute_diff
@@ -70,6 +94,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             ("min_rows", int),
             ("right_threshold", float),
             ("rank_by", str),
+            ("splits", int),
+            ("fdr", float),
+            ("tested_per_split", int),
             ("assume_same_reader", bool),
         ),
     )

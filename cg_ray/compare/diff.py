@@ -28,6 +28,7 @@ from cg_ray.arrays import BoolArray, FloatArray, IntArray
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.compare.bootstrap import PairedDelta, PairedSample, paired_bootstrap
 from cg_ray.compare.config import DiffConfig
+from cg_ray.compare.heldout_diff import HeldOutChanges, judge_changes
 from cg_ray.compare.identity import check_same_reader
 from cg_ray.compare.runs import DiffRun, Pairing, open_diff_run, pair_rows, row_texts
 from cg_ray.describe.outputs import read_sentences
@@ -65,6 +66,7 @@ class DiffResult:
     n_active_bench: IntArray  # B × k
     regressed: list[int]  # columns into concept_ids of every confident regression, in rank order
     improved: list[int]  # the same for improvements; the first `config.top` of each are listed
+    heldout: HeldOutChanges  # the changes beyond their benchmark, judged on rows that did not choose them
     examples: dict[int, dict[str, list[ChangedRow]]]  # concept id → direction → rows
     descriptions: dict[int, str]
     labels: dict[int, str]
@@ -194,7 +196,17 @@ def compute_diff(run_a: RunDir, run_b: RunDir, config: DiffConfig | None = None)
     booted = time.perf_counter()
     n_active, n_a, n_b, per_bench = _active_counts(sample)
     regressed, improved = rank_confident(delta, n_active, config.min_rows, config.rank_by)
+    heldout = judge_changes(
+        sample,
+        min_rows=config.min_rows,
+        tried=config.tested_per_split,
+        splits=config.splits,
+        fdr=config.fdr,
+        seed=config.seed,
+    )
+    judged = time.perf_counter()
     listed = [*regressed[: config.top], *improved[: config.top]]
+    listed += [c for c, _ in (*heldout.regressed[: config.top], *heldout.improved[: config.top]) if c not in listed]
     examples = {int(concepts[c]): changed_rows(pairing, sample, c, config) for c in listed}
     _attach_texts(a, b, examples)
     return DiffResult(
@@ -211,8 +223,13 @@ def compute_diff(run_a: RunDir, run_b: RunDir, config: DiffConfig | None = None)
         n_active_bench=per_bench,
         regressed=regressed,
         improved=improved,
+        heldout=heldout,
         examples=examples,
         descriptions={**read_sentences(a.run), **read_sentences(b.run)},
         labels=concept_labels(a, b),
-        seconds={"load": round(loaded - started, 3), "bootstrap": round(booted - loaded, 3)},
+        seconds={
+            "load": round(loaded - started, 3),
+            "bootstrap": round(booted - loaded, 3),
+            "held_out": round(judged - booted, 3),
+        },
     )

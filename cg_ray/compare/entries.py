@@ -23,6 +23,21 @@ class DiffBenchmark(BaseModel):
     high: float | None
 
 
+class HeldOutVerdict(BaseModel):
+    """A change judged on rows that did not choose it (cg_ray.compare.heldout_diff): the change of its rows
+    beyond the other rows of their benchmark, held out, with the interval of the decision rule."""
+
+    direction: str = Field(description="regressed | improved")
+    estimate: float | None
+    low: float | None
+    high: float | None
+    q_value: float
+    confirmed: bool = Field(description="q ≤ fdr: the one decision rule; the interval then excludes 0")
+    splits_selected: int
+    n_heldout: int
+    mde: float | None = Field(description="the change this rule would confirm with 80% power")
+
+
 class DiffConcept(BaseModel):
     concept_id: int
     label: str | None
@@ -38,3 +53,4 @@ class DiffConcept(BaseModel):
     examples: dict[str, list[dict[str, Any]]] = Field(
         description="right_in_a_wrong_in_b / wrong_in_a_right_in_b: the rows that flipped, most salient first"
     )
+    heldout: HeldOutVerdict | None = Field(None, description="its held-out verdict, where a split chose it")

@@ -14,8 +14,9 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.layout import DiffDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.compare.diff import DiffResult, eligible
-from cg_ray.compare.entries import DiffBenchmark, DiffConcept, DiffInterval
+from cg_ray.compare.entries import DiffBenchmark, DiffConcept, DiffInterval, HeldOutVerdict
 from cg_ray.compare.runs import DiffRun
+from cg_ray.profile.decision import DECISION, INTERVAL
 from cg_ray.run_outputs import json_number, nullable_floats
 
 KIND = "cg_ray.diff"
@@ -99,8 +100,17 @@ def diff_benchmarks_table(result: DiffResult) -> pa.Table:
     )
 
 
-def concept_entry(result: DiffResult, column: int) -> DiffConcept:
-    """One listed concept: its change with the interval, per benchmark, and the rows that flipped."""
+def _verdict(result: DiffResult, column: int, direction: str) -> HeldOutVerdict | None:
+    found = dict(getattr(result.heldout, direction)).get(column)
+    if found is None:
+        return None
+    fields = HeldOutVerdict.model_fields.keys() - {"direction"}
+    return HeldOutVerdict(direction=direction, **{name: getattr(found, name) for name in fields})
+
+
+def concept_entry(result: DiffResult, column: int, direction: str) -> DiffConcept:
+    """One listed concept: its change with the interval, per benchmark, the rows that flipped and its
+    held-out verdict in `direction` (regressed / improved) where a split chose it."""
     c = int(result.concept_ids[column])
     delta = result.delta
     per_bench = [
@@ -132,6 +142,7 @@ def concept_entry(result: DiffResult, column: int) -> DiffConcept:
         n_paired_active=int(result.n_active[column]),
         per_benchmark=per_bench,
         examples={key: [dict(row) for row in rows] for key, rows in flipped.items()},
+        heldout=_verdict(result, column, direction),
     )
 
 
@@ -182,10 +193,31 @@ def summary_dict(result: DiffResult) -> dict[str, Any]:
             {"benchmark": name, "mean_score_delta": json_number(delta.mean_delta[b])}
             for b, name in enumerate(result.pairing.benchmarks)
         ],
-        "top_regressed": [concept_entry(result, c).model_dump() for c in result.regressed[: cfg.top]],
-        "top_improved": [concept_entry(result, c).model_dump() for c in result.improved[: cfg.top]],
+        "heldout": _heldout_block(result),
+        "top_regressed": [concept_entry(result, c, "regressed").model_dump() for c in result.regressed[: cfg.top]],
+        "top_improved": [concept_entry(result, c, "improved").model_dump() for c in result.improved[: cfg.top]],
         "seconds": result.seconds,
         "files": [S.DIFF_FILE, S.DIFF_BENCHMARKS_FILE, S.DIFF_JSON, S.DIFF_HTML],
+    }
+
+
+def _heldout_block(result: DiffResult) -> dict[str, Any]:
+    """diff.json's findings: per direction the concepts any split chose, confirmed first (the first `top`)."""
+    h, top = result.heldout, result.config.top
+    return {
+        "claim": "the paired rows where the concept is active changed (B - A, weighted by s-tilde) by more than "
+        "the other rows of their benchmark, in the direction named",
+        "decision": DECISION,
+        "interval": INTERVAL,
+        "splits": h.splits,
+        "fdr": h.fdr,
+        "tested_per_split": h.tried_per_split,
+        "n_confirmed": {d: sum(v.confirmed for _, v in getattr(h, d)) for d in ("regressed", "improved")},
+        "n_tried": {d: len(getattr(h, d)) for d in ("regressed", "improved")},
+        **{
+            d: [concept_entry(result, c, d).model_dump() for c, _ in getattr(h, d)[:top]]
+            for d in ("regressed", "improved")
+        },
     }
 
 

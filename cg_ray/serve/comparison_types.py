@@ -23,6 +23,9 @@ class DiffView(_Open):
     runs: dict[str, Any]
     counts: dict[str, Any]
     config: dict[str, Any]
+    heldout: dict[str, Any] | None = Field(
+        None, description="the findings: changes beyond their benchmark judged on rows that did not choose them"
+    )
     top_regressed: list[DiffConcept]
     top_improved: list[DiffConcept]
 

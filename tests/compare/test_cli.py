@@ -43,7 +43,15 @@ def test_diff_writes_table_json_and_page(planted_runs, tmp_path: Path, capsys) -
     assert view == "diff" and embedded_doc == diff_document(json.loads((out / S.DIFF_JSON).read_text()))
     assert embedded_doc["name"] == "A → B" and embedded_doc["top_regressed"][0]["examples"]["right_in_a_wrong_in_b"]
     self_contained(out / S.DIFF_HTML)
-    assert "confidently regressed" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "confidently regressed" in printed
+    # the findings first: held out, with the rule and each one's verdict; the same concepts as the planted ones
+    held = json.loads((out / S.DIFF_JSON).read_text())["heldout"]
+    assert held["n_confirmed"] == {"regressed": 1, "improved": 1} and held["decision"].startswith("confirmed ⇔")
+    assert held["regressed"][0]["concept_id"] == 9 and held["regressed"][0]["heldout"]["confirmed"]
+    assert doc.top_regressed[0]["heldout"]["confirmed"]  # the bootstrap list carries the verdict too
+    assert "held out (10 splits, confirmed when q ≤ 0.1): 1 concepts regressed and 1 improved" in printed
+    assert printed.index("held out (") < printed.index("per-concept intervals on all paired rows")
     # an existing output is not replaced without --overwrite
     assert run("diff", a, b, "--out", out) == 2
     assert "already exists" in capsys.readouterr().err

@@ -38,6 +38,11 @@ def test_planted_flips_are_found_with_the_right_sign_and_a_confident_interval(pl
     worse = flips["right_in_a_wrong_in_b"]
     assert all(e["score_a"] == 1.0 and e["score_b"] == 0.0 and e["s_tilde_a"] > 0 for e in worse)
     assert len(flips["right_in_a_wrong_in_b"]) == FAST.examples
+    # held out: the same two changes are the findings, confirmed on rows that did not choose them
+    judged = result.heldout
+    assert [(c, v.confirmed) for c, v in judged.regressed[:1]] == [(c9, True)]
+    assert [(c, v.confirmed) for c, v in judged.improved[:1]] == [(c10, True)]
+    assert judged.regressed[0][1].high is not None and judged.regressed[0][1].high < 0
 
 
 def test_paired_point_estimates_equal_the_runs_own_metrics_when_all_rows_are_shared(planted_runs) -> None:
@@ -61,6 +66,7 @@ def test_identical_runs_give_zero_deltas_and_intervals_covering_zero(tmp_path: P
     defined = ~np.isnan(d.chi_delta)
     assert np.all(d.chi_delta[defined] == 0) and np.all(d.chi_low[defined] <= 0) and np.all(d.chi_high[defined] >= 0)
     assert result.regressed == [] and result.improved == []
+    assert not any(v.confirmed for _, v in (*result.heldout.regressed, *result.heldout.improved))
 
 
 def test_runs_read_with_different_saes_are_refused_naming_both_runs_and_the_field(planted_runs) -> None:

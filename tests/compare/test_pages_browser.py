@@ -55,6 +55,16 @@ def test_the_diff_page_renders_offline_with_the_diffs_numbers(planted_runs, tmp_
         expect(kpis).to_contain_text(f"{doc['counts']['paired']:,}paired rows")
         expect(kpis).to_contain_text(f"{doc['counts']['confident_regressed']}confidently regressed concepts")
         expect(page.locator("#diff-method")).to_contain_text("200 resamples (seed 0)")
+        # The findings first: the planted changes confirmed held out, with the rule's interval and verdict.
+        held = doc["heldout"]
+        n = held["n_confirmed"]
+        expect(kpis).to_contain_text(f"{n['regressed']} / {n['improved']}regressed / improved, confirmed held out")
+        expect(page.locator("#diff-heldout-note")).to_contain_text(f"{held['splits']} splits")
+        found = page.locator("#diff-heldout tbody tr.confirmed").first
+        expect(found.locator("td").nth(0)).to_have_text("9")
+        v = held["regressed"][0]["heldout"]
+        expect(found.locator("td").nth(3)).to_contain_text(_interval(v["estimate"], v["low"], v["high"]))
+        expect(found.locator("td").nth(3)).to_contain_text("✓ confirmed")
         expect(page.locator("#diff-table")).to_contain_text(f"Regressed most confidently ({len(doc['top_regressed'])})")
         expect(page.locator("#diff-table")).to_contain_text(f"Improved most confidently ({len(doc['top_improved'])})")
         # The planted concept's change with its interval, as diff.parquet holds it.

@@ -17,9 +17,13 @@ function drawDiff(d) {
     check = d.reader_check;
   const relative = cfg.rank_by === "relative",
     level = Math.round(100 * cfg.confidence);
+  const held = d.heldout;
   const kpis = [
     [c.paired.toLocaleString(), "paired rows (shared, scored in both)"],
     [`${fmt(runs.a.mean_score_paired)} → ${fmt(runs.b.mean_score_paired)}`, "mean score A → B"],
+    ...(held
+      ? [[`${held.n_confirmed.regressed} / ${held.n_confirmed.improved}`, "regressed / improved, confirmed held out"]]
+      : []),
     [c.confident_regressed.toLocaleString(), "confidently regressed concepts"],
     [c.confident_improved.toLocaleString(), "confidently improved concepts"],
     [`${c.only_a.toLocaleString()} / ${c.only_b.toLocaleString()}`, "rows only in A / only in B (skipped)"],
@@ -42,6 +46,7 @@ function drawDiff(d) {
     `Intervals are per concept: with no change at all, about ${c.expected_by_chance_per_direction} concepts per direction ` +
     `would exclude 0 by chance. A row is right when its score ≥ ${cfg.right_threshold}. Reader check: ` +
     `${check.checked_fields.join(", ")}${check.assumed_same ? " (assumed the same reader)" : ""}; text read A: ${check.text_a}, B: ${check.text_b}.`;
+  drawDiffHeldOut(held);
   const rows = d.top_regressed.map((e) => ["regressed", e]).concat(d.top_improved.map((e) => ["improved", e]));
   const label = (e) => `${e.concept_id} ${(e.description || e.label || "(no label)").slice(0, 44)}`;
   $("diff-plot").hidden = !rows.length;
@@ -62,6 +67,35 @@ function drawDiff(d) {
     group("regressed", "Regressed most confidently", d.top_regressed) +
     group("improved", "Improved most confidently", d.top_improved);
   $("diff-detail").innerHTML = "";
+}
+
+// The findings: each direction's changes any split chose, confirmed first, with the rule's interval and verdict
+// (view.js' heldoutCell says "confirmed" or "candidate" with its MDE). A diff.json without them: an older one.
+function drawDiffHeldOut(held) {
+  const body = document.querySelector("#diff-heldout tbody");
+  $("diff-heldout").hidden = !held;
+  if (!held) {
+    $("diff-heldout-note").textContent = "This diff was written before held-out findings (re-run cg-ray diff).";
+    body.innerHTML = "";
+    return;
+  }
+  $("diff-heldout-note").textContent =
+    `A finding: the rows where the concept fires changed (B − A) by more than the other rows of their benchmark. ` +
+    `Chosen on one half of each of ${held.splits} splits of the paired rows and tested on the other; ${held.decision}. ` +
+    `Interval: ${held.interval}. Each split tests ${held.tested_per_split} per direction.`;
+  const row = (kind, e) => {
+    const v = e.heldout;
+    return `<tr class="${kind} ${v.confirmed ? "confirmed" : "candidate"}" data-id="${e.concept_id}"><td class="num">${e.concept_id}</td>
+      <td>${esc(e.description || e.label || "(no label)")}</td><td>${kind}</td>
+      <td class="num heldout">${heldoutCell({ ...v, residual_heldout: v.estimate, residual_heldout_low: v.low, residual_heldout_high: v.high }, kind === "improved" ? "strengths" : "weaknesses")}</td>
+      <td class="num">${v.n_heldout.toLocaleString()}</td></tr>`;
+  };
+  const listed = [
+    ...held.regressed.filter((e) => e.heldout.estimate !== null).map((e) => row("regressed", e)),
+    ...held.improved.filter((e) => e.heldout.estimate !== null).map((e) => row("improved", e)),
+  ];
+  body.innerHTML =
+    listed.join("") || `<tr><td colspan="5" class="muted">No split chose a change beyond its benchmark.</td></tr>`;
 }
 
 const DIFF_COLOURS = { regressed: "#d62728", improved: "#2ca02c" };
@@ -97,7 +131,8 @@ function flippedHtml(list) {
 
 function showDiffConcept(id) {
   const d = diffState.doc;
-  const e = [...d.top_regressed, ...d.top_improved].find((x) => x.concept_id === id);
+  const held = d.heldout ? [...d.heldout.regressed, ...d.heldout.improved] : [];
+  const e = [...d.top_regressed, ...d.top_improved, ...held].find((x) => x.concept_id === id);
   if (!e) return;
   const bench = e.per_benchmark
     .map(
@@ -112,7 +147,7 @@ function showDiffConcept(id) {
 }
 
 window.addEventListener("DOMContentLoaded", () => {
-  onRowClick(["#diff-table"], (id) => showDiffConcept(Number(id)));
+  onRowClick(["#diff-table", "#diff-heldout"], (id) => showDiffConcept(Number(id)));
 });
 
 // diff.html (cg-ray diff): this view alone.
