@@ -2,20 +2,27 @@
 
     python scripts/diff_real_data.py rescore --rows A/rows.parquet --outputs SCORED.jsonl --model M --out B.parquet
     python scripts/diff_real_data.py table DIFF_DIR [--key top_regressed|top_improved] [--n 10]
+    python scripts/diff_real_data.py plant --rows A/rows.parquet --match REGEX --effect 0.2 --seed S --out B.parquet
 
 `rescore` writes run B's rows from run A's: the rows were read with the question only (`--text prompt`),
 so s̃ does not depend on the answering model; each row's score, model and response are replaced by model
 M's from the scored-outputs file (a row M has no output for is an error), and A's extract manifest is
 copied beside it with `model_filter` = M and `rescored_from`, so the diff's reader check reads it.
-`table` prints the Markdown table of a diff's listed concepts.
+`table` prints the Markdown table of a diff's listed concepts. `plant` writes a run B whose change from A
+is known (the held-out findings' real-text check, docs/compare.md): every row flips with probability
+`--flip` each way (right → wrong, wrong → right), and the rows whose prompt matches `--match` (a property
+of the real text, not a concept) lose `--effect` more on average (their right rows flip to wrong with
+`--flip` + effect / their share right); the manifest is copied as `rescore` does.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -45,6 +52,28 @@ def rescore(rows: Path, outputs: Path, model: str, out: Path) -> None:
     manifest |= {"model_filter": model, "rescored_from": {"rows": str(rows), "scores": str(outputs), "model": model}}
     out.with_name(out.name.removesuffix(".parquet") + ".manifest.json").write_text(json.dumps(manifest, indent=2))
     print(f"{out}: {table.num_rows} rows with the scores and responses of {model}")
+
+
+def plant(rows: Path, match: str, effect: float, flip: float, seed: int, out: Path) -> None:
+    table = pq.read_table(rows)
+    prompts = table.column("prompt").to_pylist()
+    a = np.asarray(table.column("score").to_pylist(), dtype=np.float64)
+    planted = np.array([re.search(match, p or "", flags=re.IGNORECASE) is not None for p in prompts])
+    rng = np.random.default_rng(seed)
+    right = a >= 0.5
+    regress = flip + np.where(planted, effect / max(float(right[planted].mean()), 1e-9), 0.0)
+    u = rng.random(a.size)
+    b = np.where(right, (u >= regress).astype(np.float64), (u < flip).astype(np.float64))
+    table = table.set_column(table.schema.get_field_index("score"), "score", pa.array(b, pa.float64()))
+    pq.write_table(table, out)
+    manifest = json.loads(rows.with_name(rows.name.removesuffix(".parquet") + ".manifest.json").read_text())
+    manifest |= {"planted": {"rows": str(rows), "match": match, "effect": effect, "flip": flip, "seed": seed}}
+    out.with_name(out.name.removesuffix(".parquet") + ".manifest.json").write_text(json.dumps(manifest, indent=2))
+    change = b - a
+    print(
+        f"{out}: {planted.sum()} of {a.size} rows match {match!r}; mean change there {change[planted].mean():+.3f}, "
+        f"elsewhere {change[~planted].mean():+.3f}"
+    )
 
 
 def _f(x: float | None) -> str:
@@ -82,9 +111,18 @@ def main() -> None:
     t.add_argument("diff_dir", type=Path)
     t.add_argument("--key", choices=["top_regressed", "top_improved"], default="top_regressed")
     t.add_argument("--n", type=int, default=10)
+    pl = sub.add_parser("plant")
+    pl.add_argument("--rows", type=Path, required=True)
+    pl.add_argument("--match", required=True, help="regular expression on the prompt: the rows that lose more")
+    pl.add_argument("--effect", type=float, default=0.2)
+    pl.add_argument("--flip", type=float, default=0.1)
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     if args.cmd == "rescore":
         rescore(args.rows, args.outputs, args.model, args.out)
+    elif args.cmd == "plant":
+        plant(args.rows, args.match, args.effect, args.flip, args.seed, args.out)
     else:
         table(args.diff_dir, args.key, args.n)
 

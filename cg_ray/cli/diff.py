@@ -40,10 +40,10 @@ def _print_heldout(h: dict[str, Any]) -> None:
         f"and {n['improved']} improved beyond their benchmark (change of their rows vs the benchmark's other rows)"
     )
     for direction in ("regressed", "improved"):
-        for e in h[direction][:5]:
+        # a candidate fewer than half the splits chose has no interval: counted, not listed
+        shown = [e for e in h[direction] if e["heldout"]["low"] is not None or e["heldout"]["high"] is not None]
+        for e in shown[:5]:
             v = e["heldout"]
-            if v["estimate"] is None:
-                continue
             verdict = "confirmed" if v["confirmed"] else f"candidate, MDE {v['mde']:.3f}" if v["mde"] else "candidate"
             name = e["description"] or e["label"] or "(no label)"
             bounds = "[" + ", ".join("—" if x is None else f"{x:+.3f}" for x in (v["low"], v["high"])) + "]"
@@ -51,6 +51,9 @@ def _print_heldout(h: dict[str, Any]) -> None:
                 f"  {direction:<9} {e['concept_id']:>6}  {v['estimate']:+.3f} {bounds:<17} "
                 f"q={v['q_value']:.3f} {verdict:<22} {v['n_heldout']:>5} held-out rows  {name[:50]}"
             )
+        untested = h["n_tried"][direction] - h["n_with_interval"][direction]
+        if untested:
+            print(f"  ({untested} more {direction} candidates: chosen by fewer than half the splits, no interval)")
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:

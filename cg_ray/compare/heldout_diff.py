@@ -119,9 +119,12 @@ def judge_changes(
 
 
 def _ordered(verdicts: dict[int, Verdict], side: Alternative) -> list[tuple[int, Verdict]]:
-    def key(item: tuple[int, Verdict]) -> tuple[int, float, float]:
+    """Confirmed first, by the end of their interval nearest 0; then the candidates by q-value, those more
+    splits chose first (a candidate one split chose has q = 1 and no interval)."""
+
+    def key(item: tuple[int, Verdict]) -> tuple[int, float, float, int]:
         v = item[1]
         nearest = (v.high if side == LESS else None if v.low is None else -v.low) if v.confirmed else None
-        return (0 if v.confirmed else 1, nearest if nearest is not None else v.q_value, v.q_value)
+        return (0 if v.confirmed else 1, nearest if nearest is not None else v.q_value, v.q_value, -v.splits_selected)
 
     return sorted(verdicts.items(), key=key)

@@ -214,6 +214,10 @@ def _heldout_block(result: DiffResult) -> dict[str, Any]:
         "tested_per_split": h.tried_per_split,
         "n_confirmed": {d: sum(v.confirmed for _, v in getattr(h, d)) for d in ("regressed", "improved")},
         "n_tried": {d: len(getattr(h, d)) for d in ("regressed", "improved")},
+        # chosen by enough splits to have an interval (the rest: by fewer than half of them)
+        "n_with_interval": {
+            d: sum(v.low is not None or v.high is not None for _, v in getattr(h, d)) for d in ("regressed", "improved")
+        },
         **{
             d: [concept_entry(result, c, d).model_dump() for c, _ in getattr(h, d)[:top]]
             for d in ("regressed", "improved")
