@@ -36,8 +36,9 @@ def _print_heldout(h: dict[str, Any]) -> None:
     """The findings first: changes beyond their benchmark, confirmed on rows that did not choose them."""
     n = h["n_confirmed"]
     print(
-        f"held out ({h['splits']} splits, confirmed when q ≤ {h['fdr']:g}): {n['regressed']} concepts regressed "
-        f"and {n['improved']} improved beyond their benchmark (change of their rows vs the benchmark's other rows)"
+        f"held out ({h['splits']} splits, confirmed when q ≤ {h['fdr']:g}): {n['regressed']} "
+        f"concept{'' if n['regressed'] == 1 else 's'} regressed and {n['improved']} improved beyond their "
+        "benchmark (change of their rows vs the benchmark's other rows)"
     )
     for direction in ("regressed", "improved"):
         # a candidate fewer than half the splits chose has no interval: counted, not listed

@@ -6,7 +6,8 @@ rule on rows — "the paired rows where concept c is active changed by more (or 
 their benchmark" — chosen on one half of each of R stratified splits of the paired rows and tested, as that
 same rule, on the other half: the score change d = B − A of its rows (weighted by s̃, the mean of A's and
 B's) against the half's other rows of the same benchmark (`profile.heldout.HeldOut.contrast`, rows as
-clusters), one-sided in the direction the choosing half saw. Each split's tries get weighted
+clusters; its variance floored as for a Bernoulli share of changed rows, so a rule whose rows all flipped is
+never certain), one-sided in the direction the choosing half saw. Each split's tries get weighted
 Benjamini–Hochberg q-values and the splits' q-values are combined by their median × 2
 (`profile.decision.judge`): confirmed ⇔ q ≤ fdr, the interval excluding 0 exactly then. The change is
 relative to the benchmark's own change (as a run's findings are relative to their cells), so a model better
@@ -95,7 +96,7 @@ def judge_changes(
         test = grouped_split(codes, rows, 0.5, seed + s)
         theta, se, active = _half_ranking(weights, change, codes, sample.n_benchmarks, ~test)
         z = np.where((active >= need) & (se > 0), theta / np.where(se > 0, se, 1.0), 0.0)
-        held = HeldOut.of(np.flatnonzero(test), change, codes, rows)
+        held = HeldOut.of(np.flatnonzero(test), change, codes, rows, floor_values=np.abs(change))
         for name, side in DIRECTIONS.items():
             signed = z if side == GREATER else -z
             ok = np.flatnonzero(signed > 0)

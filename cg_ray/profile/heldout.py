@@ -53,9 +53,19 @@ class HeldOut:
     one_cell_groups: FloatArray  # per cell: how many groups sit in it alone
     spanning_counts: sparse.csr_matrix  # the groups with rows in several cells: their rows of `counts`
     spanning_sums: sparse.csr_matrix  # ... and of `sums`
+    # what the Bernoulli floor's shrunk mean is taken over: the scores themselves (None), or, for scores outside
+    # [0, 1] (a diff's changes in [-1, 1]), an indicator in [0, 1] per half row (whether the row changed)
+    floor_values: FloatArray | None = None
 
     @classmethod
-    def of(cls, positions: IntArray, scores: FloatArray, cells: IntArray, groups: IntArray) -> HeldOut:
+    def of(
+        cls,
+        positions: IntArray,
+        scores: FloatArray,
+        cells: IntArray,
+        groups: IntArray,
+        floor_values: FloatArray | None = None,
+    ) -> HeldOut:
         """`positions`: the half's scored rows (ascending); the other arrays are per frame row."""
         y = scores[positions]
         cell, n_cells = _dense(cells[positions])
@@ -89,6 +99,7 @@ class HeldOut:
             per(np.ones(one.size)),
             counts[spanning],
             sums[spanning],
+            None if floor_values is None else np.asarray(floor_values, dtype=np.float64)[positions],
         )
 
     @property
@@ -155,7 +166,8 @@ class HeldOut:
         if self.spanning_counts.shape[0]:
             g += int(np.count_nonzero(self.spanning_counts @ reached))
         sandwich = g / max(g - 1, 1) * max(sandwich_sum, 0.0)
-        shrunk = (float(w @ y) + 2.0 * total / loc.size) / (total + 4.0 * total / loc.size)
+        y_floor = y if self.floor_values is None else self.floor_values[loc]
+        shrunk = (float(w @ y_floor) + 2.0 * total / loc.size) / (total + 4.0 * total / loc.size)
         floor = shrunk * (1.0 - shrunk) * (float(a @ a) + float(b[touched] ** 2 @ n_rest[touched]))
         se = float(np.sqrt(max(sandwich, floor)))
         df = int(own_groups.size) - 1  # the finding's own clusters bound what is known of it
