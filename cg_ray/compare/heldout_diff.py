@@ -2,16 +2,17 @@
 
 The bootstrap lists of `cg-ray diff` are per-concept intervals on all the paired rows: among N eligible
 concepts that did not change, about N·(1 − confidence)/2 per direction still exclude 0. A *finding* here is a
-rule on rows — "the paired rows where concept c is active changed by more (or less) than the other rows of
-their benchmark" — chosen on one half of each of R stratified splits of the paired rows and tested, as that
-same rule, on the other half: the score change d = B − A of its rows (weighted by s̃, the mean of A's and
-B's) against the half's other rows of the same benchmark (`profile.heldout.HeldOut.contrast`, rows as
-clusters; its variance floored as for a Bernoulli share of changed rows, so a rule whose rows all flipped is
-never certain), one-sided in the direction the choosing half saw. Each split's tries get weighted
-Benjamini–Hochberg q-values and the splits' q-values are combined by their median × 2
-(`profile.decision.judge`): confirmed ⇔ q ≤ fdr, the interval excluding 0 exactly then. The change is
-relative to the benchmark's own change (as a run's findings are relative to their cells), so a model better
-everywhere by the same amount has no finding, and the bootstrap's ΔX_model lists stay beside it, descriptive.
+rule on rows — "the paired rows where concept c fires changed by more (or less) than the other rows of their
+benchmark" — chosen on one half of each of R stratified splits of the paired rows and tested, as that same
+rule, on the other half: the score change d = B − A of its rows (c fires where the mean of A's and B's s̃
+reaches `firing_threshold`, score-free) against the half's other rows of the same benchmark
+(`profile.heldout.HeldOut.contrast`, rows as clusters; its variance floored as for a Bernoulli share of
+changed rows, so a rule whose rows all flipped is never certain), one-sided in the direction the choosing
+half saw. Each split's tries get weighted Benjamini–Hochberg q-values and the splits' q-values are combined
+by their median × 2 (`profile.decision.judge`): confirmed ⇔ q ≤ fdr, the interval excluding 0 exactly then.
+The change is relative to the benchmark's own change (as a run's findings are relative to their cells), so
+a model better everywhere by the same amount has no finding, and the bootstrap's ΔX_model lists stay beside
+it, descriptive.
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ class HeldOutChanges:
 def _half_ranking(
     weights: sparse.csr_matrix, change: FloatArray, codes: IntArray, n_benchmarks: int, half: BoolArray
 ) -> tuple[FloatArray, FloatArray, IntArray]:
-    """Per concept on one half: its rows' s̃-weighted change beyond their benchmark's mean change, an
-    approximate standard error (rows independent, the benchmark means taken as known: a ranking, not a
-    test) and its active rows. Vectorised over all concepts: three sparse products."""
+    """Per concept on one half: the mean change of its firing rows (`weights`: 1 where it fires) beyond their
+    benchmark's mean change, an approximate standard error (rows independent, the benchmark means taken as
+    known: a ranking, not a test) and its firing rows. Vectorised over all concepts: a few sparse products."""
     rows = np.flatnonzero(half)
     w = weights[rows]
     d = change[rows]
