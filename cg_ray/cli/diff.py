@@ -47,6 +47,8 @@ def _print_heldout(h: dict[str, Any]) -> None:
             v = e["heldout"]
             verdict = "confirmed" if v["confirmed"] else f"candidate, MDE {v['mde']:.3f}" if v["mde"] else "candidate"
             name = e["description"] or e["label"] or "(no label)"
+            if v.get("same_rows_as") is not None:
+                name = f"(same rows as {v['same_rows_as']}) {name}"
             bounds = "[" + ", ".join("—" if x is None else f"{x:+.3f}" for x in (v["low"], v["high"])) + "]"
             print(
                 f"  {direction:<9} {e['concept_id']:>6}  {v['estimate']:+.3f} {bounds:<17} "

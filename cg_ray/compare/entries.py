@@ -36,6 +36,9 @@ class HeldOutVerdict(BaseModel):
     splits_selected: int
     n_heldout: int
     mde: float | None = Field(description="the change this rule would confirm with 80% power")
+    same_rows_as: int | None = Field(
+        None, description="an earlier confirmed finding whose firing rows this one shares (Jaccard ≥ 0.5): one effect"
+    )
 
 
 class DiffConcept(BaseModel):

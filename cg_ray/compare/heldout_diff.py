@@ -31,6 +31,7 @@ from cg_ray.profile.grouped_split import grouped_split
 from cg_ray.profile.heldout import HeldOut
 
 BOUNDS = (-2.0, 2.0)  # a contrast of two score changes in [-1, 1]
+SAME_ROWS_JACCARD = 0.5  # two confirmed findings whose firing rows overlap this much are one effect, said so
 DIRECTIONS: dict[str, Alternative] = {"regressed": LESS, "improved": GREATER}
 
 
@@ -41,6 +42,8 @@ class HeldOutChanges:
 
     regressed: list[tuple[int, Verdict]]
     improved: list[tuple[int, Verdict]]
+    # per direction: a confirmed finding → the earlier confirmed one whose firing rows it shares (Jaccard ≥ 0.5)
+    same_rows: dict[str, dict[int, int]]
     splits: int
     fdr: float
     tried_per_split: int
@@ -111,13 +114,30 @@ def judge_changes(
                 entries.append((int(col), contrast, rank))
             per_split[name].append(entries)
     verdicts = {name: judge(per_split[name], splits, fdr, BOUNDS) for name in DIRECTIONS}
+    ordered = {name: _ordered(verdicts[name], side) for name, side in DIRECTIONS.items()}
     return HeldOutChanges(
-        regressed=_ordered(verdicts["regressed"], LESS),
-        improved=_ordered(verdicts["improved"], GREATER),
+        regressed=ordered["regressed"],
+        improved=ordered["improved"],
+        same_rows={name: _same_rows(weights_csc, found) for name, found in ordered.items()},
         splits=splits,
         fdr=fdr,
         tried_per_split=tried,
     )
+
+
+def _same_rows(fires: sparse.csc_matrix, found: list[tuple[int, Verdict]]) -> dict[int, int]:
+    """Each confirmed finding whose firing rows overlap an earlier confirmed one's by Jaccard ≥ SAME_ROWS_JACCARD
+    (two concepts of one effect, e.g. two '%' concepts on the questions with a percentage) → that one."""
+    confirmed = [c for c, v in found if v.confirmed]
+    rows = {c: set(fires[:, c].indices.tolist()) for c in confirmed}
+    out: dict[int, int] = {}
+    for i, c in enumerate(confirmed):
+        for earlier in confirmed[:i]:
+            union = len(rows[c] | rows[earlier])
+            if earlier not in out and union and len(rows[c] & rows[earlier]) / union >= SAME_ROWS_JACCARD:
+                out[c] = earlier
+                break
+    return out
 
 
 def _ordered(verdicts: dict[int, Verdict], side: Alternative) -> list[tuple[int, Verdict]]:

@@ -104,8 +104,13 @@ def _verdict(result: DiffResult, column: int, direction: str) -> HeldOutVerdict 
     found = dict(getattr(result.heldout, direction)).get(column)
     if found is None:
         return None
-    fields = HeldOutVerdict.model_fields.keys() - {"direction"}
-    return HeldOutVerdict(direction=direction, **{name: getattr(found, name) for name in fields})
+    fields = HeldOutVerdict.model_fields.keys() - {"direction", "same_rows_as"}
+    same = result.heldout.same_rows[direction].get(column)
+    return HeldOutVerdict(
+        direction=direction,
+        same_rows_as=None if same is None else int(result.concept_ids[same]),
+        **{name: getattr(found, name) for name in fields},
+    )
 
 
 def concept_entry(result: DiffResult, column: int, direction: str) -> DiffConcept:
@@ -205,8 +210,8 @@ def _heldout_block(result: DiffResult) -> dict[str, Any]:
     """diff.json's findings: per direction the concepts any split chose, confirmed first (the first `top`)."""
     h, top = result.heldout, result.config.top
     return {
-        "claim": "the paired rows where the concept is active changed (B - A, weighted by s-tilde) by more than "
-        "the other rows of their benchmark, in the direction named",
+        "claim": "the paired rows where the concept fires changed (B - A) by more than the other rows of their "
+        "benchmark, in the direction named",
         "decision": DECISION,
         "interval": INTERVAL,
         "splits": h.splits,

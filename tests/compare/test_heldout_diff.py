@@ -84,3 +84,21 @@ def test_a_rule_whose_rows_all_flipped_is_significant_but_never_certain() -> Non
     held = HeldOut.of(rows, change, np.zeros(40, np.int64), rows, floor_values=np.abs(change))
     test = held.contrast(rows[:10], np.ones(10))
     assert test.testable and test.estimate == pytest.approx(-1.0) and 0 < test.p_value < 1e-4
+
+
+def test_two_concepts_of_one_effect_are_said_to_share_their_rows() -> None:
+    """A second concept firing on the planted rows (a twin of PLANTED: 90% of its rows) is confirmed too, and
+    marked as the same rows as the first, so a user reads one effect, not two."""
+    base = paired(1, 0.10, 0.20)
+    acts = base.acts_a.tocsc()
+    planted = acts[:, PLANTED].toarray().ravel()
+    rng = np.random.default_rng(0)
+    twin = np.where(rng.random(planted.size) < 0.9, planted, 0.0)
+    acts = sparse.hstack([acts, sparse.csc_matrix(twin[:, None])]).tocsr()
+    sample = PairedSample(acts, acts, base.scores_a, base.scores_b, base.codes, base.n_benchmarks)
+    judged = judge_changes(sample, min_rows=10, tried=10, splits=10, fdr=0.1, seed=0)
+    found = [c for c, v in judged.regressed if v.confirmed]
+    twin_col = acts.shape[1] - 1
+    assert set(found) == {PLANTED, twin_col}, found
+    first, second = found
+    assert judged.same_rows["regressed"] == {second: first}
