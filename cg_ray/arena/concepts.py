@@ -60,7 +60,7 @@ MODEL_CONCEPTS_SCHEMA = pa.schema(
     [
         pa.field("model", pa.string(), nullable=False),
         pa.field("kind", pa.string(), nullable=False),  # "wins" (strengths.parquet) or "losses" (weaknesses)
-        pa.field("rank", pa.int32(), nullable=False),  # confirmed first, then the profile's order
+        pa.field("rank", pa.int32(), nullable=False),  # confirmed, tested candidates by q, untested (profile order)
         pa.field("concept_id", pa.int32(), nullable=False),
         pa.field("label", pa.string(), nullable=True),
         pa.field("description", pa.string(), nullable=True),
@@ -237,15 +237,25 @@ def run_profiles(run: RunDir) -> dict[str, pa.Table]:
     return {name: table for name, table in tables.items() if table is not None}
 
 
+def _judged_first(entry: dict[str, Any]) -> tuple[int, float, int]:
+    """Confirmed first, then the candidates a split tested (by q-value), then those no split chose."""
+    if entry["confirmed"]:
+        return (0, 0.0, entry["rank"])
+    if entry["residual_heldout"] is not None:
+        return (1, entry["q_value"] if entry["q_value"] is not None else 1.0, entry["rank"])
+    return (2, 0.0, entry["rank"])
+
+
 def model_concepts_table(profiles: Mapping[str, Mapping[str, pa.Table]], top_k: int | None = None) -> pa.Table:
     """Per model, the concepts it wins on and loses on: the first `top_k` entries of its strengths and
     weaknesses profiles (model → file name → table, as `publish_metrics` writes them), those confirmed held
-    out first, each with its held-out interval — not the in-sample extremes of X_model, which rows that did
-    not choose them need not repeat."""
+    out first, then the candidates a split tested, then those no split chose, each with its held-out interval
+    where it has one — not the in-sample extremes of X_model, which rows that did not choose them need not
+    repeat."""
     records: list[dict[str, Any]] = []
     for model, tables in profiles.items():
         for kind, name in PROFILE_OF_KIND.items():
-            entries = sorted(tables[name].to_pylist(), key=lambda e: (not e["confirmed"], e["rank"]))
+            entries = sorted(tables[name].to_pylist(), key=_judged_first)
             for rank, e in enumerate(entries[:top_k], start=1):
                 records.append(
                     {"model": model, "kind": kind, "rank": rank, "n_active_rows": e["n_rows"]}

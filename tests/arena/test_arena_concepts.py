@@ -142,16 +142,15 @@ def _profile(entries: list[dict]) -> pa.Table:
 
 
 def test_model_concepts_are_the_models_judged_profiles_confirmed_first() -> None:
-    weak = [weakness(1, 7, False), weakness(2, 9, True), weakness(3, 11, None)]
+    # the profile's order: an untested concept, a candidate, a confirmed one, another untested one
+    weak = [weakness(1, 5, None), weakness(2, 7, False), weakness(3, 9, True), weakness(4, 11, None)]
     strong = [weakness(1, 4, None)]
     profiles = {"A": {S.STRENGTHS_FILE: _profile(strong), S.WEAKNESSES_FILE: _profile(weak)}}
     table = model_concepts_table(profiles).to_pylist()
     losses = [r for r in table if r["kind"] == "losses"]
-    assert [(r["rank"], r["concept_id"], r["confirmed"]) for r in losses] == [
-        (1, 9, True),
-        (2, 7, False),
-        (3, 11, False),
-    ]
+    # confirmed first, then the candidate a split tested, then those no split chose in the profile's order
+    ranked = [(r["rank"], r["concept_id"], r["confirmed"]) for r in losses]
+    assert ranked == [(1, 9, True), (2, 7, False), (3, 5, False), (4, 11, False)]
     assert losses[0]["residual_heldout_low"] == -0.25 and losses[0]["q_value"] == 0.002  # its held-out figures
     assert losses[2]["residual_heldout"] is None and losses[0]["description"] == "concept 9"
     assert [r["concept_id"] for r in table if r["kind"] == "wins"] == [4]

@@ -121,8 +121,9 @@ def test_the_arena_page_renders_offline_with_the_ratings(tmp_path: Path) -> None
         expect(m0.locator("li.confirmed").first).to_contain_text("held out +0.300 [+0.200, +0.400]")
         expect(m0.locator("li.confirmed").first).to_contain_text("✓ confirmed")
         expect(m0).to_contain_text("1 confirmed")
-        m1 = page.locator("#arena-concepts .arena-model").nth(1)
-        expect(m1.locator("li.candidate").first).to_contain_text("not tested held out")
+        m1 = page.locator("#arena-concepts .arena-model").nth(1)  # its concepts were never candidates
+        expect(m1.locator(".none").first).to_have_text("none tested held out")
+        expect(m1.locator(".untested").first).to_have_text("1 more of its profile no split chose (not tested)")
         expect(m1).to_contain_text("0 confirmed")
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "arena-page.png"), full_page=True)

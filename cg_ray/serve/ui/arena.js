@@ -61,18 +61,24 @@ function drawArenaConcepts(rows) {
     byModel.get(r.model)[r.kind].push(r);
   }
   const profile = { wins: "strengths", losses: "weaknesses" };
+  // Those a split tested (confirmed first); the ones no split chose are counted, not listed: their X_model is
+  // in-sample only.
   const list = (items, kind) =>
     items
+      .filter((r) => !none(r.residual_heldout))
       .slice(0, 10)
-      .map((r) => {
-        const heldout = none(r.residual_heldout) ? "not tested held out" : `held out ${heldoutCell(r, profile[kind])}`;
-        return `<li class="${r.confirmed ? "confirmed" : "candidate"}">${r.concept_id} ${esc(r.description || r.label || "(no label)")}
-          <span class="muted">X_model ${fmt(r.X_model)}, ${r.n_active_rows} rows</span><div class="heldout">${heldout}</div></li>`;
-      })
-      .join("") || `<li class="muted">none</li>`;
+      .map(
+        (r) => `<li class="${r.confirmed ? "confirmed" : "candidate"}">${r.concept_id} ${esc(r.description || r.label || "(no label)")}
+          <span class="muted">X_model ${fmt(r.X_model)}, ${r.n_active_rows} rows</span><div class="heldout">held out ${heldoutCell(r, profile[kind])}</div></li>`,
+      )
+      .join("");
   const column = (k, kind, title) => {
-    const n = k[kind].filter((r) => r.confirmed).length;
-    return `<div><b>${title}</b> <span class="muted">${n} confirmed</span><ol>${list(k[kind], kind)}</ol></div>`;
+    const n = k[kind].filter((r) => r.confirmed).length,
+      untested = k[kind].filter((r) => none(r.residual_heldout)).length;
+    const rest = untested ? `<div class="muted untested">${untested} more of its profile no split chose (not tested)</div>` : "";
+    const items = list(k[kind], kind);
+    const shown = items ? `<ol>${items}</ol>` : `<p class="muted none">none tested held out</p>`;
+    return `<div><b>${title}</b> <span class="muted">${n} confirmed</span>${shown}${rest}</div>`;
   };
   $("arena-concepts").innerHTML =
     [...byModel]
