@@ -109,14 +109,14 @@ class DiffSummary(_Versioned):
 
 
 class DiffModelsFindings(BaseModel):
-    """What a diff-models analysis found: the two models, how their answers paired, the hypotheses formed
-    on half of the prompts and whether each replicated on the other half. The artifact below and the
-    service's view of the analysis both carry it."""
+    """What a diff-models analysis found: the two models, how their answers paired, and the hypotheses, each
+    formed on one half of some splits of the prompts and judged on the other halves (confirmed or not). The
+    artifact below and the service's view of the analysis both carry it."""
 
     models: dict[str, str]
     config: dict[str, Any]
     counts: dict[str, Any]
-    replication: dict[str, Any]
+    confirmation: dict[str, Any]  # the splits, the decision rule, hypotheses formed and confirmed per direction
     hypotheses: list[dict[str, Any]]
 
 

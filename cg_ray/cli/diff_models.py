@@ -33,6 +33,8 @@ FLAGS: tuple[tuple[str, type], ...] = (
     ("seed", int),
     ("min_rows", int),
     ("top", int),
+    ("splits", int),
+    ("fdr", float),
     ("examples", int),
     ("labels", str),
     ("descriptions_from", str),
@@ -131,22 +133,25 @@ def run_diff_models(
 
 
 def _print(doc: dict[str, Any]) -> None:
-    c, rep, names = doc["counts"], doc["replication"], doc["models"]
+    c, conf, names = doc["counts"], doc["confirmation"], doc["models"]
     skips = {
         k: v for k, v in c.items() if isinstance(v, int) and v and k.startswith(("only", "empty", "no_", "beyond"))
     }
     print(f"{c['compared']:,} prompts compared, A = {names['a']}, B = {names['b']} (skipped: {skips or 'none'})")
+    formed, confirmed = sum(conf["formed"].values()), sum(conf["confirmed"].values())
     print(
-        f"hypotheses formed on {rep['discovery_prompts']} prompts, checked on {rep['held_out_prompts']}: "
-        f"{rep['replicated_total']} of {rep['formed_total']} replicate "
-        f"(~{rep['expected_by_chance_if_null']:.1f} by chance)"
+        f"hypotheses formed on one half of each of {conf['splits']} splits of the prompts and tested on the other: "
+        f"{confirmed} of {formed} confirmed (q ≤ {conf['fdr']:g})"
     )
     for h in doc["hypotheses"]:
-        a, held = h["all"], h["held_out"]
-        mark = "replicated" if h["replicated"] else "not replicated"
+        a, held = h["all"], h["heldout"]
+        if held["estimate"] is None:
+            continue
+        bounds = "[" + ", ".join("—" if x is None else f"{x:+.2f}" for x in (held["low"], held["high"])) + "]"
+        mark = "confirmed" if h["confirmed"] else f"not confirmed (q={held['q_value']:.2f})"
         print(
-            f"  {h['concept_id']:>6} {a['frac_a']:.2f} -> {a['frac_b']:.2f}  held-out Δ {held['delta']:+.2f} "
-            f"[{held['low']:+.2f}, {held['high']:+.2f}] {mark}: {h['statement'][:90]}"
+            f"  {h['concept_id']:>6} {a['frac_a']:.2f} -> {a['frac_b']:.2f}  held-out Δ {held['estimate']:+.2f} "
+            f"{bounds} {mark}: {h['statement'][:90]}"
         )
 
 
@@ -155,8 +160,9 @@ def _cmd(args: argparse.Namespace) -> int:
 
     Pairs two models' answers by prompt id, reads each response with its prompt as context
     (only response tokens count), and per concept compares the fraction of answers where it is active
-    (B − A, Newcombe paired intervals). Hypotheses are formed on half of the prompts and checked on the
-    other half. Input: --answers FILE --model-a X --model-b Y, or --a FILE --b FILE; or --config YAML."""
+    (B − A, Newcombe paired intervals). Hypotheses are formed on one half of each of --splits splits of
+    the prompts and tested on the other; confirmed when the splits' q ≤ --fdr. Input: --answers FILE
+    --model-a X --model-b Y, or --a FILE --b FILE; or --config YAML."""
     from cg_ray.compare.model_diff_config import DiffModelsConfig, load_diff_models_config
 
     flags = {name: getattr(args, name, None) for name, _ in FLAGS}

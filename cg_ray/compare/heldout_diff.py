@@ -114,7 +114,7 @@ def judge_changes(
                 entries.append((int(col), contrast, rank))
             per_split[name].append(entries)
     verdicts = {name: judge(per_split[name], splits, fdr, BOUNDS) for name in DIRECTIONS}
-    ordered = {name: _ordered(verdicts[name], side) for name, side in DIRECTIONS.items()}
+    ordered = {name: in_order(verdicts[name], side) for name, side in DIRECTIONS.items()}
     return HeldOutChanges(
         regressed=ordered["regressed"],
         improved=ordered["improved"],
@@ -140,7 +140,7 @@ def _same_rows(fires: sparse.csc_matrix, found: list[tuple[int, Verdict]]) -> di
     return out
 
 
-def _ordered(verdicts: dict[int, Verdict], side: Alternative) -> list[tuple[int, Verdict]]:
+def in_order(verdicts: dict[int, Verdict], side: Alternative) -> list[tuple[int, Verdict]]:
     """Confirmed first, by the end of their interval nearest 0; then the candidates by q-value, those more
     splits chose first (a candidate one split chose has q = 1 and no interval)."""
 

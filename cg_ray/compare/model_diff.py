@@ -14,23 +14,30 @@ interval (statsmodels' `confint_proportions_2indep(method="newcomb")`; tested). 
 small counts, where a bootstrap of a concept active in 3 answers would not, and is closed-form and
 vectorised over all concepts. When A and B agree on every prompt (Δ = 0) the interval always covers 0.
 
-Replication: the prompts are split in two halves at random (seeded). Hypotheses are the concepts whose
-interval on the discovery half excludes 0 (eligible: active in at least `min_rows` of that half's answers
-of A or B), top `top` per direction ranked by the bound nearest 0; a hypothesis replicates when, on the
-held-out half, Δ has the same sign and its interval excludes 0. A null concept replicates with
-probability ≈ (1 − confidence) / 2, which is reported beside the count.
+Hypotheses, judged as every finding is (docs/findings.md): in each of `splits` seeded random splits of the
+prompts, one half forms them — the concepts whose interval there excludes 0 (eligible: active in at least
+`min_rows` of that half's answers of A or B), top `top` per direction ranked by the bound nearest 0 — and the
+other half tests each: the mean over its prompts of b_ic − a_ic, one-sided in the hypothesis' direction,
+Student's t with each prompt a cluster, its variance floored as for a Bernoulli share of prompts where the
+two answers differ. Within a split the tries get weighted Benjamini–Hochberg q-values, over the splits their
+median × 2 (`profile.decision.judge`): confirmed ⇔ q ≤ fdr, with the interval of that rule (it excludes 0
+exactly then) and the MDE. One split's replication (the previous rule) hung on its seed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TypedDict
+import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse
+from scipy import sparse, stats
 
-from cg_ray.arrays import BoolArray, FloatArray, IntArray
+from cg_ray.arrays import FloatArray, IntArray
+from cg_ray.compare.heldout_diff import in_order
+from cg_ray.profile.decision import DECISION, GREATER, INTERVAL, LESS, Alternative, SplitTest, Verdict, judge
+from cg_ray.profile.heldout import MIN_CLUSTERS
 
 DIRECTIONS = ("a_more", "b_more")  # A's answers contain the concept more often / B's do
 
@@ -116,68 +123,76 @@ def rank_hypotheses(stats: ConceptStats, min_rows: int, top: int) -> dict[str, I
 
 
 def split_halves(n: int, seed: int) -> tuple[IntArray, IntArray]:
-    """A seeded random split of prompt positions into a discovery half and a held-out half (sorted)."""
+    """A seeded random split of prompt positions into a forming half and a testing half (sorted)."""
     order = np.random.default_rng(seed).permutation(n)
     half = n // 2
     return np.sort(order[: n - half]).astype(np.int64), np.sort(order[n - half :]).astype(np.int64)
 
 
-class ReplicationCounts(TypedDict):
-    """hypotheses.json's `replication`: hypotheses formed on the discovery prompts and held on the others."""
-
-    discovery_prompts: int
-    held_out_prompts: int
-    formed: dict[str, int]
-    replicated: dict[str, int]
-    formed_total: int
-    replicated_total: int
-    expected_by_chance_if_null: float
+SIDES: dict[str, Alternative] = {"a_more": LESS, "b_more": GREATER}  # Δ = f_B − f_A below / above 0
 
 
-@dataclass
-class Replication:
-    discovery: IntArray  # prompt positions
-    held_out: IntArray
-    found: ConceptStats
-    check: ConceptStats
-    hypotheses: dict[str, IntArray]  # direction -> concept ids (from the discovery half)
-    replicated: dict[str, BoolArray] = field(default_factory=dict)
+def paired_test(change: FloatArray, side: Alternative) -> SplitTest:
+    """The mean of b_ic − a_ic over a half's prompts against 0, one-sided; each prompt a cluster."""
+    n = int(change.size)
+    estimate = float(change.mean()) if n else float("nan")
+    if n < MIN_CLUSTERS:
+        return SplitTest(estimate, float("nan"), 0, 1.0, n, n, 0.0)
+    variance = float(np.sum((change - estimate) ** 2)) / (n - 1) / n
+    differ = (float(np.abs(change).sum()) + 2.0) / (n + 4.0)  # Agresti–Coull-shrunk share of differing answers
+    se = math.sqrt(max(variance, differ * (1.0 - differ) / n))
+    t = estimate / se
+    p = float(stats.t.cdf(t, n - 1) if side == LESS else stats.t.sf(t, n - 1))
+    return SplitTest(estimate, se, n - 1, p, n, n, 0.0)
 
-    def counts(self, confidence: float) -> ReplicationCounts:
-        formed = {k: len(v) for k, v in self.hypotheses.items()}
-        held = {k: int(v.sum()) for k, v in self.replicated.items()}
-        total = sum(formed.values())
+
+@dataclass(frozen=True)
+class Confirmation:
+    """Per direction, every concept a split formed as a hypothesis, with its verdict: confirmed first."""
+
+    judged: dict[str, list[tuple[int, Verdict]]]
+    splits: int
+    fdr: float
+    tested_per_split: int
+
+    def counts(self) -> dict[str, Any]:
+        """hypotheses.json's `confirmation`."""
         return {
-            "discovery_prompts": len(self.discovery),
-            "held_out_prompts": len(self.held_out),
-            "formed": formed,
-            "replicated": held,
-            "formed_total": total,
-            "replicated_total": sum(held.values()),
-            "expected_by_chance_if_null": total * (1.0 - confidence) / 2.0,
+            "splits": self.splits,
+            "fdr": self.fdr,
+            "tested_per_split": self.tested_per_split,
+            "decision": DECISION,
+            "interval": INTERVAL,
+            "formed": {d: len(v) for d, v in self.judged.items()},
+            "confirmed": {d: sum(x.confirmed for _, x in v) for d, v in self.judged.items()},
         }
 
 
-def replicate(
+def confirm(
     active_a: sparse.csr_matrix,
     active_b: sparse.csr_matrix,
     *,
     seed: int,
+    splits: int,
+    fdr: float,
     confidence: float,
     min_rows: int,
     top: int,
-) -> Replication:
-    """Form hypotheses on one half of the prompts and check them on the other."""
-    discovery, held_out = split_halves(active_a.shape[0], seed)
-    found = concept_stats(active_a, active_b, discovery, confidence)
-    check = concept_stats(active_a, active_b, held_out, confidence)
-    hypotheses = rank_hypotheses(found, min_rows, top)
-    rep = Replication(discovery, held_out, found, check, hypotheses)
-    rep.replicated = {
-        "a_more": check.high[hypotheses["a_more"]] < 0,
-        "b_more": check.low[hypotheses["b_more"]] > 0,
-    }
-    return rep
+) -> Confirmation:
+    """Form hypotheses on one half of the prompts and test them on the other, over `splits` splits."""
+    per_split: dict[str, list[list[tuple[int, SplitTest, int]]]] = {d: [] for d in DIRECTIONS}
+    a_csc, b_csc = active_a.tocsc(), active_b.tocsc()
+    for s in range(splits):
+        forming, testing = split_halves(active_a.shape[0], seed + s)
+        formed = rank_hypotheses(concept_stats(active_a, active_b, forming, confidence), min_rows, top)
+        for direction, side in SIDES.items():
+            tried = []
+            for rank, c in enumerate(formed[direction].tolist(), start=1):
+                change = b_csc[testing, c].toarray().ravel() - a_csc[testing, c].toarray().ravel()
+                tried.append((int(c), paired_test(change, side), rank))
+            per_split[direction].append(tried)
+    judged = {d: in_order(judge(per_split[d], splits, fdr, (-1.0, 1.0)), SIDES[d]) for d in DIRECTIONS}
+    return Confirmation(judged, splits, fdr, top)
 
 
 def active_matrix(

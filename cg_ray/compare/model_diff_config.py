@@ -31,9 +31,15 @@ class DiffModelsMethod(BaseModel):
         False, description="cut both answers of a prompt to the shorter one's length (characters) before reading"
     )
     confidence: float = Field(0.95, gt=0.0, lt=1.0, description="interval confidence level")
-    seed: int = Field(0, description="seed of the half split")
-    min_rows: int = Field(5, ge=1, description="answers (of A or B, in the discovery half) a concept needs")
-    top: int = Field(10, ge=0, description="hypotheses formed per direction")
+    seed: int = Field(0, description="seed of the splits of the prompts")
+    min_rows: int = Field(5, ge=1, description="answers (of A or B, in a split's choosing half) a concept needs")
+    top: int = Field(10, ge=0, description="hypotheses per direction one split forms and tests (its BH family)")
+    # Each hypothesis is judged as every finding is (docs/findings.md): formed on one half of each split,
+    # tested on the other, the splits' q-values combined by their median × 2.
+    splits: int = Field(
+        10, ge=2, le=50, description="splits of the prompts: each forms on one half, tests on the other"
+    )
+    fdr: float = Field(0.1, gt=0, lt=1, description="a hypothesis is confirmed when its q-value is at most this")
     examples: int = Field(3, ge=0, description="example prompts per hypothesis")
 
 

@@ -1,6 +1,6 @@
 """`cg-ray diff-models`: pair two models' answers, read each response with its prompt as context (the
 caller supplies the reading: the Ray Data reader pool in the CLI, anything with the same shape in tests),
-then per-concept fractions, intervals and the half-split replication of `cg_ray.compare.model_diff`."""
+then per-concept fractions, intervals and the hypotheses judged over repeated splits (`cg_ray.compare.model_diff`)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from scipy import sparse
 
 from cg_ray.compare.model_diff import (
     ConceptStats,
-    Replication,
+    Confirmation,
     active_matrix,
     as_active,
     concept_stats,
-    replicate,
+    confirm,
 )
 from cg_ray.compare.model_diff_config import DiffModelsConfig
 from cg_ray.compare.pairs import (
@@ -64,7 +64,7 @@ class ModelDiffResult:
     acts_a: sparse.csr_matrix  # pooled s̃ above the threshold, prompts × d_sae
     acts_b: sparse.csr_matrix
     stats: ConceptStats  # on all compared prompts
-    replication: Replication
+    confirmation: Confirmation  # the hypotheses judged over repeated splits of the prompts
     n_tokens_a: npt.NDArray[np.int64]
     n_tokens_b: npt.NDArray[np.int64]
     reader: dict[str, Any]
@@ -138,9 +138,8 @@ def compare_pairs(
     active_a, active_b = as_active(acts_a), as_active(acts_b)
     all_rows = np.arange(len(rows), dtype=np.int64)
     stats = concept_stats(active_a, active_b, all_rows, config.confidence)
-    rep = replicate(
-        active_a, active_b, seed=config.seed, confidence=config.confidence, min_rows=config.min_rows, top=config.top
-    )
+    judging = config.model_dump(include={"seed", "splits", "fdr", "confidence", "min_rows", "top"})
+    confirmation = confirm(active_a, active_b, **judging)
     return ModelDiffResult(
         config=config,
         names=names or config.names(),
@@ -149,7 +148,7 @@ def compare_pairs(
         acts_a=acts_a,
         acts_b=acts_b,
         stats=stats,
-        replication=rep,
+        confirmation=confirmation,
         n_tokens_a=n_tok[:n][rows],
         n_tokens_b=n_tok[n:][rows],
         reader=result.reader,

@@ -1,6 +1,6 @@
 """What `cg-ray diff-models` writes, published atomically into one directory: diff_models.parquet (one row
 per concept active in either model's answers), hypotheses.json (versioned: inputs, skips, settings, the
-replication count and the hypotheses with examples) and diff_models.html."""
+confirmation counts and the hypotheses with their verdicts and examples) and diff_models.html."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.compare.model_diff import DIRECTIONS, ConceptStats
 from cg_ray.compare.model_diff_job import ModelDiffResult
 from cg_ray.compare.pairs import Pair
+from cg_ray.profile.decision import Verdict
 
 KIND = "cg_ray.diff_models"
 TABLE_FILE, JSON_FILE, HTML_FILE = MODEL_DIFF_TABLE, MODEL_DIFF_JSON, MODEL_DIFF_HTML  # named in layout.py
@@ -25,8 +26,9 @@ SNIPPET_CHARS = 400
 METHOD = (
     "per concept: fraction of each model's answers where it is active (pooled s̃ over the response tokens > "
     "threshold); delta = B - A with Newcombe's hybrid score interval for paired proportions (method 10, "
-    "Wilson score intervals, continuity-corrected phi); hypotheses formed on a seeded half of the prompts, "
-    "replicated when the held-out half gives the same sign with an interval excluding 0"
+    "Wilson score intervals, continuity-corrected phi); hypotheses formed on one half of each of R seeded "
+    "splits of the prompts and tested on the other (mean of b - a per prompt, one-sided t), confirmed when the "
+    "splits' median Benjamini-Hochberg q-value x 2 is at most fdr"
 )
 
 
@@ -60,8 +62,21 @@ class PairedExample(TypedDict):
     response_b: str
 
 
+class HeldOutVerdict(TypedDict):
+    """A hypothesis judged over the splits: Δ on the prompts that did not form it (the median split's), the
+    interval of the decision rule (it excludes 0 exactly when confirmed), q and the MDE."""
+
+    estimate: float | None
+    low: float | None
+    high: float | None
+    q_value: float
+    splits_selected: int
+    n_heldout: int
+    mde: float | None
+
+
 class Hypothesis(TypedDict):
-    """One hypothesis of hypotheses.json: formed on the discovery prompts, checked on the held-out ones."""
+    """One hypothesis of hypotheses.json: formed by some splits, judged on the prompts that did not form it."""
 
     direction: str
     rank: int
@@ -69,10 +84,9 @@ class Hypothesis(TypedDict):
     label: str | None
     description: str | None
     statement: str
-    discovery: SideStats
-    held_out: SideStats
-    all: SideStats
-    replicated: bool
+    all: SideStats  # on every compared prompt: descriptive
+    heldout: HeldOutVerdict
+    confirmed: bool
     examples: list[PairedExample]
 
 
@@ -129,11 +143,23 @@ def statement(direction: str, names: tuple[str, str], text: str) -> str:
     return f"{more}'s answers more often contain {text} (than {less}'s)"
 
 
+def _verdict(v: Verdict) -> HeldOutVerdict:
+    return {
+        "estimate": v.estimate,
+        "low": v.low,
+        "high": v.high,
+        "q_value": v.q_value,
+        "splits_selected": v.splits_selected,
+        "n_heldout": v.n_heldout,
+        "mde": v.mde,
+    }
+
+
 def hypotheses(result: ModelDiffResult) -> list[Hypothesis]:
-    rep = result.replication
+    """Per direction the first `top` hypotheses any split formed, confirmed first."""
     out: list[Hypothesis] = []
     for direction in DIRECTIONS:
-        for rank, c in enumerate(rep.hypotheses[direction].tolist(), 1):
+        for rank, (c, verdict) in enumerate(result.confirmation.judged[direction][: result.config.top], 1):
             label, description = result.concept_names(c)
             text = description or label or f"concept {c}"
             out.append(
@@ -144,10 +170,9 @@ def hypotheses(result: ModelDiffResult) -> list[Hypothesis]:
                     "label": label,
                     "description": description,
                     "statement": statement(direction, result.names, text),
-                    "discovery": _side(rep.found, c),
-                    "held_out": _side(rep.check, c),
                     "all": _side(result.stats, c),
-                    "replicated": bool(rep.replicated[direction][rank - 1]),
+                    "heldout": _verdict(verdict),
+                    "confirmed": verdict.confirmed,
                     "examples": examples(result, c, direction),
                 }
             )
@@ -155,17 +180,20 @@ def hypotheses(result: ModelDiffResult) -> list[Hypothesis]:
 
 
 def concept_table(result: ModelDiffResult) -> pa.Table:
-    s, rep = result.stats, result.replication
+    s = result.stats
     ids = np.flatnonzero(s.either() > 0)
     n = max(s.n, 1)
     mean_a = np.asarray(result.acts_a.sum(axis=0)).ravel() / n
     mean_b = np.asarray(result.acts_b.sum(axis=0)).ravel() / n
     direction = np.full(len(s.delta), None, dtype=object)
-    replicated = np.full(len(s.delta), None, dtype=object)
-    for key in DIRECTIONS:
-        direction[rep.hypotheses[key]] = key
-        replicated[rep.hypotheses[key]] = rep.replicated[key]
+    verdicts: dict[int, Verdict] = {}
+    for key in DIRECTIONS:  # a concept formed both ways keeps the better-judged direction (confirmed, lower q)
+        for c, v in result.confirmation.judged[key]:
+            best = verdicts.get(c)
+            if best is None or (v.confirmed, -v.q_value) > (best.confirmed, -best.q_value):
+                direction[c], verdicts[c] = key, v
     labels = [result.concept_names(int(c)) for c in ids]
+    judged = [verdicts.get(int(c)) for c in ids]
     columns: dict[str, pa.Array] = {
         "concept_id": pa.array(ids.astype(np.int32)),
         "label": pa.array([lab for lab, _ in labels], pa.string()),
@@ -181,12 +209,11 @@ def concept_table(result: ModelDiffResult) -> pa.Table:
         "mean_s_tilde_a": pa.array(mean_a[ids]),
         "mean_s_tilde_b": pa.array(mean_b[ids]),
     }
-    for prefix, half in (("discovery", rep.found), ("held_out", rep.check)):
-        columns[f"{prefix}_delta"] = pa.array(half.delta[ids])
-        columns[f"{prefix}_low"] = pa.array(half.low[ids])
-        columns[f"{prefix}_high"] = pa.array(half.high[ids])
+    for name, attr in (("heldout_delta", "estimate"), ("heldout_low", "low"), ("heldout_high", "high")):
+        columns[name] = pa.array([None if v is None else getattr(v, attr) for v in judged], pa.float64())
+    columns["q_value"] = pa.array([None if v is None else v.q_value for v in judged], pa.float64())
     columns["hypothesis"] = pa.array(direction[ids].tolist(), pa.string())
-    columns["replicated"] = pa.array(replicated[ids].tolist(), pa.bool_())
+    columns["confirmed"] = pa.array([None if v is None else v.confirmed for v in judged], pa.bool_())
     return pa.table(columns)
 
 
@@ -214,7 +241,7 @@ def summary_dict(result: ModelDiffResult) -> dict[str, Any]:
             "confident_all_prompts": confident,
             "expected_by_chance_per_direction": round(eligible * (1 - cfg.confidence) / 2, 1),
         },
-        "replication": result.replication.counts(cfg.confidence),
+        "confirmation": result.confirmation.counts(),
         "hypotheses": hypotheses(result),
         "seconds": result.seconds,
         "files": [TABLE_FILE, JSON_FILE, HTML_FILE],

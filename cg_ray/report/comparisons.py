@@ -33,9 +33,13 @@ MODEL_DIFF_COLUMNS = (
     "delta_low",
     "delta_high",
     "hypothesis",
-    "replicated",
+    "heldout_delta",
+    "heldout_low",
+    "heldout_high",
+    "q_value",
+    "confirmed",
 )
-MODEL_DIFF_FINDINGS = ("models", "counts", "replication", "config", "method", "hypotheses")
+MODEL_DIFF_FINDINGS = ("models", "counts", "confirmation", "config", "method", "hypotheses")
 
 
 def _side_name(run: dict[str, Any]) -> str:

@@ -54,8 +54,12 @@ class DiffModelsConcept(_Open):
     delta: float | None = Field(description="frac_b - frac_a")
     delta_low: float | None
     delta_high: float | None
-    hypothesis: str | None = Field(description="a_more / b_more when it is a hypothesis of the discovery half")
-    replicated: bool | None = Field(description="a hypothesis' held-out check; null for other concepts")
+    hypothesis: str | None = Field(description="a_more / b_more when some split formed it as a hypothesis")
+    heldout_delta: float | None = Field(None, description="Δ on the prompts that did not form it (median split)")
+    heldout_low: float | None = None
+    heldout_high: float | None = None
+    q_value: float | None = None
+    confirmed: bool | None = Field(description="a hypothesis' verdict (q ≤ fdr); null for other concepts")
 
 
 class DiffModelsView(Page[DiffModelsConcept], DiffModelsFindings):

@@ -70,7 +70,7 @@ def page(
             "id": analysis_id,
             "models": doc["models"],
             "counts": doc["counts"],
-            "replication": doc["replication"],
+            "confirmation": doc["confirmation"],
             "config": {k: doc["config"].get(k) for k in DiffModelsMethod.model_fields},  # no reader or input paths
             "method": doc["method"],
             "hypotheses": doc["hypotheses"],

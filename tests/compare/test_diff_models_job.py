@@ -1,6 +1,6 @@
 """`cg-ray diff-models` end to end with the hashing fake reader: the planted word of A's answers is found
-and replicates, the prompt's words never count, identical models give nothing; the Ray Data path (the
-pipeline's reader actor pool) and the CLI, the YAML job and its outputs."""
+and confirmed over repeated splits, the prompt's words never count, identical models give nothing; the Ray
+Data path (the pipeline's reader actor pool) and the CLI, the YAML job and its outputs."""
 
 from __future__ import annotations
 
@@ -75,22 +75,23 @@ def config(answers: Path, **kwargs: Any) -> DiffModelsConfig:
     return DiffModelsConfig(answers=str(answers), model_a="big", model_b="small", **kwargs)
 
 
-def test_planted_word_is_found_and_replicates_and_prompt_words_never_count(tmp_path: Path) -> None:
+def test_planted_word_is_found_and_confirmed_and_prompt_words_never_count(tmp_path: Path) -> None:
     result = diff_models(config(answers_file(tmp_path)), fake_read, names_for)
     certainly, banana = word_concept("certainly", D_SAE), word_concept("banana", D_SAE)
     assert result.stats.active_a[banana] == 0 and result.stats.active_b[banana] == 0  # prompt only
-    rep = result.replication
-    assert rep.hypotheses["a_more"][0] == certainly and rep.replicated["a_more"][0]
+    top, verdict = result.confirmation.judged["a_more"][0]
+    assert top == certainly and verdict.confirmed and verdict.splits_selected == 10
     doc = write_diff_models(result, tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([TABLE_FILE, JSON_FILE, HTML_FILE])
     first = doc["hypotheses"][0]
-    assert first["concept_id"] == certainly and first["replicated"] and first["direction"] == "a_more"
+    assert first["concept_id"] == certainly and first["confirmed"] and first["direction"] == "a_more"
+    assert first["heldout"]["high"] < 0 and first["heldout"]["n_heldout"] == 120  # half of the 240 prompts
     assert first["statement"] == f"big's answers more often contain word {certainly} (than small's)"
     assert all("certainly" in e["response_a"] and "certainly" not in e["response_b"] for e in first["examples"])
-    assert doc["replication"]["replicated_total"] >= 1 and doc["counts"]["compared"] == 240
+    assert doc["confirmation"]["confirmed"]["a_more"] >= 1 and doc["counts"]["compared"] == 240
     table = pq.read_table(tmp_path / "out" / TABLE_FILE).to_pylist()
     row = {r["concept_id"]: r for r in table}[certainly]
-    assert row["hypothesis"] == "a_more" and row["replicated"] and row["delta_high"] < 0
+    assert row["hypothesis"] == "a_more" and row["confirmed"] and row["delta_high"] < 0 and row["heldout_high"] < 0
     assert banana not in {r["concept_id"] for r in table}
     assert read_document(tmp_path / "out" / JSON_FILE, DiffModelsSummary).kind == "cg_ray.diff_models"
     # diff_models.html is the explorer's app with the folder's document embedded (drawn: test_pages_browser.py)
@@ -102,11 +103,11 @@ def test_planted_word_is_found_and_replicates_and_prompt_words_never_count(tmp_p
     self_contained(tmp_path / "out" / HTML_FILE)
 
 
-def test_identical_models_give_no_replicated_hypotheses(tmp_path: Path) -> None:
+def test_identical_models_give_no_hypotheses(tmp_path: Path) -> None:
     result = diff_models(config(answers_file(tmp_path, same=True)), fake_read, names_for)
     assert np.all(result.stats.delta == 0)
-    assert result.replication.counts(0.95)["replicated_total"] == 0
-    assert result.replication.counts(0.95)["formed_total"] == 0
+    counts = result.confirmation.counts()
+    assert counts["confirmed"] == {"a_more": 0, "b_more": 0} and counts["formed"] == {"a_more": 0, "b_more": 0}
 
 
 def test_limit_and_counted_skips_reach_the_summary(tmp_path: Path) -> None:
@@ -155,7 +156,7 @@ def test_ray_job_yaml_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     cfg = load_diff_models_config(job, {"top": 5})
     doc = run_diff_models(cfg, factory=FAKE)  # through the pipeline's ReaderStage actor pool
     certainly = word_concept("certainly", D_SAE)
-    assert doc["hypotheses"][0]["concept_id"] == certainly and doc["hypotheses"][0]["replicated"]
+    assert doc["hypotheses"][0]["concept_id"] == certainly and doc["hypotheses"][0]["confirmed"]
     assert doc["reader"]["read"] == {"pool": "mean"} and doc["config"]["top"] == 5
     assert 120 * 6 < doc["counts"]["response_tokens_a"] <= 120 * 7  # 6 words + "certainly" (not the prompt)
     # The shipped checkout's job config parses, and the CLI refuses an existing output.

@@ -101,7 +101,7 @@ def test_the_diff_models_page_renders_offline_with_the_tables_numbers(tmp_path: 
     row = {r["concept_id"]: r for r in table}[certainly]
     hypothesis = doc["hypotheses"][0]
     assert hypothesis["concept_id"] == certainly
-    rep = doc["replication"]
+    conf = doc["confirmation"]
     with sync_playwright() as p:
         loaded: list[float] = []
         browser, page, left, errors = offline_page(p, page_file, "#models-table tbody tr[data-id]", loaded)
@@ -111,15 +111,22 @@ def test_the_diff_models_page_renders_offline_with_the_tables_numbers(tmp_path: 
         for section in RUN_SECTIONS:
             expect(page.locator(f"#{section}")).to_be_hidden()
         expect(page.locator("#models-note")).to_contain_text("A = big, B = small: 240 prompts compared")
+        formed, confirmed = sum(conf["formed"].values()), sum(conf["confirmed"].values())
         expect(page.locator("#models-replication")).to_contain_text(
-            f"{rep['replicated_total']} of {rep['formed_total']} replicate"
+            f"one half of each of {conf['splits']} splits of the prompts and tested on the other: "
+            f"{confirmed} of {formed} confirmed"
         )
-        # The first hypothesis: its statement, its Δ on all prompts and on the held-out half, as hypotheses.json.
+        # The first hypothesis: its statement, its Δ on all prompts and held out (the rule's interval), its verdict.
         first_h = page.locator("#models-hyp-table tbody tr").first
         expect(first_h).to_contain_text(hypothesis["statement"])
-        for cell, side in (("td.all", hypothesis["all"]), ("td.held", hypothesis["held_out"])):
-            expect(first_h.locator(cell)).to_have_text(_interval(side["delta"], side["low"], side["high"]))
-        expect(page.locator("#models-hyp-plot svg circle")).to_have_count(2 * len(doc["hypotheses"]))
+        a, held = hypothesis["all"], hypothesis["heldout"]
+        expect(first_h.locator("td.all")).to_have_text(_interval(a["delta"], a["low"], a["high"]))
+        expect(first_h.locator("td.held")).to_have_text(_interval(held["estimate"], held["low"], held["high"]))
+        expect(first_h).to_contain_text("✓ confirmed")
+        with_interval = sum(
+            h["heldout"]["low"] is not None and h["heldout"]["high"] is not None for h in doc["hypotheses"]
+        )
+        expect(page.locator("#models-hyp-plot svg circle")).to_have_count(len(doc["hypotheses"]) + with_interval)
         # The concept table (all of diff_models.parquet, largest |Δ| first): the planted word's row.
         first = page.locator("#models-table tbody tr").first
         expect(first).to_have_attribute("data-id", str(certainly))

@@ -366,7 +366,7 @@ def test_diff_models_in_the_explorer(server, tmp_path: Path) -> None:
         page.select_option("#models-analysis", dm)
         page.click("#models-go")
         expect(page.locator("#models-note")).to_contain_text("30 prompts compared")
-        expect(page.locator("#models-replication")).to_contain_text("replicate")
+        expect(page.locator("#models-replication")).to_contain_text("1 of 1 confirmed")
         expect(page.locator("#models-table")).to_have_attribute("aria-busy", "false")
         page.click("th[data-msort='delta']")  # B − A, largest first
         expect(page.locator("#models-table")).to_have_attribute("aria-busy", "false")

@@ -57,7 +57,8 @@ def test_a_planted_difference_is_found_with_its_sign(client, key, other_key, set
     assert "reader" not in body["config"] and str(settings.data_dir) not in r.text
     top = body["items"][0]
     assert top["concept_id"] == concept and top["frac_a"] == 0.0 and top["frac_b"] == 1.0
-    assert top["delta"] == 1.0 and top["delta_low"] > 0 and top["hypothesis"] == "b_more" and top["replicated"]
+    assert top["delta"] == 1.0 and top["delta_low"] > 0 and top["hypothesis"] == "b_more" and top["confirmed"]
+    assert top["heldout_low"] > 0 and body["confirmation"]["confirmed"] == {"a_more": 0, "b_more": 1}
     assert all(item["delta"] == 0 for item in body["items"][1:])  # nothing else differs
     assert [h["concept_id"] for h in body["hypotheses"]] == [concept]
     detail = client.get(f"/v1/diff-models/{ana}/concepts/{concept}", headers=key, params={"examples": 2}).json()

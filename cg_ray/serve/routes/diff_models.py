@@ -121,7 +121,7 @@ def get_diff_models(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> DiffModelsView:
     """Counts, settings, hypotheses, and a page of the concepts active in an answer: the share of A's and of
-    B's answers where each is active, Δ = B − A with its interval, hypothesis and replication."""
+    B's answers where each is active, Δ = B − A with its interval, hypothesis and its held-out verdict."""
     return model_diff_results.page(
         folder, analysis_id, sort=sort, order=order, hypotheses_only=hypotheses_only, q=q, limit=limit, offset=offset
     )

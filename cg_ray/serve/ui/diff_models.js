@@ -42,14 +42,18 @@ function modelsNote(d) {
   );
 }
 
-function replicationNote(d) {
-  const r = d.replication;
+function confirmationNote(d) {
+  const c = d.confirmation;
+  const formed = c.formed.a_more + c.formed.b_more,
+    confirmed = c.confirmed.a_more + c.confirmed.b_more;
   return (
-    `Hypotheses formed on ${r.discovery_prompts} prompts, checked on the other ${r.held_out_prompts}: ` +
-    `<b>${r.replicated_total} of ${r.formed_total} replicate</b> (same sign, held-out interval excludes 0; about ` +
-    `${fmt(r.expected_by_chance_if_null, 1)} would by chance if none were real).`
+    `Hypotheses formed on one half of each of ${c.splits} splits of the prompts and tested on the other: ` +
+    `<b>${confirmed} of ${formed} confirmed</b>. ${esc(c.decision)}. Held-out interval: ${esc(c.interval)}.`
   );
 }
+
+// A hypothesis' held-out verdict as an interval cell (the estimate of the median split, the rule's interval).
+const heldoutSide = (h) => ({ delta: h.heldout.estimate, low: h.heldout.low, high: h.heldout.high });
 
 const interval = (s) => `${signed(s.delta)} <span class="muted">[${signed(s.low)}, ${signed(s.high)}]</span>`;
 
@@ -57,26 +61,28 @@ function hypothesisRow(h) {
   const a = h.all;
   return `<tr class="${h.direction.replace("_", "-")}" data-id="${h.concept_id}"><td class="num">${h.concept_id}</td>
     <td>${esc(h.statement)}</td><td class="num">${fmt(a.frac_a)} → ${fmt(a.frac_b)}</td>
-    <td class="num all">${interval(a)}</td><td class="num held">${interval(h.held_out)}</td>
-    <td>${h.replicated ? "✓ yes" : "✗ no"}</td></tr>`;
+    <td class="num all">${interval(a)}</td><td class="num held">${interval(heldoutSide(h))}</td>
+    <td>${h.confirmed ? "✓ confirmed" : "✗ not confirmed"} <span class="muted">${qText(h.heldout.q_value)}</span></td></tr>`;
 }
 
 function drawHypotheses(d) {
   const hyps = d.hypotheses;
-  $("models-replication").innerHTML = replicationNote(d);
+  $("models-replication").innerHTML = confirmationNote(d);
   document.querySelector("#models-hyp-table tbody").innerHTML =
     hyps.map(hypothesisRow).join("") ||
-    `<tr><td colspan="6" class="muted">No hypothesis: no concept's interval excluded 0 on the discovery half.</td></tr>`;
+    `<tr><td colspan="6" class="muted">No hypothesis: no concept's interval excluded 0 on any split's forming half.</td></tr>`;
   $("models-hyp-plot").hidden = !hyps.length;
   if (!hyps.length) return;
-  const name = (h) => `${h.replicated ? "✓" : "✗"} ${h.concept_id} ${(h.description || h.label || "").slice(0, 36)}`;
+  const name = (h) => `${h.confirmed ? "✓" : "✗"} ${h.concept_id} ${(h.description || h.label || "").slice(0, 36)}`;
   Charts.forest(
     "models-hyp-plot",
     hyps.flatMap((h) =>
       [
         ["all prompts", h.all],
-        ["held-out half", h.held_out],
-      ].map(([what, s]) => ({
+        ["held out", heldoutSide(h)],
+      ]
+        .filter(([, s]) => !none(s.delta) && !none(s.low) && !none(s.high))
+        .map(([what, s]) => ({
         label: `${name(h)} · ${what}`,
         x: s.delta,
         low: s.low,
@@ -84,13 +90,13 @@ function drawHypotheses(d) {
         color: MODEL_COLOURS[h.direction],
       })),
     ),
-    { title: `Hypotheses: Δ = ${d.models.b} − ${d.models.a} on all prompts and on the held-out half` },
+    { title: `Hypotheses: Δ = ${d.models.b} − ${d.models.a} on all prompts and held out` },
   );
 }
 
 function modelsRow(e) {
   const kind = { a_more: "a-more", b_more: "b-more" }[e.hypothesis] || "";
-  const rep = none(e.replicated) ? "—" : e.replicated ? "yes" : "no";
+  const rep = none(e.confirmed) ? "—" : e.confirmed ? "yes" : "no";
   return `<tr class="${kind}" data-id="${e.concept_id}"><td class="num">${e.concept_id}</td>
     <td>${esc(e.description || e.label || "(no label)")}</td>
     <td class="num">${fmt(e.frac_a)}</td><td class="num">${fmt(e.frac_b)}</td>
