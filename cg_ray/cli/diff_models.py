@@ -143,16 +143,17 @@ def _print(doc: dict[str, Any]) -> None:
         f"hypotheses formed on one half of each of {conf['splits']} splits of the prompts and tested on the other: "
         f"{confirmed} of {formed} confirmed (q ≤ {conf['fdr']:g})"
     )
-    for h in doc["hypotheses"]:
+    listed = [h for h in doc["hypotheses"] if h["heldout"]["low"] is not None or h["heldout"]["high"] is not None]
+    for h in listed:
         a, held = h["all"], h["heldout"]
-        if held["estimate"] is None:
-            continue
         bounds = "[" + ", ".join("—" if x is None else f"{x:+.2f}" for x in (held["low"], held["high"])) + "]"
         mark = "confirmed" if h["confirmed"] else f"not confirmed (q={held['q_value']:.2f})"
         print(
             f"  {h['concept_id']:>6} {a['frac_a']:.2f} -> {a['frac_b']:.2f}  held-out Δ {held['estimate']:+.2f} "
             f"{bounds} {mark}: {h['statement'][:90]}"
         )
+    if formed > len(listed):
+        print(f"  ({formed - len(listed)} more formed, without an interval or beyond --top: diff_models.parquet)")
 
 
 def _cmd(args: argparse.Namespace) -> int:

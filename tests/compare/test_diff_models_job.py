@@ -159,6 +159,14 @@ def test_ray_job_yaml_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert doc["hypotheses"][0]["concept_id"] == certainly and doc["hypotheses"][0]["confirmed"]
     assert doc["reader"]["read"] == {"pool": "mean"} and doc["config"]["top"] == 5
     assert 120 * 6 < doc["counts"]["response_tokens_a"] <= 120 * 7  # 6 words + "certainly" (not the prompt)
+    # What the command prints: the count confirmed under the rule, then each hypothesis with an interval.
+    from cg_ray.cli.diff_models import _print
+
+    _print(doc)
+    printed = capsys.readouterr().out.splitlines()
+    conf = doc["confirmation"]
+    assert f"{sum(conf['confirmed'].values())} of {sum(conf['formed'].values())} confirmed (q ≤ 0.1)" in printed[1]
+    assert printed[2].split()[0] == str(certainly) and " confirmed: big's answers more often contain" in printed[2]
     # The shipped checkout's job config parses, and the CLI refuses an existing output.
     repo_job = Path(__file__).resolve().parents[2] / "jobs" / "diff_models.yaml"
     assert load_diff_models_config(repo_job).model_a == "gpt-4"
