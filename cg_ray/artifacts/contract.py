@@ -116,12 +116,18 @@ class DiffModelsFindings(BaseModel):
     models: dict[str, str]
     config: dict[str, Any]
     counts: dict[str, Any]
-    confirmation: dict[str, Any]  # the splits, the decision rule, hypotheses formed and confirmed per direction
+    # the splits, the decision rule, hypotheses formed and confirmed per direction; None in a format-1 document
+    # (one half-split's `replication`), which still opens
+    confirmation: dict[str, Any] | None = None
     hypotheses: list[dict[str, Any]]
 
 
 class DiffModelsSummary(_Versioned, DiffModelsFindings):
     """hypotheses.json of `cg-ray diff-models`."""
+
+    # 2: hypotheses judged over repeated splits (`confirmation`, each one's `heldout` and `confirmed`) instead
+    # of one half-split (`replication`, `discovery` / `held_out`, `replicated`).
+    version: ClassVar[int] = 2
 
     kind: str
 

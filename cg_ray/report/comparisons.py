@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import (
     ARENA_RATINGS_JSON,
@@ -40,6 +42,23 @@ MODEL_DIFF_COLUMNS = (
     "confirmed",
 )
 MODEL_DIFF_FINDINGS = ("models", "counts", "confirmation", "config", "method", "hypotheses")
+# Columns a diff_models.parquet written before its hypotheses were judged over repeated splits (hypotheses.json
+# format 1: one half-split, `replicated`) lacks: read as null, so such an analysis still opens.
+MODEL_DIFF_JUDGED = {
+    "heldout_delta": pa.float64(),
+    "heldout_low": pa.float64(),
+    "heldout_high": pa.float64(),
+    "q_value": pa.float64(),
+    "confirmed": pa.bool_(),
+}
+
+
+def with_judged_columns(table: pa.Table) -> pa.Table:
+    """diff_models.parquet with the judged columns, null where an older analysis has none."""
+    for name, kind in MODEL_DIFF_JUDGED.items():
+        if name not in table.column_names:
+            table = table.append_column(pa.field(name, kind), pa.nulls(table.num_rows, kind))
+    return table
 
 
 def _side_name(run: dict[str, Any]) -> str:
@@ -63,14 +82,15 @@ def model_diff_view(folder: ModelDiffDir) -> dict[str, Any]:
     two models' answers (sorted, filtered and paged in the browser). Paired examples come with the hypotheses;
     the service answers any other concept's on request."""
     doc = folder.read_json(MODEL_DIFF_JSON)
-    table = folder.read_table(MODEL_DIFF_TABLE, columns=list(MODEL_DIFF_COLUMNS))
+    table = folder.read_table(MODEL_DIFF_TABLE)
     if table is None:
         raise InputError("not found", path=str(folder.file(MODEL_DIFF_TABLE)))
+    table = with_judged_columns(table)
     models = doc["models"]
     return clean(
         {
             "name": f"{models['a']} vs {models['b']}",
-            **{key: doc[key] for key in MODEL_DIFF_FINDINGS},
+            **{key: doc.get(key) for key in MODEL_DIFF_FINDINGS},  # confirmation: None in a format-1 analysis
             "concepts": {name: table[name].to_pylist() for name in MODEL_DIFF_COLUMNS},
         }
     )

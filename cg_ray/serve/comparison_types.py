@@ -59,7 +59,9 @@ class DiffModelsConcept(_Open):
     heldout_low: float | None = None
     heldout_high: float | None = None
     q_value: float | None = None
-    confirmed: bool | None = Field(description="a hypothesis' verdict (q ≤ fdr); null for other concepts")
+    confirmed: bool | None = Field(
+        None, description="a hypothesis' verdict (q ≤ fdr); null for other concepts and older analyses"
+    )
 
 
 class DiffModelsView(Page[DiffModelsConcept], DiffModelsFindings):

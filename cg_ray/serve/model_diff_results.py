@@ -16,7 +16,7 @@ from cg_ray.artifacts.layout import ModelDiffDir
 from cg_ray.compare.model_diff import DIRECTIONS
 from cg_ray.compare.model_diff_config import DiffModelsMethod
 from cg_ray.compare.model_diff_outputs import JSON_FILE, TABLE_FILE, paired_examples
-from cg_ray.report.comparisons import model_diff_view
+from cg_ray.report.comparisons import model_diff_view, with_judged_columns
 from cg_ray.serve.comparison_types import DiffModelsConceptDetail, DiffModelsDocument, DiffModelsView
 from cg_ray.serve.model_diffs import PAIRS_FILE, read_pairs
 
@@ -33,7 +33,7 @@ def _table(folder: ModelDiffDir) -> pa.Table:
 
 @functools.lru_cache(maxsize=8)
 def _concepts_at(path: Path) -> pa.Table:
-    table = pq.read_table(path)
+    table = with_judged_columns(pq.read_table(path))  # an analysis made before judging: nulls
     return table.append_column("abs_delta", pc.abs(table.column("delta")))
 
 
@@ -70,7 +70,7 @@ def page(
             "id": analysis_id,
             "models": doc["models"],
             "counts": doc["counts"],
-            "confirmation": doc["confirmation"],
+            "confirmation": doc.get("confirmation"),  # None: made before hypotheses were judged over splits
             "config": {k: doc["config"].get(k) for k in DiffModelsMethod.model_fields},  # no reader or input paths
             "method": doc["method"],
             "hypotheses": doc["hypotheses"],

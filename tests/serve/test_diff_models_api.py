@@ -201,3 +201,37 @@ def test_cancelled_while_reading_it_publishes_nothing(settings) -> None:
         time.sleep(0.5)
         assert client.get(f"/v1/analyses/{ana}", headers=key).json()["status"] == "cancelled"
         assert not (settings.analyses_dir / ana).exists()
+
+
+def test_an_analysis_made_before_judging_over_splits_still_opens(client, key, settings) -> None:
+    """hypotheses.json format 1 (one half-split: `replication`, `held_out`, `replicated`) and its parquet
+    without the judged columns: the view and the page answer, the judged fields null, nothing refused."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    word = planted_word()
+    a = uploaded(client, key, answers(), "base.jsonl")
+    b = uploaded(client, key, answers(word), "tuned.jsonl")
+    ana = finished(client, key, {"upload_a": a, "upload_b": b})
+    (doc_path,) = (settings.analyses_dir / ana).rglob("hypotheses.json")
+    doc = json.loads(doc_path.read_text())
+    doc["format_version"] = 1
+    doc["replication"] = {"formed_total": 1, "replicated_total": 1}
+    del doc["confirmation"]
+    for h in doc["hypotheses"]:
+        h["held_out"], h["replicated"] = h.pop("heldout"), h.pop("confirmed")
+    doc_path.write_text(json.dumps(doc))
+    table_path = doc_path.with_name("diff_models.parquet")
+    table = pq.read_table(table_path)
+    old = table.drop_columns(["heldout_delta", "heldout_low", "heldout_high", "q_value"]).rename_columns(
+        [c if c != "confirmed" else "replicated" for c in table.drop_columns(
+            ["heldout_delta", "heldout_low", "heldout_high", "q_value"]).column_names]
+    )  # fmt: skip
+    pq.write_table(old, table_path)
+    page = client.get(f"/v1/diff-models/{ana}", headers=key)
+    assert page.status_code == 200, page.text
+    assert page.json()["confirmation"] is None and all(item["confirmed"] is None for item in page.json()["items"])
+    view = client.get(f"/v1/diff-models/{ana}/view", headers=key)
+    assert view.status_code == 200, view.text
+    assert view.json()["confirmation"] is None and view.json()["concepts"]["confirmed"][0] is None

@@ -44,6 +44,8 @@ function modelsNote(d) {
 
 function confirmationNote(d) {
   const c = d.confirmation;
+  if (!c)
+    return "Made by an older cg_ray, which checked its hypotheses on one half-split of the prompts: re-run it to judge them over repeated splits.";
   const formed = c.formed.a_more + c.formed.b_more,
     confirmed = c.confirmed.a_more + c.confirmed.b_more;
   return (
@@ -53,7 +55,8 @@ function confirmationNote(d) {
 }
 
 // A hypothesis' held-out verdict as an interval cell (the estimate of the median split, the rule's interval).
-const heldoutSide = (h) => ({ delta: h.heldout.estimate, low: h.heldout.low, high: h.heldout.high });
+const heldoutSide = (h) =>
+  h.heldout ? { delta: h.heldout.estimate, low: h.heldout.low, high: h.heldout.high } : { delta: null, low: null, high: null };
 
 const interval = (s) => `${signed(s.delta)} <span class="muted">[${signed(s.low)}, ${signed(s.high)}]</span>`;
 
@@ -62,7 +65,7 @@ function hypothesisRow(h) {
   return `<tr class="${h.direction.replace("_", "-")}" data-id="${h.concept_id}"><td class="num">${h.concept_id}</td>
     <td>${esc(h.statement)}</td><td class="num">${fmt(a.frac_a)} → ${fmt(a.frac_b)}</td>
     <td class="num all">${interval(a)}</td><td class="num held">${interval(heldoutSide(h))}</td>
-    <td>${h.confirmed ? "✓ confirmed" : "✗ not confirmed"} <span class="muted">${qText(h.heldout.q_value)}</span></td></tr>`;
+    <td>${!h.heldout ? "—" : h.confirmed ? "✓ confirmed" : "✗ not confirmed"} <span class="muted">${h.heldout ? qText(h.heldout.q_value) : ""}</span></td></tr>`;
 }
 
 function drawHypotheses(d) {
