@@ -25,7 +25,7 @@ from scipy import sparse
 
 from cg_ray.arrays import BoolArray, FloatArray, IntArray
 from cg_ray.compare.bootstrap import PairedSample
-from cg_ray.profile.crossfit import firing_threshold
+from cg_ray.profile.crossfit import firing
 from cg_ray.profile.decision import GREATER, LESS, Alternative, SplitTest, Verdict, judge
 from cg_ray.profile.grouped_split import grouped_split
 from cg_ray.profile.heldout import HeldOut
@@ -75,14 +75,9 @@ def _half_ranking(
 def firing_rows(acts: sparse.csc_matrix) -> sparse.csr_matrix:
     """1 where a concept fires (s̃ at least `firing_threshold` of its own activations over the paired rows,
     score-free: its weak tails on unrelated text would dilute the rule, docs/findings.md), else 0."""
-    acts = acts.tocsc(copy=True)
-    for c in range(acts.shape[1]):
-        lo, hi = acts.indptr[c], acts.indptr[c + 1]
-        if hi > lo:
-            col = acts.data[lo:hi]
-            acts.data[lo:hi] = (col >= firing_threshold(col)).astype(np.float64)
-    acts.eliminate_zeros()
-    return acts.tocsr()
+    _, fires = firing(acts.tocsc())
+    fires.data = np.ones_like(fires.data, dtype=np.float64)
+    return fires.tocsr()
 
 
 def judge_changes(

@@ -44,6 +44,16 @@ def firing_threshold(acts: npt.NDArray[np.floating]) -> float:
     return float(FIRING_SHARE * np.percentile(active, FIRING_QUANTILE)) if active.size else 0.0
 
 
+def firing(m: sparse.csc_matrix) -> tuple[FloatArray, sparse.csc_matrix]:
+    """Each column's `firing_threshold` and the matrix of its entries at or above it (the rows where the concept
+    fires, with their s̃): the pool's rules here, a diff's in compare.heldout_diff."""
+    threshold = np.array([firing_threshold(m.data[lo:hi]) for lo, hi in zip(m.indptr[:-1], m.indptr[1:], strict=True)])
+    col = np.repeat(np.arange(m.shape[1]), np.diff(m.indptr))
+    keep = m.data >= threshold[col]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(col[keep], minlength=m.shape[1]))])
+    return threshold, sparse.csc_matrix((m.data[keep], m.indices[keep], indptr), shape=m.shape)
+
+
 Conditions = tuple[tuple[str, int], ...]  # a slice: (field, value code) pairs
 
 
@@ -87,14 +97,7 @@ class PoolRows:
         self.matrix = sparse.csc_matrix((acts, (rows, slots)), shape=(self.n_rows, self.pool.size))
         self.matrix.sort_indices()
         self._rows, self._slots, self._acts = [], [], []
-        m = self.matrix
-        self.threshold = np.array(
-            [firing_threshold(m.data[lo:hi]) for lo, hi in zip(m.indptr[:-1], m.indptr[1:], strict=True)]
-        )
-        col = np.repeat(np.arange(self.pool.size), np.diff(m.indptr))
-        keep = m.data >= self.threshold[col]
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(col[keep], minlength=self.pool.size))])
-        self.fires = sparse.csc_matrix((m.data[keep], m.indices[keep], indptr), shape=m.shape)
+        self.threshold, self.fires = firing(self.matrix)
         return self
 
     def concept(self, c: int) -> tuple[IntArray, FloatArray]:
