@@ -168,10 +168,9 @@ def _cmd(args: argparse.Namespace) -> int:
 
     flags = {name: getattr(args, name, None) for name, _ in FLAGS}
     flags |= {"pool": args.pool, "match_length": args.match_length, "out": None if args.out is None else str(args.out)}
-    if args.config is not None:
-        config = load_diff_models_config(args.config, flags)
-    else:
-        config = validated(DiffModelsConfig, flags)
+    # The YAML is checked on its own first (its errors name the file), so what fails after is a flag: named so.
+    base = load_diff_models_config(args.config).model_dump(exclude_unset=True) if args.config is not None else {}
+    config = validated(DiffModelsConfig, {**base, **{k: v for k, v in flags.items() if v is not None}})
     if args.sae or args.reader_model or args.device:
         reader = {"sae": args.sae, "model": args.reader_model, "device": args.device}
         config = config.model_copy(

@@ -72,3 +72,7 @@ def test_invalid_flag_values_name_the_flag(planted_runs, tmp_path: Path, capsys)
     a, b = planted_runs()
     assert run("diff", a, b, "--out", tmp_path / "d", "--confidence", 1.5) == 2
     assert "--confidence" in capsys.readouterr().err
+    # the held-out findings' settings: one split tests nothing twice; an fdr of 0 confirms nothing
+    for flag, value in (("--splits", 1), ("--fdr", 0), ("--tested-per-split", 0)):
+        assert run("diff", a, b, "--out", tmp_path / "d", flag, value) == 2
+        assert flag in capsys.readouterr().err and not (tmp_path / "d").exists()

@@ -172,3 +172,8 @@ def test_ray_job_yaml_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert load_diff_models_config(repo_job).model_a == "gpt-4"
     assert main(["diff-models", "--config", str(job)]) == 2
     assert "already exists" in capsys.readouterr().err
+    # the judging's settings are refused naming their flag, before anything is read
+    for flag, value in (("--splits", "1"), ("--fdr", "1.5")):
+        fresh = tmp_path / f"bad{flag}"
+        assert main(["diff-models", "--config", str(job), "--out", str(fresh), flag, value]) == 2
+        assert flag in capsys.readouterr().err and not fresh.exists()
