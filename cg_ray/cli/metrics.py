@@ -201,7 +201,7 @@ def _print_judged(
 ) -> None:
     """The confirmed entries (at most 5), then one line on the candidates and at most 3 of them, marked.
     `what`: (noun, the kind's key in summary.json, its file)."""
-    from cg_ray.report.findings import split_verdicts, tried
+    from cg_ray.report.findings import lies_other_way, split_verdicts, tried
 
     noun, kind, file = what
 
@@ -222,7 +222,9 @@ def _print_judged(
         n = len(candidates)
         print(f"  {n:,} candidate{'s' if n != 1 else ''} not confirmed{fdr}: see {file}")
         for e in candidates[:3]:
-            print(f"     candidate {e['rank']:>3}. {line(e)}")
+            # as the report and the explorer say it: a whole held-out interval on the far side is no finding
+            other = "  (held out the other way, its whole interval too)" if lies_other_way(e, kind) else ""
+            print(f"     candidate {e['rank']:>3}. {line(e)}{other}")
 
 
 def _signed(x: float | None) -> str:

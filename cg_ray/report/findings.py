@@ -83,7 +83,7 @@ def power_text(entry: dict[str, Any], kind: str) -> str:
     above = kind == "strengths"
     unit = "difference from the other rows" if kind == "slices" else "residual"
     side, sign = ("above", "+") if above else ("below", "-")
-    if _other_way(entry, kind):
+    if lies_other_way(entry, kind):
         return (
             f"held out it lies the other way, its whole interval too: no {'strength' if above else 'weakness'} here "
             f"(the smallest this run could confirm: {sign}{mde:.3f})"
@@ -91,7 +91,7 @@ def power_text(entry: dict[str, Any], kind: str) -> str:
     return f"too few rows to settle {side} a {unit} of {sign}{mde:.3f} (its minimum detectable effect at 80% power)"
 
 
-def _other_way(entry: dict[str, Any], kind: str) -> bool:
+def lies_other_way(entry: dict[str, Any], kind: str) -> bool:
     """Whether its whole held-out interval lies on the far side of 0 from the finding's direction."""
     low, high = _heldout_interval(entry, kind)
     return (high is not None and high < 0) if kind == "strengths" else (low is not None and low > 0)
@@ -101,7 +101,7 @@ def probe_gap(entries: list[dict[str, Any]]) -> str:
     """The failure mode to probe next: 'mode:R' for the first unconfirmed one the rows could not settle (not
     lying the other way); '' when every candidate is settled, or for a run made before held-out checks."""
     for e in entries:
-        if e.get("confirmed") is False and e.get("mde") is not None and not _other_way(e, "failure_modes"):
+        if e.get("confirmed") is False and e.get("mde") is not None and not lies_other_way(e, "failure_modes"):
             return f"mode:{int(e['rank'])}"
     return ""
 

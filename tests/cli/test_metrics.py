@@ -253,7 +253,8 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
 
     modes = [
         mode(1, True, "draw"),
-        *(mode(r, False, t) for r, t in ((2, "pawn"), (3, "rook"), (4, "king"), (5, "bishop"))),
+        mode(2, False, "queen", residual=0.08, residual_low=0.02, residual_high=0.14),  # above its cells, held out
+        *(mode(r, False, t) for r, t in ((3, "pawn"), (4, "rook"), (5, "king"), (6, "bishop"))),
     ]
     run_dir = write_run(tmp_path / "run", modes, [slice_(1, True, "geometry"), slice_(2, False, "algebra")], [])
     _print_profile(RunDir(run_dir))
@@ -269,14 +270,17 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
     assert "q=0.003" in lines[first] and "candidate" not in lines[first]
     assert (
         lines[first + 1]
-        == "  4 candidates not confirmed (q > 0.1; MDE: the effect each would be confirmed at, 80% power): "
+        == "  5 candidates not confirmed (q > 0.1; MDE: the effect each would be confirmed at, 80% power): "
         "see failure_modes.parquet"
     )
     listed = [line for line in lines if line.lstrip().startswith("candidate") and "Rows with" in line]
-    assert len(listed) == 3 and "Rows with “pawn”" in listed[0] and "bishop" not in out  # at most 3, marked
+    assert len(listed) == 3 and "Rows with “queen”" in listed[0] and "king" not in out  # at most 3, marked
     assert all("MDE 0.172" in line for line in listed)  # each candidate with its minimum detectable effect
-    assert (  # and the next step for the first one the rows could not settle
-        f"  next: test it on new items with matched controls: cg-ray probe {run_dir} --gap mode:2  "
+    # one whose whole held-out interval lies above its cells is said to (as the report and the explorer say)
+    assert listed[0].endswith("(held out the other way, its whole interval too)")
+    assert not any("other way" in line for line in listed[1:])
+    assert (  # and the next step for the first one the rows could not settle (not the one the other way)
+        f"  next: test it on new items with matched controls: cg-ray probe {run_dir} --gap mode:3  "
         "(--dry-run: the plan; docs/probe.md)" in lines
     )
     geometry = next(i for i, line in enumerate(lines) if line.endswith("task=geometry"))
