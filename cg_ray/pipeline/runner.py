@@ -299,7 +299,9 @@ def _compute_shards(
     if collector.pending:
         raise RuntimeError(f"the stream ended with unfinished shards {collector.pending}")
     stats: str = output.stats()  # per-operator wall time and rows: the per-stage view of a streamed run
-    log.info("Ray Data stages:\n%s", stats)
+    # 200-odd lines on a small run: kept in the manifest, printed with `cg-ray -v`
+    log.info("Ray Data's per-operator stats: manifest.json -> ray_data_stats")
+    log.debug("Ray Data stages:\n%s", stats)
     return stats
 
 
