@@ -41,7 +41,9 @@ def test_split_sums_equal_a_pass_over_the_choosing_rows_alone(seed: int) -> None
         alone.add(offsets, ids, acts, np.where(choosing[s], scores, np.nan), split_expected[s])
         ours, naive = acc.finish_split(s, chosen_parts[s]), alone.finish()
         for got, want in zip(
-            (ours.residual, ours.low, ours.high, ours.n_eff), (naive.residual, naive.low, naive.high, naive.n_eff)
+            (ours.residual, ours.low, ours.high, ours.n_eff),
+            (naive.residual, naive.low, naive.high, naive.n_eff),
+            strict=True,
         ):
             np.testing.assert_allclose(got, want, rtol=0, atol=1e-12, equal_nan=True)
         assert np.isfinite(ours.residual).sum() > 10  # the check compared concepts, not only NaNs
