@@ -67,6 +67,11 @@ def test_the_report_renders_every_section_offline_with_the_runs_numbers(run_dir:
         expect(page.locator("#start")).to_be_hidden()  # the service's controls are not in a report
         expect(page.locator("#compare")).to_be_hidden()
         expect(page.locator("#kpis")).to_contain_text(f"{len(concepts):,}")
+        # the findings judged held out lead the figures; the paper's model-gap count says it is untested
+        n = json.loads((run_dir / S.SUMMARY_FILE).read_text())["profile"]["beyond"]["crossfit"]["confirmed"]
+        counts = f"{n['failure_modes']} · {n['slices']} · {n['concepts']}"
+        expect(page.locator("#kpis")).to_contain_text(f"{counts}confirmed held out: failure modes · slices · concepts")
+        expect(page.locator("#kpis")).to_contain_text("model gaps (X_model < ε, in sample)")
         # The weakest concept's interval, as weaknesses.parquet holds it.
         first = page.locator("#profile-table tbody tr").first
         expect(first.locator("td").nth(1)).to_have_text(str(weakest["concept_id"]))
