@@ -83,7 +83,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
         building.link(S.ROWS_FILE, args.rows)
         published = publish_metrics(building, config, labels, extra, model=args.model, rows=rows, record_timing=True)
     _print_summary(args.out, published.summary, time.perf_counter() - started)
-    _print_profile(RunDir(args.out))
+    print_findings(RunDir(args.out))
     return 0
 
 
@@ -100,7 +100,9 @@ def _labels(args: argparse.Namespace, d_sae: int) -> Any:
     return labels
 
 
-def _print_profile(run: RunDir) -> None:
+def print_findings(run: RunDir) -> None:
+    """The run's findings judged held out (failure modes, slices, the weakness profile) and the next step where
+    the rows cannot settle one; `cg-ray metrics` and `cg-ray run` end with it."""
     import pyarrow.parquet as pq
 
     from cg_ray.report.findings import crossfit_of, judged_text, probe_command
@@ -245,7 +247,7 @@ def _print_summary(out: Path, summary: dict[str, Any], seconds: float) -> None:
     print(
         f"coverage: {counts['missing']} missing ({suite['missing_pct']:.1f}%), {counts['under']} under, "
         f"{counts['normal']} normal, {counts['over']} over; median X_model {_fmt(suite['median_X_model'])}; "
-        f"{suite['n_model_gaps']} model gaps"
+        f"{suite['n_model_gaps']} model gaps (X_model < ε in sample, untested: the findings below are judged held out)"
     )
     for key, title in (("worst_model", "worst concepts"), ("best_model", "best concepts")):
         print(f"{title}:")

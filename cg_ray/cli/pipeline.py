@@ -31,12 +31,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         resume=args.resume, overwrite=args.overwrite, shard_rows=args.shard_rows, report=not args.no_report
     )
     try:
-        run(config, options, config_source=str(args.config))
+        out = run(config, options, config_source=str(args.config))
     except Exception as exc:
         found = worker_error(exc)
         if found is None:
             raise
         raise CgRayError(found) from None  # one clear line, not a Ray traceback
+    from cg_ray.artifacts.layout import RunDir
+    from cg_ray.cli.metrics import print_findings
+
+    print_findings(RunDir(out))  # what the run confirmed held out, and the next step: as `cg-ray metrics` ends
     return 0
 
 

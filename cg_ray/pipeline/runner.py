@@ -263,7 +263,8 @@ def run(config: RunConfig, options: RunOptions = RunOptions(), config_source: st
     median = summary["suite"]["median_X_model"]
     print(
         f"{summary['n_rows']:,} rows, {summary['suite']['n_benchmarks']} benchmarks -> {out} "
-        f"(median X_model {'—' if median is None else f'{median:.3f}'}, {summary['suite']['n_model_gaps']} model gaps)"
+        f"(median X_model {'—' if median is None else f'{median:.3f}'}; {summary['suite']['n_model_gaps']} model gaps: "
+        "X_model < ε in sample, untested)"
     )
     return out
 

@@ -248,7 +248,7 @@ def test_splits_and_fdr_reach_the_metrics_config() -> None:
 
 def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, capsys) -> None:
     from cg_ray.artifacts.layout import RunDir
-    from cg_ray.cli.metrics import _print_profile
+    from cg_ray.cli.metrics import print_findings
     from tests.report.crossfit_run import mode, slice_, write_run
 
     modes = [
@@ -257,7 +257,7 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
         *(mode(r, False, t) for r, t in ((3, "pawn"), (4, "rook"), (5, "king"), (6, "bishop"))),
     ]
     run_dir = write_run(tmp_path / "run", modes, [slice_(1, True, "geometry"), slice_(2, False, "algebra")], [])
-    _print_profile(RunDir(run_dir))
+    print_findings(RunDir(run_dir))
     out = capsys.readouterr().out
     assert (
         "findings (failure modes, slices, concepts) chosen on one half of the rows and tested on the other, over "
@@ -295,13 +295,13 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
 
 def test_says_plainly_when_nothing_is_confirmed(tmp_path: Path, capsys) -> None:
     from cg_ray.artifacts.layout import RunDir
-    from cg_ray.cli.metrics import _print_profile
+    from cg_ray.cli.metrics import print_findings
     from tests.report.crossfit_run import mode, slice_, weakness, write_run
 
     run_dir = write_run(
         tmp_path / "run", [mode(1, False, "pawn")], [slice_(1, False, "algebra")], [weakness(1, 7, False)]
     )
-    _print_profile(RunDir(run_dir))
+    print_findings(RunDir(run_dir))
     out = capsys.readouterr().out
     assert "  no failure mode confirmed held out (61 candidates tried)" in out.splitlines()
     assert "  no slice confirmed held out (240 candidates tried)" in out.splitlines()
