@@ -111,7 +111,7 @@ def naive(
         for batch in iter_row_batches(rows):
             here = slice(seen, seen + len(batch))
             scores = np.where(split.choosing[here], frame.scores[here], np.nan)
-            acc.add(batch.offsets, batch.concept_ids, batch.concept_acts, scores, split.expected[here])
+            acc.add(batch.offsets, batch.concept_ids, batch.concept_acts, scores, split.expected_at(here))
             seen += len(batch)
         residuals.append(acc.finish())
         sub = frame.subset(np.flatnonzero(split.choosing))

@@ -160,7 +160,7 @@ class ResidualPass:
             self.frame.scores[here],  # the frame's: the batch's own unless the null check replaced them
             self.expected[here],
             self.plan.part[here],
-            [split.expected[here] for split in self.plan.items],
+            [split.expected_at(here) for split in self.plan.items],
             [split.choosing[here] for split in self.plan.items],
         )
         self.seen += len(batch)

@@ -17,8 +17,10 @@ other row there to compare with) are left out and counted (`SplitTest.n_dropped`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy import sparse, stats
 
 from cg_ray.arrays import BoolArray, FloatArray, IntArray
@@ -27,9 +29,19 @@ from cg_ray.profile.decision import LESS, Alternative, SplitTest
 MIN_CLUSTERS = 5  # fewer of the finding's own clusters than this: no test (p = 1); a sandwich on 2–4 is noise
 
 
-def _dense(codes: IntArray) -> tuple[IntArray, int]:
+Codes = npt.NDArray[np.signedinteger[Any]]  # int32 where the values fit (`_compact`), else int64
+
+
+def _dense(codes: IntArray) -> tuple[Codes, int]:
     uniq, inverse = np.unique(codes, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64), int(uniq.size)
+    return _compact(inverse.reshape(-1)), int(uniq.size)
+
+
+def _compact(codes: npt.NDArray[np.integer]) -> Codes:
+    """Row indices and codes as int32 where they fit: ten splits keep two test halves each (peak RSS)."""
+    fits = codes.size == 0 or int(codes.max()) < np.iinfo(np.int32).max
+    out: Codes = codes.astype(np.int32 if fits else np.int64, copy=False)
+    return out
 
 
 @dataclass(frozen=True)
@@ -37,22 +49,25 @@ class HeldOut:
     """One split's test half: its scored rows with their cells and groups, and the sums every contrast needs,
     computed once. A contrast's sandwich sums a square over every group of the cells it touches; for the groups
     that sit in one cell (nearly all) that sum has a closed form per cell (`q0`, `q1`, `q2`), so a contrast costs
-    O(cells + its own rows + the groups spanning cells), not O(groups)."""
+    O(cells + its own rows + the groups spanning cells), not O(groups). Per group only its cell, rows and Σ
+    score are kept (a group spanning cells: its row of the spanning matrices), not a groups × cells matrix."""
 
-    rows: IntArray  # frame positions, ascending
+    rows: Codes  # frame positions, ascending
     scores: FloatArray
-    cell: IntArray  # dense cell code per row
-    group: IntArray  # dense group code per row
+    cell: Codes  # dense cell code per row
+    group: Codes  # dense group code per row
     n_cell: FloatArray
     sum_cell: FloatArray
-    counts: sparse.csr_matrix  # groups × cells: rows
-    sums: sparse.csr_matrix  # groups × cells: Σ score
+    home: Codes  # per group: its one cell, or -1 when it spans several
+    group_n: FloatArray  # per group: its rows
+    group_y: FloatArray  # per group: Σ score
     q0: FloatArray  # per cell, over its one-cell groups: Σ n_g²
     q1: FloatArray  # Σ n_g y_g (y_g: the group's Σ score)
     q2: FloatArray  # Σ y_g²
     one_cell_groups: FloatArray  # per cell: how many groups sit in it alone
-    spanning_counts: sparse.csr_matrix  # the groups with rows in several cells: their rows of `counts`
-    spanning_sums: sparse.csr_matrix  # ... and of `sums`
+    spanning: Codes  # the groups with rows in several cells, ascending
+    spanning_counts: sparse.csr_matrix  # their rows per cell
+    spanning_sums: sparse.csr_matrix  # ... and Σ score per cell
     # what the Bernoulli floor's shrunk mean is taken over: the scores themselves (None), or, for scores outside
     # [0, 1] (a diff's changes in [-1, 1]), an indicator in [0, 1] per half row (whether the row changed)
     floor_values: FloatArray | None = None
@@ -68,43 +83,64 @@ class HeldOut:
     ) -> HeldOut:
         """`positions`: the half's scored rows (ascending); the other arrays are per frame row."""
         y = scores[positions]
-        cell, n_cells = _dense(cells[positions])
-        group, n_groups = _dense(groups[positions])
+        cell, _ = _dense(cells[positions])
+        group, _ = _dense(groups[positions])
+        floor = None if floor_values is None else np.asarray(floor_values, dtype=np.float64)[positions]
+        return cls._build(_compact(np.asarray(positions)), y, cell, group, floor)
+
+    def one_cell(self) -> HeldOut:
+        """The same half as one cell (a slice against the half's other rows), sharing its row arrays."""
+        zeros = np.zeros(self.rows.size, dtype=np.int32)  # never written: the OS's zero pages, no memory
+        return HeldOut._build(self.rows, self.scores, zeros, self.group, self.floor_values)
+
+    @classmethod
+    def _build(cls, rows: Codes, y: FloatArray, cell: Codes, group: Codes, floor: FloatArray | None) -> HeldOut:
+        n_cells = int(cell.max(initial=-1)) + 1
+        n_groups = int(group.max(initial=-1)) + 1
         n_cell = np.bincount(cell, minlength=n_cells).astype(np.float64)
         sum_cell = np.bincount(cell, weights=y, minlength=n_cells).astype(np.float64)
-        shape = (n_groups, n_cells)
-        counts = sparse.csr_matrix((np.ones(y.size), (group, cell)), shape=shape)
-        sums = sparse.csr_matrix((y, (group, cell)), shape=shape)
+        group_n = np.bincount(group, minlength=n_groups).astype(np.float64)
+        group_y = np.bincount(group, weights=y, minlength=n_groups).astype(np.float64)
+        # a group's cell when it has one: its (group, cell) pairs, and the groups with a single pair
+        pairs = np.unique(group.astype(np.int64) * max(n_cells, 1) + cell)
+        pair_group, pair_cell = np.divmod(pairs, max(n_cells, 1))
+        single = np.bincount(pair_group, minlength=n_groups)[pair_group] == 1
+        home = np.full(n_groups, -1, dtype=np.int32)
+        home[pair_group[single]] = pair_cell[single]
+        one = home >= 0
+        per = lambda w: np.bincount(home[one], weights=w, minlength=n_cells).astype(np.float64)  # noqa: E731
+        n_g, y_g = group_n[one], group_y[one]
+        spanning = np.flatnonzero(~one)
+        in_span = np.isin(group, spanning)
+        span_row = np.searchsorted(spanning, group[in_span])
+        shape = (spanning.size, n_cells)
+        counts = sparse.csr_matrix((np.ones(span_row.size), (span_row, cell[in_span])), shape=shape)
+        sums = sparse.csr_matrix((y[in_span], (span_row, cell[in_span])), shape=shape)
         counts.sum_duplicates()
         sums.sum_duplicates()
-        width = np.diff(counts.indptr)
-        one = np.flatnonzero(width == 1)
-        home = counts.indices[counts.indptr[one]]
-        n_g, y_g = counts.data[counts.indptr[one]], sums.data[counts.indptr[one]]
-        per = lambda w: np.bincount(home, weights=w, minlength=n_cells).astype(np.float64)  # noqa: E731
-        q0, q1, q2 = per(n_g * n_g), per(n_g * y_g), per(y_g * y_g)
-        spanning = np.flatnonzero(width > 1)
         return cls(
-            positions,
+            rows,
             y,
             cell,
             group,
             n_cell,
             sum_cell,
+            home,
+            group_n,
+            group_y,
+            per(n_g * n_g),
+            per(n_g * y_g),
+            per(y_g * y_g),
+            per(np.ones(n_g.size)),
+            _compact(spanning),
             counts,
             sums,
-            q0,
-            q1,
-            q2,
-            per(np.ones(one.size)),
-            counts[spanning],
-            sums[spanning],
-            None if floor_values is None else np.asarray(floor_values, dtype=np.float64)[positions],
+            floor,
         )
 
     @property
     def n_groups(self) -> int:
-        return int(self.counts.shape[0])
+        return int(self.home.size)
 
     def locate(self, positions: IntArray) -> tuple[IntArray, BoolArray]:
         """Indices into the half of those `positions` it holds, and which of `positions` those are."""
@@ -159,7 +195,7 @@ class HeldOut:
             base = -(self.spanning_sums @ b - self.spanning_counts @ bm)
             sandwich_sum += float(np.sum(base * base))
         own = np.bincount(own_at, weights=a * (y - in_mean[cell]) + b[cell] * (y - out_mean[cell]))
-        own_base = -(self.sums[own_groups] @ b - self.counts[own_groups] @ bm)
+        own_base = self._base(own_groups, b, bm)
         sandwich_sum += float(np.sum(2 * own_base * own + own * own))
         reached = (b > 0).astype(np.float64)
         g = int(np.sum(self.one_cell_groups[touched]))
@@ -175,3 +211,15 @@ class HeldOut:
         p = float(stats.t.cdf(t, df) if alternative == LESS else stats.t.sf(t, df))
         clusters = int(own_groups.size)
         return SplitTest(theta, se, df, p, int(loc.size), clusters, baseline, dropped, float(np.sqrt(sandwich)))
+
+    def _base(self, groups: Codes, b: FloatArray, bm: FloatArray) -> FloatArray:
+        """−Σ_c b_c (Y_gc − N_gc out_mean_c) of `groups`: from their cell for one-cell groups, else from their
+        rows of the spanning matrices."""
+        home = self.home[groups]
+        one = home >= 0
+        base = np.empty(groups.size)
+        base[one] = -(self.group_y[groups[one]] * b[home[one]] - self.group_n[groups[one]] * bm[home[one]])
+        if not one.all():
+            at = np.searchsorted(self.spanning, groups[~one])
+            base[~one] = -(self.spanning_sums[at] @ b - self.spanning_counts[at] @ bm)
+        return base

@@ -84,9 +84,10 @@ def split_modes(
         # and its tight interval would rank it first among the noise).
         classes = [c for c in classes if c.rows.size <= MAX_ROW_SHARE * frame.n_rows]
         choosing = split.choosing & frame.scored
-        join = sharper_join(choosing, frame.scores, split.expected)
+        expected = split.expected
+        join = sharper_join(choosing, frame.scores, expected)
         ranked.append(
-            merge_contained(training_rank(classes, choosing, frame.scores, split.expected), shared=shared, join=join)[
+            merge_contained(training_rank(classes, choosing, frame.scores, expected), shared=shared, join=join)[
                 : CANDIDATE_FACTOR * cfg.tested_per_split
             ]
         )

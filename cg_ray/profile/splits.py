@@ -33,10 +33,21 @@ class Split:
     index: int
     choosing: BoolArray  # per frame row
     adjusted_for: list[str]
-    expected: FloatArray  # per frame row: its cell's mean over the choosing half's scored rows
+    cells: IntArray  # per frame row: its cell of `adjusted_for` (the frame's cached keys, shared)
+    cell_mean: FloatArray  # per cell: its mean over the choosing half's scored rows (a parent's when few)
     slices: list[Slice]  # the weakest slices of the choosing half (ranked as the run ranks them)
     by_cell: HeldOut  # the test half within the cells adjusted for (modes, concepts)
     whole: HeldOut  # the test half as one cell (slices: against the half's other rows)
+
+    @property
+    def expected(self) -> FloatArray:
+        """Per frame row: its cell's mean over the choosing half (made when asked: ten splits kept per-row
+        copies, 8 bytes a row each)."""
+        return self.expected_at(slice(None))
+
+    def expected_at(self, rows: slice) -> FloatArray:
+        out: FloatArray = self.cell_mean[self.cells[rows]]
+        return out
 
 
 @dataclass
@@ -94,7 +105,6 @@ def plan_splits(rows: RowsFile, frame: RowFrame, cfg: MetricsConfig) -> SplitPla
     rng = np.random.default_rng([cfg.crossfit_seed, 1])
     # The slices a half needs, scaled to its rows: a 40-row benchmark must not drop out of a half.
     min_rows = max(1, int(np.ceil(cfg.slice_min_rows / 2)))
-    one = np.zeros(frame.n_rows, np.int64)
     for s in range(cfg.splits):
         chosen_parts = np.zeros(n_parts, bool)
         chosen_parts[rng.permutation(n_parts)[: n_parts // 2]] = True
@@ -103,18 +113,10 @@ def plan_splits(rows: RowsFile, frame: RowFrame, cfg: MetricsConfig) -> SplitPla
             training_slices(frame, counts, chosen_parts, cfg.tested_per_split, min_rows) if counts is not None else []
         )
         fields, _ = parse_adjust_for(cfg.adjust_for, frame, best_fields(slices))
-        expected = expected_scores(frame, fields, fit=choosing)
-        test = np.flatnonzero(~choosing & frame.scored)
         cells = cell_keys(frame, fields)
-        plan.items.append(
-            Split(
-                s,
-                choosing,
-                fields,
-                expected,
-                slices,
-                HeldOut.of(test, frame.scores, cells, codes),
-                HeldOut.of(test, frame.scores, one, codes),
-            )
-        )
+        cell_mean = np.full(int(cells.max(initial=-1)) + 1, np.nan)
+        cell_mean[cells] = expected_scores(frame, fields, fit=choosing)  # one value a cell: its rows agree
+        test = np.flatnonzero(~choosing & frame.scored)
+        by_cell = HeldOut.of(test, frame.scores, cells, codes)
+        plan.items.append(Split(s, choosing, fields, cells, cell_mean, slices, by_cell, by_cell.one_cell()))
     return plan

@@ -119,6 +119,27 @@ def test_the_cluster_contrast_equals_statsmodels_cluster_robust_ols(seed: int, l
     assert t.se_cluster == pytest.approx(np.sqrt(variance), rel=1e-9)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_half_as_one_cell_shares_its_rows_and_tests_as_a_half_built_so(seed: int) -> None:
+    """A slice is tested against the half's other rows: `one_cell()` reuses the half's row arrays (ten splits
+    keep two halves each) and gives the contrast of a half whose rows all sit in one cell."""
+    rng = np.random.default_rng(seed)
+    n = 600
+    cells, groups = rng.integers(0, 4, n), rng.integers(0, 150, n)
+    scores = (rng.random(n) < 0.5).astype(float)
+    half = _half(scores, groups, cells)
+    whole = half.one_cell()
+    built = _half(scores, groups, np.zeros(n, np.int64))
+    assert all(np.shares_memory(getattr(whole, f), getattr(half, f)) for f in ("rows", "scores", "group"))
+    rule = np.sort(rng.choice(n, 90, replace=False))
+    weights = rng.random(90)
+    for got, want in (
+        (whole.contrast(rule), built.contrast(rule)),
+        (whole.contrast(rule, weights), built.contrast(rule, weights)),
+    ):
+        assert got == want
+
+
 # --- the decision rule ----------------------------------------------------------------------------------------
 
 
