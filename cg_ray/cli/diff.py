@@ -34,11 +34,16 @@ def _print(out: Path, doc: dict[str, Any]) -> None:
 
 def _print_heldout(h: dict[str, Any]) -> None:
     """The findings first: changes beyond their benchmark, confirmed on rows that did not choose them."""
-    n = h["n_confirmed"]
+    n, effects = h["n_confirmed"], h.get("n_effects") or h["n_confirmed"]  # a diff.json before n_effects
+
+    def counted(d: str) -> str:  # '3 concepts regressed (2 effects: concepts on the same rows count once)'
+        same = "" if effects[d] == n[d] else f" ({effects[d]} effect{'' if effects[d] == 1 else 's'})"
+        return f"{n[d]} concept{'' if n[d] == 1 else 's'}{same} {d}"
+
     print(
-        f"held out ({h['splits']} splits, confirmed when q ≤ {h['fdr']:g}): {n['regressed']} "
-        f"concept{'' if n['regressed'] == 1 else 's'} regressed and {n['improved']} improved beyond their "
-        "benchmark (change of their rows vs the benchmark's other rows)"
+        f"held out ({h['splits']} splits, confirmed when q ≤ {h['fdr']:g}): {counted('regressed')} and "
+        f"{counted('improved')} beyond their benchmark (change of their rows vs the benchmark's other rows; "
+        "concepts on the same rows are one effect)"
     )
     for direction in ("regressed", "improved"):
         # a candidate fewer than half the splits chose has no interval: counted, not listed

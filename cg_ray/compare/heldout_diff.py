@@ -48,6 +48,13 @@ class HeldOutChanges:
     fdr: float
     tried_per_split: int
 
+    def n_confirmed(self, direction: str) -> int:
+        return sum(v.confirmed for _, v in getattr(self, direction))
+
+    def n_effects(self, direction: str) -> int:
+        """Confirmed findings, those on the same rows as an earlier confirmed one counted once with it."""
+        return self.n_confirmed(direction) - len(self.same_rows[direction])
+
 
 def _half_ranking(
     weights: sparse.csr_matrix, change: FloatArray, codes: IntArray, n_benchmarks: int, half: BoolArray

@@ -217,7 +217,8 @@ def _heldout_block(result: DiffResult) -> dict[str, Any]:
         "splits": h.splits,
         "fdr": h.fdr,
         "tested_per_split": h.tried_per_split,
-        "n_confirmed": {d: sum(v.confirmed for _, v in getattr(h, d)) for d in ("regressed", "improved")},
+        "n_confirmed": {d: h.n_confirmed(d) for d in ("regressed", "improved")},
+        "n_effects": {d: h.n_effects(d) for d in ("regressed", "improved")},  # one effect, one finding
         "n_tried": {d: len(getattr(h, d)) for d in ("regressed", "improved")},
         # chosen by enough splits to have an interval (the rest: by fewer than half of them)
         "n_with_interval": {

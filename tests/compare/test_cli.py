@@ -50,7 +50,7 @@ def test_diff_writes_table_json_and_page(planted_runs, tmp_path: Path, capsys) -
     assert held["n_confirmed"] == {"regressed": 1, "improved": 1} and held["decision"].startswith("confirmed ⇔")
     assert held["regressed"][0]["concept_id"] == 9 and held["regressed"][0]["heldout"]["confirmed"]
     assert doc.top_regressed[0]["heldout"]["confirmed"]  # the bootstrap list carries the verdict too
-    assert "held out (10 splits, confirmed when q ≤ 0.1): 1 concept regressed and 1 improved" in printed
+    assert "held out (10 splits, confirmed when q ≤ 0.1): 1 concept regressed and 1 concept improved" in printed
     assert printed.index("held out (") < printed.index("per-concept intervals on all paired rows")
     # an existing output is not replaced without --overwrite
     assert run("diff", a, b, "--out", out) == 2

@@ -102,3 +102,4 @@ def test_two_concepts_of_one_effect_are_said_to_share_their_rows() -> None:
     assert set(found) == {PLANTED, twin_col}, found
     first, second = found
     assert judged.same_rows["regressed"] == {second: first}
+    assert judged.n_confirmed("regressed") == 2 and judged.n_effects("regressed") == 1  # counted as one effect

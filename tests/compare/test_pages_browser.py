@@ -57,7 +57,7 @@ def test_the_diff_page_renders_offline_with_the_diffs_numbers(planted_runs, tmp_
         expect(page.locator("#diff-method")).to_contain_text("200 resamples (seed 0)")
         # The findings first: the planted changes confirmed held out, with the rule's interval and verdict.
         held = doc["heldout"]
-        n = held["n_confirmed"]
+        n = held["n_effects"]  # concepts on the same rows count once
         expect(kpis).to_contain_text(f"{n['regressed']} / {n['improved']}regressed / improved, confirmed held out")
         expect(page.locator("#diff-heldout-note")).to_contain_text(f"{held['splits']} splits")
         found = page.locator("#diff-heldout tbody tr.confirmed").first

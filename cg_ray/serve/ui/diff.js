@@ -22,7 +22,12 @@ function drawDiff(d) {
     [c.paired.toLocaleString(), "paired rows (shared, scored in both)"],
     [`${fmt(runs.a.mean_score_paired)} → ${fmt(runs.b.mean_score_paired)}`, "mean score A → B"],
     ...(held
-      ? [[`${held.n_confirmed.regressed} / ${held.n_confirmed.improved}`, "regressed / improved, confirmed held out"]]
+      ? [
+          [
+            `${(held.n_effects || held.n_confirmed).regressed} / ${(held.n_effects || held.n_confirmed).improved}`,
+            "regressed / improved, confirmed held out (effects: concepts on the same rows count once)",
+          ],
+        ]
       : []),
     [c.confident_regressed.toLocaleString(), "confidently regressed concepts"],
     [c.confident_improved.toLocaleString(), "confidently improved concepts"],
