@@ -53,7 +53,11 @@ def test_the_diff_page_renders_offline_with_the_diffs_numbers(planted_runs, tmp_
         expect(page.locator("#subtitle")).to_have_text("A → B")
         kpis = page.locator("#diff-kpis")
         expect(kpis).to_contain_text(f"{doc['counts']['paired']:,}paired rows")
-        expect(kpis).to_contain_text(f"{doc['counts']['confident_regressed']}confidently regressed concepts")
+        counts = doc["counts"]  # the bootstrap's counts, said to be descriptive with what chance alone gives
+        expect(kpis).to_contain_text(
+            f"{counts['confident_regressed']} / {counts['confident_improved']}regressed / improved concepts by "
+            f"bootstrap interval (descriptive; ≈ {counts['expected_by_chance_per_direction']:g} each by chance)"
+        )
         expect(page.locator("#diff-method")).to_contain_text("200 resamples (seed 0)")
         # The findings first: the planted changes confirmed held out, with the rule's interval and verdict.
         held = doc["heldout"]

@@ -29,8 +29,11 @@ function drawDiff(d) {
           ],
         ]
       : []),
-    [c.confident_regressed.toLocaleString(), "confidently regressed concepts"],
-    [c.confident_improved.toLocaleString(), "confidently improved concepts"],
+    // per-concept bootstrap intervals on all rows: descriptive, and this many by chance alone
+    [
+      `${c.confident_regressed.toLocaleString()} / ${c.confident_improved.toLocaleString()}`,
+      `regressed / improved concepts by bootstrap interval (descriptive; ≈ ${c.expected_by_chance_per_direction} each by chance)`,
+    ],
     [`${c.only_a.toLocaleString()} / ${c.only_b.toLocaleString()}`, "rows only in A / only in B (skipped)"],
     [c.shared_unscored.toLocaleString(), "shared rows unscored in A or B (skipped)"],
   ];
