@@ -50,6 +50,7 @@ _EXPLAIN_FLAGS = (
     _Flag(("--window-tokens",), "window_tokens", int, "tokens around the activation (default 32)"),
     _Flag(("--max-requests",), "max_requests", int, "refuse a plan over this many chat requests"),
     _Flag(("--expected-rate",), "expected_rate", float, "requests/s for the plan's time estimate"),
+    _Flag(("--tokenizer",), "tokenizer", str, "model whose tokenizer counts the plan's prompt tokens (else 4 chars)"),
 )
 
 

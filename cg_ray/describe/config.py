@@ -72,6 +72,11 @@ class ExplainConfig(BaseModel):
         description="ask an endpoint judge for a JSON-schema answer (response_format); auto: unless refused",
     )
     max_requests: int | None = Field(None, ge=1, description="refuse a plan over this many chat requests")
+    tokenizer: str | None = Field(
+        None,
+        description="known model, HF dir or hub id whose tokenizer and chat template count the plan's prompt "
+        "tokens (the served model's, ideally); None: 4 characters a token, which runs low on most text",
+    )
     expected_rate: float = Field(1.0, gt=0, description="requests/s assumed by the time estimate of the plan")
 
     @field_validator("endpoint", "judge_endpoint")

@@ -34,13 +34,24 @@ from cg_ray.describe.descriptions import Candidate, choose, offline_candidates
 from cg_ray.describe.endpoint import duration
 from cg_ray.describe.explain_modes import ModeWork, mode_outputs, prepare_modes
 from cg_ray.describe.fuzzing import SpanReader, held_out_examples, reader_spans
-from cg_ray.describe.judging import Budget, JudgeStats, Scores, Subject, halves, planned, score_subjects
+from cg_ray.describe.judging import (
+    CHARS_PER_TOKEN,
+    Budget,
+    JudgeStats,
+    Scores,
+    Subject,
+    estimated_tokens,
+    halves,
+    planned,
+    score_subjects,
+)
 from cg_ray.describe.prompts import explain_prompt, parse_explanation, parse_theme_name, theme_prompt
 from cg_ray.describe.run import Analysis, DescribeOptions, analyse, build_outputs, profile_terms, write_outputs
 from cg_ray.describe.spans import marked
 
 log = logging.getLogger(__name__)
-PLACEHOLDER = "x" * 80  # the LLM's sentence in the plan, made before it is written
+# the LLM's sentence in the plan, made before it is written: words, so that a tokenizer counts it as one
+PLACEHOLDER = "Texts that mention a particular kind of thing, written in a particular way or form."
 
 
 def held_out_rows(a: Analysis, concept: int, n: int, seed: int) -> tuple[list[int], list[int]]:
@@ -95,10 +106,21 @@ def with_llm(s: Subject, text: str | None) -> Subject:
     return replace(s, candidates=[text, *s.candidates], sources=["llm", *s.sources])
 
 
+def prompt_counter(config: ExplainConfig) -> tuple[Callable[[str], int], str]:
+    """(prompt -> its tokens, how they are counted): `config.tokenizer` with its chat template as the endpoint
+    applies it, else CHARS_PER_TOKEN characters a token (1.6× low on the demo's judge prompts: docs/explainer.md)."""
+    if config.tokenizer is None:
+        return estimated_tokens, f"{CHARS_PER_TOKEN} characters a token; --tokenizer to count them"
+    from cg_ray.generation.base import token_counter
+
+    return token_counter(config.tokenizer), f"counted with the tokenizer of {config.tokenizer}"
+
+
 def make_plan(subjects: Sequence[Subject], prompts: Sequence[str], config: ExplainConfig) -> dict[str, Any]:
     """Requests (explanations + judge prompts, before any fallback), tokens and time, every explanation
     assumed readable (its sentence judged too)."""
-    n_judge, chars, completion = planned([with_llm(s, PLACEHOLDER) for s in subjects], config)
+    count, counted_by = prompt_counter(config)
+    n_judge, judge_tokens, completion = planned([with_llm(s, PLACEHOLDER) for s in subjects], config, count)
     requests = len(prompts) + n_judge
     per_row = sum((len(s.candidates) + 1) * (s.select.size + s.report.size) for s in subjects)
     return {
@@ -106,7 +128,8 @@ def make_plan(subjects: Sequence[Subject], prompts: Sequence[str], config: Expla
         "requests": requests,
         "explanations": len(prompts),
         "judge_prompts": n_judge,
-        "prompt_tokens_est": round((sum(map(len, prompts)) + chars) / 4),
+        "prompt_tokens_est": sum(map(count, prompts)) + judge_tokens,
+        "prompt_tokens_counted_by": counted_by,
         "completion_tokens_max": len(prompts) * config.explain_tokens + completion,
         "seconds_est": round(requests / config.expected_rate),
         "expected_rate": config.expected_rate,
@@ -117,7 +140,8 @@ def plan_line(plan: dict[str, Any], n_concepts: int, n_modes: int, config: Expla
     return (
         f"plan: {n_concepts} concepts and {n_modes} failure modes: {plan['requests']:,} requests "
         f"({plan['explanations']} explanations + {plan['judge_prompts']:,} judge prompts of up to "
-        f"{config.judge_batch} examples), about {plan['prompt_tokens_est']:,} prompt + at most "
+        f"{config.judge_batch} examples), about {plan['prompt_tokens_est']:,} prompt tokens "
+        f"({plan['prompt_tokens_counted_by']}) + at most "
         f"{plan['completion_tokens_max']:,} completion tokens; about {duration(plan['seconds_est'])} at "
         f"{config.expected_rate:g} requests/s (--expected-rate)"
     )

@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 
 Kind = Literal["detection", "fuzzing"]
 CHARS_PER_TOKEN = 4  # for the plan's token estimate
-LLM_DESCRIPTION_CHARS = 80  # a one-sentence explanation, for the plan made before it is written
 
 
 class Completer(Protocol):
@@ -179,11 +178,18 @@ def n_requests(tasks: Sequence[Task], k: int) -> int:
     return sum(math.ceil(len(t.texts) / k) for t in tasks)
 
 
-def prompt_chars(tasks: Sequence[Task], k: int) -> int:
-    """Characters of the judge prompts of `tasks` (for the plan's token estimate)."""
+def prompt_tokens(tasks: Sequence[Task], k: int, count: Callable[[str], int]) -> int:
+    """Prompt tokens of the judge requests of `tasks` (`count`: a prompt's tokens), as `judge` batches them."""
     return sum(
-        len(batch_prompt(t.kind, t.description, [t.texts[j] for j in b])) for t in tasks for b in batches_of(t, k)
+        count(batch_prompt(t.kind, t.description, [t.texts[j] for j in b]) if len(b) > 1 else single_prompt(t, b[0]))
+        for t in tasks
+        for b in batches_of(t, k)
     )
+
+
+def estimated_tokens(prompt: str) -> int:
+    """The plan's count without a tokenizer: CHARS_PER_TOKEN characters a token."""
+    return -(-len(prompt) // CHARS_PER_TOKEN)
 
 
 def judge(
@@ -298,13 +304,15 @@ def score_subjects(
     return selected, heldout
 
 
-def planned(subjects: Sequence[Subject], config: ExplainConfig) -> tuple[int, int, int]:
-    """(judge requests, their prompt characters, their completion tokens at most) before any fallback."""
+def planned(
+    subjects: Sequence[Subject], config: ExplainConfig, count: Callable[[str], int] = estimated_tokens
+) -> tuple[int, int, int]:
+    """(judge requests, their prompt tokens by `count`, their completion tokens at most) before any fallback."""
     k = config.judge_batch
     tasks = [t for s in subjects for i, d in enumerate(s.candidates) for t in s.select.tasks(d, (*s.key, i))]
     tasks += [t for s in subjects if s.candidates for t in s.report.tasks(s.candidates[0], (*s.key, 0))]
     n = n_requests(tasks, k)
-    return n, prompt_chars(tasks, k), n * answer_tokens(config, k)
+    return n, prompt_tokens(tasks, k, count), n * answer_tokens(config, k)
 
 
 def halves(rows: Sequence[int], seed: Sequence[int]) -> tuple[list[int], list[int]]:

@@ -67,6 +67,26 @@ def messages(prompt: str, system_prompt: str | None) -> list[dict[str, str]]:
     return [*out, {"role": "user", "content": prompt}]
 
 
+def token_counter(tokenizer_name: str, system_prompt: str | None = None, chat: bool = True) -> Callable[[str], int]:
+    """prompt -> the prompt tokens of its request as a server counts them: the tokenizer of `tokenizer_name` (a
+    known model, HF dir or hub id), through its chat template for a chat request (the template's own tokens
+    and the system prompt included; a tokenizer without a template counts the bare prompt)."""
+    from transformers import AutoTokenizer
+
+    from cg_ray.catalog import resolve_model
+
+    tokenizer: Any = AutoTokenizer.from_pretrained(str(resolve_model(tokenizer_name)))
+    templated = chat and getattr(tokenizer, "chat_template", None) is not None
+
+    def count(prompt: str) -> int:
+        if templated:
+            ids = tokenizer.apply_chat_template(messages(prompt, system_prompt), add_generation_prompt=True)
+            return len(ids["input_ids"] if isinstance(ids, Mapping) else ids)
+        return len(tokenizer(prompt)["input_ids"])
+
+    return count
+
+
 def _as_list(value: Any) -> list[str] | None:
     # Ray hands list columns to row UDFs as numpy arrays.
     return None if value is None else [str(v) for v in value]

@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from cg_ray.errors import CgRayError, ConfigError
-from cg_ray.generation.base import N_OUTPUT_TOKENS, ConfiguredGenerator, conform, messages, output_row
+from cg_ray.generation.base import (
+    N_OUTPUT_TOKENS,
+    ConfiguredGenerator,
+    conform,
+    messages,
+    output_row,
+    token_counter,
+)
 
 if TYPE_CHECKING:
     import aiohttp
@@ -211,18 +218,7 @@ def _token_counter(config: GenerationConfig) -> tuple[Any, str]:
         return (lambda prompt: -(-(len(prompt) + system) // CHARS_PER_TOKEN)), (
             f"estimated at {CHARS_PER_TOKEN} characters per token; set generation.endpoint.tokenizer to count them"
         )
-    from transformers import AutoTokenizer
-
-    from cg_ray.catalog import resolve_model
-
-    tokenizer: Any = AutoTokenizer.from_pretrained(str(resolve_model(endpoint.tokenizer)))
-
-    def count(prompt: str) -> int:
-        if endpoint.api == "chat":
-            ids = tokenizer.apply_chat_template(messages(prompt, config.system_prompt), add_generation_prompt=True)
-            return len(ids["input_ids"] if isinstance(ids, Mapping) else ids)
-        return len(tokenizer(prompt)["input_ids"])
-
+    count = token_counter(endpoint.tokenizer, config.system_prompt, chat=endpoint.api == "chat")
     return count, f"counted with the tokenizer of {endpoint.tokenizer}"
 
 

@@ -90,6 +90,30 @@ def _explain(run: Path, url: str, **kw: object) -> dict[tuple[int, str], dict[st
     return {(r["concept_id"], r["source"]): r for r in pq.read_table(run / "explanations.parquet").to_pylist()}
 
 
+def test_the_plan_counts_prompt_tokens_with_the_named_tokenizer_as_the_server_would(run: Path) -> None:
+    """--tokenizer: the plan's prompt tokens are the chat-templated tokens of the prompts it plans; against what
+    was sent (counted the same way, as a vLLM server counts them) it is off only by the LLM's sentence, unknown
+    when the plan is made. Without it, 4 characters a token."""
+    from cg_ray.generation.base import token_counter
+
+    count = token_counter("smollm2-135m-instruct")
+    plans = {}
+    for tokenizer in ("smollm2-135m-instruct", None):
+        script = Script(explainer(good=True))
+        with serve(script) as url:
+            _explain(run, url, tokenizer=tokenizer)
+        info = json.loads((run / "themes.json").read_text())["summary"]["explainer"]
+        posts = [r["body"]["messages"][0]["content"] for r in script.requests if r["path"] == "/v1/chat/completions"]
+        assert len(posts) == info["plan"]["requests"]  # no fallback: the plan's prompts are the ones sent
+        plans[tokenizer] = info["plan"]
+    sent = sum(map(count, posts))
+    counted = plans["smollm2-135m-instruct"]
+    assert counted["prompt_tokens_counted_by"] == "counted with the tokenizer of smollm2-135m-instruct"
+    assert abs(counted["prompt_tokens_est"] - sent) <= 0.05 * sent, (counted["prompt_tokens_est"], sent)
+    assert plans[None]["prompt_tokens_counted_by"].startswith("4 characters a token")
+    assert abs(plans[None]["prompt_tokens_est"] - sent) > abs(counted["prompt_tokens_est"] - sent)
+
+
 def test_a_capable_explainer_wins_by_detection_and_reaches_every_output(run: Path) -> None:
     script = Script(explainer(good=True))
     with serve(script) as url:
