@@ -62,7 +62,7 @@ class PairedExample(TypedDict):
     response_b: str
 
 
-class HeldOutVerdict(TypedDict):
+class HypothesisVerdict(TypedDict):
     """A hypothesis judged over the splits: Δ on the prompts that did not form it (the median split's), the
     interval of the decision rule (it excludes 0 exactly when confirmed), q and the MDE."""
 
@@ -85,7 +85,7 @@ class Hypothesis(TypedDict):
     description: str | None
     statement: str
     all: SideStats  # on every compared prompt: descriptive
-    heldout: HeldOutVerdict
+    heldout: HypothesisVerdict
     confirmed: bool
     examples: list[PairedExample]
 
@@ -143,7 +143,7 @@ def statement(direction: str, names: tuple[str, str], text: str) -> str:
     return f"{more}'s answers more often contain {text} (than {less}'s)"
 
 
-def _verdict(v: Verdict) -> HeldOutVerdict:
+def _verdict(v: Verdict) -> HypothesisVerdict:
     return {
         "estimate": v.estimate,
         "low": v.low,
