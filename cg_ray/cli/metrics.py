@@ -250,7 +250,7 @@ def _print_summary(out: Path, summary: dict[str, Any], seconds: float) -> None:
         f"{suite['n_model_gaps']} model gaps (X_model < ε in sample, untested: the findings below are judged held out)"
     )
     for key, title in (("worst_model", "worst concepts"), ("best_model", "best concepts")):
-        print(f"{title}:")
+        print(f"{title} by X_model (the paper's ranking, in sample, untested):")
         for entry in summary["rankings"][key][:5]:
             label = entry["label"] or "(no label)"
             print(
