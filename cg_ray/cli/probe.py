@@ -95,6 +95,9 @@ def probe_config(args: argparse.Namespace) -> Any:
         raise ConfigError(f"probe setting {where}: {first['msg']}") from None
 
 
+TOO_FEW_AIM = 20  # checked pairs to ask for when suggesting --pairs (MIN_PAIRS is the floor, not a good test)
+
+
 def _run(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.probe.plan import make_plan, plan_text
@@ -112,8 +115,33 @@ def _run(args: argparse.Namespace) -> int:
         if g["ci_low"] is not None:  # a too_few gap may have a difference but was not tested: no interval
             diff += f" [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}]"
         print(f"  {g['gap_id']:<14} {g['verdict']:<10} target − control {diff} on {g['n_pairs']} pairs; {g['note']}")
+        if g["verdict"] == "too_few" and (hint := too_few_hint(g)):
+            print(f"  {'':<14} next: {hint}")
     print(f"requests: {json.dumps(summary['requests'])}; seconds: {json.dumps(summary['seconds'])}")
     print(f"wrote {args.run / 'probe'} (items.parquet, results.parquet, summary.json, export/)")
     if (report := refresh_report(RunDir(args.run))) is not None:  # the report shows "Gaps tested on new items"
         print(f"updated {report}")
     return 0
+
+
+def too_few_hint(gap: dict[str, Any]) -> str:
+    """What to do when a gap got too few pairs, from where they were lost: the reader check (the items did not
+    carry the gap's concepts) or before it (near copies, malformed, wrong references); '' when unknown."""
+    written, checked, passed = (
+        gap.get("pairs_written") or 0,
+        gap.get("reader_checked") or 0,
+        gap.get("reader_passed") or 0,
+    )
+    if checked and passed < checked / 2:
+        more = f"--pairs {-(-TOO_FEW_AIM * written // passed)} would give about {TOO_FEW_AIM}; " if passed else ""
+        return (
+            f"the reader saw the gap in {passed} of {checked} checked pairs ({passed / checked:.0%}) written by "
+            f"{gap['generator']}: {more}a writer whose items carry it (--writer-endpoint) may do better"
+        )
+    lost = sum(gap.get(k) or 0 for k in ("near_copies", "malformed", "wrong_reference"))
+    if lost:
+        return (
+            f"{lost} of {written} written pairs were dropped before the reader check (near copies, malformed, "
+            "wrong references): raise --pairs"
+        )
+    return ""

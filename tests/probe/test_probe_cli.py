@@ -64,3 +64,21 @@ def test_a_gap_with_a_difference_but_no_interval_is_printed(
     args = parse()
     assert args.handler(args) == 0
     assert "mode:1         too_few    target − control +0.000 on 1 pairs" in capsys.readouterr().out
+
+
+def test_a_gap_with_too_few_pairs_says_where_they_were_lost_and_what_to_ask_for() -> None:
+    """The demo's next step (`cg-ray probe runs/default --gap mode:1`): 40 pairs written by the logic family, 2
+    near copies, and the reader saw the mode's concepts in 3 of the 38 it checked."""
+    from cg_ray.cli.probe import too_few_hint
+
+    gap = {"generator": "family:logic.chain", "pairs_written": 40, "near_copies": 2, "malformed": 0,
+           "wrong_reference": 0, "reader_checked": 38, "reader_passed": 3}  # fmt: skip
+    assert too_few_hint(gap) == (
+        "the reader saw the gap in 3 of 38 checked pairs (8%) written by family:logic.chain: --pairs 267 would "
+        "give about 20; a writer whose items carry it (--writer-endpoint) may do better"
+    )
+    assert "--pairs" not in too_few_hint(gap | {"reader_passed": 0})  # none seen: more of the same will not help
+    # without the reader check, pairs lost before it are the reason
+    unread = gap | {"reader_checked": 0, "reader_passed": 0, "near_copies": 37}
+    assert too_few_hint(unread).startswith("37 of 40 written pairs were dropped before the reader check")
+    assert too_few_hint(gap | {"reader_passed": 30, "near_copies": 0}) == ""  # most passed: nothing to say
