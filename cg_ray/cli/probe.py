@@ -133,7 +133,7 @@ def too_few_hint(gap: dict[str, Any]) -> str:
         gap.get("reader_passed") or 0,
     )
     if checked and passed < checked / 2:
-        more = f"--pairs {-(-TOO_FEW_AIM * written // passed)} would give about {TOO_FEW_AIM}; " if passed else ""
+        more = f"--pairs {-(-TOO_FEW_AIM * written // passed)} aims at about {TOO_FEW_AIM}; " if passed else ""
         return (
             f"the reader saw the gap in {passed} of {checked} checked pairs ({passed / checked:.0%}) written by "
             f"{gap['generator']}: {more}a writer whose items carry it (--writer-endpoint) may do better"

@@ -74,8 +74,8 @@ def test_a_gap_with_too_few_pairs_says_where_they_were_lost_and_what_to_ask_for(
     gap = {"generator": "family:logic.chain", "pairs_written": 40, "near_copies": 2, "malformed": 0,
            "wrong_reference": 0, "reader_checked": 38, "reader_passed": 3}  # fmt: skip
     assert too_few_hint(gap) == (
-        "the reader saw the gap in 3 of 38 checked pairs (8%) written by family:logic.chain: --pairs 267 would "
-        "give about 20; a writer whose items carry it (--writer-endpoint) may do better"
+        "the reader saw the gap in 3 of 38 checked pairs (8%) written by family:logic.chain: --pairs 267 aims at "
+        "about 20; a writer whose items carry it (--writer-endpoint) may do better"
     )
     assert "--pairs" not in too_few_hint(gap | {"reader_passed": 0})  # none seen: more of the same will not help
     # without the reader check, pairs lost before it are the reason
