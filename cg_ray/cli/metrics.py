@@ -203,7 +203,7 @@ def _print_judged(
 ) -> None:
     """The confirmed entries (at most 5), then one line on the candidates and at most 3 of them, marked.
     `what`: (noun, the kind's key in summary.json, its file)."""
-    from cg_ray.report.findings import lies_other_way, split_verdicts, tried
+    from cg_ray.report.findings import split_verdicts, tried
 
     noun, kind, file = what
 
@@ -224,9 +224,20 @@ def _print_judged(
         n = len(candidates)
         print(f"  {n:,} candidate{'s' if n != 1 else ''} not confirmed{fdr}: see {file}")
         for e in candidates[:3]:
-            # as the report and the explorer say it: a whole held-out interval on the far side is no finding
-            other = "  (held out the other way, its whole interval too)" if lies_other_way(e, kind) else ""
-            print(f"     candidate {e['rank']:>3}. {line(e)}{other}")
+            print(f"     candidate {e['rank']:>3}. {line(e)}{_candidate_note(e, kind, crossfit)}")
+
+
+def _candidate_note(entry: dict[str, Any], kind: str, crossfit: dict[str, Any] | None) -> str:
+    """Why an unconfirmed candidate has the figures it has: a whole held-out interval on the far side (as the
+    report and the explorer say it), or no interval because fewer than half the splits chose it."""
+    from cg_ray.report.findings import heldout_interval, lies_other_way
+
+    if lies_other_way(entry, kind):
+        return "  (held out the other way, its whole interval too)"
+    chosen, splits = entry.get("splits_selected"), (crossfit or {}).get("splits")
+    if heldout_interval(entry, kind) == (None, None) and chosen is not None and splits and 2 * chosen < splits:
+        return f"  (chosen by {chosen} of {splits} splits: no interval, its residual from those alone)"
+    return ""
 
 
 def _signed(x: float | None) -> str:

@@ -93,7 +93,7 @@ def power_text(entry: dict[str, Any], kind: str) -> str:
 
 def lies_other_way(entry: dict[str, Any], kind: str) -> bool:
     """Whether its whole held-out interval lies on the far side of 0 from the finding's direction."""
-    low, high = _heldout_interval(entry, kind)
+    low, high = heldout_interval(entry, kind)
     return (high is not None and high < 0) if kind == "strengths" else (low is not None and low > 0)
 
 
@@ -113,7 +113,7 @@ def probe_command(run_name: str, entries: list[dict[str, Any]]) -> str:
     return f"cg-ray probe {shlex.quote(run_name)} --gap {gap}" if gap else ""
 
 
-def _heldout_interval(entry: dict[str, Any], kind: str) -> tuple[float | None, float | None]:
+def heldout_interval(entry: dict[str, Any], kind: str) -> tuple[float | None, float | None]:
     """The held-out interval on the scale the decision rule tests (0: no difference)."""
     if kind == "slices":
         base = entry.get("suite_mean")

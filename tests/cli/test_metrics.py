@@ -254,7 +254,9 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
     modes = [
         mode(1, True, "draw"),
         mode(2, False, "queen", residual=0.08, residual_low=0.02, residual_high=0.14),  # above its cells, held out
-        *(mode(r, False, t) for r, t in ((3, "pawn"), (4, "rook"), (5, "king"), (6, "bishop"))),
+        mode(3, False, "pawn"),
+        mode(4, False, "rook", residual=0.3, residual_low=None, residual_high=None, splits_selected=2),  # no interval
+        *(mode(r, False, t) for r, t in ((5, "king"), (6, "bishop"))),
     ]
     run_dir = write_run(tmp_path / "run", modes, [slice_(1, True, "geometry"), slice_(2, False, "algebra")], [])
     print_findings(RunDir(run_dir))
@@ -279,6 +281,9 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
     # one whose whole held-out interval lies above its cells is said to (as the report and the explorer say)
     assert listed[0].endswith("(held out the other way, its whole interval too)")
     assert not any("other way" in line for line in listed[1:])
+    # one that fewer than half the splits chose has no interval, and says why
+    assert listed[2].endswith("(chosen by 2 of 10 splits: no interval, its residual from those alone)")
+    assert "chosen by" not in listed[1]
     assert (  # and the next step for the first one the rows could not settle (not the one the other way)
         f"  next: test it on new items with matched controls: cg-ray probe {run_dir} --gap mode:3  "
         "(--dry-run: the plan; docs/probe.md)" in lines
