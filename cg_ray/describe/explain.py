@@ -35,12 +35,10 @@ from cg_ray.describe.endpoint import duration
 from cg_ray.describe.explain_modes import ModeWork, mode_outputs, prepare_modes
 from cg_ray.describe.fuzzing import SpanReader, held_out_examples, reader_spans
 from cg_ray.describe.judging import (
-    CHARS_PER_TOKEN,
     Budget,
     JudgeStats,
     Scores,
     Subject,
-    estimated_tokens,
     halves,
     planned,
     score_subjects,
@@ -109,10 +107,10 @@ def with_llm(s: Subject, text: str | None) -> Subject:
 def prompt_counter(config: ExplainConfig) -> tuple[Callable[[str], int], str]:
     """(prompt -> its tokens, how they are counted): `config.tokenizer` with its chat template as the endpoint
     applies it, else CHARS_PER_TOKEN characters a token (1.6× low on the demo's judge prompts: docs/explainer.md)."""
+    from cg_ray.generation.base import CHARS_PER_TOKEN, estimated_tokens, token_counter
+
     if config.tokenizer is None:
         return estimated_tokens, f"{CHARS_PER_TOKEN} characters a token; --tokenizer to count them"
-    from cg_ray.generation.base import token_counter
-
     return token_counter(config.tokenizer), f"counted with the tokenizer of {config.tokenizer}"
 
 

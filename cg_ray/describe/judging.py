@@ -34,11 +34,11 @@ from cg_ray.describe.prompts import (
     parse_judgement,
 )
 from cg_ray.errors import ConfigError
+from cg_ray.generation.base import estimated_tokens
 
 log = logging.getLogger(__name__)
 
 Kind = Literal["detection", "fuzzing"]
-CHARS_PER_TOKEN = 4  # for the plan's token estimate
 
 
 class Completer(Protocol):
@@ -178,18 +178,16 @@ def n_requests(tasks: Sequence[Task], k: int) -> int:
     return sum(math.ceil(len(t.texts) / k) for t in tasks)
 
 
+def request_prompt(task: Task, batch: Sequence[int]) -> str:
+    """The judge prompt of one batch of a task's examples: a list prompt, or the single prompt for one."""
+    if len(batch) > 1:
+        return batch_prompt(task.kind, task.description, [task.texts[j] for j in batch])
+    return single_prompt(task, batch[0])
+
+
 def prompt_tokens(tasks: Sequence[Task], k: int, count: Callable[[str], int]) -> int:
     """Prompt tokens of the judge requests of `tasks` (`count`: a prompt's tokens), as `judge` batches them."""
-    return sum(
-        count(batch_prompt(t.kind, t.description, [t.texts[j] for j in b]) if len(b) > 1 else single_prompt(t, b[0]))
-        for t in tasks
-        for b in batches_of(t, k)
-    )
-
-
-def estimated_tokens(prompt: str) -> int:
-    """The plan's count without a tokenizer: CHARS_PER_TOKEN characters a token."""
-    return -(-len(prompt) // CHARS_PER_TOKEN)
+    return sum(count(request_prompt(t, b)) for t in tasks for b in batches_of(t, k))
 
 
 def judge(
@@ -198,12 +196,7 @@ def judge(
     """Every task's answers (True / False / None = unreadable) in its examples' order, and the raw answers."""
     k = config.judge_batch
     plan = [(t, b) for t in range(len(tasks)) for b in batches_of(tasks[t], k)]
-    prompts = [
-        batch_prompt(tasks[t].kind, tasks[t].description, [tasks[t].texts[j] for j in b])
-        if len(b) > 1
-        else single_prompt(tasks[t], b[0])
-        for t, b in plan
-    ]
+    prompts = [request_prompt(tasks[t], b) for t, b in plan]
     answers = ask(completer, prompts, answer_tokens(config, k), [len(b) for _, b in plan], stats)
     stats.requests += len(prompts)
     out: list[list[bool | None]] = [[None] * len(t.texts) for t in tasks]

@@ -67,6 +67,14 @@ def messages(prompt: str, system_prompt: str | None) -> list[dict[str, str]]:
     return [*out, {"role": "user", "content": prompt}]
 
 
+CHARS_PER_TOKEN: Final = 4  # the estimate when no tokenizer is named (it runs low on most text: docs/explainer.md)
+
+
+def estimated_tokens(prompt: str) -> int:
+    """A prompt's tokens without a tokenizer: CHARS_PER_TOKEN characters a token, rounded up."""
+    return -(-len(prompt) // CHARS_PER_TOKEN)
+
+
 def token_counter(tokenizer_name: str, system_prompt: str | None = None, chat: bool = True) -> Callable[[str], int]:
     """prompt -> the prompt tokens of its request as a server counts them: the tokenizer of `tokenizer_name` (a
     known model, HF dir or hub id), through its chat template for a chat request (the template's own tokens

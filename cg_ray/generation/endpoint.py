@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from cg_ray.errors import CgRayError, ConfigError
 from cg_ray.generation.base import (
+    CHARS_PER_TOKEN,
     N_OUTPUT_TOKENS,
     ConfiguredGenerator,
     conform,
+    estimated_tokens,
     messages,
     output_row,
     token_counter,
@@ -52,7 +54,6 @@ _PASSED: Final = "cg_ray: answered already, passed through"
 # The HTTP actors and the pre/post maps wait on the network: they hold no CPU, so the pools the cluster fit
 # counts (cg_ray.pipeline.cluster_fit: none for this backend) are all that competes for CPUs.
 IO_STAGE_CPUS: Final = 0.0
-CHARS_PER_TOKEN: Final = 4  # the dry run's estimate when no tokenizer is named
 
 
 class EndpointRefused(CgRayError):
@@ -214,8 +215,8 @@ def _token_counter(config: GenerationConfig) -> tuple[Any, str]:
     """(prompt -> tokens of its request, how they were counted)."""
     endpoint = endpoint_of(config)
     if endpoint.tokenizer is None:
-        system = len(config.system_prompt or "")
-        return (lambda prompt: -(-(len(prompt) + system) // CHARS_PER_TOKEN)), (
+        system = config.system_prompt or ""
+        return (lambda prompt: estimated_tokens(system + prompt)), (
             f"estimated at {CHARS_PER_TOKEN} characters per token; set generation.endpoint.tokenizer to count them"
         )
     count = token_counter(endpoint.tokenizer, config.system_prompt, chat=endpoint.api == "chat")

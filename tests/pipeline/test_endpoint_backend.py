@@ -214,6 +214,15 @@ def test_dry_run_counts_tokens_with_a_tokenizer(tmp_path: Path) -> None:
     assert "prompt tokens: 4 (counted with the tokenizer of" in printed and '"prompt": "a a b c"' in printed
 
 
+def test_dry_run_estimates_tokens_without_a_tokenizer_system_prompt_included(tmp_path: Path) -> None:
+    data = config_dict(tmp_path, "http://127.0.0.1:9/v1")
+    data["generation"]["system_prompt"] = "Be brief."  # 9 characters, sent with every request
+    cfg = parse_run_config(data)
+    rows = [{"row_id": "r1", "prompt": "a a b c", "score": None, "response": None}]
+    printed = dry_run(rows, cfg.generation)  # type: ignore[arg-type]
+    assert "prompt tokens: 4 (estimated at 4 characters per token;" in printed  # ceil((9 + 7) / 4)
+
+
 def test_config_payload_and_answers() -> None:
     from cg_ray.generation.config import GenerationConfig
 
