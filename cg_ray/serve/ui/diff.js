@@ -17,14 +17,15 @@ function drawDiff(d) {
     check = d.reader_check;
   const relative = cfg.rank_by === "relative",
     level = Math.round(100 * cfg.confidence);
-  const held = d.heldout;
+  const held = d.heldout,
+    effects = held && (held.n_effects || held.n_confirmed); // a diff.json before n_effects: its concepts
   const kpis = [
     [c.paired.toLocaleString(), "paired rows (shared, scored in both)"],
     [`${fmt(runs.a.mean_score_paired)} → ${fmt(runs.b.mean_score_paired)}`, "mean score A → B"],
     ...(held
       ? [
           [
-            `${(held.n_effects || held.n_confirmed).regressed} / ${(held.n_effects || held.n_confirmed).improved}`,
+            `${effects.regressed} / ${effects.improved}`,
             "regressed / improved, confirmed held out (effects: concepts on the same rows count once)",
           ],
         ]
