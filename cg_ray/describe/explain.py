@@ -111,13 +111,19 @@ def prompt_counter(config: ExplainConfig) -> tuple[Callable[[str], int], str]:
 
     if config.tokenizer is None:
         return estimated_tokens, f"{CHARS_PER_TOKEN} characters a token; --tokenizer to count them"
-    return token_counter(config.tokenizer), f"counted with the tokenizer of {config.tokenizer}"
+    counted_by = f"counted with the tokenizer of {config.tokenizer}"
+    return token_counter(config.tokenizer, setting="explain.tokenizer (--tokenizer)"), counted_by
 
 
-def make_plan(subjects: Sequence[Subject], prompts: Sequence[str], config: ExplainConfig) -> dict[str, Any]:
-    """Requests (explanations + judge prompts, before any fallback), tokens and time, every explanation
-    assumed readable (its sentence judged too)."""
-    count, counted_by = prompt_counter(config)
+def make_plan(
+    subjects: Sequence[Subject],
+    prompts: Sequence[str],
+    config: ExplainConfig,
+    counter: tuple[Callable[[str], int], str],
+) -> dict[str, Any]:
+    """Requests (explanations + judge prompts, before any fallback), tokens (by `counter`: `prompt_counter`) and
+    time, every explanation assumed readable (its sentence judged too)."""
+    count, counted_by = counter
     n_judge, judge_tokens, completion = planned([with_llm(s, PLACEHOLDER) for s in subjects], config, count)
     requests = len(prompts) + n_judge
     per_row = sum((len(s.candidates) + 1) * (s.select.size + s.report.size) for s in subjects)
@@ -196,6 +202,7 @@ def _explain(
     scope_all: bool,
     announce: Callable[[str], None],
 ) -> tuple[pa.Table, dict[str, Any]]:
+    counter = prompt_counter(config)  # a tokenizer that cannot be loaded fails here, before the reading
     # enough held-out active rows for `detect_rows` after the shown examples are set aside
     options = replace(
         options, sample=max(options.sample, config.detect_rows + options.examples), report_scope=not scope_all
@@ -206,7 +213,7 @@ def _explain(
     subjects, prompts, windowed = _concepts(a, config, read_windows, offline)
     modes = prepare_modes(a, config, read_windows, scope_all, a.run.summary.get("model_filter"))
     offline.update({m.key: [Candidate("terms", m.candidates[0])] for m in modes.subjects})
-    plan = make_plan(subjects + modes.subjects, prompts + modes.prompts, config)
+    plan = make_plan(subjects + modes.subjects, prompts + modes.prompts, config, counter)
     announce(plan_line(plan, len(subjects), len(modes.subjects), config))
     budget = Budget(config.max_requests)
     budget.check(plan["requests"])

@@ -75,15 +75,22 @@ def estimated_tokens(prompt: str) -> int:
     return -(-len(prompt) // CHARS_PER_TOKEN)
 
 
-def token_counter(tokenizer_name: str, system_prompt: str | None = None, chat: bool = True) -> Callable[[str], int]:
+def token_counter(
+    tokenizer_name: str, system_prompt: str | None = None, chat: bool = True, setting: str = "tokenizer"
+) -> Callable[[str], int]:
     """prompt -> the prompt tokens of its request as a server counts them: the tokenizer of `tokenizer_name` (a
     known model, HF dir or hub id), through its chat template for a chat request (the template's own tokens
-    and the system prompt included; a tokenizer without a template counts the bare prompt)."""
+    and the system prompt included; a tokenizer without a template counts the bare prompt). One that cannot
+    be loaded is a ConfigError naming `setting`."""
     from transformers import AutoTokenizer
 
     from cg_ray.catalog import resolve_model
+    from cg_ray.errors import ConfigError
 
-    tokenizer: Any = AutoTokenizer.from_pretrained(str(resolve_model(tokenizer_name)))
+    try:
+        tokenizer: Any = AutoTokenizer.from_pretrained(str(resolve_model(tokenizer_name)))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{setting} {tokenizer_name!r}: no tokenizer could be loaded ({exc})") from None
     templated = chat and getattr(tokenizer, "chat_template", None) is not None
 
     def count(prompt: str) -> int:

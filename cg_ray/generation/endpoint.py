@@ -219,7 +219,9 @@ def _token_counter(config: GenerationConfig) -> tuple[Any, str]:
         return (lambda prompt: estimated_tokens(system + prompt)), (
             f"estimated at {CHARS_PER_TOKEN} characters per token; set generation.endpoint.tokenizer to count them"
         )
-    count = token_counter(endpoint.tokenizer, config.system_prompt, chat=endpoint.api == "chat")
+    count = token_counter(
+        endpoint.tokenizer, config.system_prompt, chat=endpoint.api == "chat", setting="generation.endpoint.tokenizer"
+    )
     return count, f"counted with the tokenizer of {endpoint.tokenizer}"
 
 

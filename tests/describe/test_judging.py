@@ -129,6 +129,19 @@ def test_bad_settings_are_refused_with_a_clear_message(
     assert not (run / "explanations.parquet").exists()
 
 
+def test_a_tokenizer_that_cannot_be_loaded_is_refused_naming_the_flag_before_any_request(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = Script(explainer(good=True))
+    with serve(script) as url:
+        args = ["explain", str(run), "--concepts", "0", "--no-tokens", "--endpoint", url, "--model", "scripted-model"]
+        assert cli.main([*args, "--tokenizer", str(run / "no-such-tokenizer")]) == 2
+    err = capsys.readouterr().err
+    assert "explain.tokenizer (--tokenizer)" in err and "no tokenizer could be loaded" in err
+    assert not [r for r in script.requests if "body" in r]  # only GET /models
+    assert not (run / "explanations.parquet").exists()
+
+
 def test_a_plan_over_max_requests_sends_nothing(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = Script(explainer(good=True))
     with serve(script) as url:

@@ -223,6 +223,15 @@ def test_dry_run_estimates_tokens_without_a_tokenizer_system_prompt_included(tmp
     assert "prompt tokens: 4 (estimated at 4 characters per token;" in printed  # ceil((9 + 7) / 4)
 
 
+def test_dry_run_with_a_tokenizer_that_cannot_be_loaded_names_the_setting(tmp_path: Path) -> None:
+    from cg_ray.errors import ConfigError
+
+    cfg = parse_run_config(config_dict(tmp_path, "http://127.0.0.1:9/v1", tokenizer=str(tmp_path / "missing")))
+    rows = [{"row_id": "r1", "prompt": "a a b c", "score": None, "response": None}]
+    with pytest.raises(ConfigError, match=r"generation\.endpoint\.tokenizer .*: no tokenizer could be loaded"):
+        dry_run(rows, cfg.generation)  # type: ignore[arg-type]
+
+
 def test_config_payload_and_answers() -> None:
     from cg_ray.generation.config import GenerationConfig
 
