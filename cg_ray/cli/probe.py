@@ -55,6 +55,11 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--fresh", action="store_true", help="discard an unfinished probe of this run instead of resuming it"
     )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="forget the run's earlier probes (default: keep the gaps they judged and this probe does not name)",
+    )
     p.set_defaults(handler=_run)
 
 
@@ -108,15 +113,20 @@ def _run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(plan_text(plan))
         return 0
-    summary = run_probe(plan, fresh=args.fresh, say=print)
+    summary = run_probe(plan, fresh=args.fresh, replace=args.replace, say=print)
     print()
-    for g in summary["gaps"]:
+    this = (summary.get("probes") or [{}])[-1].get("probe")
+    for n, g in enumerate(summary["gaps"]):
+        if n and g.get("probe") != this and summary["gaps"][n - 1].get("probe") == this:
+            print("  kept from earlier probes of the run (judged again with this one):")
         diff = "—" if g["difference"] is None else f"{g['difference']:+.3f}"
         if g["ci_low"] is not None:  # a too_few gap may have a difference but was not tested: no interval
             diff += f" [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}]"
         print(f"  {g['gap_id']:<14} {g['verdict']:<10} target − control {diff} on {g['n_pairs']} pairs; {g['note']}")
         if g["verdict"] == "too_few" and (hint := too_few_hint(g)):
             print(f"  {'':<14} next: {hint}")
+    for line in summary.get("changed") or []:
+        print(f"  changed: {line}")
     print(f"requests: {json.dumps(summary['requests'])}; seconds: {json.dumps(summary['seconds'])}")
     print(f"wrote {args.run / 'probe'} (items.parquet, results.parquet, summary.json, export/)")
     if (report := refresh_report(RunDir(args.run))) is not None:  # the report shows "Gaps tested on new items"

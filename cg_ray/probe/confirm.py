@@ -53,7 +53,8 @@ DECISION = (
     "difference lies above the run's effect (the fresh pairs rule out a gap as large as the run reported; "
     f"{DEFAULT_EFFECT} stands in where it reported none); unsettled otherwise, with the pairs needed for "
     f"{POWER:.0%} power; too_few ⇔ under {MIN_PAIRS} pairs or all from one generator request. q: "
-    "Benjamini–Hochberg over the gaps tested; p: McNemar's exact test (one 0/1 pair per request) or a "
+    "Benjamini–Hochberg over every gap the run's probes tested (earlier probes' gaps judged again); "
+    "p: McNemar's exact test (one 0/1 pair per request) or a "
     "cluster-robust t-test (requests as clusters)"
 )
 VERDICTS = ("confirmed", "reversed", "refuted", "unsettled", "too_few")

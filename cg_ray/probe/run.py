@@ -9,8 +9,9 @@ each gap on them (docs/probe.md). The steps, in order:
 3. **answer**: the evaluated model through the pipeline's backends, scored by the item's scorer
    (`answer.py`); items are never chosen by how the model answered them;
 4. **judge**: target − control per gap, paired and cluster-aware, BH across the gaps (`confirm.py`);
-5. **publish**: probe/items.parquet, probe/results.parquet, probe/summary.json and probe/export/ replace
-   the run's earlier probe at once (`RunDir.update`), recorded in its manifest.
+5. **publish**: probe/items.parquet, probe/results.parquet, probe/summary.json and probe/export/ are
+   written at once (`RunDir.update`), recorded in its manifest. They keep the gaps earlier probes of the run
+   judged and this one does not name, judged again with this probe's as one family (`history.py`).
 
 Each step saves what it made in RUN_DIR/probe.work (`work.py`), so a killed probe resumes where it stopped.
 """
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
@@ -36,6 +38,16 @@ from cg_ray.probe.dedupe import near_copies
 from cg_ray.probe.export import export_texts
 from cg_ray.probe.families import FamilyGenerator, match_family
 from cg_ray.probe.generators import LLMGenerator
+from cg_ray.probe.history import (
+    Earlier,
+    changes_text,
+    merged_items,
+    merged_results,
+    read_earlier,
+    rejudged,
+    this_probe,
+    verified_pairs,
+)
 from cg_ray.probe.items import GenerationOutcome, ItemPair
 from cg_ray.probe.plan import ProbePlan, plan_text
 from cg_ray.probe.reader_check import ReaderVerdict, check_pairs
@@ -162,8 +174,9 @@ def answer_pairs(plan: ProbePlan, checked: Checked, work: Work, say: Say) -> dic
     return answer(questions, plan.model, work.answers(), work.save_answers)
 
 
-def run_probe(plan: ProbePlan, *, fresh: bool = False, say: Say = log.info) -> dict[str, Any]:
-    """Every step of the module docstring; returns the published summary."""
+def run_probe(plan: ProbePlan, *, fresh: bool = False, replace: bool = False, say: Say = log.info) -> dict[str, Any]:
+    """Every step of the module docstring; returns the published summary. `replace`: forget the run's
+    earlier probes instead of keeping the gaps they judged."""
     say(plan_text(plan))
     work = Work(plan.run / WORK_DIR)
     settings = {"config": plan.config.model_dump(mode="json"), "gaps": [g.gap_id for g in plan.gaps]}
@@ -187,22 +200,35 @@ def run_probe(plan: ProbePlan, *, fresh: bool = False, say: Say = log.info) -> d
     dropped = {
         g.gap_id: sum(p.gap_id == g.gap_id for p in checked.pairs if p.pair_id in checked.dropped) for g in plan.gaps
     }
-    verdicts = confirm_gaps(scores, {g.gap_id: g.effect for g in plan.gaps}, dropped, fdr=plan.config.fdr)
+    earlier = read_earlier(RunDir(plan.run), {g.gap_id for g in plan.gaps}, replace=replace)
+    if earlier.results:
+        say(f"judged with {len(earlier.results)} gaps of earlier probes: {', '.join(earlier.gap_ids)}")
+        scores = pd.concat([scores, earlier.pairs], ignore_index=True) if len(earlier.pairs) else scores
+    effects = {g.gap_id: g.effect for g in plan.gaps} | earlier.effects()
+    verdicts = confirm_gaps(scores, effects, dropped | earlier.dropped(), fdr=plan.config.fdr)
     seconds["judge"] = time.perf_counter() - t
-    summary = publish(plan, checked, answers, verdicts, seconds)
+    summary = publish(plan, checked, answers, verdicts, seconds, earlier)
     work.remove()
     return summary
 
 
 def publish(
-    plan: ProbePlan, checked: Checked, answers: dict[str, Answer], verdicts: list[Any], seconds: dict[str, float]
+    plan: ProbePlan,
+    checked: Checked,
+    answers: dict[str, Answer],
+    verdicts: list[Any],
+    seconds: dict[str, float],
+    earlier: Earlier | None = None,
 ) -> dict[str, Any]:
-    """Step 5: the probe's files replace the run's earlier probe, all at once."""
-    run = RunDir(plan.run)
-    results = results_table(plan, checked, verdicts)
-    files: dict[str, Any] = {L.PROBE_ITEMS: items_table(checked, answers), L.PROBE_RESULTS: results}
+    """Step 5: the probe's files, with the gaps of `earlier` probes kept, replace the run's probe at once."""
+    run, cfg, earlier = RunDir(plan.run), plan.config, earlier or Earlier()
+    entry = this_probe(earlier, [g.gap_id for g in plan.gaps], cfg.pairs, cfg.seed)
+    carried = rejudged(earlier, verdicts)
+    results = merged_results(results_table(plan, checked, verdicts), entry, carried)
+    items = merged_items(items_table(checked, answers), entry["probe"], earlier)
+    files: dict[str, Any] = {L.PROBE_ITEMS: items, L.PROBE_RESULTS: results}
     exports: list[str] = []
-    verified = [p for p in checked.kept() if p.pair_id not in checked.dropped]
+    verified = [p for p in checked.kept() if p.pair_id not in checked.dropped] + verified_pairs(earlier.items)
     if verified:
         export_dir = run.file(f"{L.PROBE_EXPORT}/{S.PROBE_EXPORT_FILES['items']}").parent.resolve()
         for file, text in export_texts(verified, export_dir, name=S.PROBE_EXPORT_NAME).values():
@@ -216,9 +242,12 @@ def publish(
         "seconds": {k: round(v, 2) for k, v in seconds.items()},
         "decision": DECISION,
         "exports": exports,
+        "probes": [*earlier.probes, entry],
+        "changed": changes_text(carried, sum(v.p_value is not None for v in verdicts)),
     }
     files[L.PROBE_SUMMARY] = summary
-    run.update("probe", files, {"gaps": len(plan.gaps), "pairs": len(checked.pairs), "answered": len(answers)})
+    details = {"probe": entry["probe"], "gaps": len(plan.gaps), "pairs": len(checked.pairs), "answered": len(answers)}
+    run.update("probe", files, details | {"gaps_kept": len(carried)})
     return summary
 
 

@@ -95,8 +95,21 @@ def next_step(gap: dict[str, Any], run_name: str, seed: int) -> dict[str, Any] |
         "seed": seed + 1,
         "command": command,
         "text": f"write {write:,} pairs (about {int(needed):,} kept, for 80% power at the run's effect; "
-        "a new probe replaces this one, so name every gap to keep)",
+        "they replace this gap's pairs, and the run's other probed gaps are kept)",
     }
+
+
+def _from_probe(gap: dict[str, Any], summary: dict[str, Any]) -> str:
+    """'probe 1 of 2 (2026-11-26): ' where the run was probed more than once (cg_ray.probe.history)."""
+    probes = summary.get("probes") or []
+    if len(probes) < 2 or gap.get("probe") is None:
+        return ""
+    when = (gap.get("probed_at") or "")[:10]
+    return f"probe {gap['probe']} of {len(probes)}" + (f" ({when})" if when else "") + ": "
+
+
+def _first(*values: Any) -> Any:
+    return next(v for v in values if v is not None)
 
 
 def probe_view(run: RunDir) -> dict[str, Any] | None:
@@ -112,9 +125,9 @@ def probe_view(run: RunDir) -> dict[str, Any] | None:
         gap = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in gap.items()}
         gap.update(
             run_said=run_said_text(gap),
-            checks=checks_text(gap),
+            checks=_from_probe(gap, summary) + checks_text(gap),
             measured=verdict_text(gap),
-            next_step=next_step(gap, run.path.name, int(config.get("seed") or 0)),
+            next_step=next_step(gap, run.path.name, int(_first(gap.get("probe_seed"), config.get("seed"), 0))),
             examples=examples.get(gap["gap_id"], []),
         )
         gaps.append(gap)
@@ -123,5 +136,6 @@ def probe_view(run: RunDir) -> dict[str, Any] | None:
         "fdr": config.get("fdr"),
         "pairs": config.get("pairs"),
         "requests": summary.get("requests") or {},
+        "probes": summary.get("probes") or [],
         "gaps": gaps,
     }

@@ -102,7 +102,7 @@ def test_an_unsettled_gap_says_how_many_pairs_to_write_and_how() -> None:
         "seed": 5,
         "command": "cg-ray probe 'my run' --gap mode:3 --pairs 120 --seed 5",
         "text": "write 120 pairs (about 90 kept, for 80% power at the run's effect; "
-        "a new probe replaces this one, so name every gap to keep)",
+        "they replace this gap's pairs, and the run's other probed gaps are kept)",
     }
     assert next_step({**gap, "verdict": "confirmed", "pairs_needed": None}, "run", 0) is None
 
