@@ -86,6 +86,21 @@ class StageResources(_Strict):
     min_actors: int = Field(1, ge=1)
     max_actors: int = Field(1, ge=1)
     batch_size: int = Field(16, ge=1)
+    memory_gib: float | None = Field(
+        None,
+        gt=0,
+        description="memory Ray reserves for each actor (its `memory` resource; the job's fit counts it), so "
+        "actors are placed where it is free; None: nothing reserved",
+    )
+
+    @property
+    def memory_bytes(self) -> float:
+        return 0.0 if self.memory_gib is None else self.memory_gib * 2**30
+
+    @property
+    def memory_ask(self) -> float | None:
+        """`memory=` for Ray Data's map_batches (None: nothing reserved)."""
+        return None if self.memory_gib is None else self.memory_bytes
 
     @model_validator(mode="after")
     def _ordered(self) -> StageResources:
@@ -159,6 +174,9 @@ class GenerationConfig(_Strict):
     def _endpoint_for_its_backend(self) -> GenerationConfig:
         if (self.backend == "endpoint") != (self.endpoint is not None):
             raise ValueError("backend: endpoint and an `endpoint:` section go together (one without the other)")
+        if self.backend == "vllm" and self.on_gpu and self.resources.memory_gib is not None:
+            # ray.data.llm builds a GPU engine's placement bundles itself: there is nowhere to put the ask.
+            raise ValueError("resources.memory_gib applies to CPU vLLM engines, the hf backend and the reader")
         return self
 
     @property

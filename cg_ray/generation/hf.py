@@ -104,4 +104,5 @@ class HFGenerator(ConfiguredGenerator):
             num_cpus=res.num_cpus,
             num_gpus=res.num_gpus,
             compute=ray.data.ActorPoolStrategy(min_size=res.min_actors, max_size=res.max_actors),
+            memory=res.memory_ask,
         )

@@ -35,6 +35,14 @@ _PASSED: Final = "cg_ray: answered already, passed through"
 # Ray Data's tasks. At Ray's default of 1 CPU each they took 3 of a 2-CPU machine's CPUs and the job hung.
 LIGHT_STAGE_CPUS = 0.05
 LIGHT_STAGES = 3
+# Each of them is a process holding the tokenizer: 462–464 MiB (USS) on the demo, which Ray Data's memory
+# detector reported every 30 s while nothing was reserved. Reserved with a margin for larger tokenizers;
+# `cluster_fit` counts it, so a cluster without the memory is refused rather than left waiting.
+LIGHT_STAGE_MEMORY = 640 * 2**20
+# The postprocess map and `conform` (tasks: they hold no tokenizer) used 128 MiB each on the demo.
+POST_MAP_MEMORY = 192 * 2**20
+_LIGHT_ASK: Final = {"num_cpus": LIGHT_STAGE_CPUS, "memory": LIGHT_STAGE_MEMORY}
+_POST_ASK: Final = {"num_cpus": LIGHT_STAGE_CPUS, "memory": POST_MAP_MEMORY}
 
 
 def generation_dtype(config: GenerationConfig) -> str:
@@ -69,13 +77,14 @@ def engine_bundle(config: GenerationConfig) -> dict[str, float]:
     if config.on_gpu:
         workers = float(config.engine.tensor_parallel_size)
         return {"CPU": workers, "GPU": workers}
-    return {"CPU": config.resources.num_cpus}
+    memory = config.resources.memory_ask
+    return {"CPU": config.resources.num_cpus, **({} if memory is None else {"memory": memory})}
 
 
 def _light_stage(config: GenerationConfig, enabled: bool = True) -> dict[str, Any]:
     res = config.resources
     # One light actor per engine actor at most: they keep pace with an engine each.
-    return {"enabled": enabled, "num_cpus": LIGHT_STAGE_CPUS, "concurrency": (res.min_actors, res.max_actors)}
+    return {"enabled": enabled, **_LIGHT_ASK, "concurrency": (res.min_actors, res.max_actors)}
 
 
 def processor_config(config: GenerationConfig, model_path: str) -> vLLMEngineProcessorConfig:
@@ -152,9 +161,12 @@ class VLLMGenerator(ConfiguredGenerator):
             processor_config(self.config, model_path),
             preprocess=_preprocess(self.config, model_path),
             postprocess=_postprocess(self.config.model),
-            # The light stages' share: the preprocess map then fuses into the chat-template actor, and
-            # the postprocess map, after the detokenize actor, does not wait for a whole CPU.
-            preprocess_map_kwargs={"num_cpus": LIGHT_STAGE_CPUS},
-            postprocess_map_kwargs={"num_cpus": LIGHT_STAGE_CPUS},
+            # The light stages' share: the preprocess map then fuses into the chat-template actor (Ray Data
+            # fuses only equal resource asks), and the postprocess map, after the detokenize actor, does not
+            # wait for a whole CPU and fuses with `conform`.
+            preprocess_map_kwargs=_LIGHT_ASK,
+            postprocess_map_kwargs=_POST_ASK,
         )
-        return processor(ds).map_batches(conform, batch_format="pyarrow", num_cpus=LIGHT_STAGE_CPUS)
+        return processor(ds).map_batches(
+            conform, batch_format="pyarrow", num_cpus=LIGHT_STAGE_CPUS, memory=POST_MAP_MEMORY
+        )

@@ -6,8 +6,11 @@ its chat-template, tokenize and detokenize actors), the judge's engine where row
 Data's map tasks (splitting, scoring, composing the reader's text) need a CPU beside them. If the pools
 take every CPU the tasks never start and the job waits forever without a word. So the plan adds it all
 up, refuses a cluster that cannot host the smallest pools (naming what is missing), and clamps each
-pool's `max_actors` to what fits. Explicit per-actor values (`num_cpus`, `num_gpus`, `min_actors`) are
-kept; a pool is never grown past its configured `max_actors`.
+pool's `max_actors` to what fits. Memory is counted where the run reserves it (the light vLLM stages'
+`LIGHT_STAGE_MEMORY` each, and a pool's `resources.memory_gib`), so that a cluster without it is refused
+instead of leaving the actors pending.
+Explicit per-actor values (`num_cpus`, `num_gpus`, `min_actors`) are kept; a pool is never grown past its
+configured `max_actors`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from cg_ray.errors import ConfigError
 from cg_ray.generation.config import GenerationConfig, StageResources
-from cg_ray.generation.vllm import LIGHT_STAGE_CPUS, LIGHT_STAGES, engine_bundle
+from cg_ray.generation.vllm import LIGHT_STAGE_CPUS, LIGHT_STAGE_MEMORY, LIGHT_STAGES, engine_bundle
 from cg_ray.pipeline.config import RunConfig
 
 # Ray Data gives a map task 1 CPU unless told otherwise, and several maps of the graph (the generation
@@ -36,6 +39,7 @@ class Cluster:
     largest_node_cpus: float
     largest_node_gpus: float
     autoscaled: bool = False
+    memory: float = float("inf")  # bytes of Ray's `memory` resource (heap reservations), all nodes
 
     @classmethod
     def of_ray(cls) -> Cluster:
@@ -47,15 +51,19 @@ class Cluster:
         gpus = sum(float(n.get("GPU", 0)) for n in nodes)
         node_cpus = max((float(n.get("CPU", 0)) for n in nodes), default=0.0)
         node_gpus = max((float(n.get("GPU", 0)) for n in nodes), default=0.0)
+        memory = sum(float(n.get("memory", 0)) for n in nodes)
         most = _autoscaler_max()
         if most and (most.get("CPU", 0) > cpus or most.get("GPU", 0) > gpus):
-            # Worker types of unknown size may come up: only the totals are checked then.
-            return cls(max(cpus, most.get("CPU", 0)), max(gpus, most.get("GPU", 0)), float("inf"), float("inf"), True)
+            # Worker types of unknown size may come up: only the totals are checked then (memory only where
+            # the autoscaler publishes it).
+            most_memory = max(memory, most["memory"]) if "memory" in most else float("inf")
+            inf = float("inf")
+            return cls(max(cpus, most.get("CPU", 0)), max(gpus, most.get("GPU", 0)), inf, inf, True, most_memory)
         if most is None and (cpus == 0 or legacy_autoscaler(_legacy_status())):
             # An autoscaler whose maximum Ray does not publish (the v1 monitor), or a head kept free of work
             # that can only mean workers will join: nothing is refused, the pools keep their configured sizes.
             return cls(float("inf"), float("inf"), float("inf"), float("inf"), True)
-        return cls(cpus, gpus, node_cpus, node_gpus)
+        return cls(cpus, gpus, node_cpus, node_gpus, memory=memory)
 
 
 def _legacy_status() -> dict[str, Any] | None:
@@ -102,6 +110,12 @@ class Pool:
     min_actors: int
     max_actors: int
     workers: int = 1  # processes an actor spreads over (a tensor-parallel vLLM engine: one per GPU)
+    light_memory: float = 0.0  # bytes its light vLLM stages reserve, per engine actor
+    memory: float = 0.0  # bytes one actor reserves (`resources.memory_gib`)
+
+    @property
+    def memory_per_actor(self) -> float:
+        return self.memory + self.light_memory
 
     @property
     def cpus_per_actor(self) -> float:
@@ -121,6 +135,12 @@ class FitPlan:
     judge: Pool | None = None  # the judge's engine, where the suite has rows scored by `judge`
     judge_actors: int = 0
 
+    @property
+    def reserved_memory(self) -> float:
+        """Bytes the pools reserve at their sizes on this cluster."""
+        pools = ((self.engine, self.engine_actors), (self.judge, self.judge_actors), (self.reader, self.reader_actors))
+        return sum(p.memory_per_actor * n for p, n in pools if p is not None)
+
     def apply(self, config: RunConfig) -> RunConfig:
         update: dict[str, Any] = {"reader": _with_max(config.reader, self.reader_actors)}
         if self.engine is not None:
@@ -137,6 +157,8 @@ class FitPlan:
             "cluster_gpus": self.cluster.gpus if math.isfinite(self.cluster.gpus) else None,
             "autoscaled": self.cluster.autoscaled,
             "needs_cpus": round(self.needs_cpus, 3),
+            "cluster_memory_gib": round(self.cluster.memory / 2**30, 2) if math.isfinite(self.cluster.memory) else None,
+            "reserved_memory_gib": round(self.reserved_memory / 2**30, 2),
             "engine_actors": self.engine_actors,
             "engine_cpus_per_actor": self.engine.cpus_per_actor if self.engine else 0.0,
             "judge_actors": self.judge_actors,
@@ -159,9 +181,12 @@ def _engine(config: GenerationConfig, key: str) -> Pool | None:
         light = LIGHT_STAGES * LIGHT_STAGE_CPUS
         workers = config.engine.tensor_parallel_size if config.on_gpu else 1
         gpus = bundle.get("GPU", 0.0)
-        return Pool("engine", key, bundle["CPU"], gpus, light, res.min_actors, res.max_actors, workers)
+        light_memory = LIGHT_STAGES * LIGHT_STAGE_MEMORY
+        return Pool("engine", key, bundle["CPU"], gpus, light, res.min_actors, res.max_actors, workers, light_memory,
+                    res.memory_bytes)  # fmt: skip
     if config.backend == "hf":
-        return Pool("engine", key, res.num_cpus, res.num_gpus, 0.0, res.min_actors, res.max_actors)
+        return Pool("engine", key, res.num_cpus, res.num_gpus, 0.0, res.min_actors, res.max_actors,
+                    memory=res.memory_bytes)  # fmt: skip
     return None
 
 
@@ -191,32 +216,48 @@ def fit_reader_pool(resources: StageResources, cluster: Cluster) -> StageResourc
 
 
 def _reader(res: StageResources) -> Pool:
-    return Pool("reader", "reader", res.num_cpus, res.num_gpus, 0.0, res.min_actors, res.max_actors)
+    return Pool("reader", "reader", res.num_cpus, res.num_gpus, 0.0, res.min_actors, res.max_actors,
+                memory=res.memory_bytes)  # fmt: skip
 
 
 def _size(pools: list[Pool], cluster: Cluster) -> tuple[dict[str, int], float]:
     """Each pool's actors on `cluster`, and the CPUs needed at the smallest sizes (refused if over)."""
     _check_nodes(pools, cluster)
     counts = {p.name: p.min_actors for p in pools}
-    used_cpus = TASK_CPUS + sum(p.cpus_per_actor * counts[p.name] for p in pools)
-    used_gpus = sum(p.gpus * counts[p.name] for p in pools)
-    if not _fits(used_cpus, used_gpus, cluster):
-        raise ConfigError(_refusal(pools, cluster, used_cpus, used_gpus))
-    needs = used_cpus
+    used = _Use(
+        TASK_CPUS + sum(p.cpus_per_actor * counts[p.name] for p in pools),
+        sum(p.gpus * counts[p.name] for p in pools),
+        sum(p.memory_per_actor * counts[p.name] for p in pools),
+    )
+    if not used.fits(cluster):
+        raise ConfigError(_refusal(pools, cluster, used))
+    needs = used.cpus
     grown = True
     while grown:  # one actor at a time, pool by pool, while the cluster has room and the config allows
         grown = False
         for p in pools:
-            if counts[p.name] < p.max_actors and _fits(used_cpus + p.cpus_per_actor, used_gpus + p.gpus, cluster):
+            more = _Use(used.cpus + p.cpus_per_actor, used.gpus + p.gpus, used.memory + p.memory_per_actor)
+            if counts[p.name] < p.max_actors and more.fits(cluster):
                 counts[p.name] += 1
-                used_cpus += p.cpus_per_actor
-                used_gpus += p.gpus
+                used = more
                 grown = True
     return counts, needs
 
 
-def _fits(cpus: float, gpus: float, cluster: Cluster) -> bool:
-    return cpus <= cluster.cpus + _EPS and gpus <= cluster.gpus + _EPS
+@dataclass(frozen=True)
+class _Use:
+    """What pools of some sizes take: CPUs (Ray Data's task included), GPUs, reserved memory bytes."""
+
+    cpus: float
+    gpus: float
+    memory: float
+
+    def fits(self, cluster: Cluster) -> bool:
+        return (
+            self.cpus <= cluster.cpus + _EPS
+            and self.gpus <= cluster.gpus + _EPS
+            and self.memory <= cluster.memory * (1 + _EPS)
+        )
 
 
 def _check_nodes(pools: list[Pool], cluster: Cluster) -> None:
@@ -230,12 +271,13 @@ def _check_nodes(pools: list[Pool], cluster: Cluster) -> None:
             )
 
 
-def _refusal(pools: list[Pool], cluster: Cluster, cpus: float, gpus: float) -> str:
+def _refusal(pools: list[Pool], cluster: Cluster, used: _Use) -> str:
     def times(p: Pool) -> str:
         return f"{p.min_actors} × " if p.min_actors > 1 else ""
 
     fewer = " or min_actors" if any(p.min_actors > 1 for p in pools) else ""
     problems = []
+    cpus, gpus = used.cpus, used.gpus
     if cpus > cluster.cpus + _EPS:
         parts = []
         for p in pools:
@@ -256,11 +298,35 @@ def _refusal(pools: list[Pool], cluster: Cluster, cpus: float, gpus: float) -> s
             f"the job needs {_n(gpus)} GPUs ({', '.join(parts)}) but the cluster has {_n(cluster.gpus)}; "
             f"add GPUs or lower {keys}{fewer}"
         )
+    if used.memory > cluster.memory * (1 + _EPS):
+        problems.append(_memory_problem(pools, cluster, used.memory))
     return "; and ".join(problems)
+
+
+def _memory_problem(pools: list[Pool], cluster: Cluster, memory: float) -> str:
+    parts, keys = [], []
+    for p in pools:
+        times = f"{p.min_actors} × " if p.min_actors > 1 else ""
+        if p.memory:
+            parts.append(f"{p.name} {times}{_gib(p.memory)}")
+            keys.append(f"{p.key}.resources.memory_gib")
+        if p.light_memory:
+            parts.append(f"light vLLM stages {times}{LIGHT_STAGES} × {_gib(LIGHT_STAGE_MEMORY)}")
+        if p.memory_per_actor and p.min_actors > 1:
+            keys.append(f"{p.key}.resources.min_actors")
+    lower = f" or lower {' / '.join(dict.fromkeys(keys))}" if keys else ""
+    return (
+        f"the job reserves {_gib(memory)} GiB of memory ({', '.join(parts)}) but the cluster offers Ray "
+        f"{_gib(cluster.memory)} GiB; add memory (nodes, or `ray start --memory`){lower}"
+    )
 
 
 def _n(x: float) -> str:
     return f"{round(x, 3):g}"
+
+
+def _gib(x: float) -> str:
+    return f"{x / 2**30:.2f}"
 
 
 __all__ = ["TASK_CPUS", "Cluster", "FitPlan", "Pool", "fit", "fit_reader_pool"]

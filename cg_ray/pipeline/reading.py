@@ -54,6 +54,7 @@ def read_texts(
         num_gpus=resources.num_gpus,
         batch_size=resources.batch_size,
         batch_format="pyarrow",
+        memory=resources.memory_ask,
     )
     parts = list(out.iter_batches(batch_format="pyarrow", batch_size=None))
     result = pa.concat_tables(parts).sort_by(ORDER)

@@ -186,6 +186,7 @@ def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool, p
         num_gpus=res.num_gpus,
         batch_size=res.batch_size,
         batch_format="pyarrow",
+        memory=res.memory_ask,
     )
 
 

@@ -9,14 +9,17 @@ from typing import Any
 import pytest
 
 from cg_ray.errors import ConfigError
+from cg_ray.generation.vllm import LIGHT_STAGE_MEMORY, LIGHT_STAGES
 from cg_ray.pipeline.cluster_fit import TASK_CPUS, Cluster, fit, legacy_autoscaler
 from cg_ray.pipeline.config import RunConfig, load_run_config, parse_run_config
 
 DEFAULT_JOB = Path(__file__).resolve().parents[2] / "jobs" / "default.yaml"
 
 
-def cluster(cpus: float, gpus: float = 0.0, nodes: int = 1, autoscaled: bool = False) -> Cluster:
-    return Cluster(cpus, gpus, cpus / nodes, gpus / nodes, autoscaled)
+def cluster(
+    cpus: float, gpus: float = 0.0, nodes: int = 1, autoscaled: bool = False, memory_gib: float = float("inf")
+) -> Cluster:
+    return Cluster(cpus, gpus, cpus / nodes, gpus / nodes, autoscaled, memory_gib * 2**30)
 
 
 def job(generation: dict[str, Any] | None = None, reader: dict[str, Any] | None = None, **more: Any) -> RunConfig:
@@ -126,7 +129,41 @@ def test_the_judge_engine_runs_beside_the_generation_engine_when_rows_are_judged
 
 
 def test_of_ray_reads_the_connected_cluster(ray_module: None) -> None:
-    assert Cluster.of_ray() == Cluster(2.0, 0.0, 2.0, 0.0, False)
+    import ray
+
+    got = Cluster.of_ray()
+    assert got == Cluster(2.0, 0.0, 2.0, 0.0, False, memory=got.memory)
+    assert got.memory == pytest.approx(ray.cluster_resources()["memory"]) and got.memory > 2**30
+
+
+def test_reserved_memory_is_counted_and_a_cluster_without_it_is_refused_naming_each_share() -> None:
+    config = load_run_config(DEFAULT_JOB)  # the reader reserves 1 GiB, the light vLLM stages 3 × 0.625
+    plan = fit(config, cluster(2, memory_gib=8))
+    assert plan.reserved_memory == LIGHT_STAGES * LIGHT_STAGE_MEMORY + 2**30
+    assert plan.as_dict()["reserved_memory_gib"] == 2.88 and plan.as_dict()["cluster_memory_gib"] == 8.0
+    with pytest.raises(ConfigError) as refused:
+        fit(config, cluster(2, memory_gib=2))
+    assert str(refused.value) == (
+        "the job reserves 2.88 GiB of memory (light vLLM stages 3 × 0.62, reader 1.00) but the cluster offers "
+        "Ray 2.00 GiB; add memory (nodes, or `ray start --memory`) or lower reader.resources.memory_gib"
+    )
+    # Memory, like CPUs, caps how far a pool grows: room for 2 engines' light stages, not 4.
+    grown = job({"resources": {"num_cpus": 0.5, "max_actors": 4}})
+    assert fit(grown, cluster(16, memory_gib=4)).engine_actors == 2
+    assert fit(grown, cluster(16)).engine_actors == 4
+    readers = job(reader={"resources": {"num_cpus": 0.25, "max_actors": 8, "memory_gib": 3}})
+    assert fit(readers, cluster(16, memory_gib=10)).reader_actors == 2  # 1.88 + 2 × 3 ≤ 10 < 1.88 + 3 × 3
+
+
+def test_memory_is_reserved_where_the_config_asks_and_refused_where_nothing_can_take_it() -> None:
+    from cg_ray.generation.config import GenerationConfig
+    from cg_ray.generation.vllm import engine_bundle
+
+    cpu = GenerationConfig.model_validate({"backend": "vllm", "resources": {"num_cpus": 1, "memory_gib": 2}})
+    assert engine_bundle(cpu) == {"CPU": 1, "memory": 2 * 2**30}
+    assert engine_bundle(GenerationConfig.model_validate({"backend": "vllm"})) == {"CPU": 1.0}
+    with pytest.raises(ValueError, match="memory_gib applies to CPU vLLM engines"):
+        GenerationConfig.model_validate({"backend": "vllm", "resources": {"num_gpus": 1, "memory_gib": 2}})
 
 
 def test_a_v1_autoscaler_is_told_from_a_fixed_cluster_by_its_node_types() -> None:
@@ -148,7 +185,8 @@ def test_the_vllm_processor_asks_for_what_the_plan_counts() -> None:
     processor = processor_config(config.generation, "/m")
     assert processor.placement_group_config["bundles"] == [{"CPU": 0.5, "GPU": 0.0}]  # a share, not rounded up
     for stage in (processor.chat_template_stage, processor.tokenize_stage, processor.detokenize_stage):
-        assert stage == {"enabled": True, "num_cpus": LIGHT_STAGE_CPUS, "concurrency": (1, 2)}
+        memory = {"memory": LIGHT_STAGE_MEMORY}  # reserved: cluster_fit counts it (the next test)
+        assert stage == {"enabled": True, "num_cpus": LIGHT_STAGE_CPUS, **memory, "concurrency": (1, 2)}
     assert fit(config, cluster(2)).engine.cpus_per_actor == pytest.approx(0.5 + 3 * LIGHT_STAGE_CPUS)  # type: ignore[union-attr]
 
 

@@ -121,4 +121,6 @@ def test_the_default_job_finishes_on_a_two_cpu_cluster(
     assert all(rows["response"].to_pylist()) and min(rows["n_tokens"].to_pylist()) > 0
     fit = json.loads((run / "manifest.json").read_text())["cluster_fit"]
     assert fit["cluster_cpus"] == 2 and fit["needs_cpus"] == pytest.approx(1.9)
+    # The memory it reserved (light vLLM stages 3 × 0.625 GiB, the reader 1 GiB) was placed, not left pending.
+    assert fit["reserved_memory_gib"] == 2.88 and fit["cluster_memory_gib"] > 2.88
     print(f"default job (21 rows) on a 2-CPU cluster: {took:.0f} s")
