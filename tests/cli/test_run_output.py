@@ -26,3 +26,22 @@ def test_a_run_ends_with_its_judged_findings_and_the_next_step(
     assert f"  next: test it on new items with matched controls: cg-ray probe {run_dir} --gap mode:2  " in "\n".join(
         lines
     )
+
+
+@pytest.mark.parametrize(("flags", "interval"), [([], 60), (["-v"], 10)])
+def test_ray_datas_progress_log_is_once_a_minute_unless_verbose(flags: list[str], interval: int) -> None:
+    """Ray Data reads the interval when it is imported: a fresh process, as `cg-ray run` is."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from cg_ray.cli import main\n"
+        f"assert main({flags!r} + ['run', '/nonexistent/job.yaml']) == 2\n"  # refused before any work
+        "from ray.data._internal.progress.logging_progress import LoggingExecutionProgressManager as P\n"
+        "print(P.LOG_REPORT_INTERVAL_SEC)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_DATA_NON_TTY_PROGRESS_LOG_INTERVAL"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == str(interval)
