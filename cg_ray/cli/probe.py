@@ -112,6 +112,8 @@ def _run(args: argparse.Namespace) -> int:
     plan = make_plan(args.run, probe_config(args))
     if args.dry_run:
         print(plan_text(plan))
+        if kept := kept_text(plan, replace=args.replace):
+            print(kept)
         return 0
     summary = run_probe(plan, fresh=args.fresh, replace=args.replace, say=print)
     print()
@@ -132,6 +134,18 @@ def _run(args: argparse.Namespace) -> int:
     if (report := refresh_report(RunDir(args.run))) is not None:  # the report shows "Gaps tested on new items"
         print(f"updated {report}")
     return 0
+
+
+def kept_text(plan: Any, *, replace: bool) -> str:
+    """The gaps of the run's earlier probes this one keeps and judges again ('' when none)."""
+    from cg_ray.artifacts.layout import RunDir
+    from cg_ray.probe.history import read_earlier
+
+    earlier = read_earlier(RunDir(plan.run), {g.gap_id for g in plan.gaps}, replace=replace)
+    if not earlier.results:
+        return ""
+    gaps = ", ".join(f"{r['gap_id']} ({r['verdict']}, probe {r['probe']})" for r in earlier.results)
+    return f"  kept from earlier probes and judged again with these (--replace forgets them): {gaps}"
 
 
 def too_few_hint(gap: dict[str, Any]) -> str:

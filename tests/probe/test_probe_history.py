@@ -12,6 +12,7 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 
 from cg_ray.artifacts import layout as L
+from cg_ray.cli.probe import kept_text
 from cg_ray.probe.config import ProbeConfig
 from cg_ray.probe.confirm import GapConfirmation
 from cg_ray.probe.history import Earlier, changes_text, rejudged
@@ -36,6 +37,9 @@ def test_probing_gaps_one_at_a_time_keeps_each_and_judges_them_together(tmp_path
         results = {r["gap_id"]: r for r in pq.read_table(run / L.PROBE_RESULTS).to_pylist()}
         items = pq.read_table(run / L.PROBE_ITEMS).to_pylist()
         exported = (run / L.PROBE_EXPORT / "items.jsonl").read_text().splitlines()
+        # --dry-run says which earlier gaps the next probe keeps (none with --replace).
+        plan = make_plan(run, ProbeConfig.model_validate(probe_config(url, 2, 60) | {"gaps": ["mode:2"]}))
+        dry_kept, dry_replaced = kept_text(plan, replace=False), kept_text(plan, replace=True)
         replaced = probe(run, url, 2, "mode:2", replace=True)
 
     # The second probe named only mode:2; mode:1 is still there, from probe 1 with its own seed, newest first.
@@ -57,6 +61,8 @@ def test_probing_gaps_one_at_a_time_keeps_each_and_judges_them_together(tmp_path
     answered = {r["pair_id"] for r in items if r["dropped"] is None}
     assert {json.loads(line)["pair_id"] for line in exported} == answered
     assert {p.split("/")[0] for p in answered} == {"mode:1", "mode:2"}
+    assert dry_kept.endswith(f"--replace forgets them): mode:1 ({results['mode:1']['verdict']}, probe 1)")
+    assert dry_replaced == ""
     # replace: the earlier probes are forgotten.
     assert [g["gap_id"] for g in replaced["gaps"]] == ["mode:2"]
     assert [p["probe"] for p in replaced["probes"]] == [1]
