@@ -45,15 +45,31 @@ def local_serve(tmp: Path, num_cpus: int = 2) -> Iterator[int]:
     from ray import serve
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    port = free_port()
     # A short temp dir: Ray's socket paths have a length limit.
     ray.init(num_cpus=num_cpus, _temp_dir=str(tmp / "ray"), include_dashboard=False, log_to_driver=False)
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        yield port
+        yield _start_proxy()
     finally:
         serve.shutdown()
         ray.shutdown()
+
+
+def _start_proxy(tries: int = 3) -> int:
+    """Serve's HTTP proxy on a free port, picked once Ray is up. A port is free only until someone binds it,
+    and Ray's own processes take ports from the same range (a full test run once lost one between the pick
+    and the proxy's bind: "Failed to bind to address"), so a lost race is retried on a new port."""
+    from ray import serve
+
+    for attempt in range(tries):
+        port = free_port()
+        try:
+            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            return port
+        except Exception as exc:
+            if "Failed to bind" not in str(exc) or attempt == tries - 1:
+                raise
+            serve.shutdown()
+    raise AssertionError("unreachable")
 
 
 def deploy(port: int, data: Path, factory: str, max_batch: int, replicas: int, max_concurrent_analyses: int = 8) -> str:
