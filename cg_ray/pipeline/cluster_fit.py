@@ -9,8 +9,8 @@ up, refuses a cluster that cannot host the smallest pools (naming what is missin
 pool's `max_actors` to what fits. Memory is counted where the run reserves it (the light vLLM stages'
 `LIGHT_STAGE_MEMORY` each, and a pool's `resources.memory_gib`), so that a cluster without it is refused
 instead of leaving the actors pending.
-Explicit per-actor values (`num_cpus`, `num_gpus`, `min_actors`) are kept; a pool is never grown past its
-configured `max_actors`.
+Explicit per-actor values (`num_cpus`, `num_gpus`, `min_actors`) are kept; a pool is never grown past
+its configured `max_actors`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class Cluster:
     largest_node_gpus: float
     autoscaled: bool = False
     memory: float = float("inf")  # bytes of Ray's `memory` resource (heap reservations), all nodes
+    largest_node_memory: float = float("inf")
 
     @classmethod
     def of_ray(cls) -> Cluster:
@@ -52,6 +53,7 @@ class Cluster:
         node_cpus = max((float(n.get("CPU", 0)) for n in nodes), default=0.0)
         node_gpus = max((float(n.get("GPU", 0)) for n in nodes), default=0.0)
         memory = sum(float(n.get("memory", 0)) for n in nodes)
+        node_memory = max((float(n.get("memory", 0)) for n in nodes), default=0.0)
         most = _autoscaler_max()
         if most and (most.get("CPU", 0) > cpus or most.get("GPU", 0) > gpus):
             # Worker types of unknown size may come up: only the totals are checked then (memory only where
@@ -63,7 +65,7 @@ class Cluster:
             # An autoscaler whose maximum Ray does not publish (the v1 monitor), or a head kept free of work
             # that can only mean workers will join: nothing is refused, the pools keep their configured sizes.
             return cls(float("inf"), float("inf"), float("inf"), float("inf"), True)
-        return cls(cpus, gpus, node_cpus, node_gpus, memory=memory)
+        return cls(cpus, gpus, node_cpus, node_gpus, memory=memory, largest_node_memory=node_memory)
 
 
 def _legacy_status() -> dict[str, Any] | None:
@@ -262,6 +264,11 @@ class _Use:
 
 def _check_nodes(pools: list[Pool], cluster: Cluster) -> None:
     for p in pools:
+        if p.memory > cluster.largest_node_memory * (1 + _EPS):  # one actor's ask is one node's, whole
+            raise ConfigError(
+                f"one {p.name} actor reserves {_gib(p.memory)} GiB of memory, but the largest node offers Ray "
+                f"{_gib(cluster.largest_node_memory)} GiB; lower {p.key}.resources.memory_gib or add a larger node"
+            )
         cpus, gpus = p.cpus / p.workers, p.gpus / p.workers
         if cpus > cluster.largest_node_cpus + _EPS or gpus > cluster.largest_node_gpus + _EPS:
             raise ConfigError(

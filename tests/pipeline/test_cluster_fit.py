@@ -132,7 +132,7 @@ def test_of_ray_reads_the_connected_cluster(ray_module: None) -> None:
     import ray
 
     got = Cluster.of_ray()
-    assert got == Cluster(2.0, 0.0, 2.0, 0.0, False, memory=got.memory)
+    assert got == Cluster(2.0, 0.0, 2.0, 0.0, False, memory=got.memory, largest_node_memory=got.memory)
     assert got.memory == pytest.approx(ray.cluster_resources()["memory"]) and got.memory > 2**30
 
 
@@ -153,6 +153,11 @@ def test_reserved_memory_is_counted_and_a_cluster_without_it_is_refused_naming_e
     assert fit(grown, cluster(16)).engine_actors == 4
     readers = job(reader={"resources": {"num_cpus": 0.25, "max_actors": 8, "memory_gib": 3}})
     assert fit(readers, cluster(16, memory_gib=10)).reader_actors == 2  # 1.88 + 2 × 3 ≤ 10 < 1.88 + 3 × 3
+    # One actor's reservation must fit one node: two nodes of 5 GiB cannot host a 6 GiB reader.
+    big = job(reader={"resources": {"num_cpus": 0.25, "memory_gib": 6}})
+    two_nodes = Cluster(16, 0, 8, 0, memory=10 * 2**30, largest_node_memory=5 * 2**30)
+    with pytest.raises(ConfigError, match=r"^one reader actor reserves 6\.00 GiB of memory, but the largest node"):
+        fit(big, two_nodes)
 
 
 def test_memory_is_reserved_where_the_config_asks_and_refused_where_nothing_can_take_it() -> None:
