@@ -8,9 +8,8 @@ take every CPU the tasks never start and the job waits forever without a word. S
 up, refuses a cluster that cannot host the smallest pools (naming what is missing), and clamps each
 pool's `max_actors` to what fits. Memory is counted where the run reserves it (the light vLLM stages'
 `LIGHT_STAGE_MEMORY` each, and a pool's `resources.memory_gib`), so that a cluster without it is refused
-instead of leaving the actors pending.
-Explicit per-actor values (`num_cpus`, `num_gpus`, `min_actors`) are kept; a pool is never grown past
-its configured `max_actors`.
+instead of leaving the actors pending. Explicit per-actor values (`num_cpus`, `num_gpus`, `min_actors`)
+are kept; a pool is never grown past its configured `max_actors`.
 """
 
 from __future__ import annotations
