@@ -118,9 +118,11 @@ def _run(args: argparse.Namespace) -> int:
     summary = run_probe(plan, fresh=args.fresh, replace=args.replace, say=print)
     print()
     this = (summary.get("probes") or [{}])[-1].get("probe")
-    for n, g in enumerate(summary["gaps"]):
-        if n and g.get("probe") != this and summary["gaps"][n - 1].get("probe") == this:
+    kept_shown = False
+    for g in summary["gaps"]:  # this probe's gaps first, then those kept from earlier ones
+        if g.get("probe") != this and not kept_shown:
             print("  kept from earlier probes of the run (judged again with this one):")
+            kept_shown = True
         diff = "—" if g["difference"] is None else f"{g['difference']:+.3f}"
         if g["ci_low"] is not None:  # a too_few gap may have a difference but was not tested: no interval
             diff += f" [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}]"

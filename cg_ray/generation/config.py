@@ -94,13 +94,9 @@ class StageResources(_Strict):
     )
 
     @property
-    def memory_bytes(self) -> float:
-        return 0.0 if self.memory_gib is None else self.memory_gib * 2**30
-
-    @property
     def memory_ask(self) -> float | None:
-        """`memory=` for Ray Data's map_batches (None: nothing reserved)."""
-        return None if self.memory_gib is None else self.memory_bytes
+        """Bytes to reserve per actor, as Ray's `memory=` takes them (None: nothing reserved)."""
+        return None if self.memory_gib is None else self.memory_gib * 2**30
 
     @model_validator(mode="after")
     def _ordered(self) -> StageResources:

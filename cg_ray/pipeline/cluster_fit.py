@@ -184,10 +184,10 @@ def _engine(config: GenerationConfig, key: str) -> Pool | None:
         gpus = bundle.get("GPU", 0.0)
         light_memory = LIGHT_STAGES * LIGHT_STAGE_MEMORY
         return Pool("engine", key, bundle["CPU"], gpus, light, res.min_actors, res.max_actors, workers, light_memory,
-                    res.memory_bytes)  # fmt: skip
+                    res.memory_ask or 0.0)  # fmt: skip
     if config.backend == "hf":
         return Pool("engine", key, res.num_cpus, res.num_gpus, 0.0, res.min_actors, res.max_actors,
-                    memory=res.memory_bytes)  # fmt: skip
+                    memory=res.memory_ask or 0.0)  # fmt: skip
     return None
 
 
@@ -218,7 +218,7 @@ def fit_reader_pool(resources: StageResources, cluster: Cluster) -> StageResourc
 
 def _reader(res: StageResources) -> Pool:
     return Pool("reader", "reader", res.num_cpus, res.num_gpus, 0.0, res.min_actors, res.max_actors,
-                memory=res.memory_bytes)  # fmt: skip
+                memory=res.memory_ask or 0.0)  # fmt: skip
 
 
 def _size(pools: list[Pool], cluster: Cluster) -> tuple[dict[str, int], float]:

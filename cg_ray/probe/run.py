@@ -218,10 +218,10 @@ def publish(
     answers: dict[str, Answer],
     verdicts: list[Any],
     seconds: dict[str, float],
-    earlier: Earlier | None = None,
+    earlier: Earlier,
 ) -> dict[str, Any]:
     """Step 5: the probe's files, with the gaps of `earlier` probes kept, replace the run's probe at once."""
-    run, cfg, earlier = RunDir(plan.run), plan.config, earlier or Earlier()
+    run, cfg = RunDir(plan.run), plan.config
     entry = this_probe(earlier, [g.gap_id for g in plan.gaps], cfg.pairs, cfg.seed)
     carried = rejudged(earlier, verdicts)
     results = merged_results(results_table(plan, checked, verdicts), entry, carried)
@@ -246,8 +246,8 @@ def publish(
         "changed": changes_text(carried, sum(v.p_value is not None for v in verdicts)),
     }
     files[L.PROBE_SUMMARY] = summary
-    details = {"probe": entry["probe"], "gaps": len(plan.gaps), "pairs": len(checked.pairs), "answered": len(answers)}
-    run.update("probe", files, details | {"gaps_kept": len(carried)})
+    run.update("probe", files, {"probe": entry["probe"], "gaps": len(plan.gaps), "gaps_kept": len(carried),
+                                "pairs": len(checked.pairs), "answered": len(answers)})  # fmt: skip
     return summary
 
 

@@ -204,3 +204,22 @@ def test_a_reader_pool_alone_is_clamped_and_refused_the_same_way() -> None:
     assert fit_reader_pool(wanted, cluster(100)).max_actors == 8
     with pytest.raises(ConfigError, match=r"needs 2 CPUs \(reader 1, Ray Data tasks 1\) but the cluster has 1;"):
         fit_reader_pool(StageResources(num_cpus=1), cluster(1))
+
+
+@pytest.mark.parametrize(
+    ("resources", "where", "message"),
+    [
+        ({"reader": {"resources": {"memory_gib": -1}}}, "reader.resources.memory_gib", "greater than 0"),
+        ({"reader": {"resources": {"memory_gib": "lots"}}}, "reader.resources.memory_gib", "valid number"),
+        (
+            {"generation": {"backend": "vllm", "resources": {"num_gpus": 1, "memory_gib": 2}}},
+            "generation",
+            "memory_gib applies to CPU vLLM engines",
+        ),
+    ],
+)
+def test_a_bad_memory_gib_is_a_config_error_naming_the_file_and_key(
+    resources: dict[str, Any], where: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=rf"^job\.yaml: {where}: .*{message}"):
+        parse_run_config({"benchmarks": [{"kind": "probes", "per_kind": 3}], **resources}, source="job.yaml")

@@ -82,3 +82,28 @@ def test_a_gap_with_too_few_pairs_says_where_they_were_lost_and_what_to_ask_for(
     unread = gap | {"reader_checked": 0, "reader_passed": 0, "near_copies": 37}
     assert too_few_hint(unread).startswith("37 of 40 written pairs were dropped before the reader check")
     assert too_few_hint(gap | {"reader_passed": 30, "near_copies": 0}) == ""  # most passed: nothing to say
+
+
+def test_gaps_kept_from_earlier_probes_are_printed_under_their_own_heading_with_what_changed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import cg_ray.probe.plan as plan
+    import cg_ray.probe.run as run
+
+    def gap(gap_id: str, probe: int) -> dict[str, object]:
+        return {"gap_id": gap_id, "verdict": "unsettled", "difference": -0.1, "ci_low": -0.3, "ci_high": 0.1,
+                "n_pairs": 30, "note": "", "probe": probe}  # fmt: skip
+
+    changed = ["mode:1 (probe 1): confirmed → unsettled with q over the 3 gaps this run has tested"]
+    summary = {"gaps": [gap("mode:3", 2), gap("mode:1", 1), gap("mode:2", 1)], "requests": {}, "seconds": {},
+               "probes": [{"probe": 1}, {"probe": 2}], "changed": changed}  # fmt: skip
+    monkeypatch.setattr(plan, "make_plan", lambda *a: None)
+    monkeypatch.setattr(run, "run_probe", lambda *a, **k: summary)
+    args = parse()
+    assert args.handler(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    heading = "  kept from earlier probes of the run (judged again with this one):"
+    assert lines.count(heading) == 1
+    order = [next(i for i, line in enumerate(lines) if line.startswith(f"  {g} ")) for g in ("mode:3", "mode:1")]
+    assert order[0] < lines.index(heading) < order[1]
+    assert f"  changed: {changed[0]}" in lines

@@ -21,7 +21,8 @@ def test_a_port_taken_before_the_proxy_binds_it_is_replaced_by_another(monkeypat
         taken.listen()
         held = taken.getsockname()[1]
         picks = iter([held])
-        monkeypatch.setattr(local, "free_port", lambda: next(picks, None) or _free())
+        free = local.free_port
+        monkeypatch.setattr(local, "free_port", lambda: next(picks, None) or free())
         with tempfile.TemporaryDirectory(prefix="cgls", dir="/tmp") as tmp, local.local_serve(Path(tmp)) as port:
             assert port != held
             # Serve's proxy answers HTTP there (503 until an application is deployed); nothing listening
@@ -29,9 +30,3 @@ def test_a_port_taken_before_the_proxy_binds_it_is_replaced_by_another(monkeypat
             with pytest.raises(urllib.error.HTTPError) as answered:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/-/routes", timeout=30)
             assert answered.value.code == 503
-
-
-def _free() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
