@@ -79,11 +79,30 @@ def _wait_all_done(store: Store, ids: list[str], timeout: float = 30.0, done: tu
     raise AssertionError("not every analysis finished")
 
 
+def _meet_at_first_sight(replica: Replica, barrier: threading.Barrier) -> None:
+    """The first time the replica finds claimable work, it waits for the other one to find it too: both then
+    claim the same list at once. Without this, on a loaded machine one replica's poll could come round and
+    claim all of it while the other slept, and the race this test is about would not happen."""
+    claimable = replica.store.claimable
+    waited = threading.Event()
+
+    def met(limit: int = 100) -> list[str]:
+        found = claimable(limit)
+        if found and not waited.is_set():
+            waited.set()
+            barrier.wait(10)  # if the other never comes, the barrier breaks and "both won some" fails
+        return found
+
+    replica.store.claimable = met  # type: ignore[method-assign]
+
+
 def test_two_replicas_racing_on_one_store_run_each_analysis_exactly_once(tmp_path: Path) -> None:
     store = _store(tmp_path)
     ran: list[tuple[str, str]] = []
     replicas = [Replica(str(store.engine.url), name, ran) for name in ("replica-a", "replica-b")]
+    barrier = threading.Barrier(2)
     for r in replicas:
+        _meet_at_first_sight(r, barrier)
         r.start()
     # Both lease loops running before the work is queued: on a loaded machine one replica's thread could
     # otherwise start after the other had run all 40, and the race this test is about would not happen.
