@@ -108,6 +108,17 @@ def _from_probe(gap: dict[str, Any], summary: dict[str, Any]) -> str:
     return f"probe {gap['probe']} of {len(probes)}" + (f" ({when})" if when else "") + ": "
 
 
+def pairs_asked(summary: dict[str, Any], gaps: list[dict[str, Any]]) -> list[int]:
+    """The pairs asked per gap by the probes whose gaps are shown, one number each: probes kept from earlier
+    may have asked for another count than the latest (cg_ray.probe.history)."""
+    shown = {g.get("probe") for g in gaps}
+    probes = summary.get("probes") or []
+    asked = {int(p["pairs"]) for p in probes if p.get("probe") in shown and p.get("pairs") is not None}
+    if not asked and (summary.get("config") or {}).get("pairs") is not None:  # written before probes were kept
+        asked = {int(summary["config"]["pairs"])}
+    return sorted(asked)
+
+
 def _first(*values: Any) -> Any:
     return next(v for v in values if v is not None)
 
@@ -134,7 +145,7 @@ def probe_view(run: RunDir) -> dict[str, Any] | None:
     return {
         "decision": summary.get("decision") or "",
         "fdr": config.get("fdr"),
-        "pairs": config.get("pairs"),
+        "pairs": pairs_asked(summary, gaps),
         "requests": summary.get("requests") or {},
         "probes": summary.get("probes") or [],
         "gaps": gaps,

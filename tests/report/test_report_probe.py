@@ -14,7 +14,7 @@ import pytest
 
 from cg_ray.artifacts import layout as L
 from cg_ray.cli import main
-from cg_ray.report.probe import next_step
+from cg_ray.report.probe import next_step, pairs_asked
 from tests.describe.endpoint_server import serve
 from tests.probe.scripted_probe import probe_config, script, write_run
 from tests.report.offline import offline_page
@@ -107,6 +107,18 @@ def test_an_unsettled_gap_says_how_many_pairs_to_write_and_how() -> None:
     assert next_step({**gap, "verdict": "confirmed", "pairs_needed": None}, "run", 0) is None
 
 
+def test_the_pairs_asked_are_those_of_the_probes_whose_gaps_are_shown() -> None:
+    summary = {
+        "config": {"pairs": 80},  # the latest probe's
+        "probes": [{"probe": 1, "pairs": 40}, {"probe": 2, "pairs": 120}, {"probe": 3, "pairs": 80}],
+    }
+    # probe 2's gap was probed again by probe 3: its 120 is no longer any shown gap's
+    assert pairs_asked(summary, [{"gap_id": "mode:1", "probe": 1}, {"gap_id": "mode:2", "probe": 3}]) == [40, 80]
+    assert pairs_asked(summary, [{"gap_id": "mode:2", "probe": 3}]) == [80]
+    # a probe written before probes were kept has no "probes": its config says
+    assert pairs_asked({"config": {"pairs": 24}}, [{"gap_id": "mode:1"}]) == [24]
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (scripts/setup.sh installs it)")
 def test_the_section_renders_in_the_browser_with_the_rule_and_each_gaps_verdict(run_dir: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
@@ -117,6 +129,7 @@ def test_the_section_renders_in_the_browser_with_the_rule_and_each_gaps_verdict(
         section = page.locator("#probe")
         expect(section).to_be_visible()
         expect(page.locator("#probe-rule")).to_contain_text("Decision: confirmed ⇔ q ≤ fdr")
+        expect(page.locator("#probe-note")).to_contain_text("For each gap, 24 pairs were written")
         rows = page.locator("#probe-table tr.probe-gap")
         expect(rows).to_have_count(len(results))
         for i, r in enumerate(results):

@@ -46,8 +46,11 @@ function probeRowHtml(g) {
 function drawProbe(p) {
   show("probe", Boolean(p));
   if (!p) return;
+  // Probes kept from earlier may have asked for other counts than the latest: then each gap's own probe says.
+  const asked = (p.pairs || []).map((n) => n.toLocaleString());
+  const written = asked.length > 1 ? `${asked.join(" or ")} pairs (as its probe asked)` : `${asked[0] ?? "—"} pairs`;
   $("probe-note").textContent =
-    `For each gap, ${p.pairs ?? "—"} pairs were written: a target item that exhibits it and a matched control ` +
+    `For each gap, ${written} were written: a target item that exhibits it and a matched control ` +
     "without it. Near copies of the suite and pairs the reader does not see as the gap were dropped before the " +
     "model answered; the verdict compares the target's score with its control's on the pairs kept.";
   $("probe-rule").textContent = p.decision ? `Decision: ${p.decision}.` : "";
