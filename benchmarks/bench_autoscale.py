@@ -261,10 +261,9 @@ def run_serve(tmp: Path, monitor: Monitor, encoder_max: int, burst_s: float, cli
     from ray import serve
 
     from cg_ray.serve.app import ServeArgs, build_app
-    from cg_ray.testing.local_serve import APP, free_port, tenant, texts
+    from cg_ray.testing.local_serve import APP, start_proxy, tenant, texts
 
-    port = free_port()
-    serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port})
+    port = start_proxy(proxy_location="HeadOnly")  # a port picked once Ray is up, a lost bind retried
     args = {
         "data_dir": str(tmp / "serve"),
         "ingress_num_cpus": 0,

@@ -11,6 +11,7 @@ import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 FAKE_READER = "cg_ray.testing.fakes:HashingReader.from_config"
 DEFAULT_READER = "cg_ray.activations.reader:ConceptReader.from_config"
@@ -48,13 +49,13 @@ def local_serve(tmp: Path, num_cpus: int = 2) -> Iterator[int]:
     # A short temp dir: Ray's socket paths have a length limit.
     ray.init(num_cpus=num_cpus, _temp_dir=str(tmp / "ray"), include_dashboard=False, log_to_driver=False)
     try:
-        yield _start_proxy()
+        yield start_proxy()
     finally:
         serve.shutdown()
         ray.shutdown()
 
 
-def _start_proxy(tries: int = 3) -> int:
+def start_proxy(tries: int = 3, **start: Any) -> int:
     """Serve's HTTP proxy on a free port, picked once Ray is up. A port is free only until someone binds it,
     and Ray's own processes take ports from the same range (a full test run once lost one between the pick
     and the proxy's bind: "Failed to bind to address"), so a lost race is retried on a new port."""
@@ -63,7 +64,7 @@ def _start_proxy(tries: int = 3) -> int:
     for attempt in range(tries):
         port = free_port()
         try:
-            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            serve.start(http_options={"host": "127.0.0.1", "port": port}, **start)  # start: serve.start's others
             return port
         except Exception as exc:
             if "Failed to bind" not in str(exc) or attempt == tries - 1:

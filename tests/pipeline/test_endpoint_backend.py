@@ -22,6 +22,7 @@ from cg_ray.errors import CgRayError, ConfigError
 from cg_ray.generation.endpoint import check_endpoint, dry_run, parse_answer, payload
 from cg_ray.pipeline.config import parse_run_config
 from cg_ray.pipeline.runner import RunOptions, run
+from cg_ray.testing.local_serve import free_port
 from tests.describe import endpoint_server
 from tests.describe.endpoint_server import Script
 
@@ -252,14 +253,6 @@ def test_config_payload_and_answers() -> None:
     with pytest.raises(ValueError, match="refused the request: bad model"):
         parse_answer({"error": {"message": "bad model"}}, "chat")
     assert issubclass(ConfigError, CgRayError)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -48,11 +48,12 @@ def server(tmp_path: Path):
     from cg_ray.labels import load_labels
 
     app = create_api(settings, store, LocalEncoder(HashingReader(d_sae=128)), load_labels(labels_path, d_sae=128))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    # The socket is bound here and handed to uvicorn: no window in which another process takes the port.
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    port = listening.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
@@ -61,6 +62,7 @@ def server(tmp_path: Path):
     yield f"http://127.0.0.1:{port}", key
     server.should_exit = True
     thread.join(timeout=10)
+    listening.close()
 
 
 def signed_in(p: Any, base: str, key: str) -> tuple[Any, Any]:
