@@ -45,7 +45,6 @@ class Replica(threading.Thread):
         self.keeper = LeaseKeeper(self.store, FAST, name)
         self.ran, self.work_s = ran, work_s
         self.stopped = threading.Event()
-        self.ready = threading.Event()  # its lease loop is running
         self.renewing = True
 
     def start_analysis(self, analysis_id: str) -> None:
@@ -62,7 +61,6 @@ class Replica(threading.Thread):
 
     async def main(self) -> None:
         loop = asyncio.create_task(self.keeper.keep(self.start_analysis))
-        self.ready.set()
         while not self.stopped.is_set():
             await asyncio.sleep(0.02)
         loop.cancel()
@@ -79,10 +77,12 @@ def _wait_all_done(store: Store, ids: list[str], timeout: float = 30.0, done: tu
     raise AssertionError("not every analysis finished")
 
 
-def _meet_at_first_sight(replica: Replica, barrier: threading.Barrier) -> None:
-    """The first time the replica finds claimable work, it waits for the other one to find it too: both then
-    claim the same list at once. Without this, on a loaded machine one replica's poll could come round and
-    claim all of it while the other slept, and the race this test is about would not happen."""
+def _meet_at_first_sight(replica: Replica, barrier: threading.Barrier, from_the_end: bool) -> None:
+    """The first time the replica finds claimable work, it waits for the other one to find it too; then the two
+    claim the list from opposite ends and race where they meet. Without this, on a loaded machine one replica's
+    poll could come round and claim all of it while the other slept (or before the other's thread had
+    started); and two replicas claiming in the same order let one that trails by a step lose every claim
+    (CI saw both), so the race this test is about would not happen."""
     claimable = replica.store.claimable
     waited = threading.Event()
 
@@ -91,7 +91,7 @@ def _meet_at_first_sight(replica: Replica, barrier: threading.Barrier) -> None:
         if found and not waited.is_set():
             waited.set()
             barrier.wait(10)  # if the other never comes, the barrier breaks and "both won some" fails
-        return found
+        return found[::-1] if from_the_end else found
 
     replica.store.claimable = met  # type: ignore[method-assign]
 
@@ -101,12 +101,9 @@ def test_two_replicas_racing_on_one_store_run_each_analysis_exactly_once(tmp_pat
     ran: list[tuple[str, str]] = []
     replicas = [Replica(str(store.engine.url), name, ran) for name in ("replica-a", "replica-b")]
     barrier = threading.Barrier(2)
-    for r in replicas:
-        _meet_at_first_sight(r, barrier)
+    for r, from_the_end in zip(replicas, (False, True), strict=True):
+        _meet_at_first_sight(r, barrier, from_the_end)
         r.start()
-    # Both lease loops running before the work is queued: on a loaded machine one replica's thread could
-    # otherwise start after the other had run all 40, and the race this test is about would not happen.
-    assert all(r.ready.wait(10) for r in replicas)
     ids = _queue(store, 40)
     try:
         _wait_all_done(store, ids)
