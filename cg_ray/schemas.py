@@ -295,6 +295,45 @@ PROBE_EXPORT_FILES: Final = {
     "lm_eval_docs": f"{PROBE_EXPORT_NAME}_lmeval.py",
     "inspect": f"{PROBE_EXPORT_NAME}_inspect.py",
 }
+# `cg-ray scope`: which concepts each benchmark leaves out of its own scope (cg_ray.scope). gaps: one row per
+# (benchmark, reference, concept) compared, with both firing shares, their intervals and the verdicts;
+# coverage: one row per benchmark (rows; missing shares: χ_bench < ε as the paper counts it, no firing row, and
+# missing among the concepts live somewhere in the rows read); summary: the rule, the references, the counts.
+SCOPE_DIR: Final = "scope"
+SCOPE_GAPS_FILE: Final = "gaps.parquet"
+SCOPE_COVERAGE_FILE: Final = "coverage.parquet"
+SCOPE_SUMMARY_FILE: Final = "summary.json"
+SCOPE_GAPS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("benchmark", pa.string(), nullable=False),
+        pa.field("reference", pa.string(), nullable=False),
+        pa.field("method", pa.string(), nullable=False),  # reference | judge
+        pa.field("concept_id", pa.int64(), nullable=False),
+        LABEL_FIELD,
+        pa.field("bench_rows", pa.int64(), nullable=False),  # rows of the benchmark the concept fires on
+        pa.field("bench_n", pa.int64(), nullable=False),
+        *floats("bench_share", "bench_low", "bench_high"),
+        pa.field("reference_rows", pa.int64(), nullable=False),
+        pa.field("reference_n", pa.int64(), nullable=False),
+        *floats("reference_share", "reference_low", "reference_high", "ratio", "ratio_low", "ratio_high"),
+        *floats("p_value", "q_value"),
+        pa.field("firing_threshold", pa.float64(), nullable=False),  # s̃ at which it fires (metrics.firing)
+        pa.field("in_reference", pa.bool_(), nullable=False),
+        pa.field("gap", pa.bool_(), nullable=False),
+        pa.field("missing", pa.bool_(), nullable=False),
+        pa.field("in_scope_judge", pa.bool_(), nullable=True),  # the judge's answer, where a judge was asked
+        pa.field("judge_reason", pa.string(), nullable=True),
+        pa.field("examples", pa.list_(pa.string()), nullable=True),  # reference rows where it fires most
+    ]
+)
+SCOPE_COVERAGE_SCHEMA: Final = pa.schema(
+    [
+        pa.field("benchmark", pa.string(), nullable=False),
+        pa.field("rows", pa.int64(), nullable=False),
+        *floats("missing_share", "never_fires_share", "missing_share_of_live"),
+        pa.field("missing_bound", pa.float64(), nullable=False),  # a concept on 0 rows: share below this (95%)
+    ]
+)
 ROBUSTNESS_FILE: Final = "robustness.json"
 ROBUSTNESS_CONCEPTS_FILE: Final = "robustness_concepts.parquet"
 # An arena run: its own summary, the ratings, the head-to-head tables, and one run directory per model.

@@ -142,6 +142,17 @@ class RobustnessReport(_Versioned):
     adversarial_ablation: dict[str, Any]
 
 
+class ScopeSummary(_Versioned):
+    """scope/summary.json of `cg-ray scope`: per benchmark its reference(s), the rule, the in-scope gaps."""
+
+    run: str
+    rule: dict[str, Any]  # cg_ray.scope.reference.ScopeRule
+    decision: str  # the rule, in words
+    benchmarks: list[dict[str, Any]]  # per benchmark and reference: rows, concepts in use, gaps, missing shares
+    suite: dict[str, Any]  # the whole run's missing share and most over-represented concepts
+    seconds: float
+
+
 class ProbeSummary(_Versioned):
     """probe/summary.json of `cg-ray probe`: the plan, what each step kept and dropped, requests and time."""
 

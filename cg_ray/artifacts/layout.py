@@ -89,6 +89,17 @@ RUN_ARTIFACTS.update(
     )
 )
 
+SCOPE_GAPS, SCOPE_COVERAGE, SCOPE_SUMMARY = (
+    f"{S.SCOPE_DIR}/{n}" for n in (S.SCOPE_GAPS_FILE, S.SCOPE_COVERAGE_FILE, S.SCOPE_SUMMARY_FILE)
+)
+RUN_ARTIFACTS.update(
+    _registry(
+        Artifact(SCOPE_GAPS, "parquet", "scope"),
+        Artifact(SCOPE_COVERAGE, "parquet", "scope"),
+        Artifact(SCOPE_SUMMARY, "json", "scope", C.ScopeSummary),
+    )
+)
+
 ARENA_RATINGS_JSON = f"{S.RATINGS_DIR}/{S.RATINGS_JSON}"
 ARENA_ARTIFACTS: dict[str, Artifact] = _registry(
     Artifact(S.ARENA_FILE, "json", "arena", C.ArenaSummary),

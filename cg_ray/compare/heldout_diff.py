@@ -25,7 +25,7 @@ from scipy import sparse
 
 from cg_ray.arrays import BoolArray, FloatArray, IntArray
 from cg_ray.compare.bootstrap import PairedSample
-from cg_ray.profile.crossfit import firing
+from cg_ray.metrics.firing import firing
 from cg_ray.profile.decision import GREATER, LESS, Alternative, SplitTest, Verdict, judge
 from cg_ray.profile.grouped_split import grouped_split
 from cg_ray.profile.heldout import HeldOut

@@ -23,7 +23,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import CgRayError
 from cg_ray.probe.items import Gap
-from cg_ray.profile.crossfit import firing_threshold
+from cg_ray.metrics.firing import firing_threshold
 
 EXAMPLES = 5  # example prompts handed to a generator per gap
 DEFAULT_SCORER = "exact"
@@ -72,7 +72,7 @@ def _rows_of(run: RunDir, ids: set[str]) -> dict[str, dict[str, Any]]:
 
 def concept_thresholds(path: Path, concepts: set[int]) -> dict[int, float]:
     """Each concept's firing threshold over the run's rows, as the failure modes' rule has it
-    (`crossfit.firing_threshold`: weak SAE tails do not count), in one streaming pass over rows.parquet's
+    (`metrics.firing.firing_threshold`: weak SAE tails do not count), in one streaming pass over rows.parquet's
     concept columns."""
     found: dict[int, list[np.ndarray]] = {c: [] for c in concepts}
     wanted = pa.array(sorted(concepts), type=pa.int64())

@@ -18,6 +18,7 @@ from scipy import sparse
 from cg_ray.arrays import BoolArray, FloatArray, IntArray
 from cg_ray.config import MetricsConfig
 from cg_ray.metrics.compute import CGResult
+from cg_ray.metrics.firing import firing
 from cg_ray.profile.decision import GREATER, LESS, Alternative, SplitTest, Verdict, judge, not_tested, rank_key
 from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, Residuals, residual_order
@@ -26,32 +27,6 @@ from cg_ray.profile.splits import SplitPlan
 from cg_ray.profile.strata import RowFrame
 
 POOL_FACTOR = 4  # concepts a split considers for failure modes, per finding reported
-# A concept *fires* on a row (for failure modes: their rows, overlaps and terms) when its activation reaches
-# this share of its own 99th percentile of non-zero activations over the suite. An SAE leaves weak tails on
-# unrelated text: on 5,144 real prompts the reader's dollar-amount concept is non-zero on 624 rows, 399 of
-# them with a dollar amount, but reaches 10% of its p99 on 420 rows, 399 of them (docs/failure_modes.md).
-# The threshold uses activations only, never scores, so every split may share it.
-FIRING_SHARE = 0.1
-FIRING_QUANTILE = 99.0
-
-
-def firing_threshold(acts: npt.NDArray[np.floating]) -> float:
-    """The activation at which a concept fires, from its activations over the suite (zeros ignored; 0 for a
-    concept never active: then any activation counts). The one definition: failure modes and the probe's
-    reader check use it."""
-    acts = np.asarray(acts)
-    active = acts[acts > 0]
-    return float(FIRING_SHARE * np.percentile(active, FIRING_QUANTILE)) if active.size else 0.0
-
-
-def firing(m: sparse.csc_matrix) -> tuple[FloatArray, sparse.csc_matrix]:
-    """Each column's `firing_threshold` and the matrix of its entries at or above it (the rows where the concept
-    fires, with their s̃): the pool's rules here, a diff's in compare.heldout_diff."""
-    threshold = np.array([firing_threshold(m.data[lo:hi]) for lo, hi in zip(m.indptr[:-1], m.indptr[1:], strict=True)])
-    col = np.repeat(np.arange(m.shape[1]), np.diff(m.indptr))
-    keep = m.data >= threshold[col]
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(col[keep], minlength=m.shape[1]))])
-    return threshold, sparse.csc_matrix((m.data[keep], m.indices[keep], indptr), shape=m.shape)
 
 
 Conditions = tuple[tuple[str, int], ...]  # a slice: (field, value code) pairs

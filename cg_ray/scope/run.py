@@ -1,0 +1,262 @@
+"""`cg-ray scope`: each benchmark of a run against a reference, its in-scope gaps with their evidence, and the
+coverage figures the paper reports (missing shares), written to RUN_DIR/scope/ through the run's one writer.
+
+A reference is either sibling benchmarks of the same run (pooled: benchmarks of the same task, which share
+its scope) or rows files read by the same reader (a user's traffic, real-use prompts), each read as one group.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cg_ray import schemas as S
+from cg_ray.artifacts.layout import SCOPE_COVERAGE, SCOPE_GAPS, SCOPE_SUMMARY, RunDir
+from cg_ray.config import MetricsConfig
+from cg_ray.errors import InputError
+from cg_ray.metrics.compute import chi_bench
+from cg_ray.scope.counts import FiringCounts, SuiteActivations, firing_counts, read_activations
+from cg_ray.scope.reference import ReferenceComparison, ScopeRule, compare, missing_bound
+
+EXAMPLES = 3  # reference rows shown (and given to a judge) per gap
+EXAMPLE_CHARS = 240
+OVER_SHOWN = 10  # the suite's most over-represented concepts in the summary
+
+
+@dataclass(frozen=True)
+class ScopeRequest:
+    run: Path
+    benchmarks: tuple[str, ...] = ()  # empty: every benchmark of the run that is not a reference
+    references: tuple[str, ...] = ()  # sibling benchmarks of the run, pooled into one reference
+    reference_rows: tuple[Path, ...] = ()  # rows files of the same reader, each one group (its file stem)
+    rule: ScopeRule = field(default_factory=ScopeRule)
+
+
+@dataclass(frozen=True)
+class ScopeResult:
+    comparisons: list[ReferenceComparison]
+    thresholds: npt.NDArray[np.float64]  # per concept: the firing threshold over every row read
+    coverage: pd.DataFrame
+    suite: dict[str, Any]
+    labels: dict[int, str]
+    examples: dict[int, list[str]]
+
+    def comparison(self, benchmark: str) -> ReferenceComparison:
+        return next(c for c in self.comparisons if c.benchmark == benchmark)
+
+
+def reference_group(path: Path) -> str:
+    return f"ref:{path.stem.removesuffix('.rows')}"
+
+
+def _plan(req: ScopeRequest, names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(benchmarks to scope, reference groups), refusing unknown names and a benchmark used as both."""
+    run_benchmarks = [n for n in names if not n.startswith("ref:")]
+    for b in (*req.benchmarks, *req.references):
+        if b not in run_benchmarks:
+            raise InputError(f"no benchmark {b!r} in the run; it holds {run_benchmarks}", path=str(req.run))
+    both = set(req.benchmarks) & set(req.references)
+    if both:
+        raise InputError(f"{sorted(both)} named as both a benchmark to scope and its reference", path=str(req.run))
+    refs = [*req.references, *(reference_group(p) for p in req.reference_rows)]
+    if not refs:
+        raise InputError("no reference: name sibling benchmarks (--reference) or rows of real use (--reference-rows)")
+    targets = list(req.benchmarks) or [b for b in run_benchmarks if b not in req.references]
+    if not targets:
+        raise InputError("no benchmark left to scope: every benchmark of the run is a reference", path=str(req.run))
+    return targets, refs
+
+
+def coverage_table(acts: SuiteActivations, counts: FiringCounts, config: MetricsConfig) -> pd.DataFrame:
+    """Per benchmark: the paper's missing share (χ_bench < ε over all d_sae concepts), the share firing on no
+    row, and the missing share among concepts live (active) somewhere in the rows read, so that a dictionary's
+    dead latents do not count as a benchmark's omissions."""
+    m = acts.matrix.tocsr()
+    live = np.asarray((acts.matrix != 0).sum(axis=0)).ravel() > 0
+    out = []
+    for g, name in enumerate(counts.groups):
+        sel = np.flatnonzero(acts.groups == name)
+        act_sum = np.asarray(m[sel].sum(axis=0), dtype=np.float64).ravel()
+        missing = chi_bench(act_sum) < config.epsilon
+        out.append(
+            {
+                "benchmark": name,
+                "rows": int(counts.n_rows[g]),
+                "missing_share": float(missing.mean()),
+                "never_fires_share": float((counts.fires[g] == 0).mean()),
+                "missing_share_of_live": float(missing[live].mean()) if live.any() else float("nan"),
+                "missing_bound": float(missing_bound(int(counts.n_rows[g]))),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def suite_figures(
+    acts: SuiteActivations, counts: FiringCounts, benchmarks: Sequence[str], config: MetricsConfig
+) -> dict[str, Any]:
+    """The run's own suite (references excluded): X_bench's missing share (eq. 3, mean of χ_bench over the
+    benchmarks) and its most over-represented concepts."""
+    m = acts.matrix.tocsr()
+    sums = np.stack([np.asarray(m[np.flatnonzero(acts.groups == b)].sum(axis=0)).ravel() for b in benchmarks])
+    x_bench = chi_bench(sums).mean(axis=0)
+    live = np.asarray((acts.matrix != 0).sum(axis=0)).ravel() > 0
+    order = np.argsort(-x_bench)[:OVER_SHOWN]
+    return {
+        "benchmarks": list(benchmarks),
+        "d_sae": acts.d_sae,
+        "missing_share": float((x_bench < config.epsilon).mean()),
+        "missing_concepts": int((x_bench < config.epsilon).sum()),
+        "live_concepts": int(live.sum()),
+        "over_represented": [{"concept_id": int(c), "x_bench": float(x_bench[c])} for c in order],
+    }
+
+
+def _texts(path: Path, n: int) -> list[str]:
+    names = pq.ParquetFile(path).schema_arrow.names
+    if "prompt" not in names:
+        return [""] * n
+    return [t or "" for t in pq.read_table(path, columns=["prompt"]).column("prompt").to_pylist()]
+
+
+def examples_of(
+    acts: SuiteActivations, texts: list[str], concepts: Sequence[int], groups: Sequence[str]
+) -> dict[int, list[str]]:
+    """Per concept, the reference rows where it is strongest (distinct texts, cut to EXAMPLE_CHARS)."""
+    in_ref = np.isin(acts.groups, list(groups))
+    out: dict[int, list[str]] = {}
+    for c in concepts:
+        lo, hi = acts.matrix.indptr[c], acts.matrix.indptr[c + 1]
+        rows, vals = acts.matrix.indices[lo:hi], acts.matrix.data[lo:hi]
+        keep = in_ref[rows]
+        shown: list[str] = []
+        for r in rows[keep][np.argsort(-vals[keep])]:
+            t = " ".join(texts[r].split())[:EXAMPLE_CHARS]
+            if t and t not in shown:
+                shown.append(t)
+            if len(shown) == EXAMPLES:
+                break
+        out[int(c)] = shown
+    return out
+
+
+def concept_labels(run: RunDir) -> dict[int, str]:
+    """The run's labels (concepts.parquet, as `cg-ray metrics --labels` wrote them), overridden by its
+    descriptions where `cg-ray describe` has run."""
+    labels: dict[int, str] = {}
+    if run.has(S.CONCEPTS_FILE):
+        t = pq.read_table(run.file(S.CONCEPTS_FILE))
+        if "label" in t.column_names:
+            ids = t.column("concept_id").to_pylist()
+            labels = {int(c): lab for c, lab in zip(ids, t.column("label").to_pylist(), strict=True) if lab}
+    if run.has(S.DESCRIPTIONS_FILE):
+        t = pq.read_table(run.file(S.DESCRIPTIONS_FILE), columns=["concept_id", "description"])
+        for c, d in zip(t.column("concept_id").to_pylist(), t.column("description").to_pylist(), strict=True):
+            if d:
+                labels[int(c)] = d
+    return labels
+
+
+def compute_scope(req: ScopeRequest) -> ScopeResult:
+    run = RunDir(req.run)
+    run.require(S.ROWS_FILE)
+    for p in req.reference_rows:
+        if not Path(p).is_file():
+            raise InputError("no such rows file", path=str(p))
+    paths = [run.rows, *req.reference_rows]
+    acts = read_activations(paths, rename=[None, *(reference_group(p) for p in req.reference_rows)])
+    targets, refs = _plan(req, acts.group_names())
+    counts = firing_counts(acts)
+    ref_fires, ref_n = counts.pooled(refs)
+    ref_name = "+".join(refs)
+    comparisons = []
+    for b in targets:
+        fires, n = counts.of(b)
+        comparisons.append(compare(fires, n, ref_fires, ref_n, req.rule, benchmark=b, reference=ref_name))
+    config = MetricsConfig()
+    run_benchmarks = [g for g in counts.groups if not g.startswith("ref:")]
+    texts = [t for p in paths for t in _texts(Path(p), pq.ParquetFile(p).metadata.num_rows)]
+    gap_concepts = sorted({int(c) for cmp in comparisons for c in cmp.gaps["concept"]})
+    return ScopeResult(
+        comparisons=comparisons,
+        thresholds=counts.thresholds,
+        coverage=coverage_table(acts, counts, config),
+        suite=suite_figures(acts, counts, run_benchmarks, config),
+        labels=concept_labels(run),
+        examples=examples_of(acts, texts, gap_concepts, refs),
+    )
+
+
+def gaps_table(result: ScopeResult) -> pa.Table:
+    parts = []
+    for cmp in result.comparisons:
+        t = cmp.table.rename(columns={"concept": "concept_id", "reference_rows": "reference_rows"}).copy()
+        t = t[t["in_reference"] | t["missing"]]  # the rest says nothing about scope: not stored
+        t.insert(0, "benchmark", cmp.benchmark)
+        t.insert(1, "reference", cmp.reference)
+        t.insert(2, "method", "reference")
+        t["label"] = [result.labels.get(int(c)) for c in t["concept_id"]]
+        t["firing_threshold"] = result.thresholds[t["concept_id"].to_numpy()]
+        t["bench_n"] = cmp.n_bench
+        t["reference_n"] = cmp.n_reference
+        t["in_scope_judge"] = None
+        t["judge_reason"] = None
+        t["examples"] = [
+            result.examples.get(int(c)) if g else None for c, g in zip(t["concept_id"], t["gap"], strict=True)
+        ]
+        parts.append(t)
+    df = pd.concat(parts, ignore_index=True)
+    df = df.astype({"in_scope_judge": "object", "judge_reason": "object"})
+    return pa.Table.from_pandas(df[S.SCOPE_GAPS_SCHEMA.names], schema=S.SCOPE_GAPS_SCHEMA, preserve_index=False)
+
+
+def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[str, Any]:
+    cov = result.coverage.set_index("benchmark")
+    benches = []
+    for cmp in result.comparisons:
+        benches.append(
+            {
+                "benchmark": cmp.benchmark,
+                "reference": cmp.reference,
+                "rows": cmp.n_bench,
+                "reference_rows": cmp.n_reference,
+                "in_reference_use": cmp.n_in_reference,
+                "gaps": int(cmp.table["gap"].sum()),
+                "gaps_missing": int((cmp.table["gap"] & cmp.table["missing"]).sum()),
+                "missing_share": float(cov.loc[cmp.benchmark, "missing_share"]),
+                "never_fires_share": float(cov.loc[cmp.benchmark, "never_fires_share"]),
+                "missing_bound": float(cov.loc[cmp.benchmark, "missing_bound"]),
+            }
+        )
+    suite = dict(result.suite)
+    suite["over_represented"] = [{**o, "label": result.labels.get(o["concept_id"])} for o in suite["over_represented"]]
+    return {
+        "run": str(req.run),
+        "rule": req.rule.model_dump(),
+        "decision": req.rule.in_words(),
+        "benchmarks": benches,
+        "suite": suite,
+        "seconds": round(seconds, 2),
+    }
+
+
+def run_scope(req: ScopeRequest) -> tuple[ScopeResult, dict[str, Any]]:
+    """Compute the scope and publish RUN_DIR/scope/ (every file replaced atomically, the step recorded)."""
+    start = time.perf_counter()
+    result = compute_scope(req)
+    doc = summary_doc(req, result, time.perf_counter() - start)
+    coverage = pa.Table.from_pandas(result.coverage, schema=S.SCOPE_COVERAGE_SCHEMA, preserve_index=False)
+    RunDir(req.run).update(
+        "scope",
+        {SCOPE_GAPS: gaps_table(result), SCOPE_COVERAGE: coverage, SCOPE_SUMMARY: doc},
+        {"benchmarks": [c.benchmark for c in result.comparisons], "reference": result.comparisons[0].reference},
+    )
+    return result, doc

@@ -1,0 +1,100 @@
+"""`cg-ray scope` end to end on small rows: a concept the reference uses and one benchmark leaves out is its
+gap, written with its evidence; bad inputs are clear errors that leave nothing written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from cg_ray import schemas as S
+from cg_ray.artifacts.layout import SCOPE_GAPS, SCOPE_SUMMARY, RunDir
+from cg_ray.cli import main
+
+D = 64
+LEFT_OUT = 7  # fires on 15% of the reference and of benchmark "wide", never on "narrow"
+
+
+def _rows(benchmark: str, n: int, rng: np.random.Generator, left_out_share: float) -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        ids = sorted(set(rng.choice(np.arange(10, D), size=6, replace=False).tolist()))
+        if rng.random() < left_out_share:
+            ids = sorted({*ids, LEFT_OUT})
+        acts = rng.uniform(0.5, 1.5, size=len(ids)).astype(np.float32).tolist()
+        out.append(
+            {"row_id": f"{benchmark}-{i}", "benchmark": benchmark, "score": float(rng.random() < 0.5),
+             "concept_ids": ids, "concept_acts": acts}
+        )  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, write_rows: Callable[..., Path]) -> tuple[Path, Path]:
+    rng = np.random.default_rng(0)
+    rows = _rows("narrow", 300, rng, 0.0) + _rows("wide", 300, rng, 0.15)
+    path = write_rows(rows, d_sae=D)
+    ref = write_rows(_rows("traffic", 400, rng, 0.15), d_sae=D, name="traffic.rows.parquet")
+    assert main(["metrics", "--rows", str(path), "--out", str(tmp_path / "run"), "--min-rows", "5"]) == 0
+    return tmp_path / "run", ref
+
+
+def test_the_left_out_concept_is_narrows_gap_with_its_evidence(
+    run_dir: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, ref = run_dir
+    assert main(["scope", str(run), "--reference-rows", str(ref)]) == 0
+    out = capsys.readouterr().out
+    gaps = pq.read_table(RunDir(run).file(SCOPE_GAPS)).to_pandas()
+    found = gaps[gaps["gap"]]
+    assert set(zip(found["benchmark"], found["concept_id"], strict=True)) == {("narrow", LEFT_OUT)}
+    row = found.iloc[0]
+    assert row["missing"] and row["bench_rows"] == 0 and row["bench_n"] == 300
+    assert row["reference_low"] > 0.1 and row["ratio_high"] < 0.5 and row["q_value"] <= 0.1
+    summary = RunDir(run).read_json(SCOPE_SUMMARY)
+    by = {b["benchmark"]: b for b in summary["benchmarks"]}
+    assert by["narrow"]["gaps"] == 1 and by["wide"]["gaps"] == 0
+    assert "concept 7" in out and "0 of 300 rows" in out
+    assert RunDir(run).steps()[-1]["step"] == "scope"
+
+
+def test_sibling_benchmarks_are_a_reference_too(run_dir: tuple[Path, Path]) -> None:
+    run, _ = run_dir
+    assert main(["scope", str(run), "--benchmark", "narrow", "--reference", "wide"]) == 0
+    gaps = pq.read_table(RunDir(run).file(SCOPE_GAPS)).to_pandas()
+    assert gaps.loc[gaps["gap"], "concept_id"].tolist() == [LEFT_OUT]
+    assert set(gaps["reference"]) == {"wide"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--benchmark", "nope", "--reference", "wide"], "no benchmark 'nope'"),
+        (["--benchmark", "narrow"], "no reference"),
+        (["--benchmark", "wide", "--reference", "wide"], "as both"),
+        (["--reference-rows", "missing.parquet"], "no such rows file"),
+    ],
+)
+def test_bad_inputs_are_clear_errors_that_write_nothing(
+    run_dir: tuple[Path, Path], args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, _ = run_dir
+    before = sorted(p.name for p in run.iterdir())
+    assert main(["scope", str(run), *args]) != 0
+    assert "cg-ray scope: error:" in (err := capsys.readouterr().err) and message in err
+    assert sorted(p.name for p in run.iterdir()) == before
+    assert not (run / S.SCOPE_DIR).exists()
+
+
+def test_a_reference_read_by_another_sae_is_refused(
+    run_dir: tuple[Path, Path], write_rows: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, _ = run_dir
+    other = write_rows(_rows("traffic", 50, np.random.default_rng(1), 0.1), d_sae=D * 2, name="other.rows.parquet")
+    assert main(["scope", str(run), "--reference-rows", str(other)]) != 0
+    assert "other.rows.parquet: d_sae 128 differs" in capsys.readouterr().err
+    assert not (run / S.SCOPE_DIR).exists()
