@@ -33,6 +33,7 @@ from cg_ray.report.findings import (
     tried,
 )
 from cg_ray.report.probe import probe_view
+from cg_ray.report.scope import scope_view
 
 PROFILE_FILES: dict[str, str] = {
     "weaknesses": S.WEAKNESSES_FILE,
@@ -239,4 +240,5 @@ def run_view(
         "validation": validation(validate if validate is not None else run.file(S.VALIDATE_FILE)),
         "robustness": robustness(run),
         "probe": probe_view(run),
+        "scope": scope_view(run),
     }

@@ -99,6 +99,7 @@ function drawView(doc, detail) {
   drawValidation(doc.validation);
   drawRobustness(doc.robustness);
   drawProbe(doc.probe);
+  drawScope(doc.scope);
   drawThemes(doc.themes);
   const cols = doc.concepts,
     keys = Object.keys(cols);

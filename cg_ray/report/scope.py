@@ -1,0 +1,74 @@
+"""A run's scope (`cg-ray scope`, docs/method.md "Benchmark gaps in scope") as the explorer and report.html
+show it: per benchmark, the concepts its reference uses that it confidently tests less, in words first
+(label or description, a reference example), then the evidence (both shares with their intervals, the
+ratio, q) and, where a judge was asked, its verdict.
+
+Read from the run's scope/ files through `RunDir` only, as the probe view reads probe/."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pyarrow.compute as pc
+
+from cg_ray.artifacts import layout as L
+from cg_ray.artifacts.layout import RunDir
+
+GAPS_SHOWN = 12  # per benchmark, most confident first (all are in scope/gaps.parquet)
+
+
+def pct(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{100 * x:.1f}%" if x >= 0.001 or x == 0 else f"{100 * x:.2f}%"
+
+
+def evidence_text(g: dict[str, Any]) -> str:
+    """'fires on 6.1% [4.9%, 7.5%] of the reference vs 0 of 1,319 rows here (< 0.2%); ×0.00 [0.00, 0.04]'."""
+    ref = f"{pct(g['reference_share'])} [{pct(g['reference_low'])}, {pct(g['reference_high'])}] of the reference"
+    if g["missing"]:
+        here = f"0 of {int(g['bench_n']):,} rows here (< {pct(g['bench_high'])}, 95%)"
+    else:
+        here = f"{pct(g['bench_share'])} [{pct(g['bench_low'])}, {pct(g['bench_high'])}] here"
+    ratio = f"×{g['ratio']:.2f} [{g['ratio_low']:.2f}, {g['ratio_high']:.2f}]"
+    return f"fires on {ref} vs {here}; {ratio}"
+
+
+def judge_text(g: dict[str, Any]) -> str | None:
+    verdict = g.get("in_scope_judge")
+    if verdict is None:
+        return None
+    reason = f": {g['judge_reason']}" if g.get("judge_reason") else ""
+    return ("in scope" if verdict else "out of scope") + reason
+
+
+def scope_view(run: RunDir) -> dict[str, Any] | None:
+    """{decision, suite, benchmarks: [{benchmark, reference, rows, figures, gaps: [...]}]}; None without scope/."""
+    summary = run.read_json_if_present(L.SCOPE_SUMMARY)
+    table = run.read_table(L.SCOPE_GAPS)
+    if summary is None or table is None:
+        return None
+    gaps = table.filter(pc.equal(table["gap"], True)).to_pylist()
+    out = []
+    for b in summary["benchmarks"]:
+        mine = [g for g in gaps if g["benchmark"] == b["benchmark"] and g["reference"] == b["reference"]]
+        mine.sort(key=lambda g: (g["q_value"], -g["reference_share"]))
+        out.append(
+            {
+                **b,
+                "gaps_shown": [
+                    {
+                        "concept_id": g["concept_id"],
+                        "label": g["label"] or f"concept {g['concept_id']}",
+                        "evidence": evidence_text(g),
+                        "q_value": g["q_value"],
+                        "missing": g["missing"],
+                        "judge": judge_text(g),
+                        "example": (g["examples"] or [None])[0],
+                    }
+                    for g in mine[:GAPS_SHOWN]
+                ],
+            }
+        )
+    return {"decision": summary["decision"], "suite": summary["suite"], "benchmarks": out}

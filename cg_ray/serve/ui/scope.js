@@ -1,0 +1,40 @@
+// What each benchmark leaves out of its scope (`cg-ray scope`, docs/method.md), when the run has scope/:
+// per benchmark its in-scope gaps in words first, then the evidence, drawn from the view's `scope` document
+// (cg_ray.report.scope.scope_view). Uses view.js' helpers.
+"use strict";
+
+function scopeGapHtml(g, i) {
+  const judge = g.judge ? `<div class="muted">judge: ${esc(g.judge)}</div>` : "";
+  const example = g.example ? `<div class="example">${esc(g.example)}</div>` : "";
+  return (
+    `<tr><td class="num">${i + 1}</td><td><b>${esc(g.label)}</b> <span class="muted">concept ${g.concept_id}</span>` +
+    `${example}</td><td>${esc(g.evidence)}${judge}</td><td class="num">${fmt(g.q_value, 3)}</td></tr>`
+  );
+}
+
+function scopeBenchmarkHtml(b) {
+  const head =
+    `<h3>${esc(b.benchmark)} <span class="muted">(${b.rows.toLocaleString()} rows) against ${esc(b.reference)} ` +
+    `(${b.reference_rows.toLocaleString()} rows)</span></h3>` +
+    `<p>${b.gaps.toLocaleString()} of the ${b.in_reference_use.toLocaleString()} concepts in the reference's use ` +
+    `are tested confidently less here (${b.gaps_missing.toLocaleString()} on no row at all; a concept on 0 of these ` +
+    `rows is below ${(100 * b.missing_bound).toFixed(2)}% of them, 95%). Missing (χ_bench &lt; ε): ` +
+    `${(100 * b.missing_share).toFixed(1)}%.</p>`;
+  if (!b.gaps_shown.length) return head + `<p class="muted">No in-scope gap: nothing the reference uses is tested confidently less.</p>`;
+  return (
+    head +
+    `<table class="scope-table"><thead><tr><th>#</th><th>concept, and where the reference uses it</th>` +
+    `<th>evidence: share of rows it fires on, reference vs this benchmark [95%]; ratio</th><th>q</th></tr></thead>` +
+    `<tbody>${b.gaps_shown.map(scopeGapHtml).join("")}</tbody></table>`
+  );
+}
+
+function drawScope(s) {
+  show("scope", Boolean(s));
+  if (!s) return;
+  const suite = s.suite;
+  $("scope-note").textContent =
+    `Across the run's ${suite.benchmarks.length} benchmarks, ${(100 * suite.missing_share).toFixed(1)}% of the ` +
+    `${suite.d_sae.toLocaleString()} concepts are missing (X_bench < ε). Rule: ${s.decision}.`;
+  $("scope-body").innerHTML = s.benchmarks.map(scopeBenchmarkHtml).join("");
+}
