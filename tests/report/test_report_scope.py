@@ -17,7 +17,7 @@ import pytest
 from cg_ray.artifacts import layout as L
 from cg_ray.cli import main
 from tests.report.offline import offline_page
-from tests.scope.test_scope_cli import D, LEFT_OUT, _rows
+from tests.scope.test_scope_cli import LEFT_OUT, D, _rows
 from tests.serve.test_browser import CHROMIUM
 
 
