@@ -49,8 +49,8 @@ PAIR_COLUMNS = ("gap_id", "pair_id", "request_id", "target_score", "control_scor
 # What every output says of the rule (the CLI, the report and the API quote these).
 DECISION = (
     "confirmed ⇔ q ≤ fdr and difference < 0 (the target items score below their matched controls); "
-    "reversed ⇔ q ≤ fdr and difference > 0; refuted ⇔ neither, and the whole (1 − fdr) interval of the "
-    "difference lies above the run's effect (the fresh pairs rule out a gap as large as the run reported; "
+    "reversed ⇔ q ≤ fdr and difference > 0; refuted ⇔ neither, the (1 − fdr) interval of the difference "
+    "holds 0 and lies wholly above the run's effect (the fresh pairs rule out a gap as large as the run reported; "
     f"{DEFAULT_EFFECT} stands in where it reported none); unsettled otherwise, with the pairs needed for "
     f"{POWER:.0%} power; too_few ⇔ under {MIN_PAIRS} pairs or all from one generator request. q: "
     "Benjamini–Hochberg over every gap the run's probes tested (earlier probes' gaps judged again); "
@@ -155,8 +155,11 @@ def _verdict(test: PairedTest, q: float, effect: float, fdr: float) -> str:
         return "confirmed"
     if q <= fdr and test.difference > 0:
         return "reversed"
-    # refuted: the interval rules out an effect as far from 0 as the run's, on the run's side
-    if (effect < 0 and test.low > effect) or (effect > 0 and test.high < effect):
+    # refuted: the interval holds 0 (it does not itself show a gap) and rules out an effect as far from 0 as
+    # the run's, on the run's side. An interval that excludes 0 on the gap's side while q > fdr shows a gap
+    # that multiplicity left unconfirmed: that is unsettled, never refuted.
+    holds_zero = test.low <= 0.0 <= test.high
+    if holds_zero and ((effect < 0 and test.low > effect) or (effect > 0 and test.high < effect)):
         return "refuted"
     return "unsettled"
 
@@ -164,7 +167,7 @@ def _verdict(test: PairedTest, q: float, effect: float, fdr: float) -> str:
 def _note(verdict: str, effect: float, reported: bool, n: int, needed: int | None) -> str:
     said = f"the run's effect {effect:+.3f}" if reported else f"the default effect {effect:+.3f} (run gave none)"
     if verdict == "refuted":
-        return f"the interval excludes {said}"
+        return f"the interval holds 0 and excludes {said}: rules out a gap as large as the run reported"
     if verdict == "unsettled" and needed is not None:
         return f"about {needed} pairs ({max(needed - n, 0)} more) for {POWER:.0%} power to detect {said}"
     return ""

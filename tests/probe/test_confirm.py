@@ -79,10 +79,27 @@ def test_refuted_when_the_fresh_pairs_show_no_difference() -> None:
     gap = out["concept:7"]
     assert gap.verdict == "refuted", gap
     assert gap.ci_low is not None and gap.ci_low > -0.30
-    assert "excludes the run's effect -0.300" in gap.note
+    assert gap.ci_high is not None and gap.ci_low <= 0 <= gap.ci_high
+    assert "holds 0 and excludes the run's effect -0.300" in gap.note
     # the same data do not refute a claim of a gap inside the interval
     small = judge(simulate(np.random.default_rng(3), "concept:7", 300, 0.7, 0.7), {"concept:7": -0.02})
     assert small["concept:7"].verdict == "unsettled"
+
+
+def test_an_interval_that_shows_the_gap_is_never_refuted() -> None:
+    """40 pairs, 9 worse and 2 better, run effect -0.4: McNemar p = 0.065 > fdr 0.05, but Agresti–Min's
+    interval lies wholly below 0. The old rule called this "refuted" (its low end is above -0.4); a user who
+    drops a gap on that word drops a real one. It is unsettled, with the pairs needed."""
+    target = np.array([0.0] * 9 + [1.0] * 2 + [1.0] * 29)
+    control = np.array([1.0] * 9 + [0.0] * 2 + [1.0] * 29)
+    frame = pd.DataFrame(
+        {"gap_id": "mode:1", "pair_id": [f"p{i}" for i in range(40)], "request_id": [f"r{i}" for i in range(40)],
+         "target_score": target, "control_score": control}
+    )  # fmt: skip
+    gap = judge(frame, {"mode:1": -0.4})["mode:1"]
+    assert gap.p_value == pytest.approx(0.0654, abs=1e-3) and gap.q_value is not None and gap.q_value > FDR
+    assert gap.ci_high is not None and gap.ci_high < 0 and gap.ci_low is not None and gap.ci_low > -0.4
+    assert gap.verdict == "unsettled" and gap.pairs_needed is not None
 
 
 def _width_ratio(spread: float, seeds: int = 40) -> float:
