@@ -2,6 +2,7 @@
 suite, and the real-use reference prompts, for `cg-ray extract` (docs/results.md, "The paper's benchmarks").
 
     python scripts/paper_benchmarks.py prepare DATA_DIR WORK_DIR
+    python scripts/paper_benchmarks.py table RUN_DIR            # after `cg-ray scope`: markdown beside the paper
 
 writes
 - WORK_DIR/paper_suite.jsonl: every row of the nine benchmarks as the model would see it (the prompt, and
@@ -78,6 +79,48 @@ def real_use_rows(data: Path) -> list[dict[str, object]]:
     return rows
 
 
+# The paper's missing shares (its project website's data: DeepSeek-R1-Distill-Llama-8B, 32,086 concepts;
+# ../shared/design/paper-benchmark-gaps.md), by the names above.
+PAPER_MISSING = {
+    "agieval": 0.130,
+    "logicbench": 0.200,
+    "gsm8k": 0.253,
+    "nq_open": 0.542,
+    "bbq": 0.670,
+    "social_iqa": 0.427,
+    "math": 0.123,
+    "vectara": 0.064,
+    "crows_pairs": 0.353,
+}
+
+
+def table(run: Path) -> None:
+    import pyarrow.parquet as pq
+
+    cov = {r["benchmark"]: r for r in pq.read_table(run / "scope" / "coverage.parquet").to_pylist()}
+    summary = json.loads((run / "scope" / "summary.json").read_text(encoding="utf-8"))
+    print(
+        "| benchmark | rows | missing (χ_bench < ε) | of live concepts | no firing row | 0 rows ⇒ share below | paper |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name in [n for n, _ in NINE.values()]:
+        c = cov.get(name)
+        if c is None:
+            continue
+        print(
+            f"| {name} | {c['rows']:,} | {100 * c['missing_share']:.1f}% | {100 * c['missing_share_of_live']:.1f}% "
+            f"| {100 * c['never_fires_share']:.1f}% | {100 * c['missing_bound']:.2f}% "
+            f"| {100 * PAPER_MISSING[name]:.1f}% |"
+        )
+    suite = summary["suite"]
+    print(
+        f"\nsuite: {100 * suite['missing_share']:.2f}% missing ({suite['missing_concepts']} of {suite['d_sae']}; "
+        f"{suite['live_concepts']} live); most over-represented (X_bench):"
+    )
+    for o in suite["over_represented"]:
+        print(f"  {o['concept_id']}: X_bench {o['x_bench']:.1f}  {o.get('label')}")
+
+
 def prepare(data: Path, work: Path) -> None:
     work.mkdir(parents=True, exist_ok=True)
     suite = suite_rows(data)
@@ -91,6 +134,9 @@ def prepare(data: Path, work: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "prepare":
+    if len(sys.argv) == 4 and sys.argv[1] == "prepare":
+        prepare(Path(sys.argv[2]), Path(sys.argv[3]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "table":
+        table(Path(sys.argv[2]))
+    else:
         sys.exit(__doc__)
-    prepare(Path(sys.argv[2]), Path(sys.argv[3]))
