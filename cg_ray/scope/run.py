@@ -3,6 +3,11 @@ coverage figures the paper reports (missing shares), written to RUN_DIR/scope/ t
 
 A reference is either sibling benchmarks of the same run (pooled: benchmarks of the same task, which share
 its scope) or rows files read by the same reader (a user's traffic, real-use prompts), each read as one group.
+
+With a judge (`ScopeRequest.judge`, `scope.judge`), an LLM also says of each benchmark's gaps (and, if asked,
+of the concepts in the reference's use it never fires on) whether they are within what the benchmark intends
+to test; its verdicts fill `in_scope_judge` / `judge_reason`. Every benchmark's description is required
+before the first request, and every request is answered before anything is written.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from cg_ray.artifacts.layout import SCOPE_COVERAGE, SCOPE_GAPS, SCOPE_SUMMARY, R
 from cg_ray.config import MetricsConfig
 from cg_ray.errors import InputError
 from cg_ray.metrics.compute import chi_bench
+from cg_ray.scope import judge as J
 from cg_ray.scope.counts import FiringCounts, SuiteActivations, firing_counts, read_activations
 from cg_ray.scope.reference import ReferenceComparison, ScopeRule, compare, missing_bound
 
@@ -39,6 +45,7 @@ class ScopeRequest:
     references: tuple[str, ...] = ()  # sibling benchmarks of the run, pooled into one reference
     reference_rows: tuple[Path, ...] = ()  # rows files of the same reader, each one group (its file stem)
     rule: ScopeRule = field(default_factory=ScopeRule)
+    judge: J.ScopeJudge | None = None  # an LLM judge of the gaps' scope (endpoint, model, key variable, descriptions)
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,8 @@ class ScopeResult:
     suite: dict[str, Any]
     labels: dict[int, str]
     examples: dict[int, list[str]]
+    judgements: dict[str, J.BenchmarkJudgement] = field(default_factory=dict)  # per benchmark, with a judge
+    judge_usage: dict[str, Any] | None = None  # the endpoint's requests and tokens over the whole run
 
     def comparison(self, benchmark: str) -> ReferenceComparison:
         return next(c for c in self.comparisons if c.benchmark == benchmark)
@@ -165,7 +174,10 @@ def concept_labels(run: RunDir) -> dict[int, str]:
     return labels
 
 
-def compute_scope(req: ScopeRequest) -> ScopeResult:
+def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = None) -> ScopeResult:
+    """The comparisons and coverage figures, and the judge's verdicts with `req.judge`: its client is made by
+    `judge_client` (default: the endpoint's, `scope.judge.endpoint_completer`) after every benchmark's
+    description is found, and checked before the first judge request."""
     run = RunDir(req.run)
     run.require(S.ROWS_FILE)
     for p in req.reference_rows:
@@ -174,6 +186,8 @@ def compute_scope(req: ScopeRequest) -> ScopeResult:
     paths = [run.rows, *req.reference_rows]
     acts = read_activations(paths, rename=[None, *(reference_group(p) for p in req.reference_rows)])
     targets, refs = _plan(req, acts.group_names())
+    if req.judge is not None:
+        req.judge.require_descriptions(targets)
     counts = firing_counts(acts)
     ref_fires, ref_n = counts.pooled(refs)
     ref_name = "+".join(refs)
@@ -184,14 +198,28 @@ def compute_scope(req: ScopeRequest) -> ScopeResult:
     config = MetricsConfig()
     run_benchmarks = [g for g in counts.groups if not g.startswith("ref:")]
     texts = [t for p in paths for t in _texts(Path(p), pq.ParquetFile(p).metadata.num_rows)]
-    gap_concepts = sorted({int(c) for cmp in comparisons for c in cmp.gaps["concept"]})
+    include_missing = req.judge is not None and req.judge.include_missing
+    shown = sorted({c for cmp in comparisons for c in J.candidates_of(cmp, include_missing)})
+    labels = concept_labels(run)
+    examples = examples_of(acts, texts, shown, refs)
+    judgements: dict[str, J.BenchmarkJudgement] = {}
+    usage = None
+    if req.judge is not None:
+        client = J.open_judge(req.judge, judge_client)
+        try:
+            judgements = J.judge_scope(comparisons, labels, examples, req.judge, client)
+            usage = J.usage_report(client)
+        finally:
+            J.close(client)
     return ScopeResult(
         comparisons=comparisons,
         thresholds=counts.thresholds,
         coverage=coverage_table(acts, counts, config),
         suite=suite_figures(acts, counts, run_benchmarks, config),
-        labels=concept_labels(run),
-        examples=examples_of(acts, texts, gap_concepts, refs),
+        labels=labels,
+        examples=examples,
+        judgements=judgements,
+        judge_usage=usage,
     )
 
 
@@ -207,11 +235,15 @@ def gaps_table(result: ScopeResult) -> pa.Table:
         t["firing_threshold"] = result.thresholds[t["concept_id"].to_numpy()]
         t["bench_n"] = cmp.n_bench
         t["reference_n"] = cmp.n_reference
-        t["in_scope_judge"] = None
-        t["judge_reason"] = None
-        t["examples"] = [
-            result.examples.get(int(c)) if g else None for c, g in zip(t["concept_id"], t["gap"], strict=True)
-        ]
+        judged = result.judgements.get(cmp.benchmark)
+        verdicts = [judged.verdicts.get(int(c)) if judged else None for c in t["concept_id"]]
+        t["in_scope_judge"] = pd.Series([v.in_scope if v else None for v in verdicts], index=t.index, dtype=object)
+        t["judge_reason"] = pd.Series([v.reason if v else None for v in verdicts], index=t.index, dtype=object)
+        shown = [
+            result.examples.get(int(c)) if g or v is not None else None
+            for c, g, v in zip(t["concept_id"], t["gap"], verdicts, strict=True)
+        ]  # the gaps' examples, and those a judge was shown
+        t["examples"] = pd.Series(shown, index=t.index, dtype=object)
         parts.append(t)
     df = pd.concat(parts, ignore_index=True)
     df = df.astype({"in_scope_judge": "object", "judge_reason": "object"})
@@ -219,7 +251,7 @@ def gaps_table(result: ScopeResult) -> pa.Table:
 
 
 def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[str, Any]:
-    cov = result.coverage.set_index("benchmark")
+    cov = {str(r["benchmark"]): r for r in result.coverage.to_dict("records")}
     benches = []
     for cmp in result.comparisons:
         benches.append(
@@ -231,14 +263,16 @@ def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[
                 "in_reference_use": cmp.n_in_reference,
                 "gaps": int(cmp.table["gap"].sum()),
                 "gaps_missing": int((cmp.table["gap"] & cmp.table["missing"]).sum()),
-                "missing_share": float(cov.loc[cmp.benchmark, "missing_share"]),
-                "never_fires_share": float(cov.loc[cmp.benchmark, "never_fires_share"]),
-                "missing_bound": float(cov.loc[cmp.benchmark, "missing_bound"]),
+                "missing_share": float(cov[cmp.benchmark]["missing_share"]),
+                "never_fires_share": float(cov[cmp.benchmark]["never_fires_share"]),
+                "missing_bound": float(cov[cmp.benchmark]["missing_bound"]),
             }
         )
+        if cmp.benchmark in result.judgements:
+            benches[-1]["judge"] = result.judgements[cmp.benchmark].as_dict()
     suite = dict(result.suite)
     suite["over_represented"] = [{**o, "label": result.labels.get(o["concept_id"])} for o in suite["over_represented"]]
-    return {
+    doc = {
         "run": str(req.run),
         "rule": req.rule.model_dump(),
         "decision": req.rule.in_words(),
@@ -246,17 +280,25 @@ def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[
         "suite": suite,
         "seconds": round(seconds, 2),
     }
+    if req.judge is not None:
+        doc["judge"] = {**req.judge.who(), "usage": result.judge_usage}
+    return doc
 
 
-def run_scope(req: ScopeRequest) -> tuple[ScopeResult, dict[str, Any]]:
-    """Compute the scope and publish RUN_DIR/scope/ (every file replaced atomically, the step recorded)."""
+def run_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = None) -> tuple[ScopeResult, dict[str, Any]]:
+    """Compute the scope (every judge request answered) and only then publish RUN_DIR/scope/ (every file
+    replaced atomically, the step recorded)."""
     start = time.perf_counter()
-    result = compute_scope(req)
+    result = compute_scope(req, judge_client)
     doc = summary_doc(req, result, time.perf_counter() - start)
     coverage = pa.Table.from_pandas(result.coverage, schema=S.SCOPE_COVERAGE_SCHEMA, preserve_index=False)
     RunDir(req.run).update(
         "scope",
         {SCOPE_GAPS: gaps_table(result), SCOPE_COVERAGE: coverage, SCOPE_SUMMARY: doc},
-        {"benchmarks": [c.benchmark for c in result.comparisons], "reference": result.comparisons[0].reference},
+        {
+            "benchmarks": [c.benchmark for c in result.comparisons],
+            "reference": result.comparisons[0].reference,
+            **({"judge": req.judge.who()} if req.judge is not None else {}),
+        },
     )
     return result, doc
