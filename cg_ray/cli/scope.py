@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from cg_ray.cli.options import add_command
-from cg_ray.errors import ConfigError
+from cg_ray.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from cg_ray.describe.config import ExplainConfig
+    from cg_ray.scope.judge import Completer, ScopeJudge, Verdict
 
 SHOWN = 8  # gaps printed per benchmark (all are in scope/gaps.parquet)
 
@@ -35,6 +39,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--fdr", type=float, default=0.10, help="Benjamini–Hochberg level over the concepts tested")
     p.add_argument("--show", type=int, default=SHOWN, help="gaps printed per benchmark")
+    j = p.add_argument_group("an LLM judge of scope (the paper's way: is each gap within the benchmark's intent?)")
+    j.add_argument(
+        "--judge-model",
+        help="the judge's model: served at --judge-endpoint, else run on the generation backend "
+        "(e.g. smollm2-135m-instruct, offline)",
+    )
+    j.add_argument(
+        "--judge-endpoint", help="OpenAI-compatible base URL serving --judge-model, e.g. http://host:8000/v1"
+    )
+    j.add_argument("--judge-api-key-env", help="environment variable holding the endpoint's API key (never the key)")
+    j.add_argument(
+        "--description",
+        action="append",
+        default=[],
+        metavar="BENCH=TEXT",
+        help="what benchmark BENCH intends to test, in a paragraph; repeatable (overrides --descriptions)",
+    )
+    j.add_argument("--descriptions", type=Path, help="YAML mapping: benchmark -> what it intends to test")
+    j.add_argument("--judge-batch", type=int, default=5, help="concepts per judge request")
+    j.add_argument(
+        "--judge-missing",
+        action="store_true",
+        help="also judge the concepts in the reference's use that a benchmark never fires on (not only its gaps)",
+    )
+    j.add_argument("--judge-retries", type=int, default=5, help="retries of a failing request (endpoint)")
+    j.add_argument("--judge-concurrency", type=int, default=8, help="requests in flight at once (endpoint)")
 
 
 def _pct(x: float) -> str:
@@ -56,6 +86,73 @@ def gap_line(rank: int, row: Any, n_bench: int, label: str | None) -> str:
     )
 
 
+def descriptions_of(pairs: list[str], path: Path | None) -> dict[str, str]:
+    """Benchmark -> description from --descriptions FILE (YAML mapping), then --description BENCH=TEXT."""
+    out: dict[str, str] = {}
+    if path is not None:
+        import yaml
+
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InputError(f"cannot read the descriptions: {exc.strerror}", path=str(path)) from None
+        except yaml.YAMLError as exc:
+            raise InputError(f"not YAML: {exc}", path=str(path)) from None
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            raise InputError("expected a mapping of benchmark names to descriptions (text)", path=str(path))
+        out.update({str(k): v for k, v in data.items()})
+    for pair in pairs:
+        bench, sep, text = pair.partition("=")
+        if not sep or not bench.strip() or not text.strip():
+            raise ConfigError(f"--description {pair!r}: expected BENCH=TEXT")
+        out[bench.strip()] = text.strip()
+    return out
+
+
+def judge_of(args: argparse.Namespace) -> ScopeJudge | None:
+    """The `ScopeJudge` the flags name, or None; judge flags without --judge-model are refused."""
+    from cg_ray.scope.judge import ScopeJudge
+
+    given = [
+        f
+        for f, v in (
+            ("--judge-endpoint", args.judge_endpoint),
+            ("--judge-api-key-env", args.judge_api_key_env),
+            ("--description", args.description),
+            ("--descriptions", args.descriptions),
+            ("--judge-missing", args.judge_missing),
+        )
+        if v
+    ]
+    if args.judge_model is None:
+        if given:
+            raise ConfigError(f"{', '.join(given)} without a judge: name its model (--judge-model)")
+        return None
+    try:
+        return ScopeJudge(
+            model=args.judge_model,
+            endpoint=args.judge_endpoint,
+            api_key_env=args.judge_api_key_env,
+            descriptions=descriptions_of(args.description, args.descriptions),
+            batch=args.judge_batch,
+            include_missing=args.judge_missing,
+            retries=args.judge_retries,
+            concurrency=args.judge_concurrency,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = f"--judge-{str(first['loc'][0]).replace('_', '-')}: " if first["loc"] else ""
+        raise ConfigError(f"{where}{first['msg'].removeprefix('Value error, ')}") from None
+
+
+def judge_line(verdict: Verdict) -> str:
+    """'judge: in scope — reason' / 'judge: out of scope — reason' / 'judge: unreadable answer'."""
+    if verdict.in_scope is None:
+        return "      judge: unreadable answer (no verdict)"
+    said = "in scope" if verdict.in_scope else "out of scope"
+    return f"      judge: {said}" + (f" — {verdict.reason}" if verdict.reason else "")
+
+
 def _scope(args: argparse.Namespace) -> int:
     """What each benchmark leaves out of its scope: concepts a reference uses that it confidently tests less
 
@@ -64,7 +161,13 @@ def _scope(args: argparse.Namespace) -> int:
     one firing rule. A concept is in the reference's use when its share there is confidently at least
     --min-share; a gap when the benchmark's share is confidently below --ratio × the reference's
     (Benjamini–Hochberg at --fdr). Also the paper's coverage figures: missing shares per benchmark and for
-    the suite. Writes RUN_DIR/scope/ (gaps.parquet, coverage.parquet, summary.json)."""
+    the suite. Writes RUN_DIR/scope/ (gaps.parquet, coverage.parquet, summary.json).
+
+    With --judge-model, an LLM also says of each gap (and with --judge-missing, of each concept in the
+    reference's use that the benchmark never fires on) whether it is within what the benchmark intends to
+    test, as --description BENCH=TEXT / --descriptions FILE states it for every benchmark scoped: the model
+    served at --judge-endpoint (key in the variable --judge-api-key-env names), else run on the generation
+    backend. Every request is answered before anything is written; an unreadable answer leaves a null verdict."""
     from cg_ray.scope.reference import ScopeRule
     from cg_ray.scope.run import ScopeRequest, run_scope
 
@@ -79,8 +182,9 @@ def _scope(args: argparse.Namespace) -> int:
         references=tuple(args.reference),
         reference_rows=tuple(args.reference_rows),
         rule=rule,
+        judge=judge_of(args),
     )
-    result, doc = run_scope(req)
+    result, doc = run_scope(req, _client)
     suite = doc["suite"]
     print(
         f"suite ({len(suite['benchmarks'])} benchmarks): {_pct(suite['missing_share'])} of the {suite['d_sae']:,} "
@@ -97,9 +201,44 @@ def _scope(args: argparse.Namespace) -> int:
             f"  {b['in_reference_use']} concepts in the reference's use; {b['gaps']} confidently tested less "
             f"({b['gaps_missing']} on no row at all)"
         )
+        judged = result.judgements.get(cmp.benchmark)
+        if judged is not None and judged.counts.asked:
+            n = judged.counts
+            tokens = (
+                f", {n.prompt_tokens + n.completion_tokens:,} tokens"
+                if n.prompt_tokens is not None and n.completion_tokens is not None
+                else ""
+            )
+            print(
+                f"  judge: of {n.asked} concepts asked, {n.in_scope} in scope, {n.out_of_scope} out of scope, "
+                f"{n.unreadable} unreadable ({n.requests} requests{tokens})"
+            )
         for rank, row in enumerate(cmp.gaps.head(args.show).itertuples(), start=1):
-            print(gap_line(rank, row, cmp.n_bench, result.labels.get(int(row.concept))))
-            for ex in result.examples.get(int(row.concept), [])[:1]:
+            concept = int(row.concept)  # type: ignore[arg-type]
+            print(gap_line(rank, row, cmp.n_bench, result.labels.get(concept)))
+            for ex in result.examples.get(concept, [])[:1]:
                 print(f"      e.g. “{ex[:120]}”")
+            if judged is not None and concept in judged.verdicts:
+                print(judge_line(judged.verdicts[concept]))
+        if judged is not None and args.judge_missing:
+            gaps = set(cmp.gaps["concept"].tolist())
+            kept = [c for c, v in judged.verdicts.items() if c not in gaps and v.in_scope]
+            if kept:
+                print(f"  never fired here, in the reference's use, and in scope by the judge: {len(kept)}")
+                for c in kept[: args.show]:
+                    print(f"    concept {c:<5} {result.labels.get(c) or '(no label)'}")
+                    print(judge_line(judged.verdicts[c]))
+    if result.judge_usage is not None:
+        from cg_ray.describe.endpoint import usage_line
+
+        print(f"\n{usage_line(result.judge_usage)}")
     print(f"\nwrote {args.run}/scope/ (gaps.parquet, coverage.parquet, summary.json)")
     return 0
+
+
+def _client(config: ExplainConfig) -> Completer:
+    """The judge's client as `cg-ray explain` makes it: the endpoint (checked with GET /models) or, without
+    one, the generation backend (the model checked to load)."""
+    from cg_ray.describe.completers import make_completer
+
+    return make_completer(config, role="scope judge")
