@@ -300,6 +300,11 @@ def _usage(completer: object) -> tuple[int, int] | None:
     return int(usage.prompt_tokens), int(usage.completion_tokens)
 
 
+def _asks_structured(completer: object) -> bool:
+    config = getattr(completer, "config", None)
+    return isinstance(config, ExplainConfig) and config.judge_structured != "off"
+
+
 def judge_benchmark(
     completer: Completer,
     benchmark: str,
@@ -323,6 +328,8 @@ def judge_benchmark(
         out.counts.structured = "used" if completer.structured else "refused"
     else:
         answers = completer.complete(prompts, max_tokens)
+        if isinstance(completer, StructuredCompleter) and _asks_structured(completer):
+            out.counts.structured = "refused"  # by the server, for an earlier benchmark
     after = _usage(completer)
     if before is not None and after is not None:
         out.counts.prompt_tokens = after[0] - before[0]
