@@ -10,11 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import schemas as S
+from cg_ray.metrics.firing import FIRING_QUANTILE, FIRING_SHARE
 from cg_ray.probe.config import ProbeConfig
 from cg_ray.probe.gaps import read_gaps
 from cg_ray.probe.plan import make_plan
 from cg_ray.probe.reader_check import strength
-from cg_ray.metrics.firing import FIRING_QUANTILE, FIRING_SHARE
 from tests.probe.scripted_probe import write_run
 
 
