@@ -39,6 +39,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--fdr", type=float, default=0.10, help="Benjamini–Hochberg level over the concepts tested")
     p.add_argument("--show", type=int, default=SHOWN, help="gaps printed per benchmark")
+    p.add_argument(
+        "--suite",
+        action="store_true",
+        help="also the run's benchmarks pooled as one, '(suite)': what the whole suite leaves out of real use",
+    )
     j = p.add_argument_group("an LLM judge of scope (the paper's way: is each gap within the benchmark's intent?)")
     j.add_argument(
         "--judge-model",
@@ -168,6 +173,8 @@ def _scope(args: argparse.Namespace) -> int:
     test, as --description BENCH=TEXT / --descriptions FILE states it for every benchmark scoped: the model
     served at --judge-endpoint (key in the variable --judge-api-key-env names), else run on the generation
     backend. Every request is answered before anything is written; an unreadable answer leaves a null verdict."""
+    from cg_ray.artifacts.layout import RunDir
+    from cg_ray.report.refresh import refresh_report
     from cg_ray.scope.reference import ScopeRule
     from cg_ray.scope.run import ScopeRequest, run_scope
 
@@ -183,6 +190,7 @@ def _scope(args: argparse.Namespace) -> int:
         reference_rows=tuple(args.reference_rows),
         rule=rule,
         judge=judge_of(args),
+        suite=args.suite,
     )
     result, doc = run_scope(req, _client)
     suite = doc["suite"]
@@ -233,6 +241,8 @@ def _scope(args: argparse.Namespace) -> int:
 
         print(f"\n{usage_line(result.judge_usage)}")
     print(f"\nwrote {args.run}/scope/ (gaps.parquet, coverage.parquet, summary.json)")
+    if (report := refresh_report(RunDir(args.run))) is not None:  # the report shows what each benchmark leaves out
+        print(f"updated {report}")
     return 0
 
 

@@ -46,6 +46,7 @@ class ScopeRequest:
     reference_rows: tuple[Path, ...] = ()  # rows files of the same reader, each one group (its file stem)
     rule: ScopeRule = field(default_factory=ScopeRule)
     judge: J.ScopeJudge | None = None  # an LLM judge of the gaps' scope (endpoint, model, key variable, descriptions)
+    suite: bool = False  # also the run's benchmarks pooled as one (SUITE): what the whole suite leaves out
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class ScopeResult:
 
 def reference_group(path: Path) -> str:
     return f"ref:{path.stem.removesuffix('.rows')}"
+
+
+SUITE = "(suite)"  # the run's benchmarks (less the references) pooled, as `--suite` compares them
 
 
 def _plan(req: ScopeRequest, names: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -107,6 +111,25 @@ def coverage_table(acts: SuiteActivations, counts: FiringCounts, config: Metrics
             }
         )
     return pd.DataFrame(out)
+
+
+def pooled_coverage(
+    acts: SuiteActivations, counts: FiringCounts, members: Sequence[str], config: MetricsConfig
+) -> dict[str, Any]:
+    """`coverage_table`'s row for several benchmarks read as one (the suite)."""
+    sel = np.flatnonzero(np.isin(acts.groups, list(members)))
+    act_sum = np.asarray(acts.matrix.tocsr()[sel].sum(axis=0), dtype=np.float64).ravel()
+    missing = chi_bench(act_sum) < config.epsilon
+    live = np.asarray((acts.matrix != 0).sum(axis=0)).ravel() > 0
+    fires, n = counts.pooled(members)
+    return {
+        "benchmark": SUITE,
+        "rows": n,
+        "missing_share": float(missing.mean()),
+        "never_fires_share": float((fires == 0).mean()),
+        "missing_share_of_live": float(missing[live].mean()) if live.any() else float("nan"),
+        "missing_bound": float(missing_bound(n)),
+    }
 
 
 def suite_figures(
@@ -197,6 +220,14 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
         comparisons.append(compare(fires, n, ref_fires, ref_n, req.rule, benchmark=b, reference=ref_name))
     config = MetricsConfig()
     run_benchmarks = [g for g in counts.groups if not g.startswith("ref:")]
+    pooled = [b for b in run_benchmarks if b not in refs]
+    coverage = coverage_table(acts, counts, config)
+    if req.suite:
+        fires, n = counts.pooled(pooled)
+        comparisons.append(compare(fires, n, ref_fires, ref_n, req.rule, benchmark=SUITE, reference=ref_name))
+        coverage = pd.concat(
+            [coverage, pd.DataFrame([pooled_coverage(acts, counts, pooled, config)])], ignore_index=True
+        )
     texts = [t for p in paths for t in _texts(Path(p), pq.ParquetFile(p).metadata.num_rows)]
     include_missing = req.judge is not None and req.judge.include_missing
     shown = sorted({c for cmp in comparisons for c in J.candidates_of(cmp, include_missing)})
@@ -207,14 +238,15 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
     if req.judge is not None:
         client = J.open_judge(req.judge, judge_client)
         try:
-            judgements = J.judge_scope(comparisons, labels, examples, req.judge, client)
+            judged = [c for c in comparisons if c.benchmark != SUITE]  # a judge is given each benchmark's intent
+            judgements = J.judge_scope(judged, labels, examples, req.judge, client)
             usage = J.usage_report(client)
         finally:
             J.close(client)
     return ScopeResult(
         comparisons=comparisons,
         thresholds=counts.thresholds,
-        coverage=coverage_table(acts, counts, config),
+        coverage=coverage,
         suite=suite_figures(acts, counts, run_benchmarks, config),
         labels=labels,
         examples=examples,

@@ -70,6 +70,19 @@ def test_sibling_benchmarks_are_a_reference_too(run_dir: tuple[Path, Path]) -> N
     assert set(gaps["reference"]) == {"wide"}
 
 
+def test_the_suite_pooled_is_compared_too(run_dir: tuple[Path, Path]) -> None:
+    """narrow + wide together fire the left-out concept on about 7.5% of rows against the reference's 15%:
+    not below half, so the suite as a whole does not leave it out; the summary has the suite's own row."""
+    run, ref = run_dir
+    assert main(["scope", str(run), "--reference-rows", str(ref), "--suite"]) == 0
+    summary = RunDir(run).read_json(SCOPE_SUMMARY)
+    by = {b["benchmark"]: b for b in summary["benchmarks"]}
+    assert by["(suite)"]["rows"] == 600 and by["narrow"]["gaps"] == 1
+    gaps = pq.read_table(RunDir(run).file(SCOPE_GAPS)).to_pandas()
+    suite = gaps[(gaps["benchmark"] == "(suite)") & (gaps["concept_id"] == LEFT_OUT)]
+    assert len(suite) == 1 and 0.05 < suite["bench_share"].iloc[0] < 0.10
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
