@@ -64,18 +64,37 @@ def export_items(pairs: Sequence[ItemPair], out_dir: Path, *, name: str = "cg_ra
     return paths
 
 
+PROBE_ABOUT = "cg-ray probe items: target items exhibit a gap, controls are their matched pairs."
+
+
 def export_texts(pairs: Sequence[ItemPair], out_dir: Path, *, name: str = "cg_ray_probe") -> dict[str, tuple[str, str]]:
     """key -> (file name, text) of every exported file, the items first, for files that will live in
     `out_dir` (an absolute path: the lm-eval YAML names the items file by it)."""
     if not _NAME.fullmatch(name):
         raise CgRayError(f"export name {name!r} must be a Python identifier (letters, digits, '_')")
-    rows = item_rows(pairs)
+    return harness_texts(item_rows(pairs), out_dir, name=name)
+
+
+def harness_texts(
+    rows: Sequence[dict[str, str]],
+    out_dir: Path,
+    *,
+    name: str,
+    roles: Sequence[str] = ROLES,
+    items_file: str = ITEMS_FILE,
+    about: str = PROBE_ABOUT,
+) -> dict[str, tuple[str, str]]:
+    """`export_texts` for rows already made (`item_rows`' fields: id, gap_id, role, pair_id, input, target,
+    scorer), of the given `roles` (a probe's target and control; `cg-ray augment`'s single items), into
+    `items_file`; `about`: one line on what the items are, in the task files."""
+    if not _NAME.fullmatch(name):
+        raise CgRayError(f"export name {name!r} must be a Python identifier (letters, digits, '_')")
     scorers = sorted({row["scorer"] for row in rows})
     return {
-        "items": (ITEMS_FILE, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)),
-        "lm_eval": (f"{name}.yaml", lm_eval_yaml(name, Path(out_dir) / ITEMS_FILE, scorers)),
-        "lm_eval_docs": (f"{name}_lmeval.py", lm_eval_docs_module(name, scorers)),
-        "inspect": (f"{name}_inspect.py", _INSPECT_TASK.substitute(name=name, items=ITEMS_FILE)),
+        "items": (items_file, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)),
+        "lm_eval": (f"{name}.yaml", lm_eval_yaml(name, Path(out_dir) / items_file, scorers, roles, about)),
+        "lm_eval_docs": (f"{name}_lmeval.py", lm_eval_docs_module(name, scorers, roles)),
+        "inspect": (f"{name}_inspect.py", _INSPECT_TASK.substitute(name=name, items=items_file, about=about)),
     }
 
 
@@ -146,13 +165,15 @@ _Dumper.add_representer(str, _represent_str)
 _Dumper.add_representer(_Function, lambda dumper, value: dumper.represent_scalar("!function", str(value)))
 
 
-def lm_eval_yaml(name: str, items: Path, scorers: Sequence[str]) -> str:
+def lm_eval_yaml(
+    name: str, items: Path, scorers: Sequence[str], roles: Sequence[str] = ROLES, about: str = PROBE_ABOUT
+) -> str:
     """One group: a subgroup per role (its exact_match averaged over its items), a task per role and scorer
     in it. Keys beside `group` are defaults every task inherits."""
-    roles = []
-    for role in ROLES:
+    groups = []
+    for role in roles:
         tasks = [_lm_eval_task(name, role, scorer) for scorer in scorers]
-        roles.append(
+        groups.append(
             {
                 "group": f"{name}_{role}",
                 "task": tasks,
@@ -163,7 +184,7 @@ def lm_eval_yaml(name: str, items: Path, scorers: Sequence[str]) -> str:
         )
     config = {
         "group": name,
-        "task": roles,
+        "task": groups,
         "dataset_path": "json",
         "dataset_kwargs": {"data_files": {"test": str(items)}},
         "test_split": "test",
@@ -174,9 +195,9 @@ def lm_eval_yaml(name: str, items: Path, scorers: Sequence[str]) -> str:
         "generation_kwargs": {"until": ["\n"], "do_sample": False, "temperature": 0.0, "max_gen_toks": 256},
     }
     header = (
-        f"# cg-ray probe items for lm-evaluation-harness: lm_eval --include_path DIR --tasks {name}\n"
+        f"# {about}\n# For lm-evaluation-harness: lm_eval --include_path DIR --tasks {name}\n"
         f"# data_files is absolute (lm-eval reads it from its working directory): moving this folder\n"
-        f"# means editing it. Target items exhibit a gap; controls are their matched pairs.\n"
+        f"# means editing it.\n"
     )
     return header + yaml.dump(config, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
 
@@ -193,11 +214,11 @@ def _lm_eval_task(name: str, role: str, scorer: str) -> dict[str, Any]:
     }
 
 
-def lm_eval_docs_module(name: str, scorers: Sequence[str]) -> str:
+def lm_eval_docs_module(name: str, scorers: Sequence[str], roles: Sequence[str] = ROLES) -> str:
     """The `process_docs` functions of the YAML: each keeps the items of one role and one scorer."""
     functions = "".join(
         f"\n\ndef {role}_{scorer}(dataset):\n    return _select(dataset, {role!r}, {scorer!r})\n"
-        for role in ROLES
+        for role in roles
         for scorer in scorers
     )
     return _LM_EVAL_DOCS.substitute(name=name) + functions
@@ -211,12 +232,11 @@ def _select(dataset, role, scorer):
     return dataset.filter(lambda doc: doc["role"] == role and doc["scorer"] == scorer)
 ''')
 
-_INSPECT_TASK = Template('''"""cg-ray probe items as an inspect_ai task:
-inspect eval ${name}_inspect.py --model PROVIDER/MODEL
+_INSPECT_TASK = Template('''"""${about}
+As an inspect_ai task: inspect eval ${name}_inspect.py --model PROVIDER/MODEL
 
-Target items exhibit a gap, controls are their matched pairs: accuracy is reported per role. Each item is
-scored as its `scorer` field says (numbers compared as numbers, a choice by its letter, short answers by
-match)."""
+Accuracy is reported per role. Each item is scored as its `scorer` field says (numbers compared as numbers,
+a choice by its letter, short answers by match)."""
 
 import re
 from pathlib import Path

@@ -22,8 +22,8 @@ import pyarrow.parquet as pq
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import CgRayError
-from cg_ray.probe.items import Gap
 from cg_ray.metrics.firing import firing_threshold
+from cg_ray.probe.items import Gap
 
 EXAMPLES = 5  # example prompts handed to a generator per gap
 DEFAULT_SCORER = "exact"
@@ -56,7 +56,7 @@ class RunGaps:
         return [by_id[w] for w in dict.fromkeys(wanted)]
 
 
-def _scorers(run: RunDir) -> dict[str, str]:
+def run_scorers(run: RunDir) -> dict[str, str]:
     """benchmark -> scorer, as the run's manifest recorded them (a run made by `cg-ray metrics` has none)."""
     counts = (run.read_json_if_present(S.MANIFEST_FILE) or {}).get("counts") or {}
     return {b: c.get("scorer", DEFAULT_SCORER) for b, c in (counts.get("scoring") or {}).items()}
@@ -107,7 +107,7 @@ def read_gaps(path: Path) -> RunGaps:
     modes = _table(run, S.FAILURE_MODES_FILE)
     weak = _table(run, S.WEAKNESSES_FILE)
     rows = _rows_of(run, {i for e in (*modes, *weak) for i in (e.get("example_row_ids") or [])[:EXAMPLES]})
-    scorers = _scorers(run)
+    scorers = run_scorers(run)
     gaps: list[Gap] = []
     thresholds: dict[str, dict[int, float]] = {}
     for m in modes:

@@ -21,7 +21,7 @@ import operator
 import re
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -136,16 +136,24 @@ def pair_format() -> dict[str, Any]:
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 
 
-def parse_pair(text: str) -> PairAnswer | None:
-    """The pair of an answer that is exactly the JSON asked for (a ```json fence aside); None otherwise, and
-    for a "pair" whose two questions are the same."""
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
+def parse_json(text: str, model: type[Answer]) -> Answer | None:
+    """`model` read from an answer that is exactly the JSON asked for (a ```json fence aside); None otherwise."""
     body = text.strip()
     fenced = _FENCE.match(body)
     try:
-        pair = PairAnswer.model_validate_json(fenced.group(1) if fenced else body)
+        return model.model_validate_json(fenced.group(1) if fenced else body)
     except ValidationError:
         return None
-    return None if pair.target.question == pair.control.question else pair
+
+
+def parse_pair(text: str) -> PairAnswer | None:
+    """The pair of an answer that is exactly the JSON asked for (a ```json fence aside); None otherwise, and
+    for a "pair" whose two questions are the same."""
+    pair = parse_json(text, PairAnswer)
+    return None if pair is None or pair.target.question == pair.control.question else pair
 
 
 _OPS: dict[type[ast.AST], Callable[[Fraction, Fraction], Fraction]] = {
@@ -273,9 +281,14 @@ class LLMGenerator:
 
     def checked(self, pairs: Sequence[PairAnswer], scorer: str) -> list[bool]:
         """Whether both references of each pair pass the check (`reference_check`)."""
+        right = self.checked_sides([s for p in pairs for s in (p.target, p.control)], scorer)
+        return [right[2 * k] and right[2 * k + 1] for k in range(len(pairs))]
+
+    def checked_sides(self, sides: Sequence[Side], scorer: str) -> list[bool]:
+        """Whether each question's reference passes the check (`reference_check`): single items too
+        (`cg-ray augment`)."""
         if self.reference_check == "none":
-            return [True] * len(pairs)
-        sides = [s for p in pairs for s in (p.target, p.control)]
+            return [True] * len(sides)
         verdicts: list[bool | None] = [None] * len(sides)
         if scorer == "numeric":  # computed where the question is plain arithmetic: exact, and free
             for j, s in enumerate(sides):
@@ -283,7 +296,7 @@ class LLMGenerator:
                 verdicts[j] = None if value is None else score_one("numeric", value, [s.answer]) == 1.0
         if self.reference_check == "answer":
             self._answered(sides, verdicts, scorer)
-        return [verdicts[2 * k] is not False and verdicts[2 * k + 1] is not False for k in range(len(pairs))]
+        return [v is not False for v in verdicts]
 
     def _answered(self, sides: Sequence[Side], verdicts: list[bool | None], scorer: str) -> None:
         """The checker answers the sides not computed, `check_samples` times each; a majority must score 1."""

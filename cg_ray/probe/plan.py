@@ -54,10 +54,12 @@ def _manifest_config(run: Path) -> dict[str, Any]:
     return dict(manifest.get("config") or {})
 
 
-def run_reader(run: Path, config: ProbeConfig) -> ReaderConfig:
-    """The reader named in the config, else the one the run read its rows with, else the default."""
-    if config.reader is not None:
-        return config.reader
+def run_reader(run: Path, config: ProbeConfig | ReaderConfig | None) -> ReaderConfig:
+    """The reader named in the config (a probe's, or a reader's own config), else the one the run read its rows
+    with, else the default."""
+    named = config.reader if isinstance(config, ProbeConfig) else config
+    if named is not None:
+        return named
     saved = _manifest_config(run).get("reader")
     if not saved:
         return ReaderConfig()

@@ -24,8 +24,10 @@ ANSWERS = "answers.jsonl"
 
 
 class Work:
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    """`what`: whose work directory it is, in its messages (a probe's; `cg-ray augment` keeps one too)."""
+
+    def __init__(self, path: Path, what: str = "probe") -> None:
+        self.path, self.what = path, what
 
     def resumes(self, settings: dict[str, Any], *, fresh: bool) -> bool:
         """Whether an earlier attempt with these settings is here to resume (read only); an unfinished probe
@@ -35,7 +37,7 @@ class Work:
             return False
         if json.loads(saved.read_text(encoding="utf-8")) != json.loads(json.dumps(settings, default=str)):
             raise CgRayError(
-                f"{saved}: an unfinished probe with other settings is here; rerun it with the same settings "
+                f"{saved}: an unfinished {self.what} with other settings is here; rerun it with the same settings "
                 "to resume it, or pass --fresh to discard it"
             )
         return True
@@ -49,23 +51,29 @@ class Work:
             with atomic_file(self.path / SETTINGS) as tmp:
                 tmp.write_text(json.dumps(settings, sort_keys=True, default=str), encoding="utf-8")
 
-    def _gap_file(self, gap_id: str) -> Path:
-        return self.path / "pairs" / (re.sub(r"[^A-Za-z0-9_.-]", "_", gap_id) + ".json")
+    def _file(self, folder: str, key: str) -> Path:
+        return self.path / folder / (re.sub(r"[^A-Za-z0-9_.-]", "_", key) + ".json")
+
+    def load(self, folder: str, key: str) -> dict[str, Any] | None:
+        """A JSON document an earlier attempt saved under `folder`/`key` (each written whole), or None."""
+        path = self._file(folder, key)
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+    def save(self, folder: str, key: str, body: dict[str, Any]) -> None:
+        with atomic_file(self._file(folder, key)) as tmp:
+            tmp.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
 
     def written(self, gap_id: str) -> tuple[GenerationOutcome, str] | None:
         """The pairs an earlier attempt wrote for the gap, and by which generator."""
-        path = self._gap_file(gap_id)
-        if not path.exists():
+        data = self.load("pairs", gap_id)
+        if data is None:
             return None
-        data = json.loads(path.read_text(encoding="utf-8"))
         pairs = [ItemPair(**p) for p in data.pop("pairs")]
         generator = data.pop("generator")
         return GenerationOutcome(pairs=pairs, **data), generator
 
     def save_written(self, gap_id: str, outcome: GenerationOutcome, generator: str) -> None:
-        body = asdict(outcome) | {"generator": generator}
-        with atomic_file(self._gap_file(gap_id)) as tmp:
-            tmp.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
+        self.save("pairs", gap_id, asdict(outcome) | {"generator": generator})
 
     def answers(self) -> dict[str, Answer]:
         """The answers saved so far (a torn last line, from a kill mid-write, is ignored: asked again)."""
