@@ -296,7 +296,8 @@ PROBE_EXPORT_FILES: Final = {
     "inspect": f"{PROBE_EXPORT_NAME}_inspect.py",
 }
 # `cg-ray scope`: which concepts each benchmark leaves out of its own scope (cg_ray.scope). gaps: one row per
-# (benchmark, reference, concept) compared, with both firing shares, their intervals and the verdicts;
+# (benchmark, reference, concept) compared, with both firing shares, their intervals and the verdicts (a new
+# `cg-ray scope` replaces the (benchmark, reference) pairs it compares and keeps the others);
 # coverage: one row per benchmark (rows; missing shares: χ_bench < ε as the paper counts it, no firing row, and
 # missing among the concepts live somewhere in the rows read); summary: the rule, the references, the counts.
 SCOPE_DIR: Final = "scope"
@@ -329,9 +330,50 @@ SCOPE_GAPS_SCHEMA: Final = pa.schema(
 SCOPE_COVERAGE_SCHEMA: Final = pa.schema(
     [
         pa.field("benchmark", pa.string(), nullable=False),
+        pa.field("reference", pa.string(), nullable=False),  # firing counts depend on the rows read with it
         pa.field("rows", pa.int64(), nullable=False),
         *floats("missing_share", "never_fires_share", "missing_share_of_live"),
         pa.field("missing_bound", pa.float64(), nullable=False),  # a concept on 0 rows: share below this (95%)
+    ]
+)
+# `cg-ray augment` (cg_ray.augment): every item written with its checks; per targeted concept, before → after the
+# kept items; export/: the kept items in the benchmark's normalized format, as harness rows, and harness tasks.
+AUGMENT_DIR, AUGMENT_EXPORT_DIR, AUGMENT_EXPORT_NAME = "augment", "export", "cg_ray_augment"
+AUGMENT_ITEMS_FILE, AUGMENT_COVERAGE_FILE, AUGMENT_SUMMARY_FILE = "items.parquet", "coverage.parquet", "summary.json"
+AUGMENT_EXPORT_FILES: Final = {
+    "items": "items.jsonl", "harness": "harness.jsonl", "lm_eval": f"{AUGMENT_EXPORT_NAME}.yaml",
+    "lm_eval_docs": f"{AUGMENT_EXPORT_NAME}_lmeval.py", "inspect": f"{AUGMENT_EXPORT_NAME}_inspect.py",
+}  # fmt: skip
+AUGMENT_ITEMS_SCHEMA: Final = pa.schema(
+    [
+        *(pa.field(n, pa.string(), nullable=False) for n in ("item_id", "benchmark")),
+        pa.field("concept_id", pa.int64(), nullable=False),  # the in-scope gap the item was written for
+        LABEL_FIELD,
+        *(pa.field(n, pa.string(), nullable=False) for n in ("generator", "request_id")),
+        pa.field("seed", pa.int64(), nullable=False),
+        pa.field("prompt", pa.string(), nullable=False),
+        pa.field("reference", pa.list_(pa.string()), nullable=False),
+        pa.field("choices", pa.list_(pa.string()), nullable=True),
+        pa.field("scorer", pa.string(), nullable=False),
+        pa.field("reference_ok", pa.bool_(), nullable=True),  # null: not checked (format failed, or no check)
+        pa.field("near_copy", pa.string(), nullable=True),  # what it copies
+        pa.field("strength", pa.float64(), nullable=True),  # the concept's s̃ / its firing threshold (≥ 1: fires)
+        pa.field("dropped", pa.string(), nullable=True),  # format | wrong_reference | near_copy | reader; null: kept
+    ]
+)
+AUGMENT_COVERAGE_SCHEMA: Final = pa.schema(
+    [
+        pa.field("benchmark", pa.string(), nullable=False),
+        pa.field("concept_id", pa.int64(), nullable=False),
+        LABEL_FIELD,
+        *counts("items_written", "items_kept", "items_firing"),
+        *counts("bench_rows_before", "bench_rows_after", "bench_n_before", "bench_n_after"),
+        *floats("bench_share_before", "bench_share_after", "reference_share"),
+        *floats("ratio_before", "ratio_after", "q_value_before", "q_value_after"),
+        # state: missing | gap | covered (scope's verdicts); class: χ_bench's coverage class in the benchmark
+        *(pa.field(n, pa.string(), nullable=False) for n in ("state_before", "state_after")),
+        *floats("chi_bench_before", "chi_bench_after"),
+        *(pa.field(n, pa.string(), nullable=False) for n in ("class_before", "class_after")),
     ]
 )
 ROBUSTNESS_FILE: Final = "robustness.json"

@@ -153,6 +153,22 @@ class ScopeSummary(_Versioned):
     seconds: float
 
 
+class AugmentSummary(_Versioned):
+    """augment/summary.json of `cg-ray augment`: the benchmark, its gaps targeted, what each check dropped,
+    its in-scope coverage before → after the kept items, and what they pushed into over-representation."""
+
+    run: str
+    benchmark: str
+    reference: str
+    config: dict[str, Any]  # cg_ray.augment.config.AugmentConfig
+    gaps: list[dict[str, Any]]  # per targeted concept: items written / kept, drops by reason, state before → after
+    coverage: dict[str, Any]  # in-scope coverage before → after, concepts in the reference's use, gaps
+    over_represented: list[dict[str, Any]]  # concepts χ_bench-over after the items but not before
+    requests: dict[str, Any]  # writer and checker requests, malformed answers
+    exports: list[str]  # files under augment/export/
+    seconds: dict[str, float]
+
+
 class ProbeSummary(_Versioned):
     """probe/summary.json of `cg-ray probe`: the plan, what each step kept and dropped, requests and time."""
 

@@ -100,6 +100,13 @@ RUN_ARTIFACTS.update(
     )
 )
 
+AUGMENT_ITEMS, AUGMENT_COVERAGE, AUGMENT_SUMMARY, AUGMENT_EXPORT = (f"{S.AUGMENT_DIR}/{n}" for n in (
+    S.AUGMENT_ITEMS_FILE, S.AUGMENT_COVERAGE_FILE, S.AUGMENT_SUMMARY_FILE, S.AUGMENT_EXPORT_DIR))  # fmt: skip
+RUN_ARTIFACTS.update(_registry(
+    *(Artifact(n, "parquet", "augment") for n in (AUGMENT_ITEMS, AUGMENT_COVERAGE)),
+    Artifact(AUGMENT_SUMMARY, "json", "augment", C.AugmentSummary),
+    *(Artifact(f"{AUGMENT_EXPORT}/{n}", "text", "augment") for n in S.AUGMENT_EXPORT_FILES.values())))  # fmt: skip
+
 ARENA_RATINGS_JSON = f"{S.RATINGS_DIR}/{S.RATINGS_JSON}"
 ARENA_ARTIFACTS: dict[str, Artifact] = _registry(
     Artifact(S.ARENA_FILE, "json", "arena", C.ArenaSummary),

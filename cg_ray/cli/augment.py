@@ -1,0 +1,108 @@
+"""`cg-ray augment RUN_DIR --benchmark B`: new items in B's format for its in-scope gaps (docs/augment.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from cg_ray.cli.options import add_command
+from cg_ray.errors import ConfigError
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = add_command(subparsers, "augment", _augment)
+    p.add_argument("run", type=Path, help="a run directory on which `cg-ray scope` has run")
+    p.add_argument("--benchmark", help="the benchmark to augment (one that scope compared to its reference)")
+    p.add_argument("--gap", action="append", default=[], help="an in-scope gap of it, concept:ID; repeatable")
+    p.add_argument("--top", type=int, help="gaps targeted when none are named: the most confident first (default 5)")
+    p.add_argument(
+        "--items", type=int, help="items wanted per gap, before the near-copy and reader checks (default 20)"
+    )
+    p.add_argument("--seed", type=int)
+    p.add_argument("--writer-endpoint", help="OpenAI-compatible base URL of the model that writes items")
+    p.add_argument(
+        "--writer-model",
+        help="the writer's model: the name --writer-endpoint serves, or alone one --writer-backend runs",
+    )
+    p.add_argument("--writer-backend", choices=("vllm", "hf"), help="without --writer-endpoint (default vllm, on Ray)")
+    p.add_argument("--writer-api-key-env", help="environment variable holding the writer endpoint's key")
+    p.add_argument("--reference-check", choices=("answer", "executed", "none"), help="default answer")
+    p.add_argument("--no-reader-check", action="store_true", help="keep items on which the concept does not fire")
+    p.add_argument("--reader-factory", help="import path of the reader factory (default: the project's reader)")
+    p.add_argument("--config", type=Path, help="a YAML file of augment settings (cg_ray.augment.config); flags win")
+    p.add_argument("--dry-run", action="store_true", help="print the plan (gaps, items, requests) and stop")
+    p.add_argument("--fresh", action="store_true", help="discard an unfinished augment of this run, not resume it")
+
+
+def augment_config(args: argparse.Namespace) -> Any:
+    """The AugmentConfig of the flags over --config's file, validated once; a bad value names its field."""
+    from cg_ray.augment.config import AugmentConfig
+
+    data: dict[str, Any] = {}
+    if args.config:
+        data = yaml.safe_load(args.config.read_text(encoding="utf-8")) or {}
+    flags = {"benchmark": args.benchmark, "top": args.top, "items": args.items, "seed": args.seed,
+             "reference_check": args.reference_check, "reader_factory": args.reader_factory}  # fmt: skip
+    data.update({k: v for k, v in flags.items() if v is not None})
+    if args.gap:
+        data["gaps"] = args.gap
+    if args.no_reader_check:
+        data["reader_check"] = False
+    if args.writer_endpoint and not args.writer_model:
+        raise ConfigError("--writer-endpoint needs --writer-model: the model name the endpoint serves")
+    if args.writer_model:
+        backend = {"endpoint": args.writer_endpoint, "api_key_env": args.writer_api_key_env}
+        data["writer"] = {"model": args.writer_model, "backend": args.writer_backend or "vllm", **backend}
+    if not data.get("benchmark"):
+        raise ConfigError("name the benchmark to augment: --benchmark B (one of those `cg-ray scope` compared)")
+    try:
+        return AugmentConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"augment setting {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+def _augment(args: argparse.Namespace) -> int:
+    """Write new items in a benchmark's format for its in-scope gaps, checked, with its coverage before → after
+
+    For each in-scope gap of --benchmark (the concepts `cg-ray scope` found a reference of real use confidently
+    uses and the benchmark tests less; --gap concept:ID to name them, else the --top most confident), a writer
+    (--writer-endpoint / --writer-model) writes --items items in the benchmark's own format. Items of the wrong
+    format or with a wrong reference, near copies of the run's rows or of each other, and items on which the
+    reader does not see the concept fire are dropped, each counted. The kept items are added to the
+    benchmark's firing counts and compared to the same reference again: each gap's state before → after, the
+    benchmark's in-scope coverage, and concepts pushed into over-representation. Writes RUN_DIR/augment/
+    (items.parquet, coverage.parquet, summary.json, export/items.jsonl in the benchmark's normalized format, and
+    harness tasks); the benchmark's own file is never edited. Resumable: rerun the same command."""
+    from cg_ray.augment.plan import make_plan, plan_text
+    from cg_ray.augment.run import run_augment
+
+    plan = make_plan(args.run, augment_config(args))
+    if args.dry_run:
+        print(plan_text(plan))
+        return 0
+    summary = run_augment(plan, fresh=args.fresh, say=print)
+    print()
+    for g in summary["gaps"]:
+        drops = ", ".join(f"{k} {g[k]}" for k in ("format", "wrong_reference", "near_copy", "reader") if g[k])
+        print(
+            f"  {g['gap_id']:<14} {g['state_before']} → {g['state_after']}: {g['kept']} of {g['written']} items kept"
+            f"{f' (dropped: {drops})' if drops else ''}; rows firing {g['bench_rows'][0]} → {g['bench_rows'][1]}"
+        )
+    cov = summary["coverage"]
+    before, after = cov["in_scope_coverage"]
+    print(
+        f"in-scope coverage of {summary['benchmark']}: {before:.1%} → {after:.1%} of the {cov['in_reference_use']} "
+        f"concepts in the reference's use (gaps {cov['gaps'][0]} → {cov['gaps'][1]}, {cov['items_added']} items added)"
+    )
+    for o in summary["over_represented"]:
+        label = o["label"] or "(no label)"
+        print(f"  now over-represented in it (χ_bench ≥ its 90th percentile): concept {o['concept_id']} {label}")
+    print(f"requests: {json.dumps(summary['requests'])}")
+    print(f"wrote {args.run / 'augment'} (items.parquet, coverage.parquet, summary.json, export/)")
+    return 0
