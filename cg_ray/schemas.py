@@ -296,7 +296,8 @@ PROBE_EXPORT_FILES: Final = {
     "inspect": f"{PROBE_EXPORT_NAME}_inspect.py",
 }
 # `cg-ray scope`: which concepts each benchmark leaves out of its own scope (cg_ray.scope). gaps: one row per
-# (benchmark, reference, concept) compared, with both firing shares, their intervals and the verdicts;
+# (benchmark, reference, concept) compared, with both firing shares, their intervals and the verdicts (a new
+# `cg-ray scope` replaces the (benchmark, reference) pairs it compares and keeps the others);
 # coverage: one row per benchmark (rows; missing shares: χ_bench < ε as the paper counts it, no firing row, and
 # missing among the concepts live somewhere in the rows read); summary: the rule, the references, the counts.
 SCOPE_DIR: Final = "scope"
@@ -329,6 +330,7 @@ SCOPE_GAPS_SCHEMA: Final = pa.schema(
 SCOPE_COVERAGE_SCHEMA: Final = pa.schema(
     [
         pa.field("benchmark", pa.string(), nullable=False),
+        pa.field("reference", pa.string(), nullable=False),  # firing counts depend on the rows read with it
         pa.field("rows", pa.int64(), nullable=False),
         *floats("missing_share", "never_fires_share", "missing_share_of_live"),
         pa.field("missing_bound", pa.float64(), nullable=False),  # a concept on 0 rows: share below this (95%)

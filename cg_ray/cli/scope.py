@@ -199,7 +199,9 @@ def _scope(args: argparse.Namespace) -> int:
         f"concepts missing (X_bench < ε; {suite['live_concepts']:,} live in the rows read)"
     )
     print(f"rule: {doc['decision']}")
-    for cmp, b in zip(result.comparisons, doc["benchmarks"], strict=True):
+    entries = {(b["benchmark"], b["reference"]): b for b in doc["benchmarks"]}  # earlier scopes' pairs too
+    for cmp in result.comparisons:
+        b = entries[(cmp.benchmark, cmp.reference)]
         print(
             f"\n{b['benchmark']} ({b['rows']:,} rows) against {b['reference']} ({b['reference_rows']:,} rows): "
             f"missing {_pct(b['missing_share'])} (χ_bench < ε), no firing row {_pct(b['never_fires_share'])}; "

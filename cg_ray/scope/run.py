@@ -298,6 +298,7 @@ def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[
                 "missing_share": float(cov[cmp.benchmark]["missing_share"]),
                 "never_fires_share": float(cov[cmp.benchmark]["never_fires_share"]),
                 "missing_bound": float(cov[cmp.benchmark]["missing_bound"]),
+                "rule": req.rule.model_dump(),
             }
         )
         if cmp.benchmark in result.judgements:
@@ -317,19 +318,58 @@ def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[
     return doc
 
 
+def _kept(old: pa.Table | None, keys: set[tuple[str, str]]) -> pa.Table | None:
+    """The rows of an earlier scope table whose (benchmark, reference) this scope does not compare again."""
+    if old is None:
+        return None
+    pairs = zip(old.column("benchmark").to_pylist(), old.column("reference").to_pylist(), strict=True)
+    return old.filter(pa.array([(b, r) not in keys for b, r in pairs]))
+
+
+def merged(
+    run: RunDir, new_gaps: pa.Table, new_coverage: pa.Table, doc: dict[str, Any]
+) -> tuple[pa.Table, pa.Table, dict[str, Any]]:
+    """This scope's tables and summary with the earlier scopes' (benchmark, reference) pairs it does not
+    compare again: scoping GSM8K against MATH, then SocialIQA against BBQ, keeps both."""
+    keys = {(b["benchmark"], b["reference"]) for b in doc["benchmarks"]}
+    earlier = run.read_json_if_present(SCOPE_SUMMARY)
+    if earlier is None:
+        return new_gaps, new_coverage, doc
+    tables = []
+    # coverage holds every group read with the reference (its counts depend on the rows read): by reference
+    references = set(new_coverage.column("reference").to_pylist())
+    for name, new in ((SCOPE_GAPS, new_gaps), (SCOPE_COVERAGE, new_coverage)):
+        old = run.read_table(name) if run.has(name) else None
+        if old is not None and name == SCOPE_COVERAGE:
+            old = old.filter(pa.array([r not in references for r in old.column("reference").to_pylist()]))
+        elif old is not None:
+            old = _kept(old, keys)
+        fits = old is not None and old.schema.names == new.schema.names
+        tables.append(pa.concat_tables([old.cast(new.schema), new]) if fits and old is not None else new)
+    kept = [b for b in earlier.get("benchmarks", []) if (b["benchmark"], b["reference"]) not in keys]
+    return tables[0], tables[1], {**doc, "benchmarks": kept + doc["benchmarks"]}
+
+
 def run_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = None) -> tuple[ScopeResult, dict[str, Any]]:
     """Compute the scope (every judge request answered) and only then publish RUN_DIR/scope/ (every file
-    replaced atomically, the step recorded)."""
+    replaced atomically, the step recorded), keeping earlier scopes' other (benchmark, reference) pairs."""
     start = time.perf_counter()
     result = compute_scope(req, judge_client)
     doc = summary_doc(req, result, time.perf_counter() - start)
-    coverage = pa.Table.from_pandas(result.coverage, schema=S.SCOPE_COVERAGE_SCHEMA, preserve_index=False)
-    RunDir(req.run).update(
+    reference = result.comparisons[0].reference
+    coverage = pa.Table.from_pandas(
+        result.coverage.assign(reference=reference)[S.SCOPE_COVERAGE_SCHEMA.names],
+        schema=S.SCOPE_COVERAGE_SCHEMA,
+        preserve_index=False,
+    )
+    run = RunDir(req.run)
+    gaps, coverage, doc = merged(run, gaps_table(result), coverage, doc)
+    run.update(
         "scope",
-        {SCOPE_GAPS: gaps_table(result), SCOPE_COVERAGE: coverage, SCOPE_SUMMARY: doc},
+        {SCOPE_GAPS: gaps, SCOPE_COVERAGE: coverage, SCOPE_SUMMARY: doc},
         {
             "benchmarks": [c.benchmark for c in result.comparisons],
-            "reference": result.comparisons[0].reference,
+            "reference": reference,
             **({"judge": req.judge.who()} if req.judge is not None else {}),
         },
     )

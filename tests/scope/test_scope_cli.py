@@ -70,6 +70,22 @@ def test_sibling_benchmarks_are_a_reference_too(run_dir: tuple[Path, Path]) -> N
     assert set(gaps["reference"]) == {"wide"}
 
 
+def test_a_second_scope_keeps_the_first_ones_other_pairs(run_dir: tuple[Path, Path]) -> None:
+    run, ref = run_dir
+    assert main(["scope", str(run), "--benchmark", "narrow", "--reference", "wide"]) == 0
+    assert main(["scope", str(run), "--reference-rows", str(ref)]) == 0
+    assert main(["scope", str(run), "--benchmark", "narrow", "--reference", "wide", "--ratio", "0.4"]) == 0
+    summary = RunDir(run).read_json(SCOPE_SUMMARY)
+    pairs = [(b["benchmark"], b["reference"]) for b in summary["benchmarks"]]
+    assert sorted(pairs) == [("narrow", "ref:traffic"), ("narrow", "wide"), ("wide", "ref:traffic")]
+    assert next(b for b in summary["benchmarks"] if b["reference"] == "wide")["rule"]["ratio"] == 0.4
+    gaps = pq.read_table(RunDir(run).file(SCOPE_GAPS)).to_pandas()
+    assert set(zip(gaps["benchmark"], gaps["reference"], strict=True)) == set(pairs)
+    assert gaps.groupby(["benchmark", "reference"])["concept_id"].apply(lambda c: c.is_unique).all()
+    coverage = pq.read_table(RunDir(run).file("scope/coverage.parquet")).to_pandas()
+    assert len(coverage) == len(coverage.drop_duplicates(["benchmark", "reference"]))
+
+
 def test_the_suite_pooled_is_compared_too(run_dir: tuple[Path, Path]) -> None:
     """narrow + wide together fire the left-out concept on about 7.5% of rows against the reference's 15%:
     not below half, so the suite as a whole does not leave it out; the summary has the suite's own row."""
