@@ -21,6 +21,7 @@ class AugmentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     benchmark: str = Field(min_length=1, description="the benchmark of the run to augment")
+    reference: str | None = Field(None, description="the reference scope compared it with, where it used several")
     gaps: list[str] = Field(default_factory=list, description="in-scope gaps (concept:ID); empty: the first `top`")
     top: int = Field(5, ge=1, le=500, description="gaps targeted when none are named: the most confident first")
     items: int = Field(20, ge=1, le=5000, description="items wanted per gap (before the near-copy and reader checks)")

@@ -76,7 +76,7 @@ class AugmentPlan:
         return {"writer_requests": writer, "checker_requests": writer if checked else 0, "reader_texts": writer}
 
 
-def read_scope(run: Path, benchmark: str) -> tuple[pd.DataFrame, str, ScopeRule]:
+def read_scope(run: Path, benchmark: str, reference: str | None = None) -> tuple[pd.DataFrame, str, ScopeRule]:
     """The benchmark's rows of scope/gaps.parquet, its reference and the rule they were decided by."""
     rd = RunDir(run)
     rd.require(S.SUMMARY_FILE)
@@ -93,6 +93,12 @@ def read_scope(run: Path, benchmark: str) -> tuple[pd.DataFrame, str, ScopeRule]
         why = "it is in the run but was not scoped (a reference?)" if benchmark in in_run else "no such benchmark"
         raise InputError(f"no benchmark {benchmark!r} in the run's scope ({why}); scope/ holds {scoped}", path=str(run))
     mine = table.filter(pc.equal(table["benchmark"], benchmark)).to_pandas()
+    refs = sorted(set(mine["reference"]))
+    if reference is not None and reference not in refs:
+        raise ConfigError(f"--reference {reference!r}: scope compared {benchmark} with {refs}")
+    if reference is None and len(refs) > 1:
+        raise ConfigError(f"scope compared {benchmark} with several references {refs}: name one with --reference")
+    mine = mine[mine["reference"] == (reference or refs[0])]
     rule = ScopeRule.model_validate(rd.read_json(SCOPE_SUMMARY)["rule"])
     return mine.sort_values("concept_id").reset_index(drop=True), str(mine["reference"].iloc[0]), rule
 
@@ -164,7 +170,7 @@ def benchmark_prompts(run: Path, benchmark: str) -> list[str]:
 
 
 def make_plan(run: Path, config: AugmentConfig) -> AugmentPlan:
-    scope, reference, rule = read_scope(run, config.benchmark)
+    scope, reference, rule = read_scope(run, config.benchmark, config.reference)
     targets = select_targets(scope, config, reference)
     prompts = list(dict.fromkeys(benchmark_prompts(run, config.benchmark)))
     step = max(1, len(prompts) // max(config.shown_rows, 1))

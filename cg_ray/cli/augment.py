@@ -18,6 +18,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = add_command(subparsers, "augment", _augment)
     p.add_argument("run", type=Path, help="a run directory on which `cg-ray scope` has run")
     p.add_argument("--benchmark", help="the benchmark to augment (one that scope compared to its reference)")
+    p.add_argument("--reference", help="the reference scope compared it with (needed where scope used several)")
     p.add_argument("--gap", action="append", default=[], help="an in-scope gap of it, concept:ID; repeatable")
     p.add_argument("--top", type=int, help="gaps targeted when none are named: the most confident first (default 5)")
     p.add_argument(
@@ -46,8 +47,9 @@ def augment_config(args: argparse.Namespace) -> Any:
     data: dict[str, Any] = {}
     if args.config:
         data = yaml.safe_load(args.config.read_text(encoding="utf-8")) or {}
-    flags = {"benchmark": args.benchmark, "top": args.top, "items": args.items, "seed": args.seed,
-             "reference_check": args.reference_check, "reader_factory": args.reader_factory}  # fmt: skip
+    flags = {"benchmark": args.benchmark, "reference": args.reference, "top": args.top, "items": args.items,
+             "seed": args.seed, "reference_check": args.reference_check,
+             "reader_factory": args.reader_factory}  # fmt: skip
     data.update({k: v for k, v in flags.items() if v is not None})
     if args.gap:
         data["gaps"] = args.gap
