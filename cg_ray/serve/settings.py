@@ -68,6 +68,28 @@ class ProbeSettings(BaseModel):
     )
 
 
+class ScopeSettings(BaseModel):
+    """What a client's scope judge (POST /v1/analyses/{id}/scope with `judge`) may reach and how hard it may
+    press: the operator's choice, not the client's. The scope runs inside the request, so its judge is bounded
+    here (requests, concurrency, timeout, retries); with no endpoints listed a request's judge is refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    endpoints: list[str] = Field(
+        default_factory=list,
+        description="base URLs a scope judge may name (a URL under one of them is allowed); none: no judge",
+    )
+    key_envs: list[str] = Field(
+        default_factory=list, description="environment variables a scope judge may name as its api_key_env"
+    )
+    max_judge_requests: int = Field(
+        100, ge=1, description="judge requests one scope may send (each is `judge.batch` concepts); more: 422"
+    )
+    concurrency: int = Field(4, ge=1, le=64, description="judge requests in flight at once")
+    timeout_s: float = Field(30.0, gt=0, le=600, description="per judge request")
+    retries: int = Field(2, ge=0, le=10, description="retries of a failing judge request")
+
+
 class ServiceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -90,6 +112,7 @@ class ServiceSettings(BaseModel):
         "OpenAI-compatible endpoint); the key, if any, is read from `api_key_env` on the cluster",
     )
     probe: ProbeSettings = ProbeSettings()
+    scope: ScopeSettings = ScopeSettings()
     ray_address: str | None = Field(
         None, description="Ray dashboard address for job submission (e.g. http://127.0.0.1:8265); None: auto"
     )
