@@ -190,6 +190,9 @@ class RunView(_Open):
     validation: dict[str, Any] | None
     robustness: dict[str, Any] | None
     probe: dict[str, Any] | None = Field(None, description="the run's probe (`cg-ray probe`): gaps tested on new items")
+    scope: dict[str, Any] | None = Field(
+        None, description="the run's scope (`cg-ray scope`, POST …/scope): as GET /v1/analyses/{id}/scope shows it"
+    )
 
 
 class ProbeStatus(BaseModel):
@@ -203,6 +206,130 @@ class ProbeStatus(BaseModel):
     error: str | None = Field(description="why it failed (its last error line)")
     decision: str | None = Field(description="the decision rule the verdicts follow (once succeeded)")
     results: list[dict[str, Any]] | None = Field(description="one row per gap probed: probe/results.parquet")
+
+
+# ---- /v1/analyses/{id}/scope
+
+
+class ScopeJudgeRequest(BaseModel):
+    """An LLM judge of the gaps' scope (cg_ray.scope.judge.ScopeJudge), as a request may name it: its endpoint
+    and key variable only from the service's `scope:` settings, its limits the service's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, max_length=200, description="the model the endpoint serves")
+    endpoint: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="OpenAI-compatible base URL under one of the service's scope.endpoints",
+    )
+    api_key_env: str | None = Field(
+        None, max_length=200, description="the key's environment variable, one of scope.key_envs (never the key)"
+    )
+    descriptions: dict[str, str] = Field(
+        default_factory=dict, description="benchmark -> what it intends to test, for every benchmark scoped"
+    )
+    batch: int = Field(5, ge=1, le=20, description="concepts per judge request")
+    include_missing: bool = Field(False, description="also judge concepts in the reference's use never fired on")
+
+    @field_validator("descriptions")
+    @classmethod
+    def _short(cls, value: dict[str, str]) -> dict[str, str]:
+        for bench, text in value.items():
+            if len(text) > 4000:
+                raise ValueError(f"the description of {bench!r} is over 4000 characters")
+        return value
+
+
+class ScopeRequestBody(BaseModel):
+    """POST /v1/analyses/{id}/scope: `cg-ray scope` of the analysis' run against sibling benchmarks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmarks: list[str] = Field(
+        default_factory=list, max_length=1000, description="benchmarks to scope; none: every one not a reference"
+    )
+    references: list[str] = Field(
+        default_factory=list, max_length=1000, description="sibling benchmarks of the analysis, pooled as reference"
+    )
+    suite: bool = Field(False, description="also the run's benchmarks pooled as one, '(suite)'")
+    min_share: float | None = Field(None, description="reference share (interval's low end) in use; default 0.02")
+    ratio: float | None = Field(None, description="a gap: the benchmark's share below ratio × the reference's; 0.5")
+    fdr: float | None = Field(None, description="Benjamini–Hochberg level over the concepts tested; default 0.10")
+    judge: ScopeJudgeRequest | None = None
+    reference_rows: Any = Field(
+        None,
+        description="refused: rows files of real use are server paths; upload them as a benchmark of the analysis "
+        "and name it in `references`",
+    )
+
+    @field_validator("reference_rows")
+    @classmethod
+    def _no_paths(cls, value: Any) -> None:
+        if value is not None:
+            raise ValueError(
+                "rows files are not accepted over REST (they would be server paths): upload the rows of real "
+                "use as a benchmark of the analysis and name it in `references`"
+            )
+
+
+class ScopeGap(_Open):
+    """One in-scope gap as the report shows it: in words first, then its evidence."""
+
+    concept_id: int
+    label: str
+    evidence: str = Field(description="both shares with their intervals and the ratio, in words")
+    q_value: float | None
+    missing: bool = Field(description="the benchmark fires it on no row")
+    judge: str | None = Field(None, description="the judge's verdict and reason, where one was asked")
+    example: str | None = Field(None, description="a reference text where the concept fires most")
+
+
+class ScopeJudgeCounts(_Open):
+    """A benchmark's judge: its description and the verdicts' counts (cg_ray.scope.judge.JudgeCounts)."""
+
+    description: str
+    asked: int
+    in_scope: int
+    out_of_scope: int
+    unreadable: int
+    requests: int
+
+
+class ScopeBenchmark(_Open):
+    """One (benchmark, reference) pair of scope/summary.json with its gaps shown."""
+
+    benchmark: str
+    reference: str
+    rows: int
+    reference_rows: int
+    in_reference_use: int = Field(description="concepts the reference confidently uses")
+    gaps: int = Field(description="of those, confidently tested less here")
+    gaps_missing: int = Field(description="gaps the benchmark fires on no row")
+    missing_share: float | None
+    never_fires_share: float | None
+    missing_bound: float | None
+    rule: dict[str, Any] | None = None
+    judge: ScopeJudgeCounts | None = None
+    gaps_shown: list[ScopeGap] = Field(description="the most confident gaps (all are in scope/gaps.parquet)")
+
+
+class ScopeSuite(_Open):
+    benchmarks: list[str]
+    d_sae: int
+    missing_share: float | None
+    missing_concepts: int
+    live_concepts: int
+    over_represented: list[dict[str, Any]]
+
+
+class ScopeView(_Open):
+    """GET /v1/analyses/{id}/scope: the run's scope as the report and explorer show it
+    (cg_ray.report.scope.scope_view)."""
+
+    decision: str = Field(description="the rule, in words")
+    suite: ScopeSuite
+    benchmarks: list[ScopeBenchmark]
 
 
 class SubsetCoverage(BaseModel):
