@@ -251,3 +251,13 @@ def test_an_allowed_judge_says_of_each_gap_within_the_service_limits(tmp_path: P
     assert judge["description"] == DESCRIPTIONS["narrow"] and judge["prompt_tokens"] > 0
     said = {g["concept_id"]: g["judge"] for g in narrow["gaps_shown"]}
     assert said == {7: "in scope: said of 7", 8: "in scope: said of 8", 9: "out of scope: said of 9"}
+
+
+def test_an_allowed_judge_endpoint_that_is_down_is_a_502_that_writes_nothing(tmp_path: Path, template: Path) -> None:
+    down = "http://127.0.0.1:9/v1"  # allowed, but nothing listens there
+    with service(tmp_path, template, ScopeSettings(endpoints=[down], retries=0)) as (client, headers, run):
+        body = {"benchmarks": ["narrow"], "references": ["wide"], "judge": _judge(down)}
+        answer = client.post(URL, headers=headers, json=body)
+        assert answer.status_code == 502, answer.text
+        assert answer.json()["detail"]["error"].startswith("the scope judge: ") and "127.0.0.1:9" in answer.text
+        assert not (run / S.SCOPE_DIR).exists()
