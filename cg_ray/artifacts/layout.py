@@ -1,15 +1,13 @@
 """Where every artifact of a run directory lives, and the only code that joins those paths.
 
-`RUN_ARTIFACTS` names each file of a run directory once (its path inside the run, its kind, the command
-that writes it and, for JSON, its `cg_ray.artifacts.contract` model); `ARENA_ARTIFACTS` does the same for an
-arena run, and each output directory's class for its own files. `RunDir` / `ArenaDir` / the others hand out
-those paths (an unknown name is refused) and read them through their models.
-
-This module is also the one writer of those directories: `ArtifactDir.write` (and `write_table` /
-`write_json`) while a directory is being built in its temporary place, before `artifacts.publish` renames it
-into place; `RunDir.update` once a run is published (describe, explain, validate, robustness, report): every
-file replaced atomically and the step recorded in manifest.json. Both write through `_write`, which checks
-a JSON document against its model. tests/artifacts/test_one_writer.py keeps other modules from writing there.
+`RUN_ARTIFACTS` names each file of a run directory once (path inside the run, kind, the command that writes
+it, and for JSON its `cg_ray.artifacts.contract` model); `ARENA_ARTIFACTS` the same for an arena run. `RunDir`
+and the other directory classes hand out those paths (an unknown name is refused) and read them through their
+models. This module is also the one writer of those directories: `ArtifactDir.write` (`write_table`,
+`write_json`) while a directory is built in its temporary place, before `artifacts.publish` renames it into
+place; `RunDir.update` once a run is published (each file replaced atomically, the step recorded in
+manifest.json). Both write through `_write`, which checks a JSON document against its model.
+tests/artifacts/test_one_writer.py keeps other modules from writing there.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
@@ -78,34 +75,30 @@ RUN_ARTIFACTS: dict[str, Artifact] = _registry(
     Artifact(ROBUSTNESS_CONCEPTS, "parquet", "robustness"),
 )
 
-PROBE_ITEMS, PROBE_RESULTS, PROBE_SUMMARY, PROBE_EXPORT = (
-    f"{S.PROBE_DIR}/{n}" for n in (S.PROBE_ITEMS_FILE, S.PROBE_RESULTS_FILE, S.PROBE_SUMMARY_FILE, S.PROBE_EXPORT_DIR)
-)
-RUN_ARTIFACTS.update(
-    _registry(
-        *(Artifact(n, "parquet", "probe") for n in (PROBE_ITEMS, PROBE_RESULTS)),
-        Artifact(PROBE_SUMMARY, "json", "probe", C.ProbeSummary),
-        *(Artifact(f"{PROBE_EXPORT}/{n}", "text", "probe") for n in S.PROBE_EXPORT_FILES.values()),
-    )
-)
 
-SCOPE_GAPS, SCOPE_COVERAGE, SCOPE_SUMMARY = (
-    f"{S.SCOPE_DIR}/{n}" for n in (S.SCOPE_GAPS_FILE, S.SCOPE_COVERAGE_FILE, S.SCOPE_SUMMARY_FILE)
-)
-RUN_ARTIFACTS.update(
-    _registry(
-        Artifact(SCOPE_GAPS, "parquet", "scope"),
-        Artifact(SCOPE_COVERAGE, "parquet", "scope"),
-        Artifact(SCOPE_SUMMARY, "json", "scope", C.ScopeSummary),
-    )
-)
+def _analysis(
+    step: str, folder: str, tables: tuple[str, ...], summary: type[C.Versioned], exported: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """Register the folder a post-publish analysis writes in a run (its tables, summary.json, its export/ text
+    files) and return the tables' and the summary's paths, in that order."""
+    names = tuple(f"{folder}/{n}" for n in (*tables, "summary.json"))
+    texts = (Artifact(f"{folder}/export/{n}", "text", step) for n in exported)
+    parquet = (Artifact(n, "parquet", step) for n in names[:-1])
+    RUN_ARTIFACTS.update(_registry(*parquet, Artifact(names[-1], "json", step, summary), *texts))
+    return names
 
-AUGMENT_ITEMS, AUGMENT_COVERAGE, AUGMENT_SUMMARY, AUGMENT_EXPORT = (f"{S.AUGMENT_DIR}/{n}" for n in (
-    S.AUGMENT_ITEMS_FILE, S.AUGMENT_COVERAGE_FILE, S.AUGMENT_SUMMARY_FILE, S.AUGMENT_EXPORT_DIR))  # fmt: skip
-RUN_ARTIFACTS.update(_registry(
-    *(Artifact(n, "parquet", "augment") for n in (AUGMENT_ITEMS, AUGMENT_COVERAGE)),
-    Artifact(AUGMENT_SUMMARY, "json", "augment", C.AugmentSummary),
-    *(Artifact(f"{AUGMENT_EXPORT}/{n}", "text", "augment") for n in S.AUGMENT_EXPORT_FILES.values())))  # fmt: skip
+
+PROBE_EXPORT, AUGMENT_EXPORT = f"{S.PROBE_DIR}/{S.PROBE_EXPORT_DIR}", f"{S.AUGMENT_DIR}/{S.AUGMENT_EXPORT_DIR}"
+PROBE_ITEMS, PROBE_RESULTS, PROBE_SUMMARY = _analysis(
+    "probe", S.PROBE_DIR, (S.PROBE_ITEMS_FILE, S.PROBE_RESULTS_FILE), C.ProbeSummary, (*S.PROBE_EXPORT_FILES.values(),)
+)
+SCOPE_GAPS, SCOPE_COVERAGE, SCOPE_SUMMARY = _analysis(
+    "scope", S.SCOPE_DIR, (S.SCOPE_GAPS_FILE, S.SCOPE_COVERAGE_FILE), C.ScopeSummary
+)
+AUGMENT_ITEMS, AUGMENT_COVERAGE, AUGMENT_SUMMARY = _analysis(
+    "augment", S.AUGMENT_DIR, (S.AUGMENT_ITEMS_FILE, S.AUGMENT_COVERAGE_FILE), C.AugmentSummary,
+    (*S.AUGMENT_EXPORT_FILES.values(),),
+)  # fmt: skip
 
 ARENA_RATINGS_JSON = f"{S.RATINGS_DIR}/{S.RATINGS_JSON}"
 ARENA_ARTIFACTS: dict[str, Artifact] = _registry(
@@ -139,7 +132,7 @@ class ArtifactDir:
             return self.ARTIFACTS[name]
         except KeyError:
             raise CgRayError(
-                f"{name!r} is not an artifact of a {type(self).__name__} (see cg_ray.artifacts.layout)"
+                f"{name!r} is not an artifact of a {type(self).__name__} (cg_ray.artifacts.layout)"
             ) from None
 
     def file(self, name: str) -> Path:
@@ -249,12 +242,7 @@ class RunDir(ArtifactDir):
         manifest = self.read_json_if_present(S.MANIFEST_FILE)
         return list((manifest or {}).get("steps") or [])
 
-    def update(
-        self,
-        step: str,
-        files: Mapping[str, Content],
-        details: Mapping[str, object] | None = None,
-    ) -> list[str]:
+    def update(self, step: str, files: Mapping[str, Content], details: Mapping[str, object] | None = None) -> list[str]:
         """Replace `files` of a published run, each atomically (all written before any is replaced), and record
         `{step, at, files, **details}` in manifest.json. The report that shows them is rebuilt by the command
         that ran the step (`cg_ray.report.refresh`), a layer that may import the report."""
@@ -353,14 +341,14 @@ class SkillsDir(ArtifactDir):
     )
 
 
+ESTIMATE_TABLES = ("lomo_summary", "lomo_detail", "trace", "chosen_rows", "next_batch", "concepts")
+
+
 class EstimateDir(ArtifactDir):
     """`cg-ray estimate --out`: the trace or leave-one-model-out tables, estimate.json and its page."""
 
     ARTIFACTS = _registry(
-        *(
-            Artifact(f"{n}.csv", "csv", "estimate")
-            for n in ("lomo_summary", "lomo_detail", "trace", "chosen_rows", "next_batch", "concepts")
-        ),
+        *(Artifact(f"{n}.csv", "csv", "estimate") for n in ESTIMATE_TABLES),
         Artifact("estimate.json", "json", "estimate"),
         Artifact(S.REPORT_FILE, "html", "estimate"),
     )
@@ -409,8 +397,3 @@ def _locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
-
-
-def dumps(doc: object) -> str:
-    """JSON text as the run directory's documents are written (for a `Content` that is text)."""
-    return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

@@ -158,6 +158,46 @@ def judge_line(verdict: Verdict) -> str:
     return f"      judge: {said}" + (f" — {verdict.reason}" if verdict.reason else "")
 
 
+def print_benchmark(cmp: Any, b: dict[str, Any], result: Any, show: int, judge_missing: bool) -> None:
+    """One benchmark's coverage figures, its judge's counts, and its first `show` gaps in words."""
+    print(
+        f"\n{b['benchmark']} ({b['rows']:,} rows) against {b['reference']} ({b['reference_rows']:,} rows): "
+        f"missing {_pct(b['missing_share'])} (χ_bench < ε), no firing row {_pct(b['never_fires_share'])}; "
+        f"a concept on 0 rows is below {_pct(b['missing_bound'])} of them (95%)"
+    )
+    print(
+        f"  {b['in_reference_use']} concepts in the reference's use; {b['gaps']} confidently tested less "
+        f"({b['gaps_missing']} on no row at all)"
+    )
+    judged = result.judgements.get(cmp.benchmark)
+    if judged is not None and judged.counts.asked:
+        n = judged.counts
+        tokens = (
+            f", {n.prompt_tokens + n.completion_tokens:,} tokens"
+            if n.prompt_tokens is not None and n.completion_tokens is not None
+            else ""
+        )
+        print(
+            f"  judge: of {n.asked} concepts asked, {n.in_scope} in scope, {n.out_of_scope} out of scope, "
+            f"{n.unreadable} unreadable ({n.requests} requests{tokens})"
+        )
+    for rank, row in enumerate(cmp.gaps.head(show).itertuples(), start=1):
+        concept = int(row.concept)
+        print(gap_line(rank, row, cmp.n_bench, result.labels.get(concept)))
+        for ex in result.examples.get(concept, [])[:1]:
+            print(f"      e.g. “{ex[:120]}”")
+        if judged is not None and concept in judged.verdicts:
+            print(judge_line(judged.verdicts[concept]))
+    if judged is not None and judge_missing:
+        gaps = set(cmp.gaps["concept"].tolist())
+        kept = [c for c, v in judged.verdicts.items() if c not in gaps and v.in_scope]
+        if kept:
+            print(f"  never fired here, in the reference's use, and in scope by the judge: {len(kept)}")
+            for c in kept[:show]:
+                print(f"    concept {c:<5} {result.labels.get(c) or '(no label)'}")
+                print(judge_line(judged.verdicts[c]))
+
+
 def _scope(args: argparse.Namespace) -> int:
     """What each benchmark leaves out of its scope: concepts a reference uses that it confidently tests less
 
@@ -201,43 +241,7 @@ def _scope(args: argparse.Namespace) -> int:
     print(f"rule: {doc['decision']}")
     entries = {(b["benchmark"], b["reference"]): b for b in doc["benchmarks"]}  # earlier scopes' pairs too
     for cmp in result.comparisons:
-        b = entries[(cmp.benchmark, cmp.reference)]
-        print(
-            f"\n{b['benchmark']} ({b['rows']:,} rows) against {b['reference']} ({b['reference_rows']:,} rows): "
-            f"missing {_pct(b['missing_share'])} (χ_bench < ε), no firing row {_pct(b['never_fires_share'])}; "
-            f"a concept on 0 rows is below {_pct(b['missing_bound'])} of them (95%)"
-        )
-        print(
-            f"  {b['in_reference_use']} concepts in the reference's use; {b['gaps']} confidently tested less "
-            f"({b['gaps_missing']} on no row at all)"
-        )
-        judged = result.judgements.get(cmp.benchmark)
-        if judged is not None and judged.counts.asked:
-            n = judged.counts
-            tokens = (
-                f", {n.prompt_tokens + n.completion_tokens:,} tokens"
-                if n.prompt_tokens is not None and n.completion_tokens is not None
-                else ""
-            )
-            print(
-                f"  judge: of {n.asked} concepts asked, {n.in_scope} in scope, {n.out_of_scope} out of scope, "
-                f"{n.unreadable} unreadable ({n.requests} requests{tokens})"
-            )
-        for rank, row in enumerate(cmp.gaps.head(args.show).itertuples(), start=1):
-            concept = int(row.concept)  # type: ignore[arg-type]
-            print(gap_line(rank, row, cmp.n_bench, result.labels.get(concept)))
-            for ex in result.examples.get(concept, [])[:1]:
-                print(f"      e.g. “{ex[:120]}”")
-            if judged is not None and concept in judged.verdicts:
-                print(judge_line(judged.verdicts[concept]))
-        if judged is not None and args.judge_missing:
-            gaps = set(cmp.gaps["concept"].tolist())
-            kept = [c for c, v in judged.verdicts.items() if c not in gaps and v.in_scope]
-            if kept:
-                print(f"  never fired here, in the reference's use, and in scope by the judge: {len(kept)}")
-                for c in kept[: args.show]:
-                    print(f"    concept {c:<5} {result.labels.get(c) or '(no label)'}")
-                    print(judge_line(judged.verdicts[c]))
+        print_benchmark(cmp, entries[(cmp.benchmark, cmp.reference)], result, args.show, args.judge_missing)
     if result.judge_usage is not None:
         from cg_ray.describe.endpoint import usage_line
 

@@ -28,6 +28,7 @@ WRITERS_ALLOWED: dict[str, str] = {
     "pipeline/shards.py": "a job's shard files in its work directory",
     "pipeline/inputs.py": "a job's input rows in its work directory",
     "serve/jobs.py": "the service's job files (config, row parts) in its work directory",
+    "serve/scopes.py": "an empty lock file beside the analysis' run (one scope of an analysis at a time), no artifact",
     "serve/battles.py": "an uploaded battles file in the service's store",
     "serve/routes/uploads.py": "an uploaded rows file in the service's store",
     "probe/work.py": "a probe's resumable work files (pairs written, answers) in its work directory",
