@@ -78,8 +78,10 @@ def _pct(x: float) -> str:
 
 def gap_line(rank: int, row: Any, n_bench: int, label: str | None) -> str:
     """One gap in words: both shares with their intervals, the ratio, q, and what the concept is."""
+    from cg_ray.scope.reference import missing_bound
+
     bench = (
-        f"0 of {n_bench:,} rows (< {_pct(row.bench_high)})"
+        f"0 of {n_bench:,} rows (< {_pct(float(missing_bound(n_bench)))}, 95%)"
         if row.missing
         else f"{_pct(row.bench_share)} [{_pct(row.bench_low)}, {_pct(row.bench_high)}]"
     )

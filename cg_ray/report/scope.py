@@ -24,11 +24,12 @@ def pct(x: float | None) -> str:
     return f"{100 * x:.1f}%" if x >= 0.001 or x == 0 else f"{100 * x:.2f}%"
 
 
-def evidence_text(g: dict[str, Any]) -> str:
-    """'fires on 6.1% [4.9%, 7.5%] of the reference vs 0 of 1,319 rows here (< 0.2%); ×0.00 [0.00, 0.04]'."""
+def evidence_text(g: dict[str, Any], bound: float) -> str:
+    """'fires on 6.1% [4.9%, 7.5%] of the reference vs 0 of 1,319 rows here (< 0.23%, 95%); ×0.00 [0.00, 0.04]'.
+    `bound`: the benchmark's one-sided 95% bound on a share seen on none of its rows (summary.json's)."""
     ref = f"{pct(g['reference_share'])} [{pct(g['reference_low'])}, {pct(g['reference_high'])}] of the reference"
     if g["missing"]:
-        here = f"0 of {int(g['bench_n']):,} rows here (< {pct(g['bench_high'])}, 95%)"
+        here = f"0 of {int(g['bench_n']):,} rows here (< {pct(bound)}, 95%)"
     else:
         here = f"{pct(g['bench_share'])} [{pct(g['bench_low'])}, {pct(g['bench_high'])}] here"
     ratio = f"×{g['ratio']:.2f} [{g['ratio_low']:.2f}, {g['ratio_high']:.2f}]"
@@ -61,7 +62,7 @@ def scope_view(run: RunDir) -> dict[str, Any] | None:
                     {
                         "concept_id": g["concept_id"],
                         "label": g["label"] or f"concept {g['concept_id']}",
-                        "evidence": evidence_text(g),
+                        "evidence": evidence_text(g, b["missing_bound"]),
                         "q_value": g["q_value"],
                         "missing": g["missing"],
                         "judge": judge_text(g),
