@@ -325,6 +325,7 @@ SCOPE_GAPS_SCHEMA: Final = pa.schema(
         pa.field("in_scope_judge", pa.bool_(), nullable=True),  # the judge's answer, where a judge was asked
         pa.field("judge_reason", pa.string(), nullable=True),
         pa.field("examples", pa.list_(pa.string()), nullable=True),  # reference rows where it fires most
+        pa.field("theme", pa.int64(), nullable=True),  # a gap's theme: the concept id representing it
     ]
 )
 SCOPE_COVERAGE_SCHEMA: Final = pa.schema(

@@ -183,9 +183,20 @@ def print_benchmark(cmp: Any, b: dict[str, Any], result: Any, show: int, judge_m
             f"  judge: of {n.asked} concepts asked, {n.in_scope} in scope, {n.out_of_scope} out of scope, "
             f"{n.unreadable} unreadable ({n.requests} requests{tokens})"
         )
-    for rank, row in enumerate(cmp.gaps.head(show).itertuples(), start=1):
-        concept = int(row.concept)
-        print(gap_line(rank, row, cmp.n_bench, result.labels.get(concept)))
+    rows = {int(r.concept): r for r in cmp.gaps.itertuples()}
+    themes = result.themes.get(cmp.benchmark, [])
+    if themes:
+        print(f"  {len(themes)} themes (gaps firing on the same reference rows), most confident first:")
+    for rank, theme in enumerate(themes[:show], start=1):
+        concept = theme.representative
+        print(gap_line(rank, rows[concept], cmp.n_bench, result.labels.get(concept)))
+        if len(theme.members) > 1:
+            others = ", ".join(str(c) for c in theme.members[1:6]) + (", …" if len(theme.members) > 6 else "")
+            print(
+                f"      with {len(theme.members) - 1} more concepts ({others}): any of them fires on "
+                f"{theme.reference_rows:,} of the reference's {cmp.n_reference:,} rows and {theme.bench_rows:,} of "
+                f"{cmp.n_bench:,} here"
+            )
         for ex in result.examples.get(concept, [])[:1]:
             print(f"      e.g. “{ex[:120]}”")
         if judged is not None and concept in judged.verdicts:

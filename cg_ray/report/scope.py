@@ -36,6 +36,16 @@ def evidence_text(g: dict[str, Any], bound: float) -> str:
     return f"fires on {ref} vs {here}; {ratio}"
 
 
+def theme_text(t: dict[str, Any], b: dict[str, Any]) -> str:
+    """'with 5 more concepts firing on the same rows: any fires on 338 of the reference's 500 rows, 102 of
+    1,319 here' (descriptive: the theme's rows were not chosen on other rows)."""
+    return (
+        f"with {len(t['members']) - 1} more concepts firing on the same rows: any fires on "
+        f"{t['reference_rows']:,} of the reference's {b['reference_rows']:,} rows, "
+        f"{t['bench_rows']:,} of {b['rows']:,} here"
+    )
+
+
 def judge_text(g: dict[str, Any]) -> str | None:
     verdict = g.get("in_scope_judge")
     if verdict is None:
@@ -53,23 +63,27 @@ def scope_view(run: RunDir) -> dict[str, Any] | None:
     gaps = table.filter(pc.equal(table["gap"], True)).to_pylist()
     out = []
     for b in summary["benchmarks"]:
-        mine = [g for g in gaps if g["benchmark"] == b["benchmark"] and g["reference"] == b["reference"]]
-        mine.sort(key=lambda g: (g["q_value"], -g["reference_share"]))
-        out.append(
-            {
-                **b,
-                "gaps_shown": [
-                    {
-                        "concept_id": g["concept_id"],
-                        "label": g["label"] or f"concept {g['concept_id']}",
-                        "evidence": evidence_text(g, b["missing_bound"]),
-                        "q_value": g["q_value"],
-                        "missing": g["missing"],
-                        "judge": judge_text(g),
-                        "example": (g["examples"] or [None])[0],
-                    }
-                    for g in mine[:GAPS_SHOWN]
-                ],
-            }
-        )
+        mine = {
+            g["concept_id"]: g for g in gaps if g["benchmark"] == b["benchmark"] and g["reference"] == b["reference"]
+        }
+        order = sorted(mine.values(), key=lambda g: (g["q_value"], -g["reference_share"]))
+        # Themes lead (summary.json's, most confident first); a scope written before themes shows its gaps.
+        themes = b.get("themes") or [{"representative": g["concept_id"], "members": [g["concept_id"]]} for g in order]
+        shown = []
+        for t in themes[:GAPS_SHOWN]:
+            g = mine[t["representative"]]
+            shown.append(
+                {
+                    "concept_id": g["concept_id"],
+                    "label": g["label"] or f"concept {g['concept_id']}",
+                    "evidence": evidence_text(g, b["missing_bound"]),
+                    "q_value": g["q_value"],
+                    "missing": g["missing"],
+                    "judge": judge_text(g),
+                    "example": (g["examples"] or [None])[0],
+                    "members": len(t["members"]),
+                    "theme_rows": theme_text(t, b) if len(t["members"]) > 1 else None,
+                }
+            )
+        out.append({**b, "gaps_shown": shown})
     return {"decision": summary["decision"], "suite": summary["suite"], "benchmarks": out}

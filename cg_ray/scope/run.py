@@ -32,10 +32,12 @@ from cg_ray.metrics.compute import chi_bench
 from cg_ray.scope import judge as J
 from cg_ray.scope.counts import FiringCounts, SuiteActivations, firing_counts, read_activations
 from cg_ray.scope.reference import ReferenceComparison, ScopeRule, compare, missing_bound
+from cg_ray.scope.themes import Theme, gap_themes
 
 EXAMPLES = 3  # reference rows shown (and given to a judge) per gap
 EXAMPLE_CHARS = 240
 OVER_SHOWN = 10  # the suite's most over-represented concepts in the summary
+THEMES_KEPT = 50  # per benchmark in summary.json (every gap's theme is in gaps.parquet)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class ScopeResult:
     examples: dict[int, list[str]]
     judgements: dict[str, J.BenchmarkJudgement] = field(default_factory=dict)  # per benchmark, with a judge
     judge_usage: dict[str, Any] | None = None  # the endpoint's requests and tokens over the whole run
+    themes: dict[str, list[Theme]] = field(default_factory=dict)  # per benchmark: its gaps grouped (themes.py)
 
     def comparison(self, benchmark: str) -> ReferenceComparison:
         return next(c for c in self.comparisons if c.benchmark == benchmark)
@@ -252,6 +255,7 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
         examples=examples,
         judgements=judgements,
         judge_usage=usage,
+        themes={c.benchmark: gap_themes(acts, counts.thresholds, c, refs) for c in comparisons},
     )
 
 
@@ -276,6 +280,8 @@ def gaps_table(result: ScopeResult) -> pa.Table:
             for c, g, v in zip(t["concept_id"], t["gap"], verdicts, strict=True)
         ]  # the gaps' examples, and those a judge was shown
         t["examples"] = pd.Series(shown, index=t.index, dtype=object)
+        theme_of = {m: th.representative for th in result.themes.get(cmp.benchmark, []) for m in th.members}
+        t["theme"] = pd.Series([theme_of.get(int(c)) for c in t["concept_id"]], index=t.index, dtype=object)
         parts.append(t)
     df = pd.concat(parts, ignore_index=True)
     df = df.astype({"in_scope_judge": "object", "judge_reason": "object"})
@@ -295,6 +301,17 @@ def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[
                 "in_reference_use": cmp.n_in_reference,
                 "gaps": int(cmp.table["gap"].sum()),
                 "gaps_missing": int((cmp.table["gap"] & cmp.table["missing"]).sum()),
+                "n_themes": len(result.themes.get(cmp.benchmark, [])),
+                "themes": [
+                    {
+                        "representative": t.representative,
+                        "members": list(t.members),
+                        "label": result.labels.get(t.representative),
+                        "reference_rows": t.reference_rows,
+                        "bench_rows": t.bench_rows,
+                    }
+                    for t in result.themes.get(cmp.benchmark, [])[:THEMES_KEPT]
+                ],
                 "missing_share": float(cov[cmp.benchmark]["missing_share"]),
                 "never_fires_share": float(cov[cmp.benchmark]["never_fires_share"]),
                 "missing_bound": float(cov[cmp.benchmark]["missing_bound"]),

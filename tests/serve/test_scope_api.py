@@ -114,7 +114,7 @@ def test_a_scope_finds_the_left_out_concepts_with_their_evidence(api) -> None:
     assert sorted(shown) == list(LEFT_OUT)
     for c, g in shown.items():
         assert g["label"] == LABELS[c] and g["missing"] and g["q_value"] <= 0.1
-        assert " of the reference vs 0 of 300 rows here (< 1.2%, 95%); ×0.00 [0.00, " in g["evidence"]
+        assert " of the reference vs 0 of 300 rows here (< 1.0%, 95%); ×0.00 [0.00, " in g["evidence"]
         assert g["example"].startswith("wide question ") and g["judge"] is None
     assert view["suite"]["benchmarks"] == ["narrow", "wide"] and view["suite"]["d_sae"] == D
     assert str(run) not in made.text  # no server path

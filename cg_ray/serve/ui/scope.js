@@ -6,9 +6,10 @@
 function scopeGapHtml(g, i) {
   const judge = g.judge ? `<div class="muted">judge: ${esc(g.judge)}</div>` : "";
   const example = g.example ? `<div class="example">${esc(g.example)}</div>` : "";
+  const theme = g.theme_rows ? `<div class="muted">${esc(g.theme_rows)}</div>` : "";
   return (
     `<tr><td class="num">${i + 1}</td><td><b>${esc(g.label)}</b> <span class="muted">concept ${g.concept_id}</span>` +
-    `${example}</td><td>${esc(g.evidence)}${judge}</td><td class="num">${fmt(g.q_value, 3)}</td></tr>`
+    `${example}</td><td>${esc(g.evidence)}${theme}${judge}</td><td class="num">${fmt(g.q_value, 3)}</td></tr>`
   );
 }
 
@@ -17,14 +18,15 @@ function scopeBenchmarkHtml(b) {
     `<h3>${esc(b.benchmark)} <span class="muted">(${b.rows.toLocaleString()} rows) against ${esc(b.reference)} ` +
     `(${b.reference_rows.toLocaleString()} rows)</span></h3>` +
     `<p>${b.gaps.toLocaleString()} of the ${b.in_reference_use.toLocaleString()} concepts in the reference's use ` +
-    `are tested confidently less here (${b.gaps_missing.toLocaleString()} on no row at all; a concept on 0 of these ` +
+    `are tested confidently less here (${b.gaps_missing.toLocaleString()} on no row at all), in ` +
+    `${(b.n_themes ?? b.gaps).toLocaleString()} themes of concepts firing on the same reference rows; a concept on 0 of these ` +
     `rows is below ${(100 * b.missing_bound).toFixed(2)}% of them, 95%). Missing (χ_bench &lt; ε): ` +
     `${(100 * b.missing_share).toFixed(1)}%.</p>`;
   if (!b.gaps_shown.length) return head + `<p class="muted">No in-scope gap: nothing the reference uses is tested confidently less.</p>`;
   return (
     head +
     `<table class="scope-table"><thead><tr><th>#</th><th>concept, and where the reference uses it</th>` +
-    `<th>evidence: share of rows it fires on, reference vs this benchmark [95%]; ratio</th><th>q</th></tr></thead>` +
+    `<th>evidence: share of rows it fires on, reference vs this benchmark [95%]; ratio; its theme</th><th>q</th></tr></thead>` +
     `<tbody>${b.gaps_shown.map(scopeGapHtml).join("")}</tbody></table>`
   );
 }
