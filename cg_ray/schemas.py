@@ -295,14 +295,10 @@ PROBE_EXPORT_FILES: Final = {
     "lm_eval_docs": f"{PROBE_EXPORT_NAME}_lmeval.py",
     "inspect": f"{PROBE_EXPORT_NAME}_inspect.py",
 }
-# `cg-ray scope`: which concepts each benchmark leaves out of its own scope (cg_ray.scope). gaps: one row per
-# (benchmark, reference, concept) compared, with both firing shares, their intervals and the verdicts (a new
-# `cg-ray scope` replaces the (benchmark, reference) pairs it compares and keeps the others);
-# coverage: one row per benchmark (rows; missing shares: χ_bench < ε as the paper counts it, no firing row, and
-# missing among the concepts live somewhere in the rows read); summary: the rule, the references, the counts.
-SCOPE_DIR: Final = "scope"
-SCOPE_GAPS_FILE: Final = "gaps.parquet"
-SCOPE_COVERAGE_FILE: Final = "coverage.parquet"
+# `cg-ray scope` (cg_ray.scope): gaps: one row per (benchmark, reference, concept) compared, both firing shares
+# with intervals and the verdicts (a new scope replaces the pairs it compares, keeps the others); coverage: per
+# benchmark its rows and missing shares (χ_bench < ε as the paper counts it, no firing row, among live concepts).
+SCOPE_DIR, SCOPE_GAPS_FILE, SCOPE_COVERAGE_FILE = "scope", "gaps.parquet", "coverage.parquet"
 SCOPE_SUMMARY_FILE: Final = "summary.json"
 SCOPE_GAPS_SCHEMA: Final = pa.schema(
     [
