@@ -2,7 +2,7 @@
 suite, and the real-use reference prompts, for `cg-ray extract` (docs/results.md, "The paper's benchmarks").
 
     python scripts/paper_benchmarks.py prepare DATA_DIR WORK_DIR
-    python scripts/paper_benchmarks.py table RUN_DIR            # after `cg-ray scope`: markdown beside the paper
+    python scripts/paper_benchmarks.py table RUN_DIR [REFERENCE]  # after `cg-ray scope`: markdown beside the paper
 
 writes
 - WORK_DIR/paper_suite.jsonl: every row of the nine benchmarks as the model would see it (the prompt, and
@@ -94,10 +94,11 @@ PAPER_MISSING = {
 }
 
 
-def table(run: Path) -> None:
+def table(run: Path, reference: str = "ref:real_use") -> None:
     import pyarrow.parquet as pq
 
-    cov = {r["benchmark"]: r for r in pq.read_table(run / "scope" / "coverage.parquet").to_pylist()}
+    rows = pq.read_table(run / "scope" / "coverage.parquet").to_pylist()
+    cov = {r["benchmark"]: r for r in rows if r["reference"] == reference}
     summary = json.loads((run / "scope" / "summary.json").read_text(encoding="utf-8"))
     print(
         "| benchmark | rows | missing (χ_bench < ε) | of live concepts | no firing row | 0 rows ⇒ share below | paper |"
@@ -136,7 +137,7 @@ def prepare(data: Path, work: Path) -> None:
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "prepare":
         prepare(Path(sys.argv[2]), Path(sys.argv[3]))
-    elif len(sys.argv) == 3 and sys.argv[1] == "table":
-        table(Path(sys.argv[2]))
+    elif len(sys.argv) in (3, 4) and sys.argv[1] == "table":
+        table(Path(sys.argv[2]), *sys.argv[3:])
     else:
         sys.exit(__doc__)

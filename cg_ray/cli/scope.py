@@ -76,6 +76,10 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%" if x >= 0.001 or x == 0 else f"{100 * x:.2f}%"
 
 
+def _q(q: float) -> str:
+    return " < 1e-300" if q == 0 else f"={q:.2g}"  # a q that underflows is shown as a bound, never as 0
+
+
 def gap_line(rank: int, row: Any, n_bench: int, label: str | None) -> str:
     """One gap in words: both shares with their intervals, the ratio, q, and what the concept is."""
     from cg_ray.scope.reference import missing_bound
@@ -88,7 +92,7 @@ def gap_line(rank: int, row: Any, n_bench: int, label: str | None) -> str:
     return (
         f"  {rank:>2}. concept {row.concept:<5} reference {_pct(row.reference_share)} "
         f"[{_pct(row.reference_low)}, {_pct(row.reference_high)}] vs benchmark {bench}; "
-        f"×{row.ratio:.2f} [{row.ratio_low:.2f}, {row.ratio_high:.2f}], q={row.q_value:.2g}"
+        f"×{row.ratio:.2f} [{row.ratio_low:.2f}, {row.ratio_high:.2f}], q{_q(row.q_value)}"
         f"\n      {label or '(no label)'}"
     )
 

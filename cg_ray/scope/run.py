@@ -255,7 +255,10 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
         examples=examples,
         judgements=judgements,
         judge_usage=usage,
-        themes={c.benchmark: gap_themes(acts, counts.thresholds, c, refs) for c in comparisons},
+        themes={
+            c.benchmark: gap_themes(acts, counts.thresholds, c, refs, pooled if c.benchmark == SUITE else None)
+            for c in comparisons
+        },
     )
 
 

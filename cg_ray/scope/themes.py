@@ -50,14 +50,16 @@ def gap_themes(
     thresholds: npt.NDArray[np.float64],
     cmp: ReferenceComparison,
     reference_groups: Sequence[str],
+    bench_groups: Sequence[str] | None = None,
     jaccard: float = THEME_JACCARD,
 ) -> list[Theme]:
-    """The comparison's gaps grouped by their firing rows in the reference, most confident theme first."""
+    """The comparison's gaps grouped by their firing rows in the reference, most confident theme first.
+    `bench_groups`: the groups the compared side pools (default: the comparison's benchmark alone)."""
     concepts = [int(c) for c in cmp.gaps["concept"]]  # most confident first
     if not concepts:
         return []
     ref = firing_matrix(acts, thresholds, concepts, np.isin(acts.groups, list(reference_groups)))
-    bench = firing_matrix(acts, thresholds, concepts, acts.groups == cmp.benchmark)
+    bench = firing_matrix(acts, thresholds, concepts, np.isin(acts.groups, list(bench_groups or [cmp.benchmark])))
     inter = (ref.T @ ref).toarray()  # gaps × gaps: reference rows both fire on
     size = np.diag(inter)
     with np.errstate(divide="ignore", invalid="ignore"):
