@@ -107,4 +107,9 @@ def _augment(args: argparse.Namespace) -> int:
         print(f"  now over-represented in it (χ_bench ≥ its 90th percentile): concept {o['concept_id']} {label}")
     print(f"requests: {json.dumps(summary['requests'])}")
     print(f"wrote {args.run / 'augment'} (items.parquet, coverage.parquet, summary.json, export/)")
+    from cg_ray.artifacts.layout import RunDir
+    from cg_ray.report.refresh import refresh_report
+
+    if (report := refresh_report(RunDir(args.run))) is not None:  # its scope section shows the items' coverage
+        print(f"updated {report}")
     return 0

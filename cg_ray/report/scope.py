@@ -16,6 +16,7 @@ from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
 
 GAPS_SHOWN = 12  # per benchmark, most confident first (all are in scope/gaps.parquet)
+EXAMPLE_CHARS = 400  # of an augment item shown
 
 
 def pct(x: float | None) -> str:
@@ -54,6 +55,48 @@ def judge_text(g: dict[str, Any]) -> str | None:
     return ("in scope" if verdict else "out of scope") + reason
 
 
+DROP_REASONS = ("format", "wrong_reference", "near_copy", "reader")
+
+
+def augment_view(run: RunDir) -> dict[str, Any] | None:
+    """The run's `cg-ray augment` (docs/augment.md), for the benchmark it filled: in-scope coverage before →
+    after, and per targeted gap its state before → after, what the checks kept and dropped, and the first
+    kept item written (never chosen by anything but the checks)."""
+    summary = run.read_json_if_present(L.AUGMENT_SUMMARY)
+    if summary is None:
+        return None
+    items = run.read_table(L.AUGMENT_ITEMS, columns=["concept_id", "prompt", "dropped"])
+    first: dict[int, str] = {}
+    for item in items.to_pylist() if items is not None else []:
+        if item["dropped"] is None:
+            first.setdefault(item["concept_id"], item["prompt"][:EXAMPLE_CHARS])
+    cov = summary["coverage"]
+    gaps = []
+    for g in summary["gaps"]:
+        concept = int(str(g["gap_id"]).split(":")[-1])
+        dropped = ", ".join(f"{g[r]} {r.replace('_', ' ')}" for r in DROP_REASONS if g.get(r))
+        gaps.append(
+            {
+                "gap_id": g["gap_id"],
+                "label": g.get("label") or g["gap_id"],
+                "states": f"{g['state_before']} → {g['state_after']}",
+                "shares": f"{pct(g['bench_share'][0])} → {pct(g['bench_share'][1])} of its rows "
+                f"(the reference: {pct(g['reference_share'])})",
+                "checks": f"{g['kept']} kept of {g['written']} written" + (f"; dropped: {dropped}" if dropped else ""),
+                "example": first.get(concept),
+            }
+        )
+    before, after = cov["in_scope_coverage"]
+    return {
+        "benchmark": summary["benchmark"],
+        "reference": summary["reference"],
+        "coverage": f"in-scope coverage {pct(before)} → {pct(after)} with {cov['items_added']:,} items added "
+        f"({cov['gaps'][0]:,} → {cov['gaps'][1]:,} gaps of {cov['in_reference_use']:,} concepts the reference uses)",
+        "over_represented": len(summary.get("over_represented") or []),
+        "gaps": gaps,
+    }
+
+
 def scope_view(run: RunDir) -> dict[str, Any] | None:
     """{decision, suite, benchmarks: [{benchmark, reference, rows, figures, gaps: [...]}]}; None without scope/."""
     summary = run.read_json_if_present(L.SCOPE_SUMMARY)
@@ -86,4 +129,4 @@ def scope_view(run: RunDir) -> dict[str, Any] | None:
                 }
             )
         out.append({**b, "gaps_shown": shown})
-    return {"decision": summary["decision"], "suite": summary["suite"], "benchmarks": out}
+    return {"decision": summary["decision"], "suite": summary["suite"], "benchmarks": out, "augment": augment_view(run)}

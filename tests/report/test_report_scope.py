@@ -61,6 +61,40 @@ def test_a_run_without_scope_has_no_section(tmp_path: Path, write_rows: Callable
     assert embedded_scope(tmp_path / "run") is None
 
 
+def test_an_augment_shows_under_its_benchmark_with_coverage_before_and_after(tmp_path: Path) -> None:
+    from tests.augment.scripted import READER_FACTORY, build_run, writer_script
+    from tests.describe.endpoint_server import serve
+
+    run = build_run(tmp_path)
+    assert main(["report", str(run)]) == 0
+    with serve(writer_script("carry")) as url:
+        args = [
+            "--writer-endpoint",
+            url,
+            "--writer-model",
+            "scripted-model",
+            "--reader-factory",
+            READER_FACTORY,
+            "--items",
+            "40",
+        ]
+        assert main(["augment", str(run), "--benchmark", "narrow", *args]) == 0
+    augment = embedded_scope(run)["augment"]  # the augment refreshed the report
+    summary = json.loads((run / L.AUGMENT_SUMMARY).read_text())
+    before, after = summary["coverage"]["in_scope_coverage"]
+    assert augment["benchmark"] == "narrow" and augment["coverage"].startswith(
+        f"in-scope coverage {100 * before:.1f}% → {100 * after:.1f}%"
+    )
+    assert [g["states"] for g in augment["gaps"]] == [
+        f"{g['state_before']} → {g['state_after']}" for g in summary["gaps"]
+    ]
+    items = pq.read_table(run / L.AUGMENT_ITEMS).to_pylist()
+    for g in augment["gaps"]:
+        concept = int(g["gap_id"].split(":")[1])
+        kept = [i["prompt"] for i in items if i["concept_id"] == concept and i["dropped"] is None]
+        assert g["example"] == kept[0][:400]  # the first kept, not chosen by anything else
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (scripts/setup.sh installs it)")
 def test_the_section_renders_in_the_browser(scoped: Path) -> None:

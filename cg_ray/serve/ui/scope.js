@@ -31,6 +31,24 @@ function scopeBenchmarkHtml(b) {
   );
 }
 
+// `cg-ray augment`'s items for one benchmark's gaps, under that benchmark: coverage before → after.
+function augmentHtml(a) {
+  const rows = a.gaps
+    .map(
+      (g) =>
+        `<tr><td><b>${esc(g.label)}</b> <span class="muted">${esc(g.gap_id)}</span>` +
+        `${g.example ? `<div class="example">${esc(g.example)}</div>` : ""}</td>` +
+        `<td>${esc(g.states)}<div class="muted">${esc(g.shares)}</div></td><td class="muted">${esc(g.checks)}</td></tr>`,
+    )
+    .join("");
+  const over = a.over_represented ? ` ${a.over_represented} concepts became over-represented.` : "";
+  return (
+    `<h4>Items that fill it (cg-ray augment)</h4><p>${esc(a.coverage)}.${esc(over)}</p>` +
+    `<table class="augment-table"><thead><tr><th>gap, and the first item kept</th><th>state before → after</th>` +
+    `<th>checks</th></tr></thead><tbody>${rows}</tbody></table>`
+  );
+}
+
 function drawScope(s) {
   show("scope", Boolean(s));
   if (!s) return;
@@ -38,5 +56,8 @@ function drawScope(s) {
   $("scope-note").textContent =
     `Across the run's ${suite.benchmarks.length} benchmarks, ${(100 * suite.missing_share).toFixed(1)}% of the ` +
     `${suite.d_sae.toLocaleString()} concepts are missing (X_bench < ε). Rule: ${s.decision}.`;
-  $("scope-body").innerHTML = s.benchmarks.map(scopeBenchmarkHtml).join("");
+  const a = s.augment;
+  $("scope-body").innerHTML = s.benchmarks
+    .map((b) => scopeBenchmarkHtml(b) + (a && a.benchmark === b.benchmark && a.reference === b.reference ? augmentHtml(a) : ""))
+    .join("");
 }
