@@ -9,7 +9,7 @@ function scopeGapHtml(g, i) {
   const theme = g.theme_rows ? `<div class="muted">${esc(g.theme_rows)}</div>` : "";
   return (
     `<tr><td class="num">${i + 1}</td><td><b>${esc(g.label)}</b> <span class="muted">concept ${g.concept_id}</span>` +
-    `${example}</td><td>${esc(g.evidence)}${theme}${judge}</td><td class="num">${fmt(g.q_value, 3)}</td></tr>`
+    `${example}</td><td>${esc(g.evidence)}${theme}${judge}</td><td class="num">${g.q_value < 0.001 ? "&lt; 0.001" : fmt(g.q_value, 3)}</td></tr>`
   );
 }
 
