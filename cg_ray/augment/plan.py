@@ -125,9 +125,9 @@ def not_a_gap(concept: int, scope: pd.DataFrame, benchmark: str, reference: str)
 
 
 def select_targets(scope: pd.DataFrame, config: AugmentConfig, reference: str) -> list[Target]:
-    """The gaps named (in that order), or the `top` most confident (smallest q, then the largest reference
-    share) that scope's judge, where one was asked, did not call out of scope; a name that is no gap of the
-    benchmark is an error that gives its verdict."""
+    """The gaps named (in that order), or the `top` most confident themes' representatives (smallest q, then
+    the largest reference share) that scope's judge, where one was asked, did not call out of scope; a name
+    that is no gap of the benchmark is an error that gives its verdict."""
     gaps = scope[scope["gap"]].sort_values(["q_value", "reference_share"], ascending=[True, False])
     if gaps.empty:
         raise ConfigError(f"{config.benchmark} has no in-scope gap against {reference}: nothing to augment")
@@ -143,7 +143,10 @@ def select_targets(scope: pd.DataFrame, config: AugmentConfig, reference: str) -
             wanted.append(c)
         gaps = gaps.set_index("concept_id", drop=False).loc[wanted]
     else:  # a gap scope's judge (`cg-ray scope --judge-model`) called out of the benchmark's scope is left out
-        gaps = gaps[gaps["in_scope_judge"].map(lambda v: v is not False)].head(config.top)
+        gaps = gaps[gaps["in_scope_judge"].map(lambda v: v is not False)]
+        if "theme" in gaps.columns:  # one gap per theme (its representative): co-firing gaps are one omission
+            gaps = gaps[gaps["theme"].isna() | (gaps["theme"] == gaps["concept_id"])]
+        gaps = gaps.head(config.top)
     return [_target(r) for r in gaps.itertuples()]
 
 
