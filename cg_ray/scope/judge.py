@@ -147,10 +147,11 @@ class BenchmarkJudgement:
         return {"description": self.description, **asdict(self.counts)}
 
 
-def candidates_of(cmp: ReferenceComparison, include_missing: bool) -> list[int]:
-    """The concepts to judge for one benchmark: its gaps, most confident first, then (`include_missing`) the
-    concepts in the reference's use it never fires on that are not gaps, the reference's most used first."""
-    out = [int(c) for c in cmp.gaps["concept"]]
+def candidates_of(cmp: ReferenceComparison, include_missing: bool, only: set[int] | None = None) -> list[int]:
+    """The concepts to judge for one benchmark: its gaps (`only` those, where given: one per theme), most
+    confident first, then (`include_missing`) the concepts in the reference's use it never fires on that are
+    not gaps, the reference's most used first."""
+    out = [int(c) for c in cmp.gaps["concept"] if only is None or int(c) in only]
     if include_missing:
         t = cmp.table
         extra = t[t["in_reference"] & t["missing"] & ~t["gap"]].sort_values("reference_share", ascending=False)
@@ -228,14 +229,17 @@ def judge_scope(
     examples: Mapping[int, Sequence[str]],
     settings: ScopeJudge,
     completer: Completer,
+    only: Mapping[str, set[int]] | None = None,
 ) -> dict[str, BenchmarkJudgement]:
     """Every benchmark's candidates judged (one `complete` call per benchmark, its batches concurrent where
-    the client is), so that each benchmark's requests and tokens are its own."""
+    the client is), so that each benchmark's requests and tokens are its own. `only`: per benchmark, the gaps
+    to ask about (its themes' representatives: one question per omission)."""
     out: dict[str, BenchmarkJudgement] = {}
     for cmp in comparisons:
+        mine = None if only is None else only.get(cmp.benchmark)
         cands = [
             Candidate(c, labels.get(c), tuple(examples.get(c, ())))
-            for c in candidates_of(cmp, settings.include_missing)
+            for c in candidates_of(cmp, settings.include_missing, mine)
         ]
         out[cmp.benchmark] = judge_benchmark(
             completer,

@@ -233,7 +233,14 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
         )
     texts = [t for p in paths for t in _texts(Path(p), pq.ParquetFile(p).metadata.num_rows)]
     include_missing = req.judge is not None and req.judge.include_missing
-    shown = sorted({c for cmp in comparisons for c in J.candidates_of(cmp, include_missing)})
+    themes = {
+        c.benchmark: gap_themes(acts, counts.thresholds, c, refs, pooled if c.benchmark == SUITE else None)
+        for c in comparisons
+    }
+    representatives = {b: {t.representative for t in ts} for b, ts in themes.items()}
+    shown = sorted(
+        {c for cmp in comparisons for c in J.candidates_of(cmp, include_missing)}
+    )  # every gap's examples are stored; a judge is asked of each theme's representative
     labels = concept_labels(run)
     examples = examples_of(acts, texts, shown, refs)
     judgements: dict[str, J.BenchmarkJudgement] = {}
@@ -242,7 +249,7 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
         client = J.open_judge(req.judge, judge_client)
         try:
             judged = [c for c in comparisons if c.benchmark != SUITE]  # a judge is given each benchmark's intent
-            judgements = J.judge_scope(judged, labels, examples, req.judge, client)
+            judgements = J.judge_scope(judged, labels, examples, req.judge, client, representatives)
             usage = J.usage_report(client)
         finally:
             J.close(client)
@@ -255,10 +262,7 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
         examples=examples,
         judgements=judgements,
         judge_usage=usage,
-        themes={
-            c.benchmark: gap_themes(acts, counts.thresholds, c, refs, pooled if c.benchmark == SUITE else None)
-            for c in comparisons
-        },
+        themes=themes,
     )
 
 
