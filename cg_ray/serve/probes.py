@@ -7,6 +7,9 @@ cluster); `probe.runner: process` runs it as a process of the replica's host wit
 lives in files of the analysis' folder (probe.job/), not in the replica that started it, so any replica
 answers for it: the settings, the start (its Ray job or process), the log (the probe's lines per gap, the
 progress a client reads), the error log and the outcome, written by probe_job when it ends.
+
+An augment (`cg-ray augment`, cg_ray.serve.augments) is the same kind of job and runs on the same machinery:
+`start(..., command="augment")` in its own folder (augment.job/), the command recorded in its start.
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ import uuid
 from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
+from cg_ray.describe.config import ExplainConfig
 from cg_ray.errors import CgRayError
 from cg_ray.probe.config import ProbeConfig
 from cg_ray.report.documents import clean
@@ -51,38 +55,57 @@ NO_MODEL = (
     '"endpoint": {"url": URL}} with URL among the service\'s probe.endpoints'
 )
 OPERATOR_FIELDS = {"reader": "the run's reader checks the items", "reader_factory": "the service's probe settings"}
+Config = TypeVar("Config", bound=BaseModel)
+Reached = list[tuple[str, str | None, str | None]]  # (field, URL, key variable)
 
 
 def probe_config(body: dict[str, Any], settings: ProbeSettings) -> ProbeConfig:
     """The request's probe settings, validated once (422 naming the field, never echoing a value), with the
     operator's reader; endpoints and key variables only from the service's lists."""
-    for key, whose in OPERATOR_FIELDS.items():
-        if key in body:
-            raise api_error(422, f"probe setting {key}: not a request's to set ({whose})", field=key)
-    try:
-        config = ProbeConfig.model_validate({**body, "reader_factory": settings.reader_factory})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"]))
-        raise api_error(422, f"probe setting {where}: {first['msg']}", field=where) from None
-    for where, url, key_env in _reached(config):
-        if url is None or not any(url == a or url.startswith(a.rstrip("/") + "/") for a in settings.endpoints):
-            allowed = ", ".join(settings.endpoints) or "none: the service allows no probe endpoint"
-            raise api_error(422, f"probe setting {where}: not an endpoint this service allows ({allowed})", field=where)
-        if key_env is not None and key_env not in settings.key_envs:
-            raise api_error(422, f"probe setting {where}: {key_env!r} is not a key variable this service allows")
+    config = job_config(ProbeConfig, body, settings, "probe")
+    check_reached(_reached(config), settings, "probe")
     return config
 
 
-def _reached(config: ProbeConfig) -> list[tuple[str, str | None, str | None]]:
-    """(field, URL, key variable) of every model the probe would call outside the run; a writer or an answering
-    model without an endpoint would load weights on the service's machines, so it counts with no URL."""
-    out: list[tuple[str, str | None, str | None]] = []
-    if config.writer is not None:
-        w = config.writer
-        out.append(("writer.endpoint", w.endpoint, w.api_key_env))
-        if w.judge_endpoint is not None or w.judge_api_key_env is not None:
-            out.append(("writer.judge_endpoint", w.judge_endpoint or w.endpoint, w.judge_api_key_env))
+def job_config(model: type[Config], body: dict[str, Any], settings: ProbeSettings, what: str) -> Config:
+    """A job's settings (`model`: ProbeConfig, AugmentConfig) from a request's body, validated once: 422 naming
+    the field, never echoing a value; the reader and its factory are the operator's."""
+    for key, whose in OPERATOR_FIELDS.items():
+        if key in body:
+            raise api_error(422, f"{what} setting {key}: not a request's to set ({whose})", field=key)
+    try:
+        return model.model_validate({**body, "reader_factory": settings.reader_factory})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise api_error(422, f"{what} setting {where}: {first['msg']}", field=where) from None
+
+
+def check_reached(reached: Reached, settings: ProbeSettings, what: str) -> None:
+    """422 (before anything is sent) unless every endpoint is under the service's list and every key
+    variable in it."""
+    for where, url, key_env in reached:
+        if url is None or not any(url == a or url.startswith(a.rstrip("/") + "/") for a in settings.endpoints):
+            allowed = ", ".join(settings.endpoints) or f"none: the service allows no {what} endpoint"
+            said = f"{what} setting {where}: not an endpoint this service allows ({allowed})"
+            raise api_error(422, said, field=where)
+        if key_env is not None and key_env not in settings.key_envs:
+            raise api_error(422, f"{what} setting {where}: {key_env!r} is not a key variable this service allows")
+
+
+def writer_reached(w: ExplainConfig) -> Reached:
+    """The writer's endpoint and its judge's, where set apart; a writer without an endpoint would load weights
+    on the service's machines, so it counts with no URL."""
+    out: Reached = [("writer.endpoint", w.endpoint, w.api_key_env)]
+    if w.judge_endpoint is not None or w.judge_api_key_env is not None:
+        out.append(("writer.judge_endpoint", w.judge_endpoint or w.endpoint, w.judge_api_key_env))
+    return out
+
+
+def _reached(config: ProbeConfig) -> Reached:
+    """(field, URL, key variable) of every model the probe would call outside the run; an answering model
+    without an endpoint counts with no URL, as a writer's does."""
+    out: Reached = [] if config.writer is None else writer_reached(config.writer)
     if config.model is not None:
         endpoint = config.model.endpoint if config.model.backend == "endpoint" else None
         if endpoint is None:
@@ -119,23 +142,38 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def start(job: Path, run: Path, config: ProbeConfig, fresh: bool, settings: ServiceSettings) -> None:
-    """Start the probe (a Ray job, or a process: `probe.runner`); 409 while one of this analysis runs. An
-    earlier probe that did not finish is resumed with the same settings unless `fresh` (the CLI's --fresh). Two
-    requests at once (two replicas on one host, or two threads of one) take turns on a lock file: the second
-    sees the first's start."""
+def job_files(command: str) -> tuple[str, str]:
+    """(settings, log) file names of a job of `command` in its folder: probe.json and probe.log for a probe."""
+    return f"{command}.json", f"{command}.log"
+
+
+def _command(job: Path) -> str:
+    return str((_read(job / STARTED) or {}).get("command") or "probe")  # starts recorded before augments: probes
+
+
+def start(
+    job: Path, run: Path, config: BaseModel, fresh: bool, settings: ServiceSettings, command: str = "probe"
+) -> None:
+    """Start the probe, or another job of `command` (`augment`), as a Ray job or a process (`probe.runner`);
+    409 while one of this analysis runs. An earlier one that did not finish is resumed with the same settings
+    unless `fresh` (the CLI's --fresh). Two requests at once (two replicas on one host, or two threads of one)
+    take turns on a lock file: the second sees the first's start."""
     job.mkdir(parents=True, exist_ok=True)
+    settings_file, log = job_files(command)
     with job_lock(job / START_LOCK):
         if status(job) in ("pending", "running"):
-            raise api_error(409, "a probe of this analysis is running: follow it with GET …/probe")
-        for name in (OUTCOME, LOG, ERRORS):
+            article = "an" if command[0] in "aeiou" else "a"
+            raise api_error(409, f"{article} {command} of this analysis is running: follow it with GET …/{command}")
+        for name in (OUTCOME, log, ERRORS):
             (job / name).unlink(missing_ok=True)
         chosen = config.model_dump(mode="json", exclude_unset=True)
-        write_job_file(job / CONFIG, json.dumps(chosen, indent=1))  # JSON is YAML: the CLI's --config reads it
-        started = {"started_at": _now(), "host": socket.gethostname(), "pid": None, "settings": chosen}
+        write_job_file(job / settings_file, json.dumps(chosen, indent=1))  # JSON is YAML: the CLI's --config
+        started = {"started_at": _now(), "host": socket.gethostname(), "pid": None, "settings": chosen,
+                   "command": command}  # fmt: skip
         write_job_file(job / STARTED, json.dumps(started))
         # The service's own interpreter: the cluster runs the same image, and a bare `cg-ray` may not be on PATH.
-        argv = [sys.executable, "-m", "cg_ray.serve.probe_job", str(job), str(run), *(["--fresh"] if fresh else [])]
+        argv = [sys.executable, "-m", "cg_ray.serve.probe_job", str(job), str(run), *(["--fresh"] if fresh else []),
+                f"--command={command}"]  # fmt: skip
         if settings.probe.runner == "ray_job":
             _submit(job, argv, started, settings.ray_address)
         else:
@@ -143,15 +181,15 @@ def start(job: Path, run: Path, config: ProbeConfig, fresh: bool, settings: Serv
 
 
 def _failed_to_start(job: Path, why: str) -> None:
-    """Recorded as the probe's outcome: it failed, and says why."""
-    write_job_file(job / ERRORS, f"cg-ray probe: error: {why}\n")
+    """Recorded as the job's outcome: it failed, and says why."""
+    write_job_file(job / ERRORS, f"cg-ray {_command(job)}: error: {why}\n")
     write_job_file(job / OUTCOME, json.dumps({"returncode": 1, "finished_at": _now()}))
 
 
 def _submit(job: Path, argv: list[str], started: dict[str, Any], address: str | None) -> None:
     """The probe as a Ray job; its id (unique per start: Ray keeps ended jobs' ids) and the dashboard it was
     submitted to are recorded, so any replica can follow or stop it."""
-    submission = f"cg-ray-probe-{job.parent.name}-{uuid.uuid4().hex[:8]}"
+    submission = f"cg-ray-{started.get('command', 'probe')}-{job.parent.name}-{uuid.uuid4().hex[:8]}"
     try:
         job_id = job_client(address, attempts=3).submit_job(entrypoint=shlex.join(argv), submission_id=submission)
     except Exception as exc:  # the dashboard is down, or refuses the job
@@ -225,11 +263,13 @@ def status(job: Path) -> str | None:
         return "failed" if time.time() - (job / STARTED).stat().st_mtime > START_GRACE_S else "pending"
     if not _alive(started):
         return "failed"
-    return "running" if (job / LOG).is_file() and (job / LOG).stat().st_size else "pending"
+    log = job / job_files(_command(job))[1]
+    return "running" if log.is_file() and log.stat().st_size else "pending"
 
 
-def progress(job: Path, lines: int = PROGRESS_LINES, name: str = LOG) -> list[str]:
-    """The last lines of the probe's log (its lines per gap and step), server paths scrubbed."""
+def progress(job: Path, lines: int = PROGRESS_LINES, name: str | None = None) -> list[str]:
+    """The last lines of the job's log (its lines per gap and step), server paths scrubbed."""
+    name = name or job_files(_command(job))[1]
     try:
         with (job / name).open(encoding="utf-8", errors="replace") as log:
             tail = deque((line.rstrip("\n") for line in log if line.strip()), maxlen=lines)
@@ -241,15 +281,17 @@ def progress(job: Path, lines: int = PROGRESS_LINES, name: str = LOG) -> list[st
 def _error(job: Path, state: str) -> str | None:
     if state != "failed":
         return None
+    command = _command(job)
     if _read(job / OUTCOME) is None:
         started = _read(job / STARTED) or {}
         from_ray = _ray_job_error(started) if started.get("ray_job") else None
         return from_ray or (
-            "the probe's process ended without recording an outcome (the service restarted?): POST again to resume it"
+            f"the {command}'s process ended without recording an outcome (the service restarted?): POST again to "
+            "resume it"
         )
     lines = progress(job, 200, ERRORS)
-    said = [line for line in lines if line.startswith("cg-ray probe: error: ")]  # the CLI's own words
-    return said[-1] if said else last_error_line(lines) or "the probe failed and wrote nothing"
+    said = [line for line in lines if line.startswith(f"cg-ray {command}: error: ")]  # the CLI's own words
+    return said[-1] if said else last_error_line(lines) or f"the {command} failed and wrote nothing"
 
 
 def _ray_job_error(started: dict[str, Any]) -> str | None:
@@ -264,17 +306,13 @@ def _ray_job_error(started: dict[str, Any]) -> str | None:
     return f"its Ray job {started['ray_job']} ended without recording an outcome: {scrub_paths(last)[:MAX_CHARS]}"
 
 
-def report(job: Path, run: RunDir) -> dict[str, Any] | None:
-    """The probe's status document (GET …/probe); None when the analysis was never probed over REST."""
+def job_report(job: Path) -> dict[str, Any] | None:
+    """What every job's status document holds (its state, times, settings, progress, error); None when none
+    was started over REST."""
     state = status(job)
     if state is None:
         return None
     started, outcome = _read(job / STARTED) or {}, _read(job / OUTCOME) or {}
-    results, decision = None, None
-    if state == "succeeded":
-        table = run.read_table(L.PROBE_RESULTS)
-        results = None if table is None else clean(table.to_pylist())
-        decision = (run.read_json_if_present(L.PROBE_SUMMARY) or {}).get("decision")
     return {
         "status": state,
         "started_at": started.get("started_at"),
@@ -282,6 +320,17 @@ def report(job: Path, run: RunDir) -> dict[str, Any] | None:
         "settings": started.get("settings") or {},
         "progress": progress(job),
         "error": _error(job, state),
-        "decision": decision,
-        "results": results,
     }
+
+
+def report(job: Path, run: RunDir) -> dict[str, Any] | None:
+    """The probe's status document (GET …/probe); None when the analysis was never probed over REST."""
+    found = job_report(job)
+    if found is None:
+        return None
+    results, decision = None, None
+    if found["status"] == "succeeded":
+        table = run.read_table(L.PROBE_RESULTS)
+        results = None if table is None else clean(table.to_pylist())
+        decision = (run.read_json_if_present(L.PROBE_SUMMARY) or {}).get("decision")
+    return {**found, "decision": decision, "results": results}
