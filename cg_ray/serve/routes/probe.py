@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 from fastapi.concurrency import run_in_threadpool
 
-from cg_ray.serve import probes
+from cg_ray.serve import augments, probes
 from cg_ray.serve.api_types import ProbeStatus
 from cg_ray.serve.db import Analysis
 from cg_ray.serve.deps import FinishedRun, Owner, Service, ServiceDep
@@ -32,17 +33,24 @@ def _job(service: Service, analysis_id: str) -> Path:
     return service.settings.analyses_dir / analysis_id / probes.JOB_DIR
 
 
-def check_running_probes(service: Service, owner: str) -> None:
-    """429 when the key's probes already running are as many as the analyses it may run at once (each probe
-    is a Ray job or a process, as heavy as an analysis)."""
-    running = [
-        a.id
+# The jobs a key runs on the probe's machinery, each a Ray job or a process as heavy as an analysis: by the
+# folder each keeps in its analysis' folder, and what it is called.
+JOBS = {probes.JOB_DIR: "probe", augments.JOB_DIR: "augment"}
+
+
+def check_running_jobs(service: Service, owner: str) -> None:
+    """429 when the key's probes and augments already running are as many as the analyses it may run at once
+    (each is a Ray job or a process, as heavy as an analysis)."""
+    running: Counter[str] = Counter(
+        what
         for a in service.store.list_owned(Analysis, owner)
-        if probes.status(_job(service, a.id)) in ("pending", "running")
-    ]
+        for folder, what in JOBS.items()
+        if probes.status(service.settings.analyses_dir / a.id / folder) in ("pending", "running")
+    )
     limit = service.settings.limits.max_concurrent_analyses
-    if len(running) >= limit:
-        raise api_error(429, f"{len(running)} probes already running for this key (of {limit}); wait for one to finish")
+    if sum(running.values()) >= limit:
+        said = ", ".join(f"{n} {what}{'s' if n > 1 else ''}" for what, n in sorted(running.items(), reverse=True))
+        raise api_error(429, f"{said} already running for this key (of {limit}); wait for one to finish")
 
 
 @router.post("/probe", status_code=202, response_model=ProbeStatus, responses=error_responses(422, 429))
@@ -59,7 +67,7 @@ async def start_probe(
     finish resumes with the same settings, unless `fresh`. A finished probe replaces the run's earlier one."""
     config = probes.probe_config(body, service.settings.probe)
     await run_in_threadpool(probes.check_gaps, run.path, config)
-    await run_in_threadpool(check_running_probes, service, owner)
+    await run_in_threadpool(check_running_jobs, service, owner)
     job = _job(service, analysis_id)
     await run_in_threadpool(probes.start, job, run.path, config, fresh, service.settings)
     return ProbeStatus.model_validate(probes.report(job, run))
