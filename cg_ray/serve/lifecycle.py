@@ -11,6 +11,7 @@ from pathlib import Path
 from cg_ray.serve.db import ACTIVE_STATUSES, DELETED, Analysis, Upload
 from cg_ray.serve.deps import Service
 from cg_ray.serve.errors import api_error
+from cg_ray.serve.augments import JOB_DIR as AUGMENT_JOB
 from cg_ray.serve.probes import JOB_DIR as PROBE_JOB
 from cg_ray.serve.probes import stop as stop_probe
 
@@ -48,6 +49,7 @@ async def delete_analysis(service: Service, owner: str, analysis_id: str) -> Non
     await stop_analysis(service, analysis, DELETED, "deleted by the client")
     folder = service.settings.analyses_dir / analysis.id
     stop_probe(folder / PROBE_JOB)  # a probe of it started over REST would write into a removed folder
+    stop_probe(folder / AUGMENT_JOB)  # and so would an augment (the same job code: probes.start)
     if analysis.mode != "arena-model":  # a model of an arena analysis lives inside the arena's folder
         await asyncio.to_thread(shutil.rmtree, folder, True)
     for child in (analysis.options or {}).get("model_analyses", {}).values():
