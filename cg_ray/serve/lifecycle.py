@@ -8,10 +8,10 @@ import logging
 import shutil
 from pathlib import Path
 
+from cg_ray.serve.augments import JOB_DIR as AUGMENT_JOB
 from cg_ray.serve.db import ACTIVE_STATUSES, DELETED, Analysis, Upload
 from cg_ray.serve.deps import Service
 from cg_ray.serve.errors import api_error
-from cg_ray.serve.augments import JOB_DIR as AUGMENT_JOB
 from cg_ray.serve.probes import JOB_DIR as PROBE_JOB
 from cg_ray.serve.probes import stop as stop_probe
 
