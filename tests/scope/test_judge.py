@@ -25,6 +25,7 @@ from cg_ray.scope.judge import Candidate, Verdict, candidates_of, parse_verdicts
 from cg_ray.scope.reference import compare
 from tests.conftest import rows_table
 from tests.describe.endpoint_server import Script, serve
+from tests.scope.synthetic import scope_rows
 
 D = 64
 MARKER = "arithmetic"
@@ -47,17 +48,7 @@ _PROMPT_SCHEMA = S.ROWS_SCHEMA.append(pa.field("prompt", pa.string()))
 
 
 def _rows(benchmark: str, n: int, rng: np.random.Generator, left_out_share: float) -> list[dict[str, Any]]:
-    out = []
-    for i in range(n):
-        ids = set(rng.choice(np.arange(10, D), size=6, replace=False).tolist())
-        ids |= {c for c in LEFT_OUT if rng.random() < left_out_share}
-        ids_sorted = sorted(ids)
-        acts = rng.uniform(0.5, 1.5, size=len(ids_sorted)).astype(np.float32).tolist()
-        out.append(
-            {"row_id": f"{benchmark}-{i}", "benchmark": benchmark, "score": float(rng.random() < 0.5),
-             "concept_ids": ids_sorted, "concept_acts": acts, "prompt": f"{benchmark} text {i} on {ids_sorted}"}
-        )  # fmt: skip
-    return out
+    return scope_rows(benchmark, n, rng, left_out_share, LEFT_OUT, D, "{benchmark} text {i} on {ids}")
 
 
 @pytest.fixture

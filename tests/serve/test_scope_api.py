@@ -33,6 +33,7 @@ from cg_ray.serve.settings import ScopeSettings, ServiceSettings
 from cg_ray.testing.fakes import HashingReader
 from tests.conftest import rows_table
 from tests.describe.endpoint_server import Script, serve
+from tests.scope.synthetic import scope_rows
 
 D = 64
 LEFT_OUT = (7, 8, 9)  # each fires on 15% of wide's rows, never on narrow's
@@ -44,17 +45,7 @@ _CONCEPT = re.compile(r'^Concept (\d+): "', re.MULTILINE)
 
 
 def _rows(benchmark: str, n: int, rng: np.random.Generator, left_out_share: float) -> list[dict[str, Any]]:
-    out = []
-    for i in range(n):
-        ids = set(rng.choice(np.arange(10, D), size=6, replace=False).tolist())
-        ids |= {c for c in LEFT_OUT if rng.random() < left_out_share}
-        ids_sorted = sorted(ids)
-        acts = rng.uniform(0.5, 1.5, size=len(ids_sorted)).astype(np.float32).tolist()
-        out.append(
-            {"row_id": f"{benchmark}-{i}", "benchmark": benchmark, "score": float(rng.random() < 0.5),
-             "concept_ids": ids_sorted, "concept_acts": acts, "prompt": f"{benchmark} question {i}"}
-        )  # fmt: skip
-    return out
+    return scope_rows(benchmark, n, rng, left_out_share, LEFT_OUT, D, "{benchmark} question {i}")
 
 
 @pytest.fixture(scope="module")
