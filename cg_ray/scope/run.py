@@ -92,41 +92,34 @@ def _plan(req: ScopeRequest, names: Sequence[str]) -> tuple[list[str], list[str]
     return targets, refs
 
 
-def coverage_table(acts: SuiteActivations, counts: FiringCounts, config: MetricsConfig) -> pd.DataFrame:
-    """Per benchmark: the paper's missing share (χ_bench < ε over all d_sae concepts), the share firing on no
-    row, and the missing share among concepts live (active) somewhere in the rows read, so that a dictionary's
-    dead latents do not count as a benchmark's omissions."""
-    m = acts.matrix.tocsr()
-    live = np.asarray((acts.matrix != 0).sum(axis=0)).ravel() > 0
-    out = []
-    for g, name in enumerate(counts.groups):
-        sel = np.flatnonzero(acts.groups == name)
-        act_sum = np.asarray(m[sel].sum(axis=0), dtype=np.float64).ravel()
-        missing = chi_bench(act_sum) < config.epsilon
-        out.append(
-            {
-                "benchmark": name,
-                "rows": int(counts.n_rows[g]),
-                "missing_share": float(missing.mean()),
-                "never_fires_share": float((counts.fires[g] == 0).mean()),
-                "missing_share_of_live": float(missing[live].mean()) if live.any() else float("nan"),
-                "missing_bound": float(missing_bound(int(counts.n_rows[g]))),
-            }
-        )
-    return pd.DataFrame(out)
+@dataclass(frozen=True)
+class GroupSums:
+    """Σ s̃ per concept of each group's rows (one pass over the matrix), and which concepts are live (active
+    on some row read): what the paper's coverage figures need."""
+
+    sums: dict[str, npt.NDArray[np.float64]]
+    live: npt.NDArray[np.bool_]
+
+    @classmethod
+    def of(cls, acts: SuiteActivations) -> GroupSums:
+        m = acts.matrix.tocsr()
+        sums = {g: np.asarray(m[acts.groups == g].sum(axis=0), dtype=np.float64).ravel() for g in acts.group_names()}
+        return cls(sums, np.diff(acts.matrix.indptr) > 0)
+
+    def pooled(self, groups: Sequence[str]) -> npt.NDArray[np.float64]:
+        return np.asarray(np.sum([self.sums[g] for g in groups], axis=0), dtype=np.float64)
 
 
-def pooled_coverage(
-    acts: SuiteActivations, counts: FiringCounts, members: Sequence[str], config: MetricsConfig
-) -> dict[str, Any]:
-    """`coverage_table`'s row for several benchmarks read as one (the suite)."""
-    sel = np.flatnonzero(np.isin(acts.groups, list(members)))
-    act_sum = np.asarray(acts.matrix.tocsr()[sel].sum(axis=0), dtype=np.float64).ravel()
+def coverage_row(
+    name: str, act_sum: npt.NDArray[np.float64], fires: npt.NDArray[np.int64], n: int, live: npt.NDArray[np.bool_],
+    config: MetricsConfig,
+) -> dict[str, Any]:  # fmt: skip
+    """One benchmark's (or the pooled suite's) coverage: the paper's missing share (χ_bench < ε over all d_sae
+    concepts), the share firing on no row, and the missing share among concepts live somewhere in the rows
+    read, so that a dictionary's dead latents do not count as a benchmark's omissions."""
     missing = chi_bench(act_sum) < config.epsilon
-    live = np.asarray((acts.matrix != 0).sum(axis=0)).ravel() > 0
-    fires, n = counts.pooled(members)
     return {
-        "benchmark": SUITE,
+        "benchmark": name,
         "rows": n,
         "missing_share": float(missing.mean()),
         "never_fires_share": float((fires == 0).mean()),
@@ -135,22 +128,31 @@ def pooled_coverage(
     }
 
 
-def suite_figures(
-    acts: SuiteActivations, counts: FiringCounts, benchmarks: Sequence[str], config: MetricsConfig
-) -> dict[str, Any]:
+def coverage_table(
+    sums: GroupSums, counts: FiringCounts, config: MetricsConfig, suite: Sequence[str] = ()
+) -> pd.DataFrame:
+    """`coverage_row` per group read, and for the `suite`'s benchmarks pooled (SUITE) where given."""
+    rows = [
+        coverage_row(g, sums.sums[g], counts.fires[i], int(counts.n_rows[i]), sums.live, config)
+        for i, g in enumerate(counts.groups)
+    ]
+    if suite:
+        fires, n = counts.pooled(suite)
+        rows.append(coverage_row(SUITE, sums.pooled(suite), fires, n, sums.live, config))
+    return pd.DataFrame(rows)
+
+
+def suite_figures(sums: GroupSums, benchmarks: Sequence[str], config: MetricsConfig) -> dict[str, Any]:
     """The run's own suite (references excluded): X_bench's missing share (eq. 3, mean of χ_bench over the
     benchmarks) and its most over-represented concepts."""
-    m = acts.matrix.tocsr()
-    sums = np.stack([np.asarray(m[np.flatnonzero(acts.groups == b)].sum(axis=0)).ravel() for b in benchmarks])
-    x_bench = chi_bench(sums).mean(axis=0)
-    live = np.asarray((acts.matrix != 0).sum(axis=0)).ravel() > 0
+    x_bench = chi_bench(np.stack([sums.sums[b] for b in benchmarks])).mean(axis=0)
     order = np.argsort(-x_bench)[:OVER_SHOWN]
     return {
         "benchmarks": list(benchmarks),
-        "d_sae": acts.d_sae,
+        "d_sae": int(x_bench.size),
         "missing_share": float((x_bench < config.epsilon).mean()),
         "missing_concepts": int((x_bench < config.epsilon).sum()),
-        "live_concepts": int(live.sum()),
+        "live_concepts": int(sums.live.sum()),
         "over_represented": [{"concept_id": int(c), "x_bench": float(x_bench[c])} for c in order],
     }
 
@@ -224,13 +226,10 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
     config = MetricsConfig()
     run_benchmarks = [g for g in counts.groups if not g.startswith("ref:")]
     pooled = [b for b in run_benchmarks if b not in refs]
-    coverage = coverage_table(acts, counts, config)
+    sums = GroupSums.of(acts)
     if req.suite:
         fires, n = counts.pooled(pooled)
         comparisons.append(compare(fires, n, ref_fires, ref_n, req.rule, benchmark=SUITE, reference=ref_name))
-        coverage = pd.concat(
-            [coverage, pd.DataFrame([pooled_coverage(acts, counts, pooled, config)])], ignore_index=True
-        )
     texts = [t for p in paths for t in _texts(Path(p), pq.ParquetFile(p).metadata.num_rows)]
     include_missing = req.judge is not None and req.judge.include_missing
     themes = {
@@ -256,8 +255,8 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
     return ScopeResult(
         comparisons=comparisons,
         thresholds=counts.thresholds,
-        coverage=coverage,
-        suite=suite_figures(acts, counts, run_benchmarks, config),
+        coverage=coverage_table(sums, counts, config, pooled if req.suite else ()),
+        suite=suite_figures(sums, run_benchmarks, config),
         labels=labels,
         examples=examples,
         judgements=judgements,
