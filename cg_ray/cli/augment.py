@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from cg_ray.cli.options import add_command
+from cg_ray.cli.options import add_command, item_writer_settings
 from cg_ray.errors import ConfigError
 
 
@@ -44,22 +43,10 @@ def augment_config(args: argparse.Namespace) -> Any:
     """The AugmentConfig of the flags over --config's file, validated once; a bad value names its field."""
     from cg_ray.augment.config import AugmentConfig
 
-    data: dict[str, Any] = {}
-    if args.config:
-        data = yaml.safe_load(args.config.read_text(encoding="utf-8")) or {}
     flags = {"benchmark": args.benchmark, "reference": args.reference, "top": args.top, "items": args.items,
              "seed": args.seed, "reference_check": args.reference_check,
              "reader_factory": args.reader_factory}  # fmt: skip
-    data.update({k: v for k, v in flags.items() if v is not None})
-    if args.gap:
-        data["gaps"] = args.gap
-    if args.no_reader_check:
-        data["reader_check"] = False
-    if args.writer_endpoint and not args.writer_model:
-        raise ConfigError("--writer-endpoint needs --writer-model: the model name the endpoint serves")
-    if args.writer_model:
-        backend = {"endpoint": args.writer_endpoint, "api_key_env": args.writer_api_key_env}
-        data["writer"] = {"model": args.writer_model, "backend": args.writer_backend or "vllm", **backend}
+    data: dict[str, Any] = item_writer_settings(args, flags)
     if not data.get("benchmark"):
         raise ConfigError("name the benchmark to augment: --benchmark B (one of those `cg-ray scope` compared)")
     try:

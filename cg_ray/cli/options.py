@@ -103,3 +103,25 @@ def ensure_output_free(path: Path, overwrite: bool) -> None:
     """Fail before any work when the output exists and may not be replaced."""
     if path.exists() and not overwrite:
         raise CgRayError(f"{path} already exists (pass --overwrite to replace it)")
+
+
+def item_writer_settings(args: argparse.Namespace, flags: Mapping[str, object]) -> dict[str, object]:
+    """The settings of a command that writes items (`cg-ray probe`, `cg-ray augment`): --config's YAML, then
+    the `flags` given (they win), the gaps named (--gap), --no-reader-check, and the writer (--writer-model,
+    with --writer-endpoint or a backend). Validated by the caller's own model."""
+    import yaml
+
+    data: dict[str, object] = {}
+    if args.config:
+        data = yaml.safe_load(args.config.read_text(encoding="utf-8")) or {}
+    data.update({k: v for k, v in flags.items() if v is not None})
+    if args.gap:
+        data["gaps"] = args.gap
+    if args.no_reader_check:
+        data["reader_check"] = False
+    if args.writer_endpoint and not args.writer_model:
+        raise ConfigError("--writer-endpoint needs --writer-model: the model name the endpoint serves")
+    if args.writer_model:  # an endpoint's model, or a model the generation backend runs through Ray Data
+        backend = {"endpoint": args.writer_endpoint, "api_key_env": args.writer_api_key_env}
+        data["writer"] = {"model": args.writer_model, "backend": args.writer_backend or "vllm", **backend}
+    return data

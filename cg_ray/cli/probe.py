@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from cg_ray.cli.options import item_writer_settings
 from cg_ray.errors import ConfigError
 
 
@@ -67,21 +67,9 @@ def probe_config(args: argparse.Namespace) -> Any:
     """The ProbeConfig of the flags over --config's file, validated once; a bad value names its field."""
     from cg_ray.probe.config import ProbeConfig
 
-    data: dict[str, Any] = {}
-    if args.config:
-        data = yaml.safe_load(args.config.read_text(encoding="utf-8")) or {}
     flags = {"top": args.top, "pairs": args.pairs, "seed": args.seed, "fdr": args.fdr, "families": args.families,
              "reference_check": args.reference_check}  # fmt: skip
-    data.update({k: v for k, v in flags.items() if v is not None})
-    if args.gap:
-        data["gaps"] = args.gap
-    if args.no_reader_check:
-        data["reader_check"] = False
-    if args.writer_endpoint and not args.writer_model:
-        raise ConfigError("--writer-endpoint needs --writer-model: the model name the endpoint serves")
-    if args.writer_model:  # an endpoint's model, or a model the generation backend runs through Ray Data
-        backend = {"endpoint": args.writer_endpoint, "api_key_env": args.writer_api_key_env}
-        data["writer"] = {"model": args.writer_model, "backend": args.writer_backend or "vllm", **backend}
+    data: dict[str, Any] = item_writer_settings(args, flags)
     if args.model_endpoint or args.model_name:
         if not (args.model_endpoint and args.model_name):
             raise ConfigError("--model-endpoint and --model go together: the URL and the model it serves")
