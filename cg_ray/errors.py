@@ -40,6 +40,11 @@ class InputError(CgRayError):
         super().__init__(f"{': '.join([', '.join(where), message]) if where else message}")
 
 
+class NotARunDirectory(InputError):
+    """A path handed to `cg_ray.read_run` that is not a published run directory (its message says what is
+    missing)."""
+
+
 class ConfigError(CgRayError):
     """An invalid configuration value (validated once, at the edge)."""
 
