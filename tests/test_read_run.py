@@ -146,7 +146,7 @@ def test_a_path_that_is_not_a_run_is_named_with_what_is_missing(made: Path, tmp_
     assert str(tmp_path) in str(err.value)
     with pytest.raises(NotARunDirectory, match="no such directory"):
         cg_ray.read_run(tmp_path / "nowhere")
-    with pytest.raises(NotARunDirectory, match="pass the run directory"):
+    with pytest.raises(NotARunDirectory, match="pass the run directory, not a table"):
         cg_ray.read_run(made / "rows.parquet")
 
 

@@ -236,7 +236,7 @@ def _published(path: Path) -> RunDir:
     if not path.exists():
         raise NotARunDirectory("not a run directory: no such directory", path=str(path))
     if not path.is_dir():
-        hint = " (pass the run directory that holds it)" if path.name == S.ROWS_FILE else ""
+        hint = " (pass the run directory, not a table)" if path.suffix == ".parquet" else ""
         raise NotARunDirectory(f"not a run directory: a file, not a directory{hint}", path=str(path))
     if not run.has(S.SUMMARY_FILE):
         arena = ArenaDir(path).summary.is_file()
