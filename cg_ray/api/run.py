@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import pandas as pd
 
@@ -35,6 +35,7 @@ from cg_ray.errors import NotARunDirectory
 # failure modes and slices are held out with verdicts). Runs without one read as version 0, the same layout.
 FORMAT_VERSION: Final = C.RunSummary.version
 
+N = TypeVar("N", int, float)
 _MAKE_ONE = "`cg-ray metrics --rows ROWS --out DIR` or `cg-ray run CONFIG` makes one"
 
 
@@ -54,11 +55,11 @@ class Run:
     n_scored_rows: int
     fdr: float | None  # the false discovery rate findings were confirmed at (None: made before)
     splits: int | None  # the grouped splits they were judged over (None: made before)
-    created: dt.datetime | None  # manifest.json's created_utc, else when summary.json was written (UTC)
+    created: dt.datetime  # manifest.json's created_utc, else when summary.json was written (UTC)
     steps: tuple[Mapping[str, Any], ...]  # post-publish steps recorded in manifest.json ({step, at, files, …})
 
     @property
-    def dir(self) -> RunDir:
+    def _dir(self) -> RunDir:
         return RunDir(self.path)
 
     # ---- summary.json, as tables and mappings
@@ -150,7 +151,7 @@ class Run:
         """rows.parquet (one row per item: row_id, benchmark, model, score, n_tokens, concept_ids,
         concept_acts, and what the producer added: metadata, prompt, response, …); `columns` reads only those
         (a large run's activations are the bulk of it)."""
-        table = self.dir.read_table(S.ROWS_FILE, columns)
+        table = self._dir.read_table(S.ROWS_FILE, columns)
         if table is None:
             raise NotARunDirectory(f"{S.ROWS_FILE} is missing", path=str(self.path))
         frame: pd.DataFrame = table.to_pandas()
@@ -167,32 +168,32 @@ class Run:
     @property
     def themes(self) -> C.Themes | None:
         """themes.json of `cg-ray describe`: co-active concept groups."""
-        return A.read_optional(self.dir, S.THEMES_FILE, C.Themes)
+        return A.read_optional(self._dir, S.THEMES_FILE, C.Themes)
 
     @property
     def validation(self) -> C.ValidateReport | None:
         """validate.json of `cg-ray validate --out RUN`: the profile's held-out lift and the null check."""
-        return A.read_optional(self.dir, S.VALIDATE_FILE, C.ValidateReport)
+        return A.read_optional(self._dir, S.VALIDATE_FILE, C.ValidateReport)
 
     @property
     def robustness(self) -> A.Robustness | None:
         """robustness/ of `cg-ray robustness --out RUN/robustness` (in sample: subsamples of the run's rows)."""
-        return A.read_robustness(self.dir)
+        return A.read_robustness(self._dir)
 
     @property
     def probe(self) -> A.Probe | None:
         """probe/ of `cg-ray probe RUN`: each gap tested on new items (`Probe.results`, `Probe.items`)."""
-        return A.read_probe(self.dir)
+        return A.read_probe(self._dir)
 
     @property
     def scope(self) -> A.Scope | None:
         """scope/ of `cg-ray scope RUN`: what each benchmark leaves out (`Scope.gaps`, `Scope.coverage`)."""
-        return A.read_scope(self.dir)
+        return A.read_scope(self._dir)
 
     @property
     def augment(self) -> A.Augment | None:
         """augment/ of `cg-ray augment RUN`: items for a benchmark's gaps, coverage before → after."""
-        return A.read_augment(self.dir)
+        return A.read_augment(self._dir)
 
     @property
     def sensitivity(self) -> None:
@@ -200,7 +201,7 @@ class Run:
         return None
 
     def _table(self, name: str) -> pd.DataFrame | None:
-        table = self.dir.read_table(name)
+        table = self._dir.read_table(name)
         return None if table is None else table.to_pandas()
 
 
@@ -224,8 +225,8 @@ def read_run(path: str | os.PathLike[str]) -> Run:
         d_sae=summary.d_sae,
         n_rows=summary.n_rows,
         n_scored_rows=summary.n_scored_rows,
-        fdr=_number(summary.config.get("fdr")),
-        splits=None if (splits := _number(summary.config.get("splits"))) is None else int(splits),
+        fdr=_number(summary.config.get("fdr"), float),
+        splits=_number(summary.config.get("splits"), int),
         created=_created(run, manifest),
         steps=tuple(manifest.steps) if manifest is not None else (),
     )
@@ -245,11 +246,12 @@ def _published(path: Path) -> RunDir:
     return run
 
 
-def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _number(value: object, kind: type[N]) -> N | None:
+    """A setting of summary.json's config as `kind`; None when the run predates it."""
+    return kind(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _created(run: RunDir, manifest: C.RunManifest | None) -> dt.datetime | None:
+def _created(run: RunDir, manifest: C.RunManifest | None) -> dt.datetime:
     stamp = (manifest.model_extra or {}).get("created_utc") if manifest is not None else None
     if isinstance(stamp, str):
         try:
