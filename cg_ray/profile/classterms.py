@@ -41,6 +41,15 @@ class ClassTerms:
         self.cache: dict[object, Terms] = {}
         self.texts: dict[int, str] = {}
 
+    def for_cells(self, adjusted_for: Sequence[str]) -> ClassTerms:
+        """The same book with backgrounds drawn from the cells of `adjusted_for` (a split's own fields): its
+        own cache, the texts read so far shared."""
+        other = object.__new__(ClassTerms)
+        other.__dict__.update(self.__dict__)
+        other.cells = cell_keys(self.frame, list(adjusted_for))
+        other.cache = {}
+        return other
+
     def sample(self, key: object, positions: IntArray) -> IntArray:
         """A seeded draw of up to SAMPLE_ROWS of the class's rows (the same draw for the same class)."""
         if positions.size <= SAMPLE_ROWS:

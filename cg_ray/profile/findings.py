@@ -36,13 +36,22 @@ from cg_ray.profile.crossfit import (
     concept_verdicts,
     slice_findings,
 )
-from cg_ray.profile.decision import DECISION, GAMMA, INTERVAL, Alternative, Verdict, not_tested, rank_key, typical_mde
+from cg_ray.profile.decision import (
+    DECISION,
+    INTERVAL,
+    SPLIT_SHARE,
+    Alternative,
+    Verdict,
+    not_tested,
+    rank_key,
+    typical_mde,
+)
 from cg_ray.profile.modes import ModeClass
 from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, Residuals, residual_order
 from cg_ray.profile.slices import Slice, best_fields, example_rows, weakest_slices
 from cg_ray.profile.split_modes import split_modes
-from cg_ray.profile.splits import SplitPlan, plan_splits
+from cg_ray.profile.splits import CHOOSING_SHARE, SplitPlan, plan_splits
 from cg_ray.profile.strata import RowFrame, cell_keys, expected_scores, parse_adjust_for, read_frame
 from cg_ray.profile.terms import Terms
 
@@ -106,8 +115,9 @@ class Beyond:
 
     def mde_by_size(self) -> list[dict[str, float | int | None]]:
         """The minimum detectable effect of a failure mode of typical sizes in this suite (80% power, as the
-        first of a split's top-k candidates: the level γ·fdr over its weighted-BH factor), from the scores'
-        mean variance within the cells adjusted for; groups of several rows raise it."""
+        first of a split's top-k candidates and its only rejection: the level fdr/2 over its weighted-BH factor,
+        tested on the rows its split did not choose on), from the scores' mean variance within the cells
+        adjusted for; groups of several rows raise it."""
         fr = self.frame
         if not fr.scored.any():
             return []
@@ -118,9 +128,10 @@ class Beyond:
         variance = float(np.mean((y - mean_c[cells]) ** 2))
         # The first of a split's top-k modes pays weighted BH's k / w₁ = H(k) at most (weights ∝ 1/rank, mean 1).
         factor = float(np.sum(1.0 / np.arange(1, self.tested_per_split + 1)))
-        level = GAMMA * self.plan.fdr / factor
+        level = SPLIT_SHARE * self.plan.fdr / factor
         sizes = [n for n in (50, 100, 200, 400, 800, 1600) if n <= fr.scored.sum() / 2]
-        return [{"n_rows": n, "mde": typical_mde(n, int(fr.scored.sum()), variance, level)} for n in sizes]
+        test = 1.0 - CHOOSING_SHARE
+        return [{"n_rows": n, "mde": typical_mde(n, int(fr.scored.sum()), variance, level, test)} for n in sizes]
 
     def concept_verdict(self, c: int, direction: Alternative = "less") -> Verdict:
         return self.concept_verdicts.get(ConceptKey(c, direction), not_tested())

@@ -11,6 +11,7 @@ rows) are one finding, judged over the splits by the decision rule (`decision.ju
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 
 import numpy as np
 from scipy import sparse
@@ -92,11 +93,17 @@ def split_modes(
             ]
         )
         joins.append(join)
-    terms = book.compute({c.members: pool.members(c.members) for fold in ranked for c in fold})
+    # Each split merges by terms against the cells of its own fields: the run's fields were picked with every
+    # row's score, which a split's choosing must not see.
+    books = {
+        tuple(book_fields): book.for_cells(book_fields) for book_fields in {tuple(s.adjusted_for) for s in plan.items}
+    }
     tested: dict[SplitMode, ModeClass] = {}
     tests: dict[SplitMode, tuple[SplitTest, int]] = {}
     for split, classes, join in zip(plan.items, ranked, joins, strict=True):
-        merged = merge_by_terms(classes, lambda m: _strong_words(terms.get(m)), join)
+        terms = books[tuple(split.adjusted_for)].compute({c.members: pool.members(c.members) for c in classes})
+        strong = {m: _strong_words(t) for m, t in terms.items()}
+        merged = merge_by_terms(classes, partial(_words_of, strong), join)
         merged = [m for m in merged if m.rows.size <= MAX_ROW_SHARE * frame.n_rows]
         for j, c in enumerate(merged[: cfg.tested_per_split]):
             tested[(split.index, j)] = c
@@ -108,6 +115,10 @@ def split_modes(
         per_split[key[0]].append((finding_of[key], t, rank))
     verdicts = judge(per_split, plan.splits, plan.fdr, (-1.0, 1.0))
     return [(_representative([tested[k] for k in keys]), verdicts[f]) for f, keys in enumerate(findings)]
+
+
+def _words_of(strong: dict[object, set[str]], members: object) -> set[str]:
+    return strong.get(members, set())
 
 
 def _strong_words(terms: Terms | None) -> set[str]:

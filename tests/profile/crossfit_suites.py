@@ -87,6 +87,52 @@ def write_suite(
     return hidden
 
 
+EFFECTS_D_SAE = 128
+EFFECT_CONCEPT = 20  # effect k is carried by concept 20 + k (k < 20); 40..127 fire at random, 4 a row
+
+
+def write_effects_suite(
+    path: Path,
+    seed: int,
+    effects: list[tuple[float, float]],
+    n: int = 4000,
+    *,
+    four_answer_share: float = 0.2,
+) -> list[np.ndarray]:
+    """Write a suite with several real effects: effect k (share, drop) holds a random `share` of the questions,
+    lowers their success rate by `drop` inside every `type` × `level` cell, is carried by concept 20 + k
+    alone and marked in its prompts by words of its own ("shape{k} figure{k}"), so each is one failure mode
+    of its own. Rows may carry several effects (the drops add). Cells differ as in `write_suite`; a share
+    `four_answer_share` of the rows are questions answered four times. Returns each effect's rows (bool)."""
+    if len(effects) > 20:
+        raise ValueError("at most 20 effects")
+    rng = np.random.default_rng(seed)
+    many = round(n * four_answer_share / 4)
+    per = np.r_[np.full(many, 4), np.ones(n - 4 * many, np.int64)]
+    question = np.repeat(np.arange(per.size), per)
+    types = rng.integers(0, 3, per.size)[question]
+    levels = rng.integers(1, 6, per.size)[question]
+    p = np.where((types == 1) & (levels == 5), 0.15, 0.85 - 0.06 * levels)
+    carried = [(rng.random(per.size) < share)[question] for share, _ in effects]
+    for rows, (_, drop) in zip(carried, effects, strict=True):
+        p = np.where(rows, p - drop, p)
+    scores = (rng.random(n) < np.clip(p, 0.02, 1.0)).astype(float)
+    noise = np.argsort(rng.random((n, EFFECTS_D_SAE - 40)), axis=1)[:, :4] + 40
+    ids = []
+    for i in range(n):
+        own = [EFFECT_CONCEPT + k for k, rows in enumerate(carried) if rows[i]]
+        ids.append(sorted({*noise[i].tolist(), *own, *([10] if types[i] == 1 else [])}))
+    acts = [(0.5 + rng.random(len(row))).tolist() for row in ids]
+    words = rng.choice(WORDS, size=(per.size, 6))
+    prompts = [
+        f"Problem {question[i]}: {' '.join(words[question[i]])} the answer."
+        + "".join(f" shape{k} figure{k}" for k, rows in enumerate(carried) if rows[i])
+        for i in range(n)
+    ]
+    _write(path, [f"r{i}" for i in range(n)], scores, ids, acts, types, levels, prompts, EFFECTS_D_SAE)
+    return carried
+
+
 def write_clustered_null(
     path: Path,
     seed: int,
@@ -138,10 +184,11 @@ def _write(
     types: np.ndarray,
     levels: np.ndarray,
     prompts: list[str],
+    d_sae: int = D_SAE,
 ) -> None:
     """rows.parquet of one benchmark `math` with `type` × `level` metadata and a prompt a row, in one go."""
     meta = [json.dumps({"type": TYPES[t], "level": f"Level {lv}"}) for t, lv in zip(types, levels, strict=True)]
-    schema = S.rows_schema_with_d_sae(D_SAE).append(S.METADATA_FIELD).append(pa.field("prompt", pa.string()))
+    schema = S.rows_schema_with_d_sae(d_sae).append(S.METADATA_FIELD).append(pa.field("prompt", pa.string()))
     n = len(row_ids)
     table = pa.Table.from_pydict(
         {
