@@ -87,12 +87,19 @@ def concept_thresholds(path: Path, concepts: set[int]) -> dict[int, float]:
     return {c: firing_threshold(np.concatenate(parts) if parts else np.zeros(0)) for c, parts in found.items()}
 
 
-def _effect(entry: dict[str, Any], *names: str) -> float | None:
-    for name in names:
-        value = entry.get(name)
-        if value is not None:
-            return float(value)
-    return None
+# The run's effect a probe plans for and refutes against is its held-out one only (cg_ray.schemas): a failure
+# mode's `residual` (failure_modes.parquet: residual / residual_low / residual_high are held out, while
+# residual_in_sample is measured on the rows that chose the mode) and a weak concept's `residual_heldout`
+# (weaknesses.parquet: its cross-fitted residual; `residual` there is over every row, the same rows that
+# ranked the concept). Selection inflates an in-sample effect, which would make "refuted" easier and plan too
+# few pairs, so a gap without a held-out effect gets None and the verdict uses confirm.DEFAULT_EFFECT, saying so.
+MODE_EFFECT = "residual"
+CONCEPT_EFFECT = "residual_heldout"
+
+
+def _effect(entry: dict[str, Any], name: str) -> float | None:
+    value = entry.get(name)
+    return None if value is None else float(value)
 
 
 def read_gaps(path: Path) -> RunGaps:
@@ -113,14 +120,14 @@ def read_gaps(path: Path) -> RunGaps:
     for m in modes:
         gap_id = f"mode:{m['rank']}"
         members = [int(c) for c in m["concept_ids"]]
-        gaps.append(_gap(gap_id, "mode", members, m, rows, scorers, _effect(m, "residual", "residual_in_sample")))
+        gaps.append(_gap(gap_id, "mode", members, m, rows, scorers, _effect(m, MODE_EFFECT)))
         limits = m.get("firing_thresholds") or [0.0] * len(members)
         thresholds[gap_id] = dict(zip(members, map(float, limits), strict=True))
     for w in weak:
         gap_id = f"concept:{w['concept_id']}"
         if any(g.gap_id == gap_id for g in gaps):
             continue
-        effect = _effect(w, "residual_heldout", "residual")
+        effect = _effect(w, CONCEPT_EFFECT)
         gaps.append(_gap(gap_id, "concept", [int(w["concept_id"])], w, rows, scorers, effect))
         thresholds[gap_id] = {int(w["concept_id"]): 0.0}
     if not gaps:

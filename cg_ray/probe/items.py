@@ -24,7 +24,7 @@ class Gap:
     examples: tuple[str, ...]  # prompts of suite rows that exhibit it (a few, for the generator's prompt)
     benchmark: str  # the suite benchmark most of its rows belong to
     scorer: str  # that benchmark's scorer: the items are scored the way the suite is
-    effect: float | None  # the run's estimate: score on its rows minus their cells' (negative: weaker)
+    effect: float | None  # the run's held-out estimate (gaps.py), score minus the cells' (negative: weaker)
     confirmed: bool  # confirmed by the run itself (on the suite's own rows)
     n_rows: int
 

@@ -3,15 +3,19 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import schemas as S
 from cg_ray.metrics.firing import FIRING_QUANTILE, FIRING_SHARE
 from cg_ray.probe.config import ProbeConfig
+from cg_ray.probe.confirm import DEFAULT_EFFECT, confirm_gaps
 from cg_ray.probe.gaps import read_gaps
 from cg_ray.probe.plan import make_plan
 from cg_ray.probe.reader_check import strength
@@ -59,3 +63,30 @@ def test_a_mixed_gap_shows_the_writer_only_rows_of_the_benchmark_whose_scorer_sc
     gap = _gap("mode:1", "mode", [7], entry, rows, {"gsm8k": "numeric", "mmlu": "choice"}, -0.2)
     assert gap.benchmark == "gsm8k" and gap.scorer == "numeric"
     assert gap.examples == (rows["a1"]["prompt"], rows["a2"]["prompt"])
+
+
+def test_the_effect_a_probe_plans_for_is_the_held_out_one_never_the_in_sample(run_dir: Path, tmp_path: Path) -> None:
+    """A failure mode without a held-out residual, or a weak concept without a cross-fitted one, gets no effect
+    (the verdict then uses the stated default), even when the run holds an in-sample figure: selection
+    inflates that one, which would make "refuted" easier."""
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    modes = pq.read_table(run / S.FAILURE_MODES_FILE).to_pylist()
+    modes[0] |= {"residual": None, "residual_in_sample": -0.3}
+    modes[1] |= {"residual": -0.07, "residual_in_sample": -0.3}
+    pq.write_table(pa.Table.from_pylist(modes, schema=S.FAILURE_MODES_SCHEMA), run / S.FAILURE_MODES_FILE)
+    weak = pq.read_table(run / S.WEAKNESSES_FILE).to_pylist()
+    assert len(weak) >= 2
+    weak[0] |= {"residual": -0.25, "residual_heldout": None}
+    weak[1] |= {"residual": -0.25, "residual_heldout": -0.05}
+    pq.write_table(pa.Table.from_pylist(weak, schema=S.PROFILE_SCHEMA), run / S.WEAKNESSES_FILE)
+    effects = {g.gap_id: g.effect for g in read_gaps(run).gaps}
+    assert effects["mode:1"] is None and effects["mode:2"] == -0.07
+    assert effects[f"concept:{weak[0]['concept_id']}"] is None
+    assert effects[f"concept:{weak[1]['concept_id']}"] == -0.05
+    # and judged so: with no held-out effect the note names the default, not the in-sample −0.3
+    ids = [f"p{i}" for i in range(40)]
+    pairs = pd.DataFrame({"gap_id": "mode:1", "pair_id": ids, "request_id": ids, "target_score": 1.0,
+                          "control_score": 1.0})  # fmt: skip
+    (gap,) = confirm_gaps(pairs, {"mode:1": effects["mode:1"]})
+    assert gap.run_effect is None and f"the default effect {DEFAULT_EFFECT:+.3f} (run gave none)" in gap.note
