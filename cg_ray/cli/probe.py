@@ -30,7 +30,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--top", type=int, help="gaps probed when none are named (default 5)")
     p.add_argument("--pairs", type=int, help="pairs written per gap (default 40)")
     p.add_argument("--seed", type=int)
-    p.add_argument("--fdr", type=float, help="Benjamini–Hochberg level across the gaps (default 0.05)")
+    p.add_argument(
+        "--fdr",
+        type=float,
+        help="false-discovery rate over all of the run's probes (default 0.05): probe k spends the share 0.8, then "
+        "0.2/(k(k-1)), of it (docs/probe.md)",
+    )
     p.add_argument("--writer-endpoint", help="OpenAI-compatible base URL of the model that writes items")
     p.add_argument(
         "--writer-model",
@@ -58,7 +63,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--replace",
         action="store_true",
-        help="forget the run's earlier probes (default: keep the gaps they judged and this probe does not name)",
+        help="forget the run's earlier probes' attempts (default: keep every attempt; either way earlier verdicts are "
+        "never judged again and the probe numbers, which set each probe's share of --fdr, go on)",
     )
     p.set_defaults(handler=_run)
 
@@ -100,25 +106,12 @@ def _run(args: argparse.Namespace) -> int:
     plan = make_plan(args.run, probe_config(args))
     if args.dry_run:
         print(plan_text(plan))
-        if kept := kept_text(plan, replace=args.replace):
-            print(kept)
+        print(earlier_text(plan, replace=args.replace))
         return 0
     summary = run_probe(plan, fresh=args.fresh, replace=args.replace, say=print)
     print()
-    this = (summary.get("probes") or [{}])[-1].get("probe")
-    kept_shown = False
-    for g in summary["gaps"]:  # this probe's gaps first, then those kept from earlier ones
-        if g.get("probe") != this and not kept_shown:
-            print("  kept from earlier probes of the run (judged again with this one):")
-            kept_shown = True
-        diff = "—" if g["difference"] is None else f"{g['difference']:+.3f}"
-        if g["ci_low"] is not None:  # a too_few gap may have a difference but was not tested: no interval
-            diff += f" [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}]"
-        print(f"  {g['gap_id']:<14} {g['verdict']:<10} target − control {diff} on {g['n_pairs']} pairs; {g['note']}")
-        if g["verdict"] == "too_few" and (hint := too_few_hint(g)):
-            print(f"  {'':<14} next: {hint}")
-    for line in summary.get("changed") or []:
-        print(f"  changed: {line}")
+    for line in attempt_lines(summary):
+        print(line)
     print(f"requests: {json.dumps(summary['requests'])}; seconds: {json.dumps(summary['seconds'])}")
     print(f"wrote {args.run / 'probe'} (items.parquet, results.parquet, summary.json, export/)")
     if (report := refresh_report(RunDir(args.run))) is not None:  # the report shows "Gaps tested on new items"
@@ -126,16 +119,59 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def kept_text(plan: Any, *, replace: bool) -> str:
-    """The gaps of the run's earlier probes this one keeps and judges again ('' when none)."""
-    from cg_ray.artifacts.layout import RunDir
-    from cg_ray.probe.history import read_earlier
+def _attempt_text(g: dict[str, Any]) -> str:
+    """'unsettled  target − control -0.100 [-0.300, +0.100] on 30 pairs; NOTE'."""
+    diff = "—" if g.get("difference") is None else f"{g['difference']:+.3f}"
+    if g.get("ci_low") is not None:  # a too_few gap may have a difference but was not tested: no interval
+        diff += f" [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}]"
+    q = "" if g.get("q_value") is None else f", q={g['q_value']:.3g}"
+    note = f"; {g['note']}" if g.get("note") else ""
+    return f"{g['verdict']:<10} target − control {diff} on {g['n_pairs']} pairs{q}{note}"
 
-    earlier = read_earlier(RunDir(plan.run), {g.gap_id for g in plan.gaps}, replace=replace)
-    if not earlier.results:
-        return ""
-    gaps = ", ".join(f"{r['gap_id']} ({r['verdict']}, probe {r['probe']})" for r in earlier.results)
-    return f"  kept from earlier probes and judged again with these (--replace forgets them): {gaps}"
+
+def attempt_lines(summary: dict[str, Any]) -> list[str]:
+    """Each gap this probe tested with its verdict, then its earlier attempts and standing verdict where it has
+    them; then the gaps only earlier probes tested, at their standing verdict (cg_ray.probe.history)."""
+    this = (summary.get("probes") or [{}])[-1].get("probe")
+    rows = summary["gaps"]  # this probe's rows first, then every earlier attempt, newest first
+    by_gap: dict[str, list[dict[str, Any]]] = {}
+    for g in rows:
+        by_gap.setdefault(g["gap_id"], []).append(g)
+    lines, heading = [], False
+    for gap_id, attempts in by_gap.items():
+        latest, earlier = attempts[0], attempts[1:]
+        if latest.get("probe") != this and not heading:
+            lines.append("  gaps of earlier probes only (their verdicts are final):")
+            heading = True
+        lines.append(f"  {gap_id:<14} {_attempt_text(latest)}")
+        if latest["verdict"] == "too_few" and latest.get("probe") == this and (hint := too_few_hint(latest)):
+            lines.append(f"  {'':<14} next: {hint}")
+        lines += [f"  {'':<14} probe {g.get('probe')}: {_attempt_text(g)}" for g in earlier]
+        standing = latest.get("standing") or latest["verdict"]
+        if earlier or standing != latest["verdict"]:
+            by = next((g.get("probe") for g in reversed(attempts) if g["verdict"] == "confirmed"), latest.get("probe"))
+            lines.append(f"  {'':<14} standing: {standing} (probe {by}, of {len(attempts)} attempts)")
+    return lines
+
+
+def earlier_text(plan: Any, *, replace: bool) -> str:
+    """What the probe will be among the run's probes: its number, the share of fdr it spends, and the earlier
+    probes' gaps (their verdicts final; --replace forgets their attempts, not their numbers)."""
+    from cg_ray.artifacts.layout import RunDir
+    from cg_ray.probe.history import read_earlier, standing
+    from cg_ray.probe.power import share
+
+    earlier = read_earlier(RunDir(plan.run), replace=replace)
+    number, fdr = earlier.next_probe(), plan.config.fdr
+    text = (
+        f"  probe {number} of this run: Benjamini–Hochberg at level {share(number) * fdr:.3g} "
+        f"(share {share(number):.3g} of fdr {fdr:g}) over the {len(plan.gaps)} gap{'s' * (len(plan.gaps) != 1)} "
+        "above, on their new pairs only"
+    )
+    if earlier.results:
+        held = ", ".join(f"{gap} ({verdict}, probe {k})" for gap, (verdict, k) in standing(earlier.results).items())
+        text += f"\n  earlier probes' gaps, verdicts final (--replace forgets their attempts): {held}"
+    return text
 
 
 def too_few_hint(gap: dict[str, Any]) -> str:

@@ -1,19 +1,23 @@
-"""A run keeps every gap it has probed (docs/probe.md, "Probing one gap after another").
+"""A run keeps every attempt of every gap it has probed (docs/probe.md, "Probing one gap after another").
 
-A new probe replaces the earlier pairs and verdicts of the gaps it names and keeps those of every other gap
-an earlier probe of the run judged. All of them are then judged again as one family: the Benjamini–Hochberg
-q-values run over every gap the run has probed, so probing gaps one at a time does not buy a looser rule
-than probing them together. A kept gap's verdict can change that way (more gaps tested, larger q); the probe
-says which did. `cg-ray probe --replace` forgets the earlier probes instead.
+Each probe is judged once, on its own fresh pairs, as its own family (`confirm.confirm_gaps`: Benjamini–Hochberg
+at its share of `--fdr`, `power.share`); its verdicts are final. A later probe adds its rows to
+results.parquet (one row per gap per probe, `probe` saying which) and never judges an earlier one again, so
+the family of every probe is fixed before its verdicts are seen and re-probing a gap cannot buy a
+confirmation. A gap's standing verdict (the `standing` column, the same on each of its rows) is `confirmed`
+when any of its probes confirmed it, else its latest probe's verdict. An unsettled gap's latest attempt is
+planned again at each probe for the run's next one (`replanned_rows`), so its pairs_needed is always the
+next probe's. `cg-ray probe --replace` forgets the earlier probes' rows and items, but not their number: the
+next probe still spends the share of its number, so forgetting cannot buy back the first probe's share.
 
-Read from the published probe/ files only: the pairs are rebuilt from items.parquet (the kept, answered
-items), the run's effect and the pairs dropped from results.parquet.
+Read from the published probe/ files only: an attempt's pairs are rebuilt from items.parquet (the kept,
+answered items of its probe). Rows and items written before probes were numbered are probe 1's.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -22,51 +26,48 @@ import pyarrow.compute as pc
 
 from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
-from cg_ray.probe.confirm import PAIR_COLUMNS, GapConfirmation
+from cg_ray.probe.confirm import PAIR_COLUMNS, replanned
 from cg_ray.probe.items import ItemPair
+from cg_ray.probe.power import share
 
-# Each results row says which probe of the run wrote its pairs, with that probe's seed (a next step draws
-# a new one) and when it finished.
-PROBE_COLUMNS = ("probe", "probe_seed", "probed_at")
-_VERDICT_FIELDS = [f for f in GapConfirmation.__dataclass_fields__ if f != "gap_id"]
+# Each results row says which probe of the run wrote it, with that probe's seed (a next step draws a new one)
+# and when it finished; `standing` is its gap's standing verdict.
+PROBE_COLUMNS = ("probe", "probe_seed", "probed_at", "standing")
 
 
 @dataclass
 class Earlier:
-    """What the run's earlier probes judged, for the gaps this probe does not name."""
+    """What the run's earlier probes judged: every attempt, final."""
 
     results: list[dict[str, Any]] = field(default_factory=list)  # results.parquet rows, in their order
-    items: pa.Table | None = None  # their items.parquet rows
-    pairs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PAIR_COLUMNS)))
+    items: pa.Table | None = None  # their items.parquet rows, each with its probe
     probes: list[dict[str, Any]] = field(default_factory=list)  # summary.json's "probes", oldest first
 
-    @property
-    def gap_ids(self) -> list[str]:
-        return [r["gap_id"] for r in self.results]
-
-    def effects(self) -> dict[str, float | None]:
-        return {r["gap_id"]: r.get("run_effect") for r in self.results}
-
-    def dropped(self) -> dict[str, int]:
-        return {r["gap_id"]: int(r.get("n_dropped") or 0) for r in self.results}
+    def next_probe(self) -> int:
+        """The number of the run's next probe: after every earlier one, forgotten ones included."""
+        return max((int(p.get("probe") or 0) for p in self.probes), default=0) + 1
 
 
-def read_earlier(run: RunDir, probing: set[str], *, replace: bool = False) -> Earlier:
-    """The earlier probes' gaps outside `probing` (none with `replace`, or when the run was never probed)."""
+def read_earlier(run: RunDir, *, replace: bool = False) -> Earlier:
+    """The run's earlier probes (with `replace`, only their numbers; nothing when the run was never probed)."""
     summary = run.read_json_if_present(L.PROBE_SUMMARY) or {}
     results = run.read_table(L.PROBE_RESULTS)
-    if replace or results is None:
+    if results is None:
         return Earlier()
     probes = list(summary.get("probes") or [_first_probe(summary)])
-    kept = [r for r in results.to_pylist() if r["gap_id"] not in probing]
-    for r in kept:  # results written before probes were numbered came from one probe, the first
+    if replace:
+        return Earlier(probes=[p | {"forgotten": True} for p in probes])
+    rows = results.to_pylist()
+    for r in rows:  # results written before probes were numbered came from one probe, the first
         r.setdefault("probe", 1)
         r.setdefault("probe_seed", (summary.get("config") or {}).get("seed"))
         r.setdefault("probed_at", probes[0].get("at"))
     items = run.read_table(L.PROBE_ITEMS)
-    if items is not None:
-        items = items.filter(pc.is_in(items["gap_id"], pa.array([r["gap_id"] for r in kept], pa.string())))
-    return Earlier(kept, items, answered_pairs(items), probes)
+    if items is not None and "probe" not in items.schema.names:  # one probe per gap then: its row's
+        of_gap = {r["gap_id"]: int(r["probe"]) for r in rows}
+        numbers = [of_gap.get(g, 1) for g in items["gap_id"].to_pylist()]
+        items = items.append_column("probe", pa.array(numbers, pa.int64()))
+    return Earlier(rows, items, probes)
 
 
 def _first_probe(summary: dict[str, Any]) -> dict[str, Any]:
@@ -76,21 +77,24 @@ def _first_probe(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def answered_pairs(items: pa.Table | None) -> pd.DataFrame:
-    """PAIR_COLUMNS of every pair both of whose items were kept and scored (as `tables.pair_scores` made them)."""
+    """PAIR_COLUMNS and `probe` of every pair both of whose items were kept and scored (as
+    `tables.pair_scores` made them)."""
+    columns = [*PAIR_COLUMNS, "probe"]
     if items is None or items.num_rows == 0:
-        return pd.DataFrame(columns=list(PAIR_COLUMNS))
+        return pd.DataFrame(columns=columns)
     frame = items.filter(pc.is_null(items["dropped"])).to_pandas()
     frame = frame[frame["score"].notna()]
-    wide = frame.pivot_table(index=["gap_id", "pair_id", "request_id"], columns="role", values="score")
+    index = ["gap_id", "pair_id", "request_id", "probe"]
+    wide = frame.pivot_table(index=index, columns="role", values="score")
     wide = wide.dropna(subset=[c for c in ("target", "control") if c in wide.columns])
     if not {"target", "control"} <= set(wide.columns):
-        return pd.DataFrame(columns=list(PAIR_COLUMNS))
+        return pd.DataFrame(columns=columns)
     wide = wide.rename(columns={"target": "target_score", "control": "control_score"}).reset_index()
-    return pd.DataFrame(wide[list(PAIR_COLUMNS)])
+    return pd.DataFrame(wide[columns])
 
 
 def verified_pairs(items: pa.Table | None) -> list[ItemPair]:
-    """The earlier probes' answered pairs as ItemPairs, for the export (which holds every gap's items)."""
+    """The earlier probes' answered pairs as ItemPairs, for the export (which holds every attempt's items)."""
     if items is None:
         return []
     kept = items.filter(pc.is_null(items["dropped"])).to_pylist()
@@ -110,52 +114,87 @@ def verified_pairs(items: pa.Table | None) -> list[ItemPair]:
     return pairs
 
 
-def this_probe(earlier: Earlier, gaps: list[str], pairs: int, seed: int) -> dict[str, Any]:
-    """This probe's entry of summary.json's "probes": the next number, when, which gaps, pairs and seed."""
-    number = max((int(p.get("probe") or 0) for p in earlier.probes), default=0) + 1
+def numbered_id(pair_id: str, gap_id: str, probe: int) -> str:
+    """A pair's id in the run's items: as written in probe 1 (`gap/index`), `gap/probe-K/index` in probe K ≥ 2,
+    so that every attempt's pairs stay apart in items.parquet and the export."""
+    if probe == 1:
+        return pair_id
+    index = pair_id[len(gap_id) + 1 :] if pair_id.startswith(f"{gap_id}/") else pair_id
+    return f"{gap_id}/probe-{probe}/{index}"
+
+
+def numbered_pairs(pairs: list[ItemPair], probe: int) -> list[ItemPair]:
+    return [replace(p, pair_id=numbered_id(p.pair_id, p.gap_id, probe)) for p in pairs]
+
+
+def this_probe(earlier: Earlier, gaps: list[str], pairs: int, seed: int, fdr: float) -> dict[str, Any]:
+    """This probe's entry of summary.json's "probes": the next number, when, which gaps, pairs, seed, and the
+    share of fdr it spends."""
+    number = earlier.next_probe()
     at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    return {"probe": number, "at": at, "gaps": gaps, "pairs": pairs, "seed": seed}
+    return {"probe": number, "at": at, "gaps": gaps, "pairs": pairs, "seed": seed, "fdr": fdr,
+            "share": share(number)}  # fmt: skip
 
 
-def rejudged(earlier: Earlier, verdicts: list[GapConfirmation]) -> list[dict[str, Any]]:
-    """The earlier gaps' rows with their verdicts of the joint judgement, and each whose verdict changed."""
-    by_id = {v.gap_id: v for v in verdicts}
+def fdr_text(earlier: Earlier, fdr: float) -> str:
+    """A warning when an earlier probe of the run spent shares of another --fdr ('' otherwise): the bound is
+    then Σ share(k) · fdr_k, not one fdr."""
+    others = sorted({float(p["fdr"]) for p in earlier.probes if p.get("fdr") is not None} - {fdr})
+    if not others:
+        return ""
+    return (
+        f"note: earlier probes of this run used --fdr {', '.join(f'{f:g}' for f in others)}; the run's "
+        f"false-discovery bound is the sum of each probe's share of its own fdr (keep one --fdr for a run)"
+    )
+
+
+def standing(rows: list[dict[str, Any]]) -> dict[str, tuple[str, int]]:
+    """gap id -> (its standing verdict, the probe that gave it): the first probe that confirmed it, else its
+    latest probe."""
+    out: dict[str, tuple[str, int]] = {}
+    for r in sorted(rows, key=lambda r: int(r["probe"])):
+        held = out.get(r["gap_id"])
+        if held is None or held[0] != "confirmed":
+            out[r["gap_id"]] = (r["verdict"], int(r["probe"]))
+    return out
+
+
+def replanned_rows(earlier: Earlier, probing: set[str], next_probe: int, fdr: float) -> list[dict[str, Any]]:
+    """The earlier rows, each unsettled gap this probe does not name planned again for the run's next probe:
+    its latest attempt's pairs_needed and note (its verdict, p and q stay as judged)."""
+    held = standing(earlier.results)
+    pairs = answered_pairs(earlier.items)
     rows = []
     for r in earlier.results:
-        v = by_id[r["gap_id"]]
-        rows.append({**r, "verdict_before": r["verdict"], **{k: getattr(v, k) for k in _VERDICT_FIELDS}})
+        verdict, probe = held[r["gap_id"]]
+        if verdict == "unsettled" and int(r["probe"]) == probe and r["gap_id"] not in probing:
+            mine = pairs[(pairs["gap_id"] == r["gap_id"]) & (pairs["probe"] == probe)]
+            plan = replanned(pd.DataFrame(mine[list(PAIR_COLUMNS)]), r.get("run_effect"), fdr, next_probe)
+            if plan is not None:
+                r = r | {"pairs_needed": plan[0], "note": plan[1]}
+        rows.append(r)
     return rows
 
 
 def merged_results(new: pa.Table, entry: dict[str, Any], carried: list[dict[str, Any]]) -> pa.Table:
-    """This probe's rows (numbered as `entry`) then the kept rows, ranked in that order."""
+    """This probe's rows (numbered as `entry`) then every earlier attempt, ranked in that order, each with its
+    gap's standing verdict."""
     numbered = {"probe": entry["probe"], "probe_seed": entry["seed"], "probed_at": entry["at"]}
-    rows = [r | numbered for r in new.to_pylist()]
-    rows += [{k: v for k, v in r.items() if k != "verdict_before"} for r in carried]
+    rows = [r | numbered for r in new.to_pylist()] + list(carried)
+    held = standing(rows)
     for rank, r in enumerate(rows, start=1):
-        r["rank"] = rank
+        r["rank"], r["standing"] = rank, held[r["gap_id"]][0]
     # Types from every row's values: a column all null in this probe (every gap too_few) is typed by the kept.
     columns = list(dict.fromkeys([*new.schema.names, *PROBE_COLUMNS]))
     return pa.table({c: pa.array([r.get(c) for r in rows]) for c in columns})
 
 
 def merged_items(new: pa.Table, number: int, earlier: Earlier) -> pa.Table:
-    """This probe's items (numbered) then the kept gaps' items, each with the probe that wrote it."""
-    mine = new.append_column("probe", pa.array([number] * new.num_rows, pa.int64()))
+    """This probe's items (numbered, their pair ids by `numbered_id`) then every earlier attempt's."""
+    pairs, gaps = new["pair_id"].to_pylist(), new["gap_id"].to_pylist()
+    ids = [numbered_id(p, g, number) for p, g in zip(pairs, gaps, strict=True)]
+    mine = new.set_column(new.schema.get_field_index("pair_id"), "pair_id", pa.array(ids, pa.string()))
+    mine = mine.append_column("probe", pa.array([number] * new.num_rows, pa.int64()))
     if earlier.items is None or earlier.items.num_rows == 0:
         return mine
-    old = earlier.items
-    if "probe" not in old.schema.names:
-        of_gap = {r["gap_id"]: int(r["probe"]) for r in earlier.results}
-        old = old.append_column("probe", pa.array([of_gap.get(g, 1) for g in old["gap_id"].to_pylist()], pa.int64()))
-    return pa.concat_tables([mine, old.select(mine.schema.names).cast(mine.schema)])
-
-
-def changes_text(carried: list[dict[str, Any]], tested: int) -> list[str]:
-    """One line per kept gap whose verdict the joint judgement changed."""
-    return [
-        f"{r['gap_id']} (probe {r['probe']}): {r['verdict_before']} → {r['verdict']} with q over the {tested} "
-        "gaps this run has tested"
-        for r in carried
-        if r["verdict"] != r["verdict_before"]
-    ]
+    return pa.concat_tables([mine, earlier.items.select(mine.schema.names).cast(mine.schema)])

@@ -135,7 +135,8 @@ def plan_text(plan: ProbePlan) -> str:
         f"  writer: {cfg.writer.model + ' at ' + writer if cfg.writer else 'programmatic families only'}"
         f"; families: {cfg.families}; reference check: {cfg.reference_check}",
         f"  reader check: {'on' if cfg.reader_check else 'off'} ({plan.reader.model}, SAE {plan.reader.sae})",
-        f"  model answering: {plan.model.model} ({plan.model.backend}); confirmed at BH q ≤ {cfg.fdr}",
+        f"  model answering: {plan.model.model} ({plan.model.backend}); confirmed at q ≤ {cfg.fdr} "
+        "(BH at this probe's share of it)",
     ]
     for g in plan.gaps:
         effect = "—" if g.effect is None else f"{g.effect:+.3f}"

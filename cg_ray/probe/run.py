@@ -8,10 +8,11 @@ each gap on them (docs/probe.md). The steps, in order:
    exact copies), and the reader (`reader_check.py`: the target shows the gap's concepts, the control not);
 3. **answer**: the evaluated model through the pipeline's backends, scored by the item's scorer
    (`answer.py`); items are never chosen by how the model answered them;
-4. **judge**: target − control per gap, paired and cluster-aware, BH across the gaps (`confirm.py`);
+4. **judge**: target − control per gap on this probe's fresh pairs, paired and cluster-aware, BH across the
+   gaps it planned at its share of fdr (`confirm.py`, `power.share`);
 5. **publish**: probe/items.parquet, probe/results.parquet, probe/summary.json and probe/export/ are
-   written at once (`RunDir.update`), recorded in its manifest. They keep the gaps earlier probes of the run
-   judged and this one does not name, judged again with this probe's as one family (`history.py`).
+   written at once (`RunDir.update`), recorded in its manifest. They keep every attempt of the run's earlier
+   probes as judged (final), and each gap's standing verdict (`history.py`).
 
 Each step saves what it made in RUN_DIR/probe.work (`work.py`), so a killed probe resumes where it stopped.
 """
@@ -24,7 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
@@ -40,16 +40,18 @@ from cg_ray.probe.families import FamilyGenerator, match_family
 from cg_ray.probe.generators import LLMGenerator
 from cg_ray.probe.history import (
     Earlier,
-    changes_text,
+    fdr_text,
     merged_items,
     merged_results,
+    numbered_pairs,
     read_earlier,
-    rejudged,
+    replanned_rows,
     this_probe,
     verified_pairs,
 )
 from cg_ray.probe.items import GenerationOutcome, ItemPair
 from cg_ray.probe.plan import ProbePlan, plan_text
+from cg_ray.probe.power import share
 from cg_ray.probe.reader_check import ReaderVerdict, check_pairs
 from cg_ray.probe.tables import items_table, pair_scores, results_table
 from cg_ray.probe.work import Work
@@ -176,7 +178,7 @@ def answer_pairs(plan: ProbePlan, checked: Checked, work: Work, say: Say) -> dic
 
 def run_probe(plan: ProbePlan, *, fresh: bool = False, replace: bool = False, say: Say = log.info) -> dict[str, Any]:
     """Every step of the module docstring; returns the published summary. `replace`: forget the run's
-    earlier probes instead of keeping the gaps they judged."""
+    earlier probes' attempts instead of keeping them (their numbers still count: history.py)."""
     say(plan_text(plan))
     work = Work(plan.run / WORK_DIR)
     settings = {"config": plan.config.model_dump(mode="json"), "gaps": [g.gap_id for g in plan.gaps]}
@@ -200,12 +202,14 @@ def run_probe(plan: ProbePlan, *, fresh: bool = False, replace: bool = False, sa
     dropped = {
         g.gap_id: sum(p.gap_id == g.gap_id for p in checked.pairs if p.pair_id in checked.dropped) for g in plan.gaps
     }
-    earlier = read_earlier(RunDir(plan.run), {g.gap_id for g in plan.gaps}, replace=replace)
-    if earlier.results:
-        say(f"judged with {len(earlier.results)} gaps of earlier probes: {', '.join(earlier.gap_ids)}")
-        scores = pd.concat([scores, earlier.pairs], ignore_index=True) if len(earlier.pairs) else scores
-    effects = {g.gap_id: g.effect for g in plan.gaps} | earlier.effects()
-    verdicts = confirm_gaps(scores, effects, dropped | earlier.dropped(), fdr=plan.config.fdr)
+    earlier = read_earlier(RunDir(plan.run), replace=replace)
+    number, fdr = earlier.next_probe(), plan.config.fdr
+    level = f"{share(number):.3g} × fdr {fdr:g}"
+    say(f"probe {number} of this run: Benjamini–Hochberg at {level} over the {len(plan.gaps)} gaps it planned")
+    if note := fdr_text(earlier, fdr):
+        say(note)
+    effects = {g.gap_id: g.effect for g in plan.gaps}  # the family: every gap planned, fixed before any verdict
+    verdicts = confirm_gaps(scores, effects, dropped, fdr=fdr, probe=number)
     seconds["judge"] = time.perf_counter() - t
     summary = publish(plan, checked, answers, verdicts, seconds, earlier)
     work.remove()
@@ -220,15 +224,17 @@ def publish(
     seconds: dict[str, float],
     earlier: Earlier,
 ) -> dict[str, Any]:
-    """Step 5: the probe's files, with the gaps of `earlier` probes kept, replace the run's probe at once."""
+    """Step 5: the probe's files, with every attempt of the `earlier` probes kept, replace the run's probe at
+    once."""
     run, cfg = RunDir(plan.run), plan.config
-    entry = this_probe(earlier, [g.gap_id for g in plan.gaps], cfg.pairs, cfg.seed)
-    carried = rejudged(earlier, verdicts)
+    entry = this_probe(earlier, [g.gap_id for g in plan.gaps], cfg.pairs, cfg.seed, cfg.fdr)
+    carried = replanned_rows(earlier, set(entry["gaps"]), entry["probe"] + 1, cfg.fdr)
     results = merged_results(results_table(plan, checked, verdicts), entry, carried)
     items = merged_items(items_table(checked, answers), entry["probe"], earlier)
     files: dict[str, Any] = {L.PROBE_ITEMS: items, L.PROBE_RESULTS: results}
     exports: list[str] = []
-    verified = [p for p in checked.kept() if p.pair_id not in checked.dropped] + verified_pairs(earlier.items)
+    mine = numbered_pairs([p for p in checked.kept() if p.pair_id not in checked.dropped], entry["probe"])
+    verified = mine + verified_pairs(earlier.items)
     if verified:
         export_dir = run.file(f"{L.PROBE_EXPORT}/{S.PROBE_EXPORT_FILES['items']}").parent.resolve()
         for file, text in export_texts(verified, export_dir, name=S.PROBE_EXPORT_NAME).values():
@@ -243,10 +249,9 @@ def publish(
         "decision": DECISION,
         "exports": exports,
         "probes": [*earlier.probes, entry],
-        "changed": changes_text(carried, sum(v.p_value is not None for v in verdicts)),
     }
     files[L.PROBE_SUMMARY] = summary
-    run.update("probe", files, {"probe": entry["probe"], "gaps": len(plan.gaps), "gaps_kept": len(carried),
+    run.update("probe", files, {"probe": entry["probe"], "gaps": len(plan.gaps), "attempts_kept": len(carried),
                                 "pairs": len(checked.pairs), "answered": len(answers)})  # fmt: skip
     return summary
 

@@ -1,6 +1,7 @@
-"""A run's probe (`cg-ray probe`, docs/probe.md) as the explorer and report.html show it: each gap probed with
-what the run said of it, its verdict on the new items, what the checks kept, two example pairs, and for an
-unsettled gap the command that writes enough pairs to settle it.
+"""A run's probe (`cg-ray probe`, docs/probe.md) as the explorer and report.html show it: each gap probed once,
+at its standing verdict (confirmed once any probe confirmed it, else its latest probe's), with what the run
+said of it, that attempt's figures, what the checks kept, its other attempts, two example pairs, and for a gap
+standing unsettled the command that writes enough new pairs for the run's next probe.
 
 Read from the run's probe/ files through `RunDir` only: the report sits below cg_ray.probe in the layers, so
 the probe's own modules are never imported here (the decision rule comes as summary.json stores it)."""
@@ -81,8 +82,9 @@ def verdict_text(gap: dict[str, Any]) -> str:
 
 
 def next_step(gap: dict[str, Any], run_name: str, seed: int) -> dict[str, Any] | None:
-    """For an unsettled gap: the pairs to write so that about `pairs_needed` survive the checks at this probe's
-    keep rate, and the command (a new seed, so the writer does not write the same pairs again)."""
+    """For a gap standing unsettled: the pairs to write so that about `pairs_needed` fresh ones survive the
+    checks at its latest probe's keep rate, and the command (a new seed, so the writer does not write the same
+    pairs again). The pairs are planned for the run's next probe at its share of fdr (its note says the level)."""
     needed = gap.get("pairs_needed")
     if gap.get("verdict") != "unsettled" or not needed:
         return None
@@ -94,8 +96,8 @@ def next_step(gap: dict[str, Any], run_name: str, seed: int) -> dict[str, Any] |
         "pairs": write,
         "seed": seed + 1,
         "command": command,
-        "text": f"write {write:,} pairs (about {int(needed):,} kept, for 80% power at the run's effect; "
-        "they replace this gap's pairs, and the run's other probed gaps are kept)",
+        "text": f"write {write:,} pairs (about {int(needed):,} kept: new pairs for 80% power in the run's next "
+        "probe, at its share of fdr; this gap's earlier attempts stay, their verdicts final)",
     }
 
 
@@ -106,6 +108,29 @@ def _from_probe(gap: dict[str, Any], summary: dict[str, Any]) -> str:
         return ""
     when = (gap.get("probed_at") or "")[:10]
     return f"probe {gap['probe']} of {len(probes)}" + (f" ({when})" if when else "") + ": "
+
+
+def attempt_text(gap: dict[str, Any]) -> str:
+    """One attempt in a line: 'probe 1 (2026-11-26): unsettled, −0.100 [−0.30, +0.10], q=0.4, 30 pairs'."""
+    when = (gap.get("probed_at") or "")[:10]
+    figures = f", {verdict_text(gap)}" if gap.get("difference") is not None else ""
+    where = f"probe {gap.get('probe') or 1}" + (f" ({when})" if when else "")
+    return f"{where}: {gap['verdict']}{figures}, {int(gap.get('n_pairs') or 0)} pairs"
+
+
+def standing_attempts(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each gap once, in the order of its first row: (the attempt its standing verdict comes from, every
+    attempt oldest first). The standing attempt is the first that confirmed the gap, else its latest
+    (cg_ray.probe.history.standing; rows without a probe number are probe 1's)."""
+    by_gap: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_gap.setdefault(r["gap_id"], []).append(r)
+    out = []
+    for attempts in by_gap.values():
+        attempts = sorted(attempts, key=lambda r: int(r.get("probe") or 1))
+        held = next((r for r in attempts if r["verdict"] == "confirmed"), attempts[-1])
+        out.append((held, attempts))
+    return out
 
 
 def pairs_asked(summary: dict[str, Any], gaps: list[dict[str, Any]]) -> list[int]:
@@ -132,14 +157,20 @@ def probe_view(run: RunDir) -> dict[str, Any] | None:
     config = summary.get("config") or {}
     examples = example_pairs(run)
     gaps = []
-    for gap in results.to_pylist():
-        gap = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in gap.items()}
+    clean = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
+             for r in results.to_pylist()]  # fmt: skip
+    for held, attempts in standing_attempts(clean):
+        others = [attempt_text(a) for a in attempts if a is not held]
+        gap = dict(held)
         gap.update(
             run_said=run_said_text(gap),
-            checks=_from_probe(gap, summary) + checks_text(gap),
+            checks=_from_probe(gap, summary)
+            + checks_text(gap)
+            + (f"; other attempts: {'; '.join(others)}" if others else ""),
             measured=verdict_text(gap),
             next_step=next_step(gap, run.path.name, int(_first(gap.get("probe_seed"), config.get("seed"), 0))),
             examples=examples.get(gap["gap_id"], []),
+            attempts=[attempt_text(a) for a in attempts],
         )
         gaps.append(gap)
     return {

@@ -84,26 +84,29 @@ def test_a_gap_with_too_few_pairs_says_where_they_were_lost_and_what_to_ask_for(
     assert too_few_hint(gap | {"reader_passed": 30, "near_copies": 0}) == ""  # most passed: nothing to say
 
 
-def test_gaps_kept_from_earlier_probes_are_printed_under_their_own_heading_with_what_changed(
+def test_each_gap_is_printed_with_its_earlier_attempts_and_standing_verdict(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Probe 3 re-probed mode:1, which probe 1 had confirmed: its new attempt, its earlier one and its standing
+    verdict (a later attempt cannot undo a confirmation); mode:2, probed only by probe 2, under its own heading."""
     import cg_ray.probe.plan as plan
     import cg_ray.probe.run as run
 
-    def gap(gap_id: str, probe: int) -> dict[str, object]:
-        return {"gap_id": gap_id, "verdict": "unsettled", "difference": -0.1, "ci_low": -0.3, "ci_high": 0.1,
-                "n_pairs": 30, "note": "", "probe": probe}  # fmt: skip
+    def gap(gap_id: str, probe: int, verdict: str, standing: str) -> dict[str, object]:
+        return {"gap_id": gap_id, "verdict": verdict, "difference": -0.1, "ci_low": -0.3, "ci_high": 0.1,
+                "q_value": 0.2, "n_pairs": 30, "note": "", "probe": probe, "standing": standing}  # fmt: skip
 
-    changed = ["mode:1 (probe 1): confirmed → unsettled with q over the 3 gaps this run has tested"]
-    summary = {"gaps": [gap("mode:3", 2), gap("mode:1", 1), gap("mode:2", 1)], "requests": {}, "seconds": {},
-               "probes": [{"probe": 1}, {"probe": 2}], "changed": changed}  # fmt: skip
+    rows = [gap("mode:1", 3, "unsettled", "confirmed"), gap("mode:2", 2, "refuted", "refuted"),
+            gap("mode:1", 1, "confirmed", "confirmed")]  # fmt: skip
+    summary = {"gaps": rows, "requests": {}, "seconds": {}, "probes": [{"probe": 1}, {"probe": 2}, {"probe": 3}]}
     monkeypatch.setattr(plan, "make_plan", lambda *a: None)
     monkeypatch.setattr(run, "run_probe", lambda *a, **k: summary)
     args = parse()
     assert args.handler(args) == 0
     lines = capsys.readouterr().out.splitlines()
-    heading = "  kept from earlier probes of the run (judged again with this one):"
-    assert lines.count(heading) == 1
-    order = [next(i for i, line in enumerate(lines) if line.startswith(f"  {g} ")) for g in ("mode:3", "mode:1")]
-    assert order[0] < lines.index(heading) < order[1]
-    assert f"  changed: {changed[0]}" in lines
+    pad = " " * 14
+    at = lines.index("  mode:1         unsettled  target − control -0.100 [-0.300, +0.100] on 30 pairs, q=0.2")
+    assert lines[at + 1] == f"  {pad} probe 1: confirmed  target − control -0.100 [-0.300, +0.100] on 30 pairs, q=0.2"
+    assert lines[at + 2] == f"  {pad} standing: confirmed (probe 1, of 2 attempts)"
+    assert lines[at + 3] == "  gaps of earlier probes only (their verdicts are final):"
+    assert lines[at + 4].startswith("  mode:2         refuted")

@@ -101,8 +101,8 @@ def test_an_unsettled_gap_says_how_many_pairs_to_write_and_how() -> None:
         "pairs": 120,
         "seed": 5,
         "command": "cg-ray probe 'my run' --gap mode:3 --pairs 120 --seed 5",
-        "text": "write 120 pairs (about 90 kept, for 80% power at the run's effect; "
-        "they replace this gap's pairs, and the run's other probed gaps are kept)",
+        "text": "write 120 pairs (about 90 kept: new pairs for 80% power in the run's next probe, at its share "
+        "of fdr; this gap's earlier attempts stay, their verdicts final)",
     }
     assert next_step({**gap, "verdict": "confirmed", "pairs_needed": None}, "run", 0) is None
 
