@@ -306,6 +306,39 @@ def table(folder: Path) -> None:
             print(f"<!-- {setting}: intervals of confirmed real modes holding the planted drop: {held} of {shown} -->")
 
 
+def oracle(setting: str, reps: int, levels: Sequence[float]) -> None:
+    """The power of a test that needs no search: each planted effect's own rows, known in advance, tested alone
+    on every row of its suite (the product's cluster contrast within the type × level cells, groups = questions),
+    one-sided at each of `levels`. No held-out rule can beat it; it bounds what any rule could reach."""
+    from cg_ray.profile.heldout import HeldOut
+    from cg_ray.profile.strata import cell_keys, read_frame
+
+    hits = np.zeros(len(levels))
+    total = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(reps):
+            effects = draw_effects(setting, np.random.default_rng([rep, len(setting)]))
+            path = Path(tmp) / "suite.parquet"
+            carried = write_effects_suite(path, 10_000 + rep, effects)
+            frame = read_frame(open_rows(path))
+            cells = cell_keys(frame, ["type", "level"])
+            prompts = pq_prompts(path)
+            _, groups = np.unique(prompts, return_inverse=True)
+            everything = HeldOut.of(np.flatnonzero(frame.scored), frame.scores, cells, groups)
+            for rows in carried:
+                p = everything.contrast(np.flatnonzero(rows)).p_value
+                hits += np.array([p <= a for a in levels])
+                total += 1
+    for a, h in zip(levels, hits, strict=True):
+        print(f"{setting}: an effect's own rows tested alone on every row at one-sided {a:g}: {h / total:.3f} of {total}")
+
+
+def pq_prompts(path: Path) -> np.ndarray:
+    import pyarrow.parquet as pq
+
+    return np.asarray(pq.read_table(path, columns=["prompt"])["prompt"].to_pylist())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -315,12 +348,17 @@ def main() -> None:
     c.add_argument("--start", type=int, default=0)
     c.add_argument("--out", type=Path, required=True)
     c.add_argument("--choosing-share", type=float, default=splits.CHOOSING_SHARE)
+    o = sub.add_parser("oracle")
+    o.add_argument("--setting", choices=list(SETTINGS), required=True)
+    o.add_argument("--reps", type=int, default=400)
     t = sub.add_parser("table")
     t.add_argument("folder", type=Path)
     args = ap.parse_args()
     if args.cmd == "collect":
         splits.CHOOSING_SHARE = args.choosing_share
         collect(args.setting, args.reps, args.out, args.start)
+    elif args.cmd == "oracle":
+        oracle(args.setting, args.reps, (0.05, 0.01, 0.005))
     else:
         table(args.folder)
 

@@ -23,9 +23,10 @@ class Probe:
     reported."""
 
     summary: C.ProbeSummary
-    # One row per gap probed: gap_id, kind, description, concept_ids; on the new items n_pairs, target_mean,
-    # control_mean, difference with ci_low / ci_high, p_value, q_value, verdict (confirmed / reversed /
-    # refuted / unsettled), mde and pairs_needed.
+    # One row per gap per probe of it (`probe`: which attempt; `standing`: the gap's verdict over its attempts,
+    # confirmed once any attempt confirmed it): gap_id, kind, description, concept_ids; on that probe's new
+    # items n_pairs, target_mean, control_mean, difference with ci_low / ci_high, p_value, q_value, fdr_share,
+    # verdict (confirmed / reversed / refuted / unsettled), mde and pairs_needed.
     results: pd.DataFrame
     # Every item written, dropped ones included with why (`dropped`): gap_id, pair_id, role (target /
     # control), prompt, reference, response, score.

@@ -179,10 +179,11 @@ class ProbeSummary(_Versioned):
     seconds: dict[str, float]  # per step
     decision: str  # the confirmation rule, in words
     exports: list[str]  # files under probe/export/
-    # Every probe of the run, oldest first ({probe, at, gaps, pairs, seed}); `gaps` holds each gap's latest
-    # verdict, judged with all of them (cg_ray.probe.history). Absent in summaries written before.
+    # Every probe of the run, oldest first ({probe, at, gaps, pairs, seed}); each spends its own share of the
+    # fdr and its verdicts are final (cg_ray.probe.history). Absent in summaries written before.
     probes: list[dict[str, Any]] = Field(default_factory=list)
-    changed: list[str] = Field(default_factory=list)  # kept gaps whose verdict this probe's judgement changed
+    # Written by probes before the fdr was spent per probe (their joint re-judgement's changes); no longer written.
+    changed: list[str] = Field(default_factory=list)
 
 
 class RatingsSummary(_Versioned):
