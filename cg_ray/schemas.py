@@ -118,7 +118,7 @@ BENCHMARK_CONCEPTS_SCHEMA: Final = pa.schema(
 
 # Held-out figures of a finding (cg_ray.profile.decision, docs/findings.md): chosen on one half of each of R
 # grouped splits and tested, as the same rule, on the other; p_value / q_value are the splits' held-out
-# p-value (twice the median split's, unadjusted) / e-BH q-value over the splits' e-values, `confirmed` =
+# p-values / within-split Benjamini-Hochberg q-values aggregated (twice the median split's), `confirmed` =
 # q_value <= the run's fdr. `splits_selected`: how many splits chose it; n_heldout / n_clusters: the scored
 # rows and row groups it was tested on (median split); `mde`: the effect it would be confirmed at with 80%
 # power (the units of its estimate), null when no split could test it.

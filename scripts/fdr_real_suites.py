@@ -28,7 +28,12 @@ def main() -> None:
     ap.add_argument("suites", nargs="+", help="NAME=ROWS.parquet")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--choosing-share", type=float, default=None, help="override splits.CHOOSING_SHARE")
     args = ap.parse_args()
+    if args.choosing_share is not None:
+        from cg_ray.profile import splits
+
+        splits.CHOOSING_SHARE = args.choosing_share
     cfg = MetricsConfig()
     out = {}
     for spec in args.suites:

@@ -19,9 +19,9 @@ prompts, one half forms them — the concepts whose interval there excludes 0 (e
 `min_rows` of that half's answers of A or B), top `top` per direction ranked by the bound nearest 0 — and the
 other half tests each: the mean over its prompts of b_ic − a_ic, one-sided in the hypothesis' direction,
 Student's t with each prompt a cluster, its variance floored as for a Bernoulli share of prompts where the
-two answers differ. Within a split the tries get weighted Benjamini–Hochberg at fdr/2, whose rejections
-become e-values averaged over the splits into e-BH (`profile.decision.judge`): confirmed ⇔ q ≤ fdr, with the
-interval at the level each split would pay and the MDE. One split's replication (the previous rule) hung on its seed.
+two answers differ. Within a split the tries get weighted Benjamini–Hochberg q-values, over the splits their
+median × 2 (`profile.decision.judge`): confirmed ⇔ q ≤ fdr, with the interval of that rule (it excludes 0
+exactly then) and the MDE. One split's replication (the previous rule) hung on its seed.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class DiffModelsMethod(BaseModel):
     min_rows: int = Field(5, ge=1, description="answers (of A or B, in a split's choosing half) a concept needs")
     top: int = Field(10, ge=0, description="hypotheses per direction one split forms and tests (its BH family)")
     # Each hypothesis is judged as every finding is (docs/findings.md): formed on one half of each split,
-    # tested on the other, the splits' BH rejections combined by e-BH.
+    # tested on the other, the splits' q-values combined by their median × 2.
     splits: int = Field(
         10, ge=2, le=50, description="splits of the prompts: each forms on one half, tests on the other"
     )

@@ -38,8 +38,8 @@ from cg_ray.profile.crossfit import (
 )
 from cg_ray.profile.decision import (
     DECISION,
+    GAMMA,
     INTERVAL,
-    SPLIT_SHARE,
     Alternative,
     Verdict,
     not_tested,
@@ -115,7 +115,7 @@ class Beyond:
 
     def mde_by_size(self) -> list[dict[str, float | int | None]]:
         """The minimum detectable effect of a failure mode of typical sizes in this suite (80% power, as the
-        first of a split's top-k candidates and its only rejection: the level fdr/2 over its weighted-BH factor,
+        first of a split's top-k candidates and its only rejection: the level γ·fdr over its weighted-BH factor,
         tested on the rows its split did not choose on), from the scores' mean variance within the cells
         adjusted for; groups of several rows raise it."""
         fr = self.frame
@@ -128,7 +128,7 @@ class Beyond:
         variance = float(np.mean((y - mean_c[cells]) ** 2))
         # The first of a split's top-k modes pays weighted BH's k / w₁ = H(k) at most (weights ∝ 1/rank, mean 1).
         factor = float(np.sum(1.0 / np.arange(1, self.tested_per_split + 1)))
-        level = SPLIT_SHARE * self.plan.fdr / factor
+        level = GAMMA * self.plan.fdr / factor
         sizes = [n for n in (50, 100, 200, 400, 800, 1600) if n <= fr.scored.sum() / 2]
         test = 1.0 - CHOOSING_SHARE
         return [{"n_rows": n, "mde": typical_mde(n, int(fr.scored.sum()), variance, level, test)} for n in sizes]

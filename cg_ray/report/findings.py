@@ -37,8 +37,8 @@ def percent(fraction: float) -> str:
 
 
 def judged_text(crossfit: dict[str, Any] | None) -> str:
-    """'chosen on 35% of the rows and tested on the rest, over 10 grouped splits (identical prompts, 1,834
-    groups); confirmed when q ≤ 10% (e-BH over the splits: …)' ('' for a run made before held-out
+    """'chosen on one half of the rows and tested on the other, over 10 grouped splits (identical prompts, 1,834
+    groups); confirmed when the splits' q ≤ 10% (their median q × 2)' ('' for a run made before held-out
     checks)."""
     if not crossfit:
         return ""
@@ -50,16 +50,9 @@ def judged_text(crossfit: dict[str, Any] | None) -> str:
         grouped = f" ({groups['rule']}, {groups['n_groups']:,} groups)"
     if "splits" not in crossfit:  # a run of the folds version (format 2)
         return f"chosen on some folds of grouped rows{grouped}, measured on the others"
-    share = float(crossfit.get("choosing_share", 0.5))
-    chosen = (
-        "one half of the rows and tested on the other"
-        if share == 0.5
-        else f"{share:.0%} of the rows and tested on the rest"
-    )
     return (
-        f"chosen on {chosen}, over {int(crossfit['splits'])} grouped "
-        f"splits{grouped}; confirmed when q ≤ {percent(crossfit['fdr'])} (e-BH over the splits: the false "
-        "discovery rate stays at most that)"
+        f"chosen on one half of the rows and tested on the other, over {int(crossfit['splits'])} grouped "
+        f"splits{grouped}; confirmed when the splits' q ≤ {percent(crossfit['fdr'])} (their median q × 2)"
     )
 
 

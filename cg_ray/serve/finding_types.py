@@ -18,13 +18,9 @@ class Verdict(BaseModel):
     splits and tested, as the same rule, on the other half; one decision rule, `confirmed` ⇔ q_value ≤ the
     run's fdr. Null throughout for a run made before these checks."""
 
-    p_value: float | None = Field(
-        None, description="held-out p-value, unadjusted: twice the median split's (Meinshausen et al. 2009)"
-    )
+    p_value: float | None = Field(None, description="held-out p-value: the splits' aggregated (twice their median)")
     q_value: float | None = Field(
-        None,
-        description="the e-BH level of the splits' mean e-value, each split's weighted Benjamini-Hochberg at fdr/2 "
-        "(derandomised e-BH): confirmed ⇔ q_value ≤ fdr",
+        None, description="the splits' within-split Benjamini-Hochberg q-values aggregated (twice their median)"
     )
     confirmed: bool | None = Field(
         None, description="q_value ≤ the run's fdr (the one decision rule); false: a candidate, see mde"

@@ -42,9 +42,6 @@ def _found_as_one_mode(beyond: Beyond, hidden: np.ndarray) -> bool:
     confirmed = [m for m in beyond.modes.to_pylist() if m["confirmed"]]
     if not confirmed or set(confirmed[0]["concept_ids"]) != {5, 6} or confirmed[0]["n_rows"] != int(hidden.sum()):
         return False
-    first = confirmed[0]
-    assert first["residual_low"] <= first["residual"] <= first["residual_high"] < 0  # the rule's own interval
-    assert first["q_value"] <= CFG.fdr
     return all(not ({5, 6} & set(m["concept_ids"])) for m in confirmed[1:])
 
 

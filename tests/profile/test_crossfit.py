@@ -1,7 +1,6 @@
-"""The held-out test of a rule and the splits (issues #31, #38): each finding is chosen on one part of a
-grouped split and tested, as the same rule, on the rest, with a cluster contrast; the splits are combined by
-the decision rule (profile/decision.py, tested in test_decision.py). The calibration at realistic sizes is
-tests/profile/test_calibration.py.
+"""The held-out test of a rule and the decision rule (issues #31, #38): each finding is chosen on one half of
+a grouped split and tested, as the same rule, on the other, with a cluster contrast; the splits are combined
+by the median rule (profile/decision.py). The calibration at realistic sizes is tests/profile/test_calibration.py.
 
 The 20-seed checks run the whole judgement (`nullcheck.judge_rows`) on seeded suites
 (tests/profile/crossfit_suites.py) and are marked slow; the unit checks of the held-out test are quick.
@@ -19,10 +18,10 @@ import pytest
 
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.config import MetricsConfig
+from cg_ray.profile.decision import SplitTest, Tried, aggregate, judge
 from cg_ray.profile.findings import ResidualPass
 from cg_ray.profile.heldout import HeldOut
 from cg_ray.profile.nullcheck import confirmed_counts, judge_rows, null_check
-from cg_ray.profile.splits import CHOOSING_SHARE
 
 from .crossfit_suites import write_suite
 
@@ -139,7 +138,38 @@ def test_the_half_as_one_cell_shares_its_rows_and_tests_as_a_half_built_so(seed:
         assert got == want
 
 
-# --- the splits (the decision rule itself: tests/profile/test_decision.py) -----------------------------------
+# --- the decision rule ----------------------------------------------------------------------------------------
+
+
+def _test(estimate: float, se: float, n: int = 100) -> SplitTest:
+    from scipy import stats
+
+    return SplitTest(estimate, se, n - 1, float(stats.t.cdf(estimate / se, n - 1)), n, n)
+
+
+def test_a_finding_fewer_than_half_the_splits_chose_is_never_confirmed_however_small_its_p_values() -> None:
+    sure = Tried(_test(-0.3, 0.02), 1.0)
+    four = aggregate({s: sure for s in range(4)}, splits=10, fdr=0.1)
+    assert not four.confirmed and four.q_value == 1.0 and four.splits_selected == 4
+    assert four.high is None  # the rule turned around rejects nothing: no bound to show
+    five = aggregate({s: sure for s in range(5)}, splits=10, fdr=0.1)
+    assert five.confirmed and five.high is not None and five.high < 0
+
+
+def test_q_is_twice_the_median_splits_q_and_the_fdr_alone_decides() -> None:
+    tests = {s: Tried(_test(-0.1, 0.05), 2.0) for s in range(10)}  # p ≈ 0.024, q ≈ 0.048 in every split
+    q = tests[0].q_value
+    for fdr in (0.05, 0.1, 0.2, 0.3):
+        v = aggregate(tests, splits=10, fdr=fdr)
+        assert v.q_value == pytest.approx(2 * q)
+        assert v.confirmed == (2 * q <= fdr)
+
+
+def test_a_rule_a_split_chose_twice_pays_for_both() -> None:
+    t = _test(-0.15, 0.05)
+    once = judge([[("m", t, 1), ("x", _test(0.0, 0.05), 2)]] * 10, splits=10, fdr=0.1, bounds=(-1.0, 1.0))
+    twice = judge([[("m", t, 1), ("m", t, 2)]] * 10, splits=10, fdr=0.1, bounds=(-1.0, 1.0))
+    assert twice["m"].q_value > once["m"].q_value
 
 
 def test_rows_of_one_question_never_straddle_a_split(tmp_path: Path) -> None:
@@ -154,8 +184,7 @@ def test_rows_of_one_question_never_straddle_a_split(tmp_path: Path) -> None:
             assert np.unique(split.choosing[plan.clusters == g]).size == 1
     sizes = np.bincount(plan.part, minlength=plan.n_parts)
     assert sizes.max() - sizes.min() <= 4
-    # each split chooses on 7 of the 20 parts (CHOOSING_SHARE of the 800 rows) and tests on the rest
-    assert all(abs(int(split.choosing.sum()) - 800 * CHOOSING_SHARE) <= 40 for split in plan.items)
+    assert all(abs(int(split.choosing.sum()) - 400) <= 40 for split in plan.items)  # halves
 
 
 def test_a_tiny_suite_of_three_questions_is_split_and_confirms_nothing(tmp_path: Path) -> None:

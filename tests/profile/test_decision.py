@@ -1,9 +1,9 @@
-"""The decision rule of every finding (profile/decision.py, docs/findings.md): each split's weighted BH at
-fdr/2 makes e-values, their mean over the splits goes into e-BH.
+"""The decision rule of every finding (profile/decision.py, docs/findings.md): each split's weighted BH
+q-values, median over the splits × 2.
 
-Exact checks of e-BH and of what one split's rejections buy, and the rule's rates on a small world of rules
-chosen on one half and tested on the other (400 replications each, binomial bands): a null confirms nothing
-beyond the stated fdr, real effects are found. The whole judgement's calibration at realistic sizes is
+Exact checks of what a finding pays and is shown, and the rule's rates on a small world of rules chosen on one
+half and tested on the other (400 replications each, binomial bands): a null confirms nothing beyond the stated
+fdr, real effects are found. The whole judgement's calibration at realistic sizes is
 tests/profile/test_calibration.py; scripts/fdr_simulation.py measures the rule on 400 suites per setting.
 """
 
@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from cg_ray.profile.decision import SPLIT_SHARE, SplitTest, e_bh_q_values, judge, split_tries
+from cg_ray.profile.decision import GAMMA, SplitTest, judge, paying_factors
 
 FDR = 0.1
 SPLITS = 10
@@ -25,62 +25,38 @@ def _test(estimate: float, se: float, n: int = 100) -> SplitTest:
     return SplitTest(estimate, se, n - 1, float(stats.t.cdf(estimate / se, n - 1)), n, n)
 
 
-def test_e_bh_q_values_match_the_step_up_worked_by_hand() -> None:
-    # e sorted: 30, 12, 1, 0 → 1/(e·k): 1/30, 1/24, 1/3, ∞ → q = min over k ≥ i, capped at 1.
-    q = e_bh_q_values({"a": 30.0, "b": 12.0, "c": 1.0, "d": 0.0})
-    assert q == pytest.approx({"a": 1 / 30, "b": 1 / 24, "c": 1 / 3, "d": 1.0})
-    # The step-up lifts the first to the second's level: 1/(2·8) = 1/16 < 1/9.
-    q = e_bh_q_values({"a": 9.0, "b": 8.0})
-    assert q["a"] == pytest.approx(1 / 16) and q["b"] == pytest.approx(1 / 16)
-
-
-def test_one_split_rejects_by_weighted_bh_at_half_the_fdr_and_pays_its_rejections() -> None:
-    # Ranks 1..4 → weights ∝ 1/rank, mean 1: w₁ = 4 / (1 + 1/2 + 1/3 + 1/4) = 1.92. At fdr/2 = 0.05 the first
-    # rule passes when p / w₁ ≤ 0.05 / 4, i.e. p ≤ 0.024; the others (p = 0.5) never.
-    w1 = 4 / (1 + 1 / 2 + 1 / 3 + 1 / 4)
-    for p, rejected in ((0.0239, True), (0.0241, False)):
-        t = SplitTest(-0.1, 0.05, 99, p, 100, 100)
-        null = SplitTest(0.0, 0.05, 99, 0.5, 100, 100)
-        tried = split_tries([("m", t, 1), ("x", null, 2), ("y", null, 3), ("z", null, 4)], FDR)
-        assert tried["m"].rejected is rejected
-        assert not tried["x"].rejected
-        # its e-value: 1 / (fdr/2 × one rejection) = 20; its level if rejected: fdr/2 · w₁ · 1 / 4
-        assert tried["m"].e_value == pytest.approx(20.0 if rejected else 0.0)
-        assert tried["m"].level == pytest.approx(0.05 * w1 / 4)
-    assert 0.05 * w1 / 4 == pytest.approx(0.024, abs=5e-4)
-
-
-@pytest.mark.parametrize(("chosen_in", "confirmed"), [(4, False), (5, True), (10, True)])
-def test_a_finding_each_split_rejects_alone_needs_half_the_splits(chosen_in: int, confirmed: bool) -> None:
-    """Rejected alone in s of 10 splits: mean e = s × 20 / 10, e-BH's q = 1 / mean e = 0.5 / s ≤ 0.1 ⇔ s ≥ 5.
-    This is the factor 2 of the rule: at the whole fdr in each split (share 1) five splits would give 0.2."""
-    assert SPLIT_SHARE == 0.5
-    sure = _test(-0.3, 0.02)
-    per_split = [[("m", sure, 1)] if s < chosen_in else [] for s in range(SPLITS)]
-    v = judge(per_split, SPLITS, FDR, (-1.0, 1.0))["m"]
-    assert v.confirmed is confirmed
-    assert v.q_value == pytest.approx(0.5 / chosen_in)
-    assert v.splits_selected == chosen_in
+def test_a_rule_pays_its_rank_among_the_rejections_or_one_more() -> None:
+    # Ranks 1..4 → weights ∝ 1/rank, mean 1: w = 4 / H(4) × (1, 1/2, 1/3, 1/4). At γ·fdr = 0.05 the first
+    # (p = 0.001) is rejected alone: it pays 4 / (w₁ · 1); the others (p = 0.5) would pay 4 / (w · 2).
+    w = 4 / (1 + 1 / 2 + 1 / 3 + 1 / 4) / np.arange(1, 5)
+    paying = paying_factors(np.array([0.001, 0.5, 0.5, 0.5]), np.arange(1, 5), 0.05)
+    assert paying == pytest.approx([4 / w[0], 4 / (2 * w[1]), 4 / (2 * w[2]), 4 / (2 * w[3])])
 
 
 def test_the_estimate_is_the_median_splits_even_outside_the_interval() -> None:
-    # Every split tests it with estimate −0.05: the median is −0.05 whatever the interval says.
     per_split = [[("m", _test(-0.05, 0.1), 1)] for _ in range(SPLITS)]
     v = judge(per_split, SPLITS, FDR, (-1.0, 1.0))["m"]
     assert v.estimate == pytest.approx(-0.05)
     assert v.low is not None and v.high is not None and v.low < -0.05 < v.high
 
 
-def test_the_mde_is_at_the_level_the_finding_would_pay_if_confirmed() -> None:
-    """A candidate ranked first among ten, not rejected: its level is fdr/2 · w₁ · (0 + 1) / 10, not the BH
-    factor at its own p (which falls to 1 / w₁ far down the order)."""
-    null = _test(0.0, 0.05)
-    per_split = [[("m", _test(-0.02, 0.05), 1), *[(f"x{j}", null, j + 2) for j in range(9)]]] * SPLITS
+def test_the_mde_is_at_the_level_a_candidate_would_pay_if_confirmed() -> None:
+    """A candidate ranked 10th of ten, none rejected: BH's step-up at its own p gives it the factor 10 / (w₁₀ ·
+    10) = 1 / w₁₀ (about 3), but confirmed it would be the first rejection and pay 10 / w₁₀ (about 29). The MDE
+    uses the latter; the former promised an effect the run could not confirm."""
+    per_split = [[*[(f"x{j}", _test(0.0, 0.05), j + 1) for j in range(9)], ("m", _test(-0.02, 0.05), 10)]] * SPLITS
     v = judge(per_split, SPLITS, FDR, (-1.0, 1.0))["m"]
-    w1 = 10 / sum(1 / r for r in range(1, 11))
-    level = SPLIT_SHARE * FDR * w1 / 10
-    want = (stats.t.isf(level, 99) + stats.norm.ppf(0.8)) * 0.05
+    w10 = 10 / sum(1 / r for r in range(1, 11)) / 10
+    want = (stats.t.isf(GAMMA * FDR * w10 / 10, 99) + stats.norm.ppf(0.8)) * 0.05
+    lenient = (stats.t.isf(GAMMA * FDR * w10, 99) + stats.norm.ppf(0.8)) * 0.05
     assert not v.confirmed and v.mde == pytest.approx(want)
+    assert v.mde == pytest.approx(0.192, abs=1e-3) and lenient == pytest.approx(0.149, abs=1e-3)
+
+
+def test_a_confirmed_findings_interval_excludes_0_and_a_just_missed_one_may_too() -> None:
+    sure = [[("m", _test(-0.2, 0.05), 1)] for _ in range(SPLITS)]
+    v = judge(sure, SPLITS, FDR, (-1.0, 1.0))["m"]
+    assert v.confirmed and v.high is not None and v.high < 0
 
 
 # --- the rule's rates in a small world of chosen-then-tested rules -----------------------------------------------

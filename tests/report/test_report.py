@@ -70,10 +70,8 @@ def test_report_is_the_app_with_the_run_embedded_and_offline(run_dir: Path) -> N
         assert first[key] == weaknesses[0][key], key  # the numbers the app draws are the run's, exactly
     # failure modes and slices judged held out, in the CLI's words
     modes = view["profiles"]["failure_modes"]
-    assert modes["judged"].startswith("chosen on 35% of the rows and tested on the rest, over 10 grouped splits")
-    assert modes["judged"].endswith(
-        "confirmed when q ≤ 10% (e-BH over the splits: the false discovery rate stays at most that)"
-    )
+    assert modes["judged"].startswith("chosen on one half of the rows and tested on the other, over 10 grouped splits")
+    assert modes["judged"].endswith("confirmed when the splits' q ≤ 10% (their median q × 2)")
     crossfit = summary["profile"]["beyond"]["crossfit"]
     assert modes["crossfit"] == crossfit and crossfit["decision"].startswith("confirmed ⇔ q ≤ fdr")
     assert crossfit["mde_by_size"] and all(0 < s["mde"] < 1 for s in crossfit["mde_by_size"])
@@ -165,7 +163,7 @@ def test_profile_documents_carry_the_verdicts_in_the_cli_words(tmp_path: Path) -
     assert modes is not None and modes["n_confirmed"] == 1 and modes["tried"] == "61 candidates tried"
     assert modes["judged"] == (
         "chosen on one half of the rows and tested on the other, over 10 grouped splits (identical prompts, "
-        "1,834 groups); confirmed when q ≤ 10% (e-BH over the splits: the false discovery rate stays at most that)"
+        "1,834 groups); confirmed when the splits' q ≤ 10% (their median q × 2)"
     )
     assert modes["crossfit"]["decision"].startswith("confirmed ⇔ q ≤ fdr")
     assert modes["crossfit"]["mde_by_size"][1] == {"n_rows": 100, "mde": 0.211}
