@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
+from cg_ray.profile.decision import MEASURED
 
 # ---- plain text, shared with `cg-ray metrics` and `cg-ray validate`
 
@@ -38,7 +39,7 @@ def percent(fraction: float) -> str:
 
 def judged_text(crossfit: dict[str, Any] | None) -> str:
     """'chosen on one half of the rows and tested on the other, over 10 grouped splits (identical prompts, 1,834
-    groups); confirmed when the splits' q ≤ 10% (their median q × 2)' ('' for a run made before held-out
+    groups); confirmed when the splits' q ≤ 10% (their median q × 2; measured: …)' ('' for a run made before held-out
     checks)."""
     if not crossfit:
         return ""
@@ -52,7 +53,7 @@ def judged_text(crossfit: dict[str, Any] | None) -> str:
         return f"chosen on some folds of grouped rows{grouped}, measured on the others"
     return (
         f"chosen on one half of the rows and tested on the other, over {int(crossfit['splits'])} grouped "
-        f"splits{grouped}; confirmed when the splits' q ≤ {percent(crossfit['fdr'])} (their median q × 2)"
+        f"splits{grouped}; confirmed when the splits' q ≤ {percent(crossfit['fdr'])} (their median q × 2; {MEASURED})"
     )
 
 

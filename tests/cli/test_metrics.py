@@ -263,8 +263,8 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
     out = capsys.readouterr().out
     assert (
         "findings (failure modes, slices, concepts) chosen on one half of the rows and tested on the other, over "
-        "10 grouped splits (identical prompts, 1,834 groups); confirmed when the splits' q ≤ 10% (their median q × 2)"
-        in out
+        "10 grouped splits (identical prompts, 1,834 groups); confirmed when the splits' q ≤ 10% (their median q × 2; "
+        "measured: realised FDR ≤ 2.5% at fdr 10% over 400 simulated suites per setting, 0–15 real effects)" in out
     )
     lines = out.splitlines()
     first = next(i for i, line in enumerate(lines) if "Rows with “draw”" in line)
