@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cg_ray.artifacts.rows import open_rows  # noqa: E402
-from cg_ray.config import MetricsConfig  # noqa: E402
-from cg_ray.profile.nullcheck import confirmed_counts, judge_rows, null_check  # noqa: E402
+from cg_ray.artifacts.rows import open_rows
+from cg_ray.config import MetricsConfig
+from cg_ray.profile.nullcheck import confirmed_counts, judge_rows, null_check
 
 
 def main() -> None:

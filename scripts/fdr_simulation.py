@@ -30,11 +30,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cg_ray.artifacts.rows import open_rows  # noqa: E402
-from cg_ray.config import MetricsConfig  # noqa: E402
-from cg_ray.profile import crossfit, decision, split_modes, splits  # noqa: E402
-from cg_ray.profile.nullcheck import judge_rows  # noqa: E402
-from tests.profile.crossfit_suites import EFFECT_CONCEPT, write_effects_suite  # noqa: E402
+from cg_ray.artifacts.rows import open_rows
+from cg_ray.config import MetricsConfig
+from cg_ray.profile import crossfit, decision, split_modes, splits
+from cg_ray.profile.nullcheck import judge_rows
+from tests.profile.crossfit_suites import EFFECT_CONCEPT, write_effects_suite
 
 # name → how its effects are drawn: (count, share range, drop range)
 SETTINGS: dict[str, tuple[int, tuple[float, float], tuple[float, float]]] = {
@@ -330,7 +330,9 @@ def oracle(setting: str, reps: int, levels: Sequence[float]) -> None:
                 hits += np.array([p <= a for a in levels])
                 total += 1
     for a, h in zip(levels, hits, strict=True):
-        print(f"{setting}: an effect's own rows tested alone on every row at one-sided {a:g}: {h / total:.3f} of {total}")
+        print(
+            f"{setting}: an effect's own rows tested alone on every row at one-sided {a:g}: {h / total:.3f} of {total}"
+        )
 
 
 def pq_prompts(path: Path) -> np.ndarray:
