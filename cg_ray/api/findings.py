@@ -5,9 +5,9 @@ Each kind keeps its own columns in its own file (failure_modes.parquet, slices.p
 strengths.parquet; column names in `cg_ray.schemas`); this table puts the columns a notebook compares across
 kinds side by side: which finding, its size, the held-out estimate with its interval, and the verdict
 (`S.VERDICT_FIELDS`). Every estimate is a held-out difference in score (a slice's: its mean minus the other
-held-out rows' mean), so its interval lies on the tested side of 0 exactly when the finding is confirmed
-(above 0 for a strength, below for every other kind). A table written before findings were judged held out
-(no `confirmed` column) adds no rows.
+held-out rows' mean), so its interval lies on the tested side of 0 whenever the finding is confirmed
+(above 0 for a strength, below for every other kind; one that just missed can too). A table written before
+findings were judged held out (no `confirmed` column) adds no rows.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ class Run:
         words), concept_ids, n_rows (rows of the finding over the whole run, in sample), measure (what
         `estimate` is), estimate / low / high (**held out**, a difference in score: the median split's
         estimate on the halves that did not choose it, with the interval of the decision rule, which lies
-        below 0 — above for a strength — exactly when the finding is confirmed), p_value, q_value, confirmed
+        below 0 — above for a strength — whenever the finding is confirmed), p_value, q_value, confirmed
         (q_value ≤ fdr), splits_selected, n_heldout, n_clusters, mde (all **held out**), example_row_ids."""
         tables = {kind.file: self._table(kind.file) for kind in KINDS}
         return findings_table(tables, confirmed_only=confirmed_only)

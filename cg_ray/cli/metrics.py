@@ -117,8 +117,8 @@ def print_findings(run: RunDir) -> None:
     if modes.is_file() and (entries := pq.read_table(modes).to_pylist()):
         adjusted = ", ".join(entries[0]["adjusted_for"]) or "nothing: the suite mean"
         print(
-            f"failure modes beyond the metadata (adjusted for {adjusted}; held-out residual [interval: it excludes 0 "
-            "exactly when confirmed], rows):"
+            f"failure modes beyond the metadata (adjusted for {adjusted}; held-out residual [interval: below 0 "
+            "whenever confirmed], rows):"
         )
         _print_judged(entries, ("failure mode", "failure_modes", S.FAILURE_MODES_FILE), crossfit, _mode_line)
         if command := probe_command(str(run.path), entries):

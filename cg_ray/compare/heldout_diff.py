@@ -9,7 +9,7 @@ reaches `firing_threshold`, score-free) against the half's other rows of the sam
 (`profile.heldout.HeldOut.contrast`, rows as clusters; its variance floored as for a Bernoulli share of
 changed rows, so a rule whose rows all flipped is never certain), one-sided in the direction the choosing
 half saw. Each split's tries get weighted Benjamini–Hochberg q-values and the splits' q-values are combined
-by their median × 2 (`profile.decision.judge`): confirmed ⇔ q ≤ fdr, the interval excluding 0 exactly then.
+by their median × 2 (`profile.decision.judge`): confirmed ⇔ q ≤ fdr, the interval excluding 0 whenever confirmed.
 The change is relative to the benchmark's own change (as a run's findings are relative to their cells), so
 a model better everywhere by the same amount has no finding, and the bootstrap's ΔX_model lists stay beside
 it, descriptive.

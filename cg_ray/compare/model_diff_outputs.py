@@ -64,7 +64,7 @@ class PairedExample(TypedDict):
 
 class HypothesisVerdict(TypedDict):
     """A hypothesis judged over the splits: Δ on the prompts that did not form it (the median split's), the
-    interval of the decision rule (it excludes 0 exactly when confirmed), q and the MDE."""
+    interval at the level it would pay if confirmed (it excludes 0 whenever confirmed), q and the MDE."""
 
     estimate: float | None
     low: float | None
