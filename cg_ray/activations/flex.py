@@ -36,7 +36,7 @@ import torch
 if TYPE_CHECKING:
     from torch.nn.attention.flex_attention import BlockMask
 
-    from cg_ray.activations.varlen import Block
+    from cg_ray.activations.packed import Block
 
 # FlexAttention's block size: packed lengths are multiples of it; the slots past the real tokens belong to
 # no group, so nothing attends to them and they attend to nothing.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from cg_ray.activations.packed import NO_MASK
 from cg_ray.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -151,8 +152,6 @@ def forward_packed(
     """Hidden states after the hooked layer for one packed sequence (1, T, d), positions restarting with
     every row group. `attention_mask`: the flex kernel's BlockMask(s), built before the forward; None for
     the SDPA loop (the NO_MASK placeholder: the attention function reads the row layout)."""
-    from cg_ray.activations.varlen import NO_MASK
-
     mask = NO_MASK if attention_mask is None else attention_mask
     base(input_ids=input_ids, attention_mask=mask, position_ids=position_ids, use_cache=False)
     return capture.take()

@@ -29,6 +29,7 @@ from torch.nn.attention.flex_attention import BlockMask
 
 from cg_ray.activations.flex import flex_attention_call
 from cg_ray.activations.model import text_config
+from cg_ray.activations.packed import Block, is_no_mask
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -103,17 +104,6 @@ def plan_packed_batches(groups: Sequence[Group], token_budget: int) -> list[list
             batches.append([g])
             room.append(token_budget - g.size)
     return batches
-
-
-@dataclass(frozen=True)
-class Block:
-    """One attention call: queries [start, start+length); keys the prefix [prefix_start, +prefix_len)
-    (empty for a plain causal block) followed by the queries' own tokens."""
-
-    start: int
-    length: int
-    prefix_start: int = 0
-    prefix_len: int = 0
 
 
 @dataclass
@@ -302,16 +292,6 @@ def packed_kernels(base: PreTrainedModel) -> dict[str, str | None]:
 def packing_supported(base: PreTrainedModel) -> str | None:
     """None when the model can run packed with the SDPA kernel, else why not."""
     return packed_kernels(base)["sdpa"]
-
-
-# transformers hands a 4-D mask to the attention untouched: with this placeholder no (T × T) mask is built
-# for a packed forward (the attention function reads the layout instead). No key positions: no real mask
-# looks like it, so a compiled forward tells a packed call from a padded one by its shape.
-NO_MASK = torch.ones(1, 1, 1, 0, dtype=torch.bool)
-
-
-def is_no_mask(mask: torch.Tensor | None) -> bool:
-    return mask is not None and mask.dim() == 4 and mask.shape[-1] == 0
 
 
 def use_varlen_attention(base: PreTrainedModel) -> None:

@@ -27,7 +27,8 @@ def _reader(model: Path, sae: str, **kw: Any) -> ConceptReader:
 
 def test_packed_forward_is_one_graph(tiny_model_dir: Path, tiny_sae_dir: Callable[..., Path]) -> None:
     """The packed attention is a custom op, so dynamo traces the whole truncated model without a break."""
-    from cg_ray.activations.varlen import NO_MASK, pack, packed_blocks, plan_groups, plan_packed_batches
+    from cg_ray.activations.packed import NO_MASK
+    from cg_ray.activations.varlen import pack, packed_blocks, plan_groups, plan_packed_batches
 
     reader = _reader(tiny_model_dir, f"saelens-disk:{tiny_sae_dir('topk')}")
     seqs = reader.tokenize(TEXTS)
