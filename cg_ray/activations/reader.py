@@ -21,6 +21,7 @@ from cg_ray.activations.model import (
     truncate,
 )
 from cg_ray.activations.pooling import RowActs, pool_batch, pool_packed
+from cg_ray.activations.reader_manifest import describe_reader
 from cg_ray.activations.reader_setup import (
     choose_path,
     job_shape,
@@ -384,6 +385,4 @@ class ConceptReader:
 
     def describe(self) -> dict[str, Any]:
         """The resolved reader, for the run manifest (`reader_manifest.describe_reader`)."""
-        from cg_ray.activations.reader_manifest import describe_reader
-
         return describe_reader(self)

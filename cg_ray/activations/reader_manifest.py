@@ -3,15 +3,64 @@ policy, and every batching and compile decision with its reason."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cg_ray.hardware import hardware_info
 
 if TYPE_CHECKING:
-    from cg_ray.activations.reader import ConceptReader
+    import torch
+
+    from cg_ray.activations.compile_plan import CompileDecision
+    from cg_ray.activations.config import ReaderConfig
+    from cg_ray.activations.model import LoadedModel
+    from cg_ray.activations.path_plan import PathDecision
+    from cg_ray.activations.saes import SaeEncoder
+    from cg_ray.activations.tokens import TokenPolicy
 
 
-def describe_reader(reader: ConceptReader) -> dict[str, Any]:
+class ResolvedReader(Protocol):
+    """What the manifest reads of a resolved reader (`reader.ConceptReader`): named here, not imported, so
+    that reader.py imports this module and not the other way round (issue #48, no circles)."""
+
+    @property
+    def config(self) -> ReaderConfig: ...
+    @property
+    def model(self) -> LoadedModel: ...
+    @property
+    def sae(self) -> SaeEncoder: ...
+    @property
+    def policy(self) -> TokenPolicy: ...
+    @property
+    def path_decision(self) -> PathDecision: ...
+    @property
+    def compile_decision(self) -> CompileDecision | None: ...
+    @property
+    def device(self) -> torch.device: ...
+    @property
+    def dtype(self) -> torch.dtype: ...
+    @property
+    def stats(self) -> dict[str, float]: ...
+    @property
+    def n_layers(self) -> int: ...
+    @property
+    def layer(self) -> int: ...
+    @property
+    def token_budget(self) -> int: ...
+    @property
+    def packed(self) -> bool: ...
+    @property
+    def compiled(self) -> bool: ...
+    @property
+    def kernel(self) -> str | None: ...
+    @property
+    def packing_off(self) -> str | None: ...
+    @property
+    def fallback(self) -> str | None: ...
+    @property
+    def padded_attention(self) -> str: ...
+
+
+def describe_reader(reader: ResolvedReader) -> dict[str, Any]:
     """The resolved reader, for the run manifest."""
     info = reader.sae.info
     return {
