@@ -1,7 +1,8 @@
 """The evaluated model answers the checked items through the pipeline's own generation backends (vLLM, HF,
 the OpenAI-compatible endpoint) on Ray Data, and each answer is scored by the item's scorer, as the suite's
-rows are. Answers are handed to `save` as the stream yields them (the probe's work directory keeps them), so
-a killed probe resumes without sending an answered item again."""
+rows are. The items enter Ray Data in blocks of one batch each, and each block's answers are handed to `save` as it
+leaves the stream (the probe's work directory keeps them), so a killed probe resumes without sending an
+answered item again and asks again at most the batches that were in flight."""
 
 from __future__ import annotations
 
@@ -58,8 +59,17 @@ def answer(
             make_row(row_id=q.item_id, benchmark=BENCHMARK, prompt=q.prompt, reference=[q.reference], scorer=q.scorer)
             for q in todo
         ]
-        stream = make_generator(gen).generate(ray.data.from_arrow(rows_table(rows)))
-        for batch in stream.iter_batches(batch_format="pyarrow", batch_size=16):
+        items = rows_table(rows)
+        step = gen.resources.batch_size
+        blocks = [items.slice(i, step) for i in range(0, items.num_rows, step)]
+        # One block per batch of the answering stage: a block's answers leave Ray Data (and are saved) as soon
+        # as its batch returns, so a kill loses the batches in flight (endpoint.concurrency or max_actors of
+        # them, 4 × 16 items by default) and those answered but still in Ray Data's post-processing (measured
+        # in tests/probe/test_probe_kill.py: 6-7 batches of 4 on a loaded 2-core machine). One block for all
+        # the items (as `from_arrow` of one table makes) left the stage only at the end: a killed probe had
+        # saved nothing. A smaller block would not lose less: the stage bundles blocks up to its batch size.
+        stream = make_generator(gen).generate(ray.data.from_arrow(blocks))
+        for batch in stream.iter_batches(batch_format="pyarrow", batch_size=None):  # each block as it returns
             table: Any = batch  # a pyarrow.Table (batch_format="pyarrow"); Ray types it as any batch format
             scored = [
                 _scored(by_id[r["row_id"]], r["response"]) for r in table.select(["row_id", "response"]).to_pylist()
