@@ -8,7 +8,7 @@ fast fake behind the same interface (the `Reader` Protocol of cg_ray.activations
 from __future__ import annotations
 
 import json
-from typing import Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import pyarrow as pa
 
@@ -17,7 +17,12 @@ from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.activations.packing import pack_concepts
 from cg_ray.activations.protocol import reader_from_config, resolve
 
-__all__ = ["ReaderStage", "planned_tokens", "reader_from_config", "resolve"]
+if TYPE_CHECKING:
+    import ray.data
+
+    from cg_ray.generation.config import StageResources
+
+__all__ = ["ReaderStage", "map_reader_stage", "planned_tokens", "reader_from_config", "resolve"]
 
 NODE_COLUMN = "_node"
 D_SAE_COLUMN = "_d_sae"  # carried per row so the driver learns d_sae without loading the SAE
@@ -97,3 +102,20 @@ class ReaderStage:
         out = out.append_column(D_SAE_COLUMN, pa.array([int(self.reader.d_sae)] * out.num_rows, pa.int32()))
         out = out.append_column(ACTOR_COLUMN, pa.array([self.actor] * out.num_rows, pa.string()))
         return out.append_column(NODE_COLUMN, pa.array([self.node] * out.num_rows, pa.string()))
+
+
+def map_reader_stage(ds: ray.data.Dataset, resources: StageResources, constructor: dict[str, Any]) -> ray.data.Dataset:
+    """`ds` through a pool of `ReaderStage` actors sized by `resources`, in pyarrow batches (the one way the
+    run and `read_texts` start the reader); `constructor`: ReaderStage's arguments."""
+    import ray.data
+
+    return ds.map_batches(
+        ReaderStage,
+        fn_constructor_kwargs=constructor,
+        compute=ray.data.ActorPoolStrategy(min_size=resources.min_actors, max_size=resources.max_actors),
+        num_cpus=resources.num_cpus,
+        num_gpus=resources.num_gpus,
+        batch_size=resources.batch_size,
+        batch_format="pyarrow",
+        memory=resources.memory_ask,
+    )

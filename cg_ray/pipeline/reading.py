@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.generation.config import StageResources
 from cg_ray.pipeline.cluster_fit import Cluster, fit_reader_pool
-from cg_ray.pipeline.reader_stage import ReaderStage, ReadOptions, planned_tokens
+from cg_ray.pipeline.reader_stage import ReadOptions, map_reader_stage, planned_tokens
 
 ORDER = "_order"
 
@@ -39,9 +39,10 @@ def read_texts(
     indexed = table.append_column(ORDER, pa.array(range(table.num_rows), pa.int64()))
     blocks = max(1, min(table.num_rows // max(resources.batch_size, 1), 64))
     ds = ray.data.from_arrow(indexed).repartition(blocks)
-    out = ds.map_batches(
-        ReaderStage,
-        fn_constructor_kwargs={
+    out = map_reader_stage(
+        ds,
+        resources,
+        {
             "reader_config": reader_config,
             "text_column": text_column,
             "factory": factory,
@@ -49,12 +50,6 @@ def read_texts(
             "read_options": read_options,
             "planned_tokens": planned_tokens(characters, resources.max_actors),
         },
-        compute=ray.data.ActorPoolStrategy(min_size=resources.min_actors, max_size=resources.max_actors),
-        num_cpus=resources.num_cpus,
-        num_gpus=resources.num_gpus,
-        batch_size=resources.batch_size,
-        batch_format="pyarrow",
-        memory=resources.memory_ask,
     )
     parts = list(out.iter_batches(batch_format="pyarrow", batch_size=None))
     result = pa.concat_tables(parts).sort_by(ORDER)

@@ -38,7 +38,7 @@ from cg_ray.pipeline.reader_stage import (
     D_SAE_COLUMN,
     DEFAULT_READER_FACTORY,
     NODE_COLUMN,
-    ReaderStage,
+    map_reader_stage,
     planned_tokens,
 )
 from cg_ray.pipeline.shards import (
@@ -156,8 +156,6 @@ def reader_characters(staged: StagedInput, shards: list[int], mode: str) -> int:
 
 
 def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool, planned: int | None = None) -> Any:
-    import ray.data
-
     from cg_ray.generation import generate_responses
     from cg_ray.pipeline.judge_pass import judge_dataset, without_judge
     from cg_ray.scoring.apply import score_dataset
@@ -172,21 +170,15 @@ def _graph(ds: Any, config: RunConfig, options: RunOptions, needs_judge: bool, p
         ds, {b.benchmark: b.scorer_options for b in config.benchmarks if b.benchmark}, batch_size=options.shard_rows
     )
     ds = ds.map_batches(reader_text(config.reader.text), batch_format="pyarrow")
-    res = config.reader.resources
-    return ds.map_batches(
-        ReaderStage,
-        fn_constructor_kwargs={
+    return map_reader_stage(
+        ds,
+        config.reader.resources,
+        {
             "reader_config": config.reader.reader_config(),
             "text_column": READER_TEXT,
             "factory": options.reader_factory,
             "planned_tokens": planned,
         },
-        compute=ray.data.ActorPoolStrategy(min_size=res.min_actors, max_size=res.max_actors),
-        num_cpus=res.num_cpus,
-        num_gpus=res.num_gpus,
-        batch_size=res.batch_size,
-        batch_format="pyarrow",
-        memory=res.memory_ask,
     )
 
 
