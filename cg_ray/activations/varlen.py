@@ -229,14 +229,9 @@ def packed_attention(
 
 
 @packed_attention.register_fake
-def _packed_attention_shape(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    scaling: float | None,
-    window: int | None,
-    softcap: float | None = None,
-) -> torch.Tensor:
+def _packed_attention_shape(query: torch.Tensor, *_: Any, **__: Any) -> torch.Tensor:
+    """The op's output for tracing: only its shape, (1, T, heads, d), read from the query's; torch calls
+    this with the op's arguments (the schema comes from `packed_attention`, not from this signature)."""
     return query.new_empty(query.shape[0], query.shape[2], query.shape[1], query.shape[3])
 
 
