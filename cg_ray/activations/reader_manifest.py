@@ -22,42 +22,24 @@ class ResolvedReader(Protocol):
     """What the manifest reads of a resolved reader (`reader.ConceptReader`): named here, not imported, so
     that reader.py imports this module and not the other way round (issue #48, no circles)."""
 
-    @property
-    def config(self) -> ReaderConfig: ...
-    @property
-    def model(self) -> LoadedModel: ...
-    @property
-    def sae(self) -> SaeEncoder: ...
-    @property
-    def policy(self) -> TokenPolicy: ...
-    @property
-    def path_decision(self) -> PathDecision: ...
-    @property
-    def compile_decision(self) -> CompileDecision | None: ...
-    @property
-    def device(self) -> torch.device: ...
-    @property
-    def dtype(self) -> torch.dtype: ...
-    @property
-    def stats(self) -> dict[str, float]: ...
-    @property
-    def n_layers(self) -> int: ...
-    @property
-    def layer(self) -> int: ...
-    @property
-    def token_budget(self) -> int: ...
-    @property
-    def packed(self) -> bool: ...
-    @property
-    def compiled(self) -> bool: ...
-    @property
-    def kernel(self) -> str | None: ...
-    @property
-    def packing_off(self) -> str | None: ...
-    @property
-    def fallback(self) -> str | None: ...
-    @property
-    def padded_attention(self) -> str: ...
+    config: ReaderConfig
+    model: LoadedModel
+    sae: SaeEncoder
+    policy: TokenPolicy
+    path_decision: PathDecision
+    compile_decision: CompileDecision | None
+    device: torch.device
+    dtype: torch.dtype
+    stats: dict[str, float]
+    n_layers: int
+    layer: int
+    token_budget: int
+    packed: bool
+    compiled: bool
+    kernel: str | None
+    packing_off: str | None
+    fallback: str | None
+    padded_attention: str
 
 
 def describe_reader(reader: ResolvedReader) -> dict[str, Any]:
