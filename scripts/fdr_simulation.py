@@ -121,55 +121,15 @@ def collect(setting: str, reps: int, out: Path, start: int) -> None:
 Rule = Callable[[Sequence[Sequence[tuple[Any, decision.SplitTest, int]]], int, float], set[Any]]
 
 
-def split_multipliers(p_values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Per rule of one split: q / p of weighted Benjamini–Hochberg, uncapped (the rule of stop 52 needed it)."""
-    p = np.maximum(np.asarray(p_values, dtype=np.float64), decision.P_FLOOR)
-    if p.size == 0:
-        return p
-    w = decision.rank_weights(ranks)
-    pw = p / w
-    order = np.argsort(pw, kind="stable")
-    stepped = pw[order] * p.size / np.arange(1, p.size + 1)
-    q = np.empty(p.size)
-    q[order] = np.minimum.accumulate(stepped[::-1])[::-1]
-    out: np.ndarray = q / p
-    return out
-
-
 def quantile_bh(gamma: float) -> Rule:
     """Meinshausen's quantile of the splits' weighted-BH q-values (Bonferroni over a finding's tries): the
     ⌈γR⌉-th smallest / γ ≤ fdr. γ = 0.5 is the rule of stop 52 (median × 2)."""
 
     def rule(per_split: Any, splits: int, fdr: float) -> set[Any]:
-        return _quantile_bh(per_split, splits, fdr, gamma)
+        verdicts = decision.judge(per_split, splits, fdr, (-1.0, 1.0), gamma)
+        return {k for k, v in verdicts.items() if v.confirmed}
 
     return rule
-
-
-def _quantile_bh(per_split: Any, splits: int, fdr: float, gamma: float) -> set[Any]:
-    tried: dict[Any, dict[int, float]] = {}
-    for s, chosen in enumerate(per_split):
-        if not chosen:
-            continue
-        p = np.array([t.p_value for _, t, _ in chosen])
-        ranks = np.array([r for _, _, r in chosen], dtype=np.int64)
-        mult = split_multipliers(p, ranks)
-        tries: dict[Any, int] = {}
-        for key, _, _ in chosen:
-            tries[key] = tries.get(key, 0) + 1
-        for (key, t, _), c in zip(chosen, mult, strict=True):
-            q = min(1.0, float(c) * tries[key] * max(t.p_value, decision.P_FLOOR))
-            tried.setdefault(key, {})
-            tried[key][s] = min(q, tried[key].get(s, 1.0))
-    k = decision.quantile_rank(splits, gamma)
-    out = set()
-    for key, per in tried.items():
-        q = np.ones(splits)
-        for s, v in per.items():
-            q[s] = v
-        if min(1.0, float(np.sort(q)[k - 1]) / gamma) <= fdr:
-            out.add(key)
-    return out
 
 
 def split_rejections(chosen: Sequence[tuple[Any, decision.SplitTest, int]], level: float) -> list[Any]:
@@ -178,7 +138,7 @@ def split_rejections(chosen: Sequence[tuple[Any, decision.SplitTest, int]], leve
         return []
     p = np.array([t.p_value for _, t, _ in chosen])
     ranks = np.array([r for _, _, r in chosen], dtype=np.int64)
-    q = np.minimum(1.0, split_multipliers(p, ranks) * np.maximum(p, decision.P_FLOOR))
+    q = np.minimum(1.0, decision.split_multipliers(p, ranks) * np.maximum(p, decision.P_FLOOR))
     return [key for (key, _, _), v in zip(chosen, q, strict=True) if v <= level]
 
 

@@ -136,15 +136,18 @@ def split_multipliers(p_values: FloatArray, ranks: npt.NDArray[np.integer]) -> F
     return out
 
 
-def paying_factors(p_values: FloatArray, ranks: npt.NDArray[np.integer], level: float) -> FloatArray:
-    """Per rule of one split: the weighted-BH factor it would pay if rejected at `level` (γ·fdr): BH rejects
-    p / w ≤ level · R / m, so each rejected rule pays m / (w R) and one not rejected would pay m / (w (R + 1))
-    as one more rejection — never the smaller factor the step-up gives a rule far down the order at its own p."""
+def paying_factors(
+    p_values: FloatArray, multipliers: FloatArray, ranks: npt.NDArray[np.integer], level: float
+) -> FloatArray:
+    """Per rule of one split (its p-values and their `split_multipliers`): the weighted-BH factor it would pay
+    if rejected at `level` (γ·fdr): BH rejects p / w ≤ level · R / m, so each rejected rule pays m / (w R) and
+    one not rejected would pay m / (w (R + 1)) as one more rejection — never the smaller factor the step-up
+    gives a rule far down the order at its own p."""
     p = np.maximum(np.asarray(p_values, dtype=np.float64), P_FLOOR)
     if p.size == 0:
         return p
     w = rank_weights(ranks)
-    rejected = np.minimum(1.0, split_multipliers(p, ranks) * p) <= level
+    rejected = np.minimum(1.0, multipliers * p) <= level
     n_rejected = int(rejected.sum())
     out: FloatArray = p.size / (w * np.where(rejected, n_rejected, n_rejected + 1))
     return out
@@ -250,11 +253,16 @@ def typical_mde(
 
 
 def judge(
-    per_split: Sequence[Sequence[tuple[K, SplitTest, int]]], splits: int, fdr: float, bounds: tuple[float, float]
+    per_split: Sequence[Sequence[tuple[K, SplitTest, int]]],
+    splits: int,
+    fdr: float,
+    bounds: tuple[float, float],
+    gamma: float = GAMMA,
 ) -> dict[K, Verdict]:
     """Every finding's verdict from what each split tested: per split, (finding, its test, its rank on the
     choosing half) for each rule the split chose. Within a split: weighted BH over its rules; a finding the
-    split chose as several rules keeps its best and pays for each (Bonferroni). Then `aggregate`."""
+    split chose as several rules keeps its best and pays for each (Bonferroni). Then `aggregate` at the
+    quantile `gamma` (scripts/fdr_simulation.py compares others)."""
     tried: dict[K, dict[int, Tried]] = {}
     for s, chosen in enumerate(per_split):
         if not chosen:
@@ -262,7 +270,7 @@ def judge(
         p = np.array([t.p_value for _, t, _ in chosen])
         ranks = np.array([r for _, _, r in chosen], dtype=np.int64)
         mult = split_multipliers(p, ranks)
-        paying = paying_factors(p, ranks, GAMMA * fdr)
+        paying = paying_factors(p, mult, ranks, gamma * fdr)
         tries: dict[K, int] = {}
         for key, _, _ in chosen:
             tries[key] = tries.get(key, 0) + 1
@@ -271,7 +279,7 @@ def judge(
             best = tried.setdefault(key, {}).get(s)
             if best is None or here.q_value < best.q_value:
                 tried[key][s] = here
-    return {key: aggregate(per, splits, fdr, bounds) for key, per in tried.items()}
+    return {key: aggregate(per, splits, fdr, bounds, gamma) for key, per in tried.items()}
 
 
 def not_tested() -> Verdict:

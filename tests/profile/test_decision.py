@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from cg_ray.profile.decision import GAMMA, SplitTest, judge, paying_factors
+from cg_ray.profile.decision import GAMMA, SplitTest, judge, paying_factors, split_multipliers
 
 FDR = 0.1
 SPLITS = 10
@@ -29,7 +29,8 @@ def test_a_rule_pays_its_rank_among_the_rejections_or_one_more() -> None:
     # Ranks 1..4 → weights ∝ 1/rank, mean 1: w = 4 / H(4) × (1, 1/2, 1/3, 1/4). At γ·fdr = 0.05 the first
     # (p = 0.001) is rejected alone: it pays 4 / (w₁ · 1); the others (p = 0.5) would pay 4 / (w · 2).
     w = 4 / (1 + 1 / 2 + 1 / 3 + 1 / 4) / np.arange(1, 5)
-    paying = paying_factors(np.array([0.001, 0.5, 0.5, 0.5]), np.arange(1, 5), 0.05)
+    p = np.array([0.001, 0.5, 0.5, 0.5])
+    paying = paying_factors(p, split_multipliers(p, np.arange(1, 5)), np.arange(1, 5), 0.05)
     assert paying == pytest.approx([4 / w[0], 4 / (2 * w[1]), 4 / (2 * w[2]), 4 / (2 * w[3])])
 
 
