@@ -9,6 +9,7 @@ so the cells weigh as they do in the class. The texts of all classes asked at on
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Sequence
 
@@ -44,8 +45,7 @@ class ClassTerms:
     def for_cells(self, adjusted_for: Sequence[str]) -> ClassTerms:
         """The same book with backgrounds drawn from the cells of `adjusted_for` (a split's own fields): its
         own cache, the texts read so far shared."""
-        other = object.__new__(ClassTerms)
-        other.__dict__.update(self.__dict__)
+        other = copy.copy(self)  # shallow: `texts` stays the same dict
         other.cells = cell_keys(self.frame, list(adjusted_for))
         other.cache = {}
         return other
