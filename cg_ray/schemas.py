@@ -324,6 +324,12 @@ SCOPE_GAPS_SCHEMA: Final = pa.schema(
         pa.field("theme", pa.int64(), nullable=True),  # a gap's theme: the concept id representing it
     ]
 )
+# `cg-ray sensitivity` (cg_ray.sensitivity; its tables' schemas: cg_ray.sensitivity.tables): each other reader's
+# run in readers/NAME/, findings: per (finding of the run, other reader) its status; pairs: per reader pair.
+SENSITIVITY_DIR, SENSITIVITY_FINDINGS_FILE, SENSITIVITY_PAIRS_FILE = "sensitivity", "findings.parquet", "pairs.parquet"
+SENSITIVITY_READERS_DIR: Final = "readers"
+REPLICATES, PARTLY, NOT_FOUND = "replicates", "partly", "not found"
+REPLICATION_STATUSES: Final = (REPLICATES, PARTLY, NOT_FOUND)
 SCOPE_COVERAGE_SCHEMA: Final = pa.schema(
     [
         pa.field("benchmark", pa.string(), nullable=False),
@@ -377,20 +383,14 @@ ROBUSTNESS_FILE: Final = "robustness.json"
 ROBUSTNESS_CONCEPTS_FILE: Final = "robustness_concepts.parquet"
 # An arena run: its own summary, the ratings, the head-to-head tables, and one run directory per model.
 ARENA_FILE: Final = "arena.json"
-RATINGS_DIR: Final = "ratings"
-RATINGS_JSON: Final = "ratings.json"
-RATINGS_PARQUET: Final = "ratings.parquet"
-PAIRWISE_FILE: Final = "pairwise.parquet"
-HEAD_TO_HEAD_FILE: Final = "head_to_head.parquet"
-HEAD_TO_HEAD_JSON: Final = "head_to_head.json"
+RATINGS_DIR, RATINGS_JSON, RATINGS_PARQUET = "ratings", "ratings.json", "ratings.parquet"
+PAIRWISE_FILE, HEAD_TO_HEAD_FILE, HEAD_TO_HEAD_JSON = "pairwise.parquet", "head_to_head.parquet", "head_to_head.json"
 MODEL_CONCEPTS_FILE: Final = "model_concepts.parquet"
 ARENA_MODELS_DIR: Final = "models"
 VALIDATE_FILE: Final = "validate.json"
 # The output directory of `cg-ray diff`.
-DIFF_FILE: Final = "diff.parquet"
-DIFF_BENCHMARKS_FILE: Final = "diff_benchmarks.parquet"
-DIFF_JSON: Final = "diff.json"
-DIFF_HTML: Final = "diff.html"
+DIFF_FILE, DIFF_BENCHMARKS_FILE = "diff.parquet", "diff_benchmarks.parquet"
+DIFF_JSON, DIFF_HTML = "diff.json", "diff.html"
 # Drop-in names of the official CG code's outputs.
 OFFICIAL_COVERAGE_CSV: Final = "concept_cg_coverage_summary.csv"
 OFFICIAL_SALIENCY_CSV: Final = "concept_saliency_details.csv"

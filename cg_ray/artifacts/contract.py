@@ -153,6 +153,16 @@ class ScopeSummary(_Versioned):
     seconds: float
 
 
+class SensitivitySummary(_Versioned):
+    """sensitivity/summary.json of `cg-ray sensitivity`: the readers compared, the replication rule, counts."""
+
+    run: str
+    reader: dict[str, Any]  # the run's own reader: name, sae, layer, d_sae
+    readers: list[dict[str, Any]]  # per other reader: name, sae, layer, d_sae, rows, seconds, resumed, statuses
+    rule: str  # what replicates / partly / not found mean, in words
+    seconds: float
+
+
 class AugmentSummary(_Versioned):
     """augment/summary.json of `cg-ray augment`: the benchmark, its gaps targeted, what each check dropped,
     its in-scope coverage before → after the kept items, and what they pushed into over-representation."""

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeAlias
@@ -30,7 +29,7 @@ from pydantic import ValidationError
 from cg_ray import __version__
 from cg_ray import schemas as S
 from cg_ray.artifacts import contract as C
-from cg_ray.artifacts.publish import atomic_file
+from cg_ray.artifacts.publish import atomic_file, locked
 from cg_ray.errors import CgRayError, InputError
 
 Kind = Literal["json", "parquet", "html", "csv", "text"]
@@ -99,6 +98,9 @@ AUGMENT_ITEMS, AUGMENT_COVERAGE, AUGMENT_SUMMARY = _analysis(
     "augment", S.AUGMENT_DIR, (S.AUGMENT_ITEMS_FILE, S.AUGMENT_COVERAGE_FILE), C.AugmentSummary,
     (*S.AUGMENT_EXPORT_FILES.values(),),
 )  # fmt: skip
+SENSITIVITY_FINDINGS, SENSITIVITY_PAIRS, SENSITIVITY_SUMMARY = _analysis(
+    "sensitivity", S.SENSITIVITY_DIR, (S.SENSITIVITY_FINDINGS_FILE, S.SENSITIVITY_PAIRS_FILE), C.SensitivitySummary
+)
 
 ARENA_RATINGS_JSON = f"{S.RATINGS_DIR}/{S.RATINGS_JSON}"
 ARENA_ARTIFACTS: dict[str, Artifact] = _registry(
@@ -237,6 +239,10 @@ class RunDir(ArtifactDir):
     def read_summary(self) -> dict[str, Any]:
         return self.read_json(S.SUMMARY_FILE)
 
+    def sensitivity_reader(self, name: str) -> RunDir:
+        """The run's rows re-read by reader `name` and judged again: `cg-ray sensitivity`'s run directory."""
+        return RunDir(self.path / S.SENSITIVITY_DIR / S.SENSITIVITY_READERS_DIR / name)
+
     def steps(self) -> list[dict[str, Any]]:
         """The post-publish steps recorded in manifest.json, oldest first."""
         manifest = self.read_json_if_present(S.MANIFEST_FILE)
@@ -248,7 +254,7 @@ class RunDir(ArtifactDir):
         that ran the step (`cg_ray.report.refresh`), a layer that may import the report."""
         self.require(S.SUMMARY_FILE, hint="only a published run can be updated")
         names = list(files)
-        with _locked(self.path), contextlib.ExitStack() as stack:
+        with locked(self.path), contextlib.ExitStack() as stack:
             for name, content in files.items():
                 tmp = stack.enter_context(atomic_file(self.file(name)))
                 _write(self.artifact(name), tmp, content)
@@ -386,14 +392,3 @@ def _write(artifact: Artifact, tmp: Path, content: Content) -> None:
         tmp.write_text(content, encoding="utf-8")
     if artifact.model is not None:  # whatever wrote it: versioned and readable through its model
         C.read_document(tmp, artifact.model)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One update of a run directory at a time (its manifest is read, extended and replaced)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock

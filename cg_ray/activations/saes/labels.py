@@ -27,11 +27,14 @@ LABEL_FILES = ("labels.jsonl", "labels.csv")
 
 
 def sae_folder(sae_spec: str) -> Path:
-    """Where an SAE spec's files live: the shipped default's folder, or the spec's own location."""
-    from cg_ray.activations.saes.spec import default_sae_dir, parse_sae_spec
+    """Where an SAE spec's files live: a shipped reader's folder, or the spec's own location."""
+    from cg_ray.activations.saes.shipped import DEFAULT_READER, shipped_reader
+    from cg_ray.activations.saes.spec import parse_sae_spec
 
     spec = parse_sae_spec(sae_spec)
-    return default_sae_dir() if spec.kind == "default" else Path(spec.location)
+    if spec.kind in ("default", "shipped"):
+        return shipped_reader(spec.location or DEFAULT_READER).directory
+    return Path(spec.location)
 
 
 def shipped_labels(sae_spec: str, d_sae: int, factory: str = DEFAULT_READER_FACTORY) -> ConceptLabels | None:

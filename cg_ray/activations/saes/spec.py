@@ -1,6 +1,7 @@
 """SAE spec strings: `KIND:LOCATION[,key=value...]`, parsed and validated before any work starts.
 
   default                                  the SAE shipped with cg_ray for the default reader
+  NAME                                     another shipped reader by name (`saes.shipped`: l20-seed7, ...)
   saelens-disk:DIR                         sae-lens `SAE.load_from_disk`
   saelens:RELEASE@SAE_ID                   sae-lens `SAE.from_pretrained` (needs the hub)
   npz:FILE                                 Gemma-Scope params.npz (JumpReLU)
@@ -16,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cg_ray.activations.saes.base import SaeEncoder
+from cg_ray.activations.saes.shipped import DEFAULT_READER, SHIPPED_READERS, shipped_reader
 from cg_ray.errors import ConfigError
 
-KINDS = ("default", "saelens-disk", "saelens", "npz", "pth", "safetensors")
+KINDS = ("default", "shipped", "saelens-disk", "saelens", "npz", "pth", "safetensors")
 _SUFFIX_KIND = {".npz": "npz", ".pth": "pth", ".pt": "pth", ".safetensors": "safetensors"}
 _OPTIONS = {"safetensors": {"arch", "k", "apply_b_dec_to_input", "rescale"}}
 
@@ -31,11 +33,13 @@ class SaeSpec:
 
     def __str__(self) -> str:
         opts = "".join(f",{k}={v}" for k, v in sorted(self.options.items()))
-        return self.kind if self.kind == "default" else f"{self.kind}:{self.location}{opts}"
+        if self.kind in ("default", "shipped"):
+            return self.location or self.kind
+        return f"{self.kind}:{self.location}{opts}"
 
 
 def default_sae_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "assets" / "smollm2-135m-instruct-l20-topk4608"
+    return SHIPPED_READERS[DEFAULT_READER].directory
 
 
 def parse_sae_spec(spec: str) -> SaeSpec:
@@ -44,6 +48,8 @@ def parse_sae_spec(spec: str) -> SaeSpec:
         raise ConfigError("empty SAE spec")
     if spec == "default":
         return SaeSpec("default")
+    if spec in SHIPPED_READERS:
+        return SaeSpec("shipped", spec)
     kind, sep, rest = spec.partition(":")
     if not sep or kind not in KINDS:
         path = Path(spec)
@@ -73,6 +79,8 @@ def load_sae(spec: str | SaeSpec) -> SaeEncoder:
     s = parse_sae_spec(spec) if isinstance(spec, str) else spec
     if s.kind == "default":
         return saelens.load_disk(default_sae_dir())
+    if s.kind == "shipped":
+        return saelens.load_disk(shipped_reader(s.location).directory)
     if s.kind == "saelens-disk":
         return saelens.load_disk(Path(s.location))
     if s.kind == "saelens":

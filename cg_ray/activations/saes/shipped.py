@@ -1,0 +1,53 @@
+"""The readers shipped with cg_ray for the default model: SAEs trained here (`cg-ray sae train`, each with its
+MODEL_CARD.md, training.json, eval.json and labels.jsonl under cg_ray/assets/), named so that a job's `sae:`,
+`--sae` and `cg-ray sensitivity --reader` can pick one. Concept ids belong to one SAE: ids of two readers do
+not correspond (docs/sensitivity.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cg_ray.errors import ConfigError
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+DEFAULT_READER = "default"
+
+
+@dataclass(frozen=True)
+class ShippedReader:
+    name: str
+    folder: str  # under cg_ray/assets/
+    layer: int
+    d_sae: int
+    seed: int
+    summary: str  # one line: how it differs from the default
+
+    @property
+    def directory(self) -> Path:
+        return ASSETS / self.folder
+
+
+SHIPPED_READERS: dict[str, ShippedReader] = {
+    r.name: r
+    for r in (
+        ShippedReader(
+            DEFAULT_READER, "smollm2-135m-instruct-l20-topk4608", 20, 4608, 42, "the default: layer 20, seed 42"
+        ),
+        ShippedReader(
+            "l20-seed7", "smollm2-135m-instruct-l20-topk4608-seed7", 20, 4608, 7, "layer 20, another seed (7)"
+        ),
+    )
+}
+
+
+def shipped_reader(name: str) -> ShippedReader:
+    """The shipped reader `name`, with its asset folder present; a clear error naming the known ones."""
+    try:
+        reader = SHIPPED_READERS[name]
+    except KeyError:
+        raise ConfigError(f"unknown reader {name!r}; shipped readers: {', '.join(SHIPPED_READERS)}") from None
+    if not (reader.directory / "cfg.json").is_file():
+        raise ConfigError(f"reader {name!r} is not installed: {reader.directory} has no cfg.json")
+    return reader
