@@ -1,6 +1,7 @@
 """The analyses a published run may hold beside its metrics, each read as a frozen object (`Run.probe`,
-`Run.scope`, `Run.augment`, `Run.robustness`): its summary through its `cg_ray.artifacts.contract` model and
-its tables as DataFrames. An analysis is there when its summary is; its tables are then required."""
+`Run.scope`, `Run.augment`, `Run.sensitivity`, `Run.robustness`): its summary through its
+`cg_ray.artifacts.contract` model and its tables as DataFrames. An analysis is there when its summary is; its
+tables are then required."""
 
 from __future__ import annotations
 
@@ -57,6 +58,24 @@ class Augment:
 
 
 @dataclass(frozen=True)
+class Sensitivity:
+    """sensitivity/ of `cg-ray sensitivity` (issue #51): the run's rows re-read by other SAEs ("readers") and
+    judged again, so a finding that only one SAE's latents make shows as such. Each reader's own run directory
+    is under sensitivity/readers/NAME (`read_run` opens it)."""
+
+    summary: C.SensitivitySummary  # the run's reader, per other reader its counts, the replication rule in words
+    # One row per (finding of the run, other reader): kind, finding (mode:RANK / slice:RANK / concept:ID),
+    # description, n_rows, reader, status (replicates / partly / not found), match (the other reader's confirmed
+    # finding overlapping its rows most) with match_description, jaccard, covered, and the held-out effect of the
+    # run's own rows under the other reader's splits (effect, effect_low, effect_high, effect_confirmed).
+    findings: pd.DataFrame
+    # One row per (the run's reader, other reader): method, layer_a/b, d_sae_a/b, shared_05/07/09 (share of A's
+    # latents matched in B at that similarity), median_similarity, n_matched, spearman_X_model, spearman_X_bench,
+    # top_rows_jaccard, confirmed_a, confirmed_b.
+    pairs: pd.DataFrame
+
+
+@dataclass(frozen=True)
 class Robustness:
     """robustness/ of `cg-ray robustness --out RUN/robustness`: subsampling stds and the adversarial
     ablation's shifts (paper §4.2.3); in sample, over the run's own rows."""
@@ -82,6 +101,13 @@ def read_augment(run: L.RunDir) -> Augment | None:
         return None
     summary = _doc(run, L.AUGMENT_SUMMARY, C.AugmentSummary)
     return Augment(summary, _table(run, L.AUGMENT_ITEMS), _table(run, L.AUGMENT_COVERAGE))
+
+
+def read_sensitivity(run: L.RunDir) -> Sensitivity | None:
+    if not run.has(L.SENSITIVITY_SUMMARY):
+        return None
+    summary = _doc(run, L.SENSITIVITY_SUMMARY, C.SensitivitySummary)
+    return Sensitivity(summary, _table(run, L.SENSITIVITY_FINDINGS), _table(run, L.SENSITIVITY_PAIRS))
 
 
 def read_robustness(run: L.RunDir) -> Robustness | None:

@@ -196,9 +196,10 @@ class Run:
         return A.read_augment(self._dir)
 
     @property
-    def sensitivity(self) -> None:
-        """A sensitivity analysis of the findings: no command writes one into a run yet, so always None."""
-        return None
+    def sensitivity(self) -> A.Sensitivity | None:
+        """sensitivity/ of `cg-ray sensitivity RUN --reader NAME`: whether each finding holds when other SAEs
+        read the rows (`Sensitivity.findings`, one row per finding and reader; `Sensitivity.pairs`)."""
+        return A.read_sensitivity(self._dir)
 
     def _table(self, name: str) -> pd.DataFrame | None:
         table = self._dir.read_table(name)
