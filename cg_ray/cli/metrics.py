@@ -15,6 +15,7 @@ from cg_ray.config import MetricsConfig, RobustnessConfig
 
 if TYPE_CHECKING:
     from cg_ray.artifacts.layout import RunDir
+    from cg_ray.report.sensitivity import Sensitivity
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,10 @@ def print_findings(run: RunDir) -> None:
     import pyarrow.parquet as pq
 
     from cg_ray.report.findings import crossfit_of, judged_text, probe_command
+    from cg_ray.report.sensitivity import read_sensitivity
 
     crossfit = crossfit_of(run.read_json_if_present(S.SUMMARY_FILE))
+    holds = _holds(read_sensitivity(run))  # where `cg-ray sensitivity` ran: each finding under the other readers
     if crossfit:
         print(f"findings (failure modes, slices, concepts) {judged_text(crossfit)}")
         print(f"  confirmed: {_confirmed_counts(crossfit)}")
@@ -120,7 +123,8 @@ def print_findings(run: RunDir) -> None:
             f"failure modes beyond the metadata (adjusted for {adjusted}; held-out residual [interval: below 0 "
             "whenever confirmed], rows):"
         )
-        _print_judged(entries, ("failure mode", "failure_modes", S.FAILURE_MODES_FILE), crossfit, _mode_line)
+        what = ("failure mode", "failure_modes", S.FAILURE_MODES_FILE)
+        _print_judged(entries, what, crossfit, _mode_line, holds("failure_modes"))
         if command := probe_command(str(run.path), entries):
             print(
                 f"  next: test it on new items with matched controls: {command}  (--dry-run: the plan; docs/probe.md)"
@@ -128,7 +132,7 @@ def print_findings(run: RunDir) -> None:
     slices = run.file(S.SLICES_FILE)
     if slices.is_file() and (entries := pq.read_table(slices).to_pylist()):
         print("weakest slices (held-out mean score [interval of the rule] vs the other held-out rows', scored rows):")
-        _print_judged(entries, ("slice", "slices", S.SLICES_FILE), crossfit, _slice_line)
+        _print_judged(entries, ("slice", "slices", S.SLICES_FILE), crossfit, _slice_line, holds("slices"))
     path = run.file(S.WEAKNESSES_FILE)
     if not path.is_file():
         return
@@ -144,8 +148,23 @@ def print_findings(run: RunDir) -> None:
         print(
             f"  {e['rank']:>3}. {e['concept_id']:>6}  X_model {_fmt(e['X_model'])} "
             f"[{_fmt(e['X_model_low'])}, {_fmt(e['X_model_high'])}]  {e['n_rows']:>6} rows  "
-            f"n_eff {e['n_eff'] or 0:.1f}{merged}{heldout}  {label[:60]}"
+            f"n_eff {e['n_eff'] or 0:.1f}{merged}{heldout}  {label[:60]}{holds('weaknesses')(e)}"
         )
+
+
+def _holds(sensitivity: Sensitivity | None) -> Callable[[str], Callable[[dict[str, Any]], str]]:
+    """Per profile kind, what ends an entry's line: '  holds under: l20-seed7 ✓, l13 ✗' where the finding was
+    compared with other readers (`cg-ray sensitivity`), '' elsewhere, so a run without it prints as before."""
+    from cg_ray.report.sensitivity import finding_key, holds_under
+
+    def of(kind: str) -> Callable[[dict[str, Any]], str]:
+        def suffix(entry: dict[str, Any]) -> str:
+            said = holds_under(sensitivity, finding_key(kind, entry))
+            return f"  holds under: {said}" if said else ""
+
+        return suffix
+
+    return of
 
 
 def _mode_line(m: dict[str, Any]) -> str:
@@ -200,9 +219,10 @@ def _print_judged(
     what: tuple[str, str, str],
     crossfit: dict[str, Any] | None,
     line: Callable[[dict[str, Any]], str],
+    holds: Callable[[dict[str, Any]], str],
 ) -> None:
     """The confirmed entries (at most 5), then one line on the candidates and at most 3 of them, marked.
-    `what`: (noun, the kind's key in summary.json, its file)."""
+    `what`: (noun, the kind's key in summary.json, its file); `holds`: what ends an entry's line (`_holds`)."""
     from cg_ray.report.findings import split_verdicts, tried
 
     noun, kind, file = what
@@ -210,13 +230,13 @@ def _print_judged(
     split = split_verdicts(entries)
     if split is None:  # a run made before held-out checks: its first entries, as they were
         for e in entries[:5]:
-            print(f"  {e['rank']:>3}. {line(e)}")
+            print(f"  {e['rank']:>3}. {line(e)}{holds(e)}")
         return
     confirmed, candidates = split
     if not confirmed:
         print(f"  no {noun} confirmed held out ({tried(crossfit, kind, entries)})")
     for e in confirmed[:5]:
-        print(f"  {e['rank']:>3}. {line(e)}")
+        print(f"  {e['rank']:>3}. {line(e)}{holds(e)}")
     if len(confirmed) > 5:
         print(f"  … {len(confirmed) - 5} more confirmed: see {file}")
     if candidates:
@@ -224,7 +244,7 @@ def _print_judged(
         n = len(candidates)
         print(f"  {n:,} candidate{'s' if n != 1 else ''} not confirmed{fdr}: see {file}")
         for e in candidates[:3]:
-            print(f"     candidate {e['rank']:>3}. {line(e)}{_candidate_note(e, kind, crossfit)}")
+            print(f"     candidate {e['rank']:>3}. {line(e)}{_candidate_note(e, kind, crossfit)}{holds(e)}")
 
 
 def _candidate_note(entry: dict[str, Any], kind: str, crossfit: dict[str, Any] | None) -> str:

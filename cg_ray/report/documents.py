@@ -34,6 +34,7 @@ from cg_ray.report.findings import (
 )
 from cg_ray.report.probe import probe_view
 from cg_ray.report.scope import scope_view
+from cg_ray.report.sensitivity import annotate, read_sensitivity, sensitivity_view
 
 PROFILE_FILES: dict[str, str] = {
     "weaknesses": S.WEAKNESSES_FILE,
@@ -118,6 +119,7 @@ def profile(run: RunDir, kind: str, limit: int) -> dict[str, Any] | None:
         item["power"] = power_text(item, kind)
         if kind == "failure_modes":
             item["shares_text"] = term_shares_text(item)
+    annotate(read_sensitivity(run), kind, items)  # "holds under" other readers, where `cg-ray sensitivity` ran
     judged = "confirmed" in table.column_names  # over the whole file: "2 confirmed" whatever the page
     return {
         "judged": judged_text(crossfit),
@@ -241,4 +243,6 @@ def run_view(
         "robustness": robustness(run),
         "probe": probe_view(run),
         "scope": scope_view(run),
+        # only where `cg-ray sensitivity` ran: a run without it keeps the documents (and report.html) it had
+        **({"sensitivity": clean(sensitive)} if (sensitive := sensitivity_view(run)) else {}),
     }

@@ -100,6 +100,7 @@ function drawView(doc, detail) {
   drawRobustness(doc.robustness);
   drawProbe(doc.probe);
   drawScope(doc.scope);
+  drawSensitivity(doc.sensitivity);
   drawThemes(doc.themes);
   const cols = doc.concepts,
     keys = Object.keys(cols);
@@ -269,7 +270,7 @@ function drawBeyond(profiles) {
         .join("") +
       `</td><td class="num heldout">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span>${verdictCell(m)}</td>
       <td class="num">${fmt(m.mean_score)} vs ${fmt(m.expected_score)}${none(m.residual_in_sample) ? "" : `<div class="muted">residual ${signed(m.residual_in_sample)}</div>`}</td>
-      <td class="num">${m.n_rows.toLocaleString()}</td><td>${esc(m.concept_ids.slice(0, 6).join(", "))}${m.concept_ids.length > 6 ? " …" : ""}</td>${extra}</tr>`;
+      <td class="num">${m.n_rows.toLocaleString()}</td><td>${esc(m.concept_ids.slice(0, 6).join(", "))}${m.concept_ids.length > 6 ? " …" : ""}</td>${holdsCell(m)}${extra}</tr>`;
     drawPower("modes", modes.crossfit);
     fillJudged("modes", modes, modeRow, 6, `No failure mode confirmed held out (${modes.tried}).`);
   }
@@ -282,7 +283,7 @@ function drawBeyond(profiles) {
       "candidates by q-value. What the metadata already says — the failure modes above are what it does not.";
     const sliceRow = (s, extra = "") => `<tr class="slice"><td class="num">${s.rank}</td><td>${esc(s.slice)}</td>
       <td class="num heldout">${fmt(s.mean_score)} <span class="muted">${ci(s.low, s.high)}</span>${none(s.suite_mean) ? "" : `<div class="muted">other rows ${fmt(s.suite_mean)}</div>`}${verdictCell(s)}</td>
-      <td class="num">${fmt(s.mean_in_sample)}</td><td class="num">${s.n_rows.toLocaleString()}</td><td class="muted">${esc(s.example_row_ids.join(", "))}</td>${extra}</tr>`;
+      <td class="num">${fmt(s.mean_in_sample)}</td><td class="num">${s.n_rows.toLocaleString()}</td><td class="muted">${esc(s.example_row_ids.join(", "))}</td>${holdsCell(s)}${extra}</tr>`;
     fillJudged("slices", slices, sliceRow, 6, `No slice confirmed held out (${slices.tried}).`);
   }
 }
@@ -323,7 +324,7 @@ function drawProfile() {
     <td class="num xmodel">${fmt(e.X_model)} <span class="muted">${ci(e.X_model_low, e.X_model_high)}</span></td>
     <td class="num">${signed(e.adjusted_gap)} <span class="muted">[${signed(e.adjusted_gap_low)}, ${signed(e.adjusted_gap_high)}]</span></td>
     <td class="num">${heldoutCell(e, kind)}</td><td class="num">${e.n_rows.toLocaleString()}</td><td class="num">${fmt(e.n_eff, 1)}</td><td class="num">${e.n_benchmarks}</td>
-    <td>${esc(e.members.filter((m) => m !== e.concept_id).join(", ") || "—")}</td></tr>`;
+    <td>${esc(e.members.filter((m) => m !== e.concept_id).join(", ") || "—")}</td>${holdsCell(e)}</tr>`;
     })
     .join("");
   $("profile-table").setAttribute("aria-busy", "false");

@@ -1,0 +1,52 @@
+"""The REST findings say where `cg-ray sensitivity` found them again (issue #51): each failure mode, slice and
+weak concept of GET /v1/analyses/{id}/weaknesses carries `holds_under` when the run has sensitivity/, null
+otherwise, and the OpenAPI schema documents the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.report.test_sensitivity_view import A, B, judged_run, write_sensitivity
+
+
+def _analysis(service, run_dir: Path) -> tuple[str, dict[str, str]]:
+    from cg_ray.serve.db import Analysis
+    from cg_ray.serve.keys import create_key
+
+    store = service[1]
+    owner, raw = create_key(store, "dana")
+    with store.session() as s:
+        s.add(
+            Analysis(
+                id="ana_sensitive",
+                owner=owner,
+                upload_ids=[],
+                mode="precomputed",
+                options={},
+                status="succeeded",
+                run_dir=str(run_dir),
+            )
+        )
+    return "/v1/analyses/ana_sensitive/weaknesses", {"X-API-Key": raw}
+
+
+def test_holds_under_appears_in_the_finding_json_when_present(service, tmp_path: Path) -> None:
+    client = service[0]
+    run = judged_run(tmp_path / "run")
+    url, headers = _analysis(service, run)
+    plain = client.get(url, headers=headers, params={"kind": "failure_modes"}).json()
+    assert [m["holds_under"] for m in plain["items"]] == [None, None]  # no sensitivity/: nothing said
+    write_sensitivity(run)
+    modes = client.get(url, headers=headers, params={"kind": "failure_modes"}).json()
+    assert [m["holds_under"] for m in modes["items"]] == [f"{A} ✓, {B} ✗", f"{A} ~, {B} ✗"]
+    slices = client.get(url, headers=headers, params={"kind": "slices"}).json()
+    assert slices["items"][0]["holds_under"] is None  # this slice was not compared
+    weak = client.get(url, headers=headers).json()
+    assert weak["items"][0]["concept_id"] == 7 and weak["items"][0]["holds_under"] == f"{A} ✓, {B} ~"
+
+
+def test_the_field_is_documented(client) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    for name in ("FailureModeEntry", "SliceEntry", "ProfileEntry"):
+        field = schemas[name]["properties"]["holds_under"]
+        assert "✓ replicates, ~ partly, ✗ not found" in field["description"]
