@@ -1,5 +1,5 @@
 """Whether a run's findings hold whichever SAE reads the rows (`cg-ray sensitivity`, issue #51), as the CLI,
-the explorer, report.html and the API show it: beside each failure mode, slice and weak concept a line such as
+the explorer, report.html and the API show it: beside each failure mode, slice and confirmed concept a line such as
 "holds under: l20-seed7 ✓, l13 ~, l20-w2304 ✗", and a section "Does another reader find the same?".
 
 A finding read through one SAE may be that SAE's, not the model's; another reader finding the same rows is
@@ -18,7 +18,7 @@ from cg_ray.artifacts.layout import RunDir
 # How each status is marked after a reader's name (the statuses: cg_ray.schemas.REPLICATION_STATUSES).
 MARKS: Final = {S.REPLICATES: "✓", S.PARTLY: "~", S.NOT_FOUND: "✗"}
 # The profile files whose entries findings.parquet compares, and how an entry is keyed there (as `--gap` takes).
-KEYED: Final = {"failure_modes": "mode", "slices": "slice", "weaknesses": "concept"}
+KEYED: Final = {"failure_modes": "mode", "slices": "slice", "weaknesses": "concept", "strengths": "concept"}
 FINDINGS_SHOWN: Final = 60  # in the report's section (all are in sensitivity/findings.parquet)
 
 
@@ -57,8 +57,8 @@ def read_sensitivity(run: RunDir) -> Sensitivity | None:
 
 
 def finding_key(kind: str, entry: dict[str, Any]) -> str | None:
-    """The key findings.parquet names an entry of profile file `kind` by (mode:RANK, slice:RANK, concept:ID);
-    None for a kind it does not compare (strengths, coverage gaps)."""
+    """The key findings.parquet names an entry of profile file `kind` by (mode:RANK, slice:RANK, concept:ID:
+    a weak or a strong concept); None for a kind it does not compare (coverage gaps)."""
     prefix = KEYED.get(kind)
     if prefix is None:
         return None

@@ -20,7 +20,7 @@ from cg_ray import schemas as S
 from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.cli import main
-from cg_ray.report.sensitivity import holds_under, read_sensitivity
+from cg_ray.report.sensitivity import annotate, holds_under, read_sensitivity
 from cg_ray.sensitivity.tables import FINDINGS_SCHEMA, PAIRS_SCHEMA
 from tests.report.crossfit_run import mode, slice_, weakness, write_run
 from tests.serve.test_browser import CHROMIUM
@@ -118,6 +118,11 @@ def test_holds_under_lists_each_reader_with_its_mark_in_the_summarys_order(sensi
     assert holds_under(s, "concept:7") == f"{A} ✓, {B} ~"
     assert holds_under(s, "slice:1") is None  # not compared: nothing said
     assert holds_under(None, "mode:1") is None
+    # a strong concept is compared as concept:ID too; coverage gaps carry no verdict and are never compared
+    strong, gap = [{"rank": 1, "concept_id": 7}], [{"rank": 1, "concept_id": 7}]
+    annotate(s, "strengths", strong)
+    annotate(s, "coverage_gaps", gap)
+    assert strong[0]["holds_under"] == f"{A} ✓, {B} ~" and "holds_under" not in gap[0]
 
 
 def test_a_run_without_sensitivity_reads_none(tmp_path: Path) -> None:
