@@ -25,9 +25,11 @@ class Reader(Protocol):
         count_from: Sequence[int] | None = None,
         pool: Literal["mean", "max"] = "mean",
         span_tokens: int | None = None,
+        add_special_tokens: bool = True,
     ) -> Sequence[SparseConcepts]:
         """With `count_from` (a character offset per text), text[:offset] is context only; `span_tokens`
-        caps the counted tokens; `pool` is how a row's token activations are summarised."""
+        caps the counted tokens; `pool` is how a row's token activations are summarised; `add_special_tokens`
+        False for texts that hold them already (a chat template's)."""
         ...
 
     def describe(self) -> dict[str, Any]:

@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cg_ray.cli.describe",
     "cg_ray.cli.probe",
     "cg_ray.cli.scope",
+    "cg_ray.cli.sensitivity",
     "cg_ray.cli.augment",
     "cg_ray.cli.skills",
     "cg_ray.cli.serve",

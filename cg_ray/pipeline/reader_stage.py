@@ -38,6 +38,7 @@ class ReadOptions(TypedDict, total=False):
 
     pool: Literal["mean", "max"]
     span_tokens: int | None
+    add_special_tokens: bool  # False for texts already holding them (a chat template's)
 
 
 def planned_tokens(characters: int, max_actors: int) -> int:

@@ -78,3 +78,28 @@ class SlowHashingReader(HashingReader):
 
         time.sleep(self.DELAY_S)
         return super().read(texts, **kwargs)
+
+
+class SaltedHashingReader(HashingReader):
+    """The hashing fake as several readers, told apart by the config's `sae` (as `cg-ray sensitivity` names
+    them): the SAE name salts the word → concept hash, so two readers give the same rows different concept ids
+    (as two SAEs do); `blind:S` also never sees words containing S, so a finding carried by them is lost."""
+
+    D_SAE = 2048
+
+    def __init__(self, sae: str = "default") -> None:
+        super().__init__(self.D_SAE)
+        self.sae = sae
+        self.blind = sae.removeprefix("blind:") if sae.startswith("blind:") else None
+
+    @classmethod
+    def from_config(cls, config: Any) -> SaltedHashingReader:
+        return cls(str(getattr(config, "sae", "default")))
+
+    def read(self, texts: Sequence[str], **kwargs: Any) -> list[FakeRowActs]:
+        salt = "" if self.sae == "default" else f"{self.sae}|"
+        seen = [" ".join(salt + w for w in t.split() if self.blind is None or self.blind not in w) for t in texts]
+        return super().read(seen, **kwargs)
+
+    def describe(self) -> dict[str, Any]:
+        return {"model": "hashing-fake", "d_sae": self.d_sae, "sae": {"spec": self.sae}}
