@@ -37,7 +37,11 @@ def _config(args: argparse.Namespace) -> Any:
         "ray_address": args.ray_address,
         "fresh": args.fresh,
         "resources": StageResources(
-            num_cpus=0.25, num_gpus=args.num_gpus, max_actors=args.max_actors, batch_size=args.batch_size
+            num_cpus=0.25,
+            num_gpus=args.num_gpus,
+            max_actors=args.max_actors,
+            batch_size=args.batch_size,
+            memory_gib=1.5,
         ),
     }
     if args.reader_factory:

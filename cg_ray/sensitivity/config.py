@@ -17,7 +17,8 @@ class SensitivityConfig(BaseModel):
     readers: tuple[str, ...] = Field(min_length=1, description="other readers: shipped names (cg-ray sae list)")
     reader_factory: str = Field(DEFAULT_READER_FACTORY, description="module:attr building a reader (tests: a fake)")
     resources: StageResources = Field(
-        StageResources(num_cpus=0.25, batch_size=32), description="the reader actor pool (Ray Data)"
+        StageResources(num_cpus=0.25, batch_size=32, memory_gib=1.5),
+        description="the reader actor pool (Ray Data; a CPU reader actor holds ~1.4 GiB)",
     )
     ray_address: str | None = Field(None, description="join this Ray cluster (else RAY_ADDRESS or a local one)")
     fresh: bool = Field(False, description="re-read every reader, even one whose run is already there")

@@ -83,7 +83,6 @@ def reread(
     """Read the run's rows with reader `name` (SAE spec `sae`) and publish its run (rows, metrics, findings)."""
     from cg_ray.pipeline.reader_stage import ReadOptions
     from cg_ray.pipeline.reading import read_texts
-    from cg_ray.run_outputs import publish_metrics
 
     started = time.perf_counter()
     rows = pq.read_table(run.rows)
@@ -100,20 +99,49 @@ def reread(
     )
     d_sae = int(read["_d_sae"][0].as_py())
     actors = [json.loads(a) for a in sorted(set(read["_reader_actor"].to_pylist()))]
-    out = _with_activations(table, read, d_sae)
-    seconds = time.perf_counter() - started
-    target = run.sensitivity_reader(name)
+    read_by = ReadBy(name, sae, reader, d_sae, actors, time.perf_counter() - started)
+    return publish_reader_run(run, with_activations(table, read, d_sae), read_by, settings, metrics, model, config)
+
+
+@dataclass(frozen=True)
+class ReadBy:
+    """Who read a reader run's rows and how long it took."""
+
+    name: str
+    sae: str
+    reader: ReaderConfig
+    d_sae: int
+    actors: list[dict[str, Any]]
+    seconds: float
+
+
+def publish_reader_run(
+    run: RunDir,
+    rows: pa.Table,
+    read_by: ReadBy,
+    settings: ReadSettings,
+    metrics: MetricsConfig,
+    model: str | None,
+    config: SensitivityConfig,
+) -> OtherRun:
+    """Publish the reader's run of the run's rows (`rows`: the run's rows with that reader's activations):
+    rows, a manifest naming the reader, and every metrics file, judged with the run's settings and seeds."""
+    from cg_ray.run_outputs import publish_metrics
+
+    target = run.sensitivity_reader(read_by.name)
     with atomic_directory(target.path, overwrite=True) as tmp:
         building = RunDir(tmp)
-        building.write(S.ROWS_FILE, out)
-        building.write_json(S.MANIFEST_FILE, _manifest(run, name, reader, settings, d_sae, actors, config, seconds))
+        building.write(S.ROWS_FILE, rows)
+        building.write_json(S.MANIFEST_FILE, _manifest(run, read_by, settings, config))
         extra = {"sensitivity_of": str(run.path), "evaluated_model": model}
-        publish_metrics(building, metrics, _labels(sae, d_sae, config), extra, model=model)
-    log.info("reader %s: %s rows read and judged in %.1f s", name, f"{rows.num_rows:,}", seconds)
-    return OtherRun(name, target, sae, sae_layer(sae, config), d_sae, seconds, resumed=False)
+        labels = _labels(read_by.sae, read_by.d_sae, config)
+        publish_metrics(building, metrics, labels, extra, model=model)
+    log.info("reader %s: %s rows read and judged in %.1f s", read_by.name, f"{rows.num_rows:,}", read_by.seconds)
+    layer = sae_layer(read_by.sae, config)
+    return OtherRun(read_by.name, target, read_by.sae, layer, read_by.d_sae, read_by.seconds, resumed=False)
 
 
-def _with_activations(table: pa.Table, read: pa.Table, d_sae: int) -> pa.Table:
+def with_activations(table: pa.Table, read: pa.Table, d_sae: int) -> pa.Table:
     """The run's rows with the other reader's n_tokens / concept ids / s̃, in the rows schema's order."""
     schema = S.rows_schema_with_d_sae(d_sae)
     columns = {f.name: (read[f.name] if f.name in ACTIVATION_COLUMNS else table[f.name]) for f in schema}
@@ -140,21 +168,12 @@ def _labels(sae: str, d_sae: int, config: SensitivityConfig) -> Any:
     return shipped_labels(sae, d_sae, config.reader_factory)
 
 
-def _manifest(
-    run: RunDir,
-    name: str,
-    reader: ReaderConfig,
-    settings: ReadSettings,
-    d_sae: int,
-    actors: list[dict[str, Any]],
-    config: SensitivityConfig,
-    seconds: float,
-) -> dict[str, Any]:
+def _manifest(run: RunDir, read_by: ReadBy, settings: ReadSettings, config: SensitivityConfig) -> dict[str, Any]:
     """A run manifest recording the reader (so its labels, `describe` and `read_run` know it)."""
     return {
         "cg_ray_version": __version__,
-        "config": {"reader": {**reader.model_dump(mode="json"), "text": settings.text}},
-        "reader": {"d_sae": d_sae, "factory": config.reader_factory, "actors": actors},
-        "sensitivity": {"of": str(run.path), "reader": name, "chat_template": settings.chat_template},
-        "seconds": round(seconds, 3),
+        "config": {"reader": {**read_by.reader.model_dump(mode="json"), "text": settings.text}},
+        "reader": {"d_sae": read_by.d_sae, "factory": config.reader_factory, "actors": read_by.actors},
+        "sensitivity": {"of": str(run.path), "reader": read_by.name, "chat_template": settings.chat_template},
+        "seconds": round(read_by.seconds, 3),
     }
