@@ -76,12 +76,14 @@ def summary(run: RunDir) -> SummaryView:
 
 def view(run: RunDir, name: str) -> RunView:
     """Everything the explorer draws for the analysis: the documents a report of its run embeds. Cached per run
-    (`cg-ray describe` rewriting the run changes its summary's time stamp)."""
-    return _view(run.path, name, run.summary.stat().st_mtime)
+    and its state: summary.json's time stamp (`cg-ray describe` rewrites it) and manifest.json's (every step
+    after publishing, `cg-ray sensitivity` or a scope among them, records itself there)."""
+    manifest = run.manifest.stat().st_mtime if run.has(S.MANIFEST_FILE) else 0.0
+    return _view(run.path, name, (run.summary.stat().st_mtime, manifest))
 
 
 @functools.lru_cache(maxsize=8)
-def _view(path: Path, name: str, stamp: float) -> RunView:
+def _view(path: Path, name: str, stamp: tuple[float, float]) -> RunView:
     # Keyed by the run's path: a RunDir compares by identity, so each request's would miss the cache.
     return RunView.model_validate(documents.run_view(RunDir(path), name=name))
 

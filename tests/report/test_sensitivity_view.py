@@ -82,11 +82,10 @@ def _pair(reader: str, layer: int) -> dict[str, Any]:
 
 
 def write_sensitivity(run: Path) -> None:
-    """RUN/sensitivity/ as `cg-ray sensitivity RUN --reader l20-seed7 --reader l13` lays it out."""
-    files = RunDir(run)
-    findings = [_finding(*s) for s in STATUSES]
-    files.write_table(L.SENSITIVITY_FINDINGS, pa.Table.from_pylist(findings, schema=FINDINGS_SCHEMA))
-    files.write_table(L.SENSITIVITY_PAIRS, pa.Table.from_pylist([_pair(A, 20), _pair(B, 13)], schema=PAIRS_SCHEMA))
+    """RUN/sensitivity/ as `cg-ray sensitivity RUN --reader l20-seed7 --reader l13` lays it out (a step of the
+    published run: recorded in its manifest.json)."""
+    findings = pa.Table.from_pylist([_finding(*s) for s in STATUSES], schema=FINDINGS_SCHEMA)
+    pairs = pa.Table.from_pylist([_pair(A, 20), _pair(B, 13)], schema=PAIRS_SCHEMA)
     readers = [
         {"name": name, "sae": f"sae-{name}", "layer": layer, "d_sae": 4608, "rows": 1000, "seconds": 12.5}
         | {"resumed": False, "statuses": {S.REPLICATES: 1, S.PARTLY: 1, S.NOT_FOUND: 1}}
@@ -94,7 +93,8 @@ def write_sensitivity(run: Path) -> None:
     ]
     reader = {"name": "l20", "sae": "sae-l20", "layer": 20, "d_sae": 4608}
     doc = {"run": run.name, "reader": reader, "readers": readers, "rule": RULE, "seconds": 30.0}
-    files.write_json(L.SENSITIVITY_SUMMARY, doc)
+    files = {L.SENSITIVITY_FINDINGS: findings, L.SENSITIVITY_PAIRS: pairs, L.SENSITIVITY_SUMMARY: doc}
+    RunDir(run).update("sensitivity", files, {"readers": [A, B]})
 
 
 def judged_run(path: Path) -> Path:

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.report.test_sensitivity_view import A, B, judged_run, write_sensitivity
+from tests.report.test_sensitivity_view import A, B, judged_run, measured, write_sensitivity
+
+__all__ = ["measured"]  # the fixture: a small run measured for real, its findings the hand-written ones
 
 
 def _analysis(service, run_dir: Path) -> tuple[str, dict[str, str]]:
+    """The run as a finished analysis of the service: (its /weaknesses URL, the owner's key header)."""
     from cg_ray.serve.db import Analysis
     from cg_ray.serve.keys import create_key
 
@@ -43,6 +46,20 @@ def test_holds_under_appears_in_the_finding_json_when_present(service, tmp_path:
     assert slices["items"][0]["holds_under"] is None  # this slice was not compared
     weak = client.get(url, headers=headers).json()
     assert weak["items"][0]["concept_id"] == 7 and weak["items"][0]["holds_under"] == f"{A} ✓, {B} ~"
+
+
+def test_the_view_shows_a_sensitivity_run_after_the_view_was_served(service, measured: Path) -> None:
+    """GET …/view is cached per run; `cg-ray sensitivity` records itself in manifest.json, so the next view has
+    its section and column."""
+    client = service[0]
+    url, headers = _analysis(service, measured)
+    view = url.removesuffix("/weaknesses") + "/view"
+    before = client.get(view, headers=headers).json()
+    assert "sensitivity" not in before
+    write_sensitivity(measured)
+    after = client.get(view, headers=headers).json()
+    assert [p["reader_b"] for p in after["sensitivity"]["pairs"]] == [A, B]
+    assert after["profiles"]["failure_modes"]["items"][0]["holds_under"] == f"{A} ✓, {B} ✗"
 
 
 def test_the_field_is_documented(client) -> None:
