@@ -1,4 +1,4 @@
-"""`cg-ray models prepare`, `cg-ray sae train|eval|label`; heavy imports inside the handlers."""
+"""`cg-ray models prepare`, `cg-ray sae train|eval|label|list`; heavy imports inside the handlers."""
 
 from __future__ import annotations
 
@@ -46,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     train.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda")
     train.add_argument("--overwrite", action="store_true")
     train.set_defaults(handler=_train)
+
+    listing = ssub.add_parser("list", help="the readers shipped for the default model, with their quality")
+    listing.add_argument("--json", action="store_true", help="one JSON object per reader instead of a table")
+    listing.set_defaults(handler=_list)
 
     for name, help_ in (
         ("eval", "held-out explained variance, L0, dead latents"),
@@ -143,4 +147,25 @@ def _label(args: argparse.Namespace) -> int:
         f"wrote {args.out}: {len(records)} labels ({dead} inactive, {with_context} named with context words, "
         f"{len(records) - dead - with_context} token lists)"
     )
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from cg_ray.activations.saes.shipped import SHIPPED_READERS, reader_facts
+
+    facts = [reader_facts(r) for r in SHIPPED_READERS.values()]
+    if args.json:
+        for f in facts:
+            print(json.dumps(f))
+        return 0
+    head = ("name", "layer", "width", "k", "seed", "EV", "L0", "dead", "labels", "folder")
+    rows = [
+        (f["name"], f["layer"], f["d_sae"], f["k"], f["seed"], f"{f['explained_variance']:.3f}", f"{f['l0']:g}",
+         f["dead_latents"], f["labels"], f["folder"])
+        for f in facts
+    ]  # fmt: skip
+    table = [tuple(str(v) for v in row) for row in (head, *rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
+    for row in table:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)) + "  " + row[-1])
     return 0

@@ -6,13 +6,19 @@ not correspond (docs/sensitivity.md).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cg_ray.errors import ConfigError
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 DEFAULT_READER = "default"
+# The floor a reader meets to ship (docs/reader.md, "Shipped readers"): held-out explained variance and the
+# share of latents never active on the held-out tokens, both from its eval.json.
+MIN_EXPLAINED_VARIANCE = 0.75
+MAX_DEAD_SHARE = 0.02
 
 
 @dataclass(frozen=True)
@@ -51,3 +57,29 @@ def shipped_reader(name: str) -> ShippedReader:
     if not (reader.directory / "cfg.json").is_file():
         raise ConfigError(f"reader {name!r} is not installed: {reader.directory} has no cfg.json")
     return reader
+
+
+def reader_facts(reader: ShippedReader) -> dict[str, Any]:
+    """What `cg-ray sae list` prints of a shipped reader, read from its assets: cfg.json (k), training.json
+    (tokens), eval.json (`SaeEvaluation`: explained variance, L0, dead latents) and labels.jsonl (records)."""
+    from cg_ray.artifacts.contract import SaeEvaluation, read_document
+
+    folder = reader.directory
+    cfg = json.loads((folder / "cfg.json").read_text(encoding="utf-8"))
+    training = json.loads((folder / "training.json").read_text(encoding="utf-8"))
+    evaluation = read_document(folder / "eval.json", SaeEvaluation)
+    labels = folder / "labels.jsonl"
+    n_labels = sum(1 for line in labels.open(encoding="utf-8") if line.strip()) if labels.is_file() else 0
+    return {
+        "name": reader.name,
+        "layer": reader.layer,
+        "d_sae": reader.d_sae,
+        "k": cfg.get("k"),
+        "seed": reader.seed,
+        "tokens": training.get("total_trained_tokens", training.get("trained_tokens")),
+        "explained_variance": evaluation.explained_variance,
+        "l0": evaluation.l0,
+        "dead_latents": evaluation.dead_latents,
+        "labels": n_labels,
+        "folder": str(folder),
+    }
