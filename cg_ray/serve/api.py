@@ -22,7 +22,19 @@ from cg_ray.serve.deps import Service
 from cg_ray.serve.edge import EdgeMiddleware
 from cg_ray.serve.encoding import Encoder
 from cg_ray.serve.errors import install_error_handlers
-from cg_ray.serve.routes import analyses, augment, diff, diff_models, ops, probe, results, scope, score, uploads
+from cg_ray.serve.routes import (
+    analyses,
+    augment,
+    diff,
+    diff_models,
+    ops,
+    probe,
+    results,
+    scope,
+    score,
+    sensitivity,
+    uploads,
+)
 from cg_ray.serve.settings import Limits, ServiceSettings
 
 log = logging.getLogger(__name__)
@@ -53,7 +65,7 @@ def create_api(settings: ServiceSettings, store: Store, encoder: Encoder, labels
     app.state.service = service
     install_error_handlers(app)
     app.add_middleware(EdgeMiddleware, body_limit=lambda ctype: body_limit(settings.limits, ctype))
-    for module in (ops, uploads, analyses, results, probe, augment, scope, diff, diff_models, score):
+    for module in (ops, uploads, analyses, results, probe, augment, scope, sensitivity, diff, diff_models, score):
         app.include_router(module.router)
     mount_ui(app)
     return app

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
+from cg_ray.activations.saes.shipped import DEFAULT_READER, SHIPPED_READERS
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.generation.config import GenerationConfig
 
@@ -90,6 +91,25 @@ class ScopeSettings(BaseModel):
     retries: int = Field(2, ge=0, le=10, description="retries of a failing judge request")
 
 
+class SensitivitySettings(BaseModel):
+    """What a client's sensitivity (POST /v1/analyses/{id}/sensitivity) may re-read an analysis' rows with:
+    the operator's choice. Each reader re-reads every row of the run, in the background, on the service's
+    Ray cluster (its reader pool); a run over `max_rows` is refused (run `cg-ray sensitivity` as a Ray job)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    readers: list[str] = Field(
+        default_factory=lambda: [name for name in SHIPPED_READERS if name != DEFAULT_READER],
+        description="the other readers a request may name (shipped names, `cg-ray sae list`); default: every "
+        "shipped reader but the default",
+    )
+    max_rows: int = Field(20_000, ge=1, description="rows of the largest run the service re-reads")
+    reader_factory: str = Field(
+        DEFAULT_READER_FACTORY,
+        description='"module:attr" building the readers (tests: a stand-in); a run read by another is refused',
+    )
+
+
 class ServiceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -113,6 +133,7 @@ class ServiceSettings(BaseModel):
     )
     probe: ProbeSettings = ProbeSettings()
     scope: ScopeSettings = ScopeSettings()
+    sensitivity: SensitivitySettings = SensitivitySettings()
     ray_address: str | None = Field(
         None, description="Ray dashboard address for job submission (e.g. http://127.0.0.1:8265); None: auto"
     )
