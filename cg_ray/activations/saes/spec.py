@@ -57,7 +57,10 @@ def parse_sae_spec(spec: str) -> SaeSpec:
             return SaeSpec("saelens-disk", spec)
         if path.suffix in _SUFFIX_KIND:
             return SaeSpec(_SUFFIX_KIND[path.suffix], spec)
-        raise ConfigError(f"cannot tell the kind of SAE {spec!r}; use one of {', '.join(KINDS)} as KIND:LOCATION")
+        raise ConfigError(
+            f"cannot tell the kind of SAE {spec!r}: name a shipped reader ({', '.join(SHIPPED_READERS)}; "
+            f"`cg-ray sae list`) or use one of {', '.join(KINDS)} as KIND:LOCATION"
+        )
     location, *opts = rest.split(",")
     options: dict[str, str] = {}
     for opt in opts:
