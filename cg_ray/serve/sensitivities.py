@@ -94,7 +94,11 @@ def own_reader(run: RunDir, settings: SensitivitySettings) -> str | None:
     recorded = reader_of_run(run.path, (run.read_json_if_present(S.SUMMARY_FILE) or {}).get("rows_file"))
     if recorded.unknown is not None:
         said = scrub_paths(recorded.unknown)[:MAX_CHARS]
-        raise api_error(422, f"this analysis' rows cannot be re-read: its run records no reader ({said})")
+        raise api_error(
+            422,
+            f"this analysis' rows cannot be re-read: its run records no reader ({said}); an analysis run as a Ray "
+            "job records it (`cg-ray run`'s manifest.json)",
+        )
     if (recorded.factory or DEFAULT_READER_FACTORY) != settings.reader_factory:
         raise api_error(422, "this analysis' rows were read by another reader than the ones this service re-reads with")
     return recorded.sae.spec

@@ -103,7 +103,12 @@ class SensitivitySettings(BaseModel):
         description="the other readers a request may name (shipped names, `cg-ray sae list`); default: every "
         "shipped reader but the default",
     )
-    max_rows: int = Field(20_000, ge=1, description="rows of the largest run the service re-reads")
+    max_rows: int = Field(
+        100_000,
+        ge=1,
+        description="rows of the largest run the service re-reads (above small_analysis_rows: analyses run in "
+        "the service's process record no reader, so only those run as Ray jobs can be re-read)",
+    )
     reader_factory: str = Field(
         DEFAULT_READER_FACTORY,
         description='"module:attr" building the readers (tests: a stand-in); a run read by another is refused',

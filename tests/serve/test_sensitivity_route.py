@@ -32,7 +32,7 @@ from tests.sensitivity.test_sensitivity import BLIND, FAKE, SALTED, make_run
 
 pytestmark = pytest.mark.usefixtures("ray_module")
 
-ANALYSIS, HELD = "ana_planted", "ana_held"
+ANALYSIS, HELD, UNRECORDED = "ana_planted", "ana_held", "ana_unrecorded"
 ALLOWED = [SALTED, BLIND, "default"]  # "default" is the run's own reader: allowed, yet refused for this run
 
 
@@ -52,8 +52,10 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClie
     (settings.analyses_dir / ANALYSIS).mkdir(parents=True)
     run, _ = make_run(settings.analyses_dir / ANALYSIS, "run")
     shutil.copytree(run, settings.analyses_dir / HELD / "run")
+    shutil.copytree(run, settings.analyses_dir / UNRECORDED / "run")  # as an analysis run in the service's process
+    (settings.analyses_dir / UNRECORDED / "run" / S.MANIFEST_FILE).write_text('{"cg_ray_version": "test"}')
     with store.session() as s:
-        for analysis_id in (ANALYSIS, HELD):
+        for analysis_id in (ANALYSIS, HELD, UNRECORDED):
             s.add(Analysis(id=analysis_id, owner=owner, upload_ids=[], mode="precomputed", options={},
                            status="succeeded", progress=1.0,
                            run_dir=str(settings.analyses_dir / analysis_id / "run")))  # fmt: skip
@@ -150,3 +152,11 @@ def test_a_run_over_the_services_rows_is_refused(service) -> None:
         sensitivities.plan(RunDir(run), (SALTED,), False, small)
     assert refused.value.status_code == 422
     assert "3,000 rows, over the 100 this service re-reads" in refused.value.detail["error"]
+
+
+def test_a_run_that_records_no_reader_is_a_422_saying_so(service) -> None:
+    client, headers, run = service
+    answer = client.post(url(UNRECORDED), headers=headers)
+    assert answer.status_code == 422, answer.text
+    said = answer.json()["detail"]["error"]
+    assert said.startswith("this analysis' rows cannot be re-read: its run records no reader") and str(run) not in said
