@@ -220,8 +220,12 @@ def _work(job: Path, run: RunDir, config: SensitivityConfig, lock: IO[str]) -> N
         error = f"cg-ray sensitivity: error: {type(exc).__name__}: {scrub_paths(str(exc))[:MAX_CHARS]}"
     finally:
         outcome = {"ok": error is None, "error": error, "finished_at": _now()}
-        write_job_file(job / OUTCOME, json.dumps(outcome))
-        lock.close()
+        try:
+            write_job_file(job / OUTCOME, json.dumps(outcome))
+        except OSError:  # the analysis was deleted meanwhile: nothing left to report to
+            log.warning("sensitivity of %s: its outcome could not be recorded", run.path)
+        finally:
+            lock.close()
 
 
 def _error(job: Path, state: str) -> str | None:
