@@ -89,11 +89,11 @@ def _seed_reader(run: RunDir, name: str, texts: pa.Table, manifest: dict[str, An
 def _mode_rows_jaccard(run: RunDir, finding: str, prop: np.ndarray) -> float | None:
     """Jaccard of a planted-suite mode's rows (as sensitivity flags them) with the dollar rows."""
     from cg_ray.artifacts.rows import open_rows
-    from cg_ray.profile.strata import read_frame
+    from cg_ray.config import MetricsConfig
     from cg_ray.sensitivity.findings import confirmed_findings
 
-    rows = open_rows(run.rows)
-    for f in confirmed_findings(run, read_frame(rows, None), rows, None):
+    config = MetricsConfig.model_validate(run.read_summary()["config"])
+    for f in confirmed_findings(run, open_rows(run.rows), None, config)[0]:
         if f.key == finding:
             mask = np.zeros(prop.size, bool)
             mask[f.rows] = True

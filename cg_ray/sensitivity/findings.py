@@ -26,9 +26,10 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import RowsFile, iter_row_batches, open_rows
 from cg_ray.config import MetricsConfig
 from cg_ray.profile.crossfit import PoolRows
-from cg_ray.profile.decision import GREATER, LESS, Alternative, Verdict, judge, not_tested
-from cg_ray.profile.findings import ResidualPass
-from cg_ray.profile.strata import MISSING, RowFrame, read_frame
+from cg_ray.profile.decision import LESS, Alternative, Verdict, judge, not_tested, rank_key
+from cg_ray.profile.findings import Beyond
+from cg_ray.profile.nullcheck import judge_rows
+from cg_ray.profile.strata import MISSING, RowFrame
 
 REPLICATES_AT = 0.5  # Jaccard of flagged rows
 COVERED_AT = 0.5  # share of the run's rows a partial match flags
@@ -48,24 +49,44 @@ class Finding:
     rows: IntArray  # frame positions, ascending
 
 
-def confirmed_findings(run: RunDir, frame: RowFrame, rows: RowsFile, model: str | None) -> list[Finding]:
-    """The run's confirmed failure modes, slices and concepts (weaknesses and strengths), with their rows."""
+def confirmed_findings(
+    run: RunDir, rows: RowsFile, model: str | None, config: MetricsConfig
+) -> tuple[list[Finding], Beyond]:
+    """The run's confirmed failure modes and slices (as its files rank them), every concept it confirms
+    (weaknesses and strengths, shown in its profile or not: judged again, as the null check does, with the
+    run's settings and seeds), with their rows; and that judgement (its splits test the fixed rules)."""
+    beyond = judge_rows(rows, config, model)
     modes = _confirmed(run, S.FAILURE_MODES_FILE)
-    concepts = [(e, LESS) for e in _confirmed(run, S.WEAKNESSES_FILE)]
-    concepts += [(e, GREATER) for e in _confirmed(run, S.STRENGTHS_FILE)]
-    pool = _pool(rows, model, [c for m in modes for c in m["concept_ids"]] + [e["concept_id"] for e, _ in concepts])
+    concepts = sorted(
+        ((key, v) for key, v in beyond.concept_verdicts.items() if v.confirmed), key=lambda kv: rank_key(kv[1])
+    )
+    pool = _pool(rows, model, [c for m in modes for c in m["concept_ids"]] + [key.concept for key, _ in concepts])
     out = [
         Finding("failure_mode", f"mode:{m['rank']}", m["description"], LESS, pool.members(m["concept_ids"])[0])
         for m in modes
     ]
     out += [
-        Finding("slice", f"slice:{s['rank']}", s["slice"], LESS, slice_rows(frame, json.loads(s["conditions"])))
+        Finding("slice", f"slice:{s['rank']}", s["slice"], LESS, slice_rows(beyond.frame, json.loads(s["conditions"])))
         for s in _confirmed(run, S.SLICES_FILE)
     ]
-    for e, direction in concepts:
-        label = e.get("description") or e.get("label") or f"concept {e['concept_id']}"
-        out.append(Finding("concept", f"concept:{e['concept_id']}", label, direction, pool.firing(e["concept_id"])[0]))
-    return out
+    names = _concept_names(run)
+    for key, _ in concepts:
+        name = names.get(key.concept) or f"concept {key.concept}"
+        out.append(Finding("concept", f"concept:{key.concept}", name, key.direction, pool.firing(key.concept)[0]))
+    return out, beyond
+
+
+def _concept_names(run: RunDir) -> dict[int, str]:
+    """Each concept's description where the profile shows one, else its label."""
+    names: dict[int, str] = {}
+    for name in (S.CONCEPTS_FILE, S.STRENGTHS_FILE, S.WEAKNESSES_FILE):  # later files win: their descriptions
+        table = run.read_table(name)
+        if table is None:
+            continue
+        for e in table.to_pylist():
+            if text := e.get("description") or e.get("label"):
+                names[int(e["concept_id"])] = str(text)
+    return names
 
 
 def _confirmed(run: RunDir, name: str) -> list[dict[str, Any]]:
@@ -97,22 +118,20 @@ def slice_rows(frame: RowFrame, conditions: dict[str, str]) -> IntArray:
 
 @dataclass(frozen=True)
 class OtherReader:
-    """Another reader's run over the same rows: its confirmed findings and its splits."""
+    """Another reader's run over the same rows: its confirmed findings and the judgement that made them."""
 
     findings: list[Finding]
-    split_pass: ResidualPass
+    judged: Beyond
 
     @classmethod
     def open(cls, run: RunDir, model: str | None, config: MetricsConfig) -> OtherReader:
-        rows = open_rows(run.rows)
-        frame = read_frame(rows, model)
-        return cls(confirmed_findings(run, frame, rows, model), ResidualPass(rows, model, config))
+        return cls(*confirmed_findings(run, open_rows(run.rows), model, config))
 
 
 def fixed_rule_verdict(finding: Finding, other: OtherReader) -> Verdict:
     """The finding's own rows as one rule tested on each split's test half of the other run (nothing chosen:
     a family of one), within the cells each split adjusts for (a slice: against the half's other rows)."""
-    plan = other.split_pass.plan
+    plan = other.judged.plan
     per_split = []
     for split in plan.items:
         half = split.whole if finding.kind == "slice" else split.by_cell

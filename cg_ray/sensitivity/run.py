@@ -21,7 +21,6 @@ from cg_ray.artifacts.rows import open_rows
 from cg_ray.config import MetricsConfig
 from cg_ray.describe.rundir import ReadSettings, open_run, read_settings
 from cg_ray.errors import ConfigError, InputError
-from cg_ray.profile.strata import read_frame
 from cg_ray.sensitivity.config import SensitivityConfig
 from cg_ray.sensitivity.findings import RULE, OtherReader, compare_finding, confirmed_findings, findings_table
 from cg_ray.sensitivity.pairs import ReaderSide, pair_row
@@ -142,7 +141,7 @@ def run_sensitivity(config: SensitivityConfig) -> dict[str, Any]:
     others = [_other_run(plan, name, sae, config) for name, sae in plan.readers.items()]
     run, model = plan.run, plan.model
     rows = open_rows(run.rows)
-    mine = confirmed_findings(run, read_frame(rows, model), rows, model)
+    mine, _ = confirmed_findings(run, rows, model, plan.metrics)
     own_side = ReaderSide(plan.own, _folder(plan.own, config), sae_layer(plan.own, config), run)
     found: list[dict[str, object]] = []
     pairs: list[dict[str, object]] = []
