@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
+from cg_ray.activations.config import ReaderConfig
 from cg_ray.activations.packing import pack_concepts
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.publish import atomic_directory
@@ -79,8 +80,51 @@ class Withdrawn(Exception):
     """The analysis was cancelled or deleted while its metrics were computed: nothing is published."""
 
 
-def _compute_run(rows: pa.Table, labels: ConceptLabels | None, options: dict[str, Any], folder: Path) -> None:
-    """The run's files (rows, metrics, descriptions) into `folder`, which the caller publishes."""
+def reader_record(reader: ReaderConfig | None, encoder: Encoder, text: str) -> dict[str, Any] | None:
+    """How the analysis' rows were read, as `cg-ray run` records it in manifest.json: `config` (the reader's
+    ReaderConfig fields plus the text mode read) and `reader` (the factory that built it, d_sae, and the
+    encoder's resolved dtype, device and SAE fingerprint as its one reader actor). None when the service does
+    not know its reader settings or the encoder its factory (a test's wrapper): then no reader is claimed."""
+    factory = getattr(encoder, "reader_factory", None)
+    if reader is None or not factory:
+        return None
+    described = encoder.describe()
+    actor = {
+        "dtype": described.get("dtype"),
+        "device": described.get("device"),
+        "hardware": described.get("hardware"),
+        "sae_weights": (described.get("sae") or {}).get("weights_sha256"),
+    }
+    return {
+        "config": {**reader.model_dump(mode="json"), "text": text},
+        "reader": {"factory": str(factory), "d_sae": int(encoder.d_sae), "actors": [actor]},
+    }
+
+
+def _write_manifest(run: RunDir, reader: dict[str, Any], metrics: dict[str, Any], n_rows: int) -> None:
+    """manifest.json of the shape `cg-ray run` writes (cg_ray.pipeline.manifest), so that the run's reader is
+    known to whatever re-reads its rows (`reader_of_run`: sensitivity, describe); its later steps append."""
+    from cg_ray.pipeline.manifest import StageTimer, build_manifest
+
+    doc = build_manifest(
+        config={"reader": reader["config"], "metrics": metrics},
+        reader=reader["reader"],
+        timer=StageTimer(),
+        counts={"rows": n_rows},
+        extra={"source": "service"},
+    )
+    run.write_json(S.MANIFEST_FILE, doc, default=str)
+
+
+def _compute_run(
+    rows: pa.Table,
+    labels: ConceptLabels | None,
+    options: dict[str, Any],
+    reader: dict[str, Any] | None,
+    folder: Path,
+) -> None:
+    """The run's files (rows, metrics, descriptions; manifest.json when its reader is known, `reader_record`)
+    into `folder`, which the caller publishes."""
     from cg_ray.config import MetricsConfig
     from cg_ray.describe.run import DescribeOptions, try_describe
     from cg_ray.run_outputs import publish_metrics
@@ -88,6 +132,8 @@ def _compute_run(rows: pa.Table, labels: ConceptLabels | None, options: dict[str
     config = MetricsConfig.model_validate(options.get("metrics", {}))
     run = RunDir(folder)  # the temporary folder becomes the run directory here, once
     run.write_table(S.ROWS_FILE, rows)
+    if reader is not None:  # first: the steps recorded after it (describe) append to it
+        _write_manifest(run, reader, config.model_dump(mode="json"), rows.num_rows)
     publish_metrics(run, config, labels, {"source": "service"})
     try_describe(run, DescribeOptions(tokens=False))  # descriptions and themes; never fails the analysis
 
@@ -302,10 +348,16 @@ async def run_analysis(
     analyses_dir: Path,
     labels: ConceptLabels | None,
     offload: Offload = in_thread,
+    reader: ReaderConfig | None = None,
 ) -> None:
+    """`reader`: the service's reader settings (`settings.reader`), recorded in the run's manifest.json with
+    the encoder's factory (`reader_record`); None records no reader."""
+
     async def work(analysis: Analysis, wanted: Callable[[], bool]) -> Path:
         table = await asyncio.to_thread(read_uploads, store, analysis)
-        texts = reader_texts(table, canonical_text_mode(analysis.options.get("text", "prompt_response"), warn=False))
+        text = canonical_text_mode(analysis.options.get("text", "prompt_response"), warn=False)
+        texts = reader_texts(table, text)
+        recorded = await asyncio.to_thread(reader_record, reader, encoder, text)
         encoded = await encode_in_chunks(
             store, analysis_id, texts, lambda start, stop: encoder.encode(texts[start:stop])
         )
@@ -320,6 +372,7 @@ async def run_analysis(
             rows,
             labels,
             analysis.options,
+            recorded,
             on_wait=waiting_notice(store, analysis_id),
         )
         return out

@@ -121,6 +121,8 @@ class RemoteEncoder:
         self.handle = handle
         self.d_sae = int(info["d_sae"])
         self._describe = info["describe"]
+        factory = info.get("factory")  # the deployment's EncoderOptions.reader_factory; analyses record it
+        self.reader_factory = None if factory is None else str(factory)
 
     async def encode(self, texts: Sequence[str]) -> list[Encoded]:
         return await self._call("encode", list(texts))

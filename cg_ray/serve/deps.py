@@ -54,7 +54,13 @@ class Service:
             work = run_diff_models(self.store, self.encoder, analysis_id, self.settings, self.labels)
         else:
             work = run_analysis(
-                self.store, self.encoder, analysis_id, self.settings.analyses_dir, self.labels, self.offload
+                self.store,
+                self.encoder,
+                analysis_id,
+                self.settings.analyses_dir,
+                self.labels,
+                self.offload,
+                reader=self.settings.reader,
             )
         self.leases.start(analysis_id, work)
 

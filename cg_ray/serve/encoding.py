@@ -40,10 +40,12 @@ class Encoder(Protocol):
 
 
 class LocalEncoder:
-    """Runs a reader (anything with `read(texts)`, `d_sae`, `describe()`) in a worker thread."""
+    """Runs a reader (anything with `read(texts)`, `d_sae`, `describe()`) in a worker thread. `reader_factory`:
+    the "module:attr" that built it, when known; an analysis' manifest records it (`analyses.reader_record`)."""
 
-    def __init__(self, reader: Any) -> None:
+    def __init__(self, reader: Any, reader_factory: str | None = None) -> None:
         self.reader = reader
+        self.reader_factory = reader_factory
         self.d_sae = int(reader.d_sae)
         self._lock = asyncio.Lock()  # one forward pass at a time: the model is not re-entrant
 

@@ -96,8 +96,8 @@ def own_reader(run: RunDir, settings: SensitivitySettings) -> str | None:
         said = scrub_paths(recorded.unknown)[:MAX_CHARS]
         raise api_error(
             422,
-            f"this analysis' rows cannot be re-read: its run records no reader ({said}); an analysis run as a Ray "
-            "job records it (`cg-ray run`'s manifest.json)",
+            f"this analysis' rows cannot be re-read: its run records no reader ({said}); it was computed before "
+            "analyses recorded their reader in manifest.json: run the analysis again",
         )
     if (recorded.factory or DEFAULT_READER_FACTORY) != settings.reader_factory:
         raise api_error(422, "this analysis' rows were read by another reader than the ones this service re-reads with")

@@ -106,8 +106,7 @@ class SensitivitySettings(BaseModel):
     max_rows: int = Field(
         100_000,
         ge=1,
-        description="rows of the largest run the service re-reads (above small_analysis_rows: analyses run in "
-        "the service's process record no reader, so only those run as Ray jobs can be re-read)",
+        description="rows of the largest run the service re-reads (larger: run `cg-ray sensitivity` as a Ray job)",
     )
     reader_factory: str = Field(
         DEFAULT_READER_FACTORY,
