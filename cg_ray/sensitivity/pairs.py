@@ -70,13 +70,21 @@ def activations(rows: RowsFile, model: str | None) -> sparse.csr_matrix:
     return sparse.vstack(parts).tocsr() if parts else sparse.csr_matrix((0, rows.d_sae))
 
 
+CHUNK_ROWS = 2048  # rows made dense at a time: 2,048 × 4,608 float64 is 75 MB
+
+
 def correlation(a: sparse.csr_matrix, b: sparse.csr_matrix) -> FloatMatrix:
     """Pearson correlation of every column of `a` with every column of `b` over the rows (0 where one is
-    constant), from sparse products: never a dense rows × latents matrix."""
+    constant). The cross products accumulate over row chunks made dense (one BLAS product each: a mean-pooled
+    row holds about a fifth of the latents, too dense for sparse products to win), so memory stays
+    O(chunk × latents + latents²) however many rows there are (benchmarks/bench_sensitivity.py)."""
     n = a.shape[0]
+    cross = np.zeros((a.shape[1], b.shape[1]))
+    for lo in range(0, n, CHUNK_ROWS):
+        cross += a[lo : lo + CHUNK_ROWS].toarray().T @ b[lo : lo + CHUNK_ROWS].toarray()
     mean_a = np.asarray(a.mean(axis=0)).ravel()
     mean_b = np.asarray(b.mean(axis=0)).ravel()
-    cov = np.asarray((a.T @ b).todense()) / n - np.outer(mean_a, mean_b)
+    cov = cross / n - np.outer(mean_a, mean_b)
     sd_a = np.sqrt(np.maximum(np.asarray(a.multiply(a).mean(axis=0)).ravel() - mean_a**2, 0.0))
     sd_b = np.sqrt(np.maximum(np.asarray(b.multiply(b).mean(axis=0)).ravel() - mean_b**2, 0.0))
     denom = np.outer(sd_a, sd_b)
