@@ -37,7 +37,7 @@ from scipy import sparse, stats
 from cg_ray.arrays import FloatArray, IntArray
 from cg_ray.compare.heldout_diff import in_order
 from cg_ray.profile.decision import DECISION, GREATER, INTERVAL, LESS, Alternative, SplitTest, Verdict, judge
-from cg_ray.profile.heldout import MIN_CLUSTERS
+from cg_ray.profile.heldout import MIN_OWN_CLUSTERS
 
 DIRECTIONS = ("a_more", "b_more")  # A's answers contain the concept more often / B's do
 
@@ -136,7 +136,7 @@ def paired_test(change: FloatArray, side: Alternative) -> SplitTest:
     """The mean of b_ic − a_ic over a half's prompts against 0, one-sided; each prompt a cluster."""
     n = int(change.size)
     estimate = float(change.mean()) if n else float("nan")
-    if n < MIN_CLUSTERS:
+    if n < MIN_OWN_CLUSTERS:
         return SplitTest(estimate, float("nan"), 0, 1.0, n, n, 0.0)
     variance = float(np.sum((change - estimate) ** 2)) / (n - 1) / n
     differ = (float(np.abs(change).sum()) + 2.0) / (n + 4.0)  # Agresti–Coull-shrunk share of differing answers

@@ -46,7 +46,7 @@ from cg_ray.arrays import FloatArray
 from cg_ray.probe.power import MIN_PAIRS, POWER, mcnemar_pairs_needed, share, t_pairs_needed
 
 FDR = 0.05  # the probe confirms: the usual 5% false-discovery rate, not an exploratory one
-MIN_CLUSTERS = 2  # one request is one cluster: nothing to estimate its variance from
+MIN_REQUESTS = 2  # one request is one cluster: nothing to estimate its variance from
 DEFAULT_EFFECT = -0.15  # stands in for the run's effect when it reported none
 PAIR_COLUMNS = ("gap_id", "pair_id", "request_id", "target_score", "control_score")
 
@@ -262,7 +262,7 @@ def _validate(pairs: pd.DataFrame) -> None:
 
 def gap_test(frame: pd.DataFrame, level: float) -> PairedTest | None:
     """The test of one gap's pairs (PAIR_COLUMNS) at interval level 1 − level; None with too few to test."""
-    if len(frame) < MIN_PAIRS or frame["request_id"].nunique() < MIN_CLUSTERS:
+    if len(frame) < MIN_PAIRS or frame["request_id"].nunique() < MIN_REQUESTS:
         return None
     t = frame["target_score"].to_numpy(dtype=np.float64)
     c = frame["control_score"].to_numpy(dtype=np.float64)

@@ -74,7 +74,7 @@ class NoAnsweringModel(ConfigError):
         self.run = run
         super().__init__(
             f"{run}: the run does not record the model that answered it (made by `cg-ray metrics`?); "
-            "name the model that answers the items: --model NAME with --model-endpoint URL, or --model-config FILE"
+            "name the model that answers the items: --model NAME with --model-endpoint URL"
         )
 
 

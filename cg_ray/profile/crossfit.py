@@ -26,7 +26,7 @@ from cg_ray.profile.slices import Slice, SliceCounts, mean_intervals, near_dupli
 from cg_ray.profile.splits import SplitPlan
 from cg_ray.profile.strata import RowFrame
 
-POOL_FACTOR = 4  # concepts a split considers for failure modes, per finding reported
+MODE_POOL_FACTOR = 4  # concepts a split considers for failure modes, per finding reported
 
 
 Conditions = tuple[tuple[str, int], ...]  # a slice: (field, value code) pairs
@@ -135,7 +135,7 @@ def concept_candidates(acc: ResidualAccumulator, result: CGResult, plan: SplitPl
     for split in plan.items:
         res = acc.finish_split(split.index, _parts_of(plan, split.choosing))
         r = np.nan_to_num(res.residual)
-        below.append(residual_order(res, ok & (r < 0))[: POOL_FACTOR * tested])
+        below.append(residual_order(res, ok & (r < 0))[: MODE_POOL_FACTOR * tested])
         above.append(strength_residual_order(res, ok & (r > 0))[:tested])
     return ConceptCandidates(below, above)
 

@@ -10,7 +10,7 @@ written out in several cells, are one cluster wherever their rows sit) and Stude
 clusters − 1. The residuals of the sandwich are those of the saturated cell × finding model, so the variance
 is that of statsmodels' cluster-robust OLS of the score on the cell × finding means (tests compare the two).
 Floored by a Bernoulli variance with the Agresti–Coull-shrunk mean, so a finding whose rows all fail is never
-certain; fewer than `MIN_CLUSTERS` clusters of its own, no test. Rows of the finding in a cell it fills (no
+certain; fewer than `MIN_OWN_CLUSTERS` clusters of its own, no test. Rows of the finding in a cell it fills (no
 other row there to compare with) are left out and counted (`SplitTest.n_dropped`).
 """
 
@@ -26,7 +26,7 @@ from scipy import sparse, stats
 from cg_ray.arrays import BoolArray, FloatArray, IntArray
 from cg_ray.profile.decision import LESS, Alternative, SplitTest
 
-MIN_CLUSTERS = 5  # fewer of the finding's own clusters than this: no test (p = 1); a sandwich on 2–4 is noise
+MIN_OWN_CLUSTERS = 5  # fewer of the finding's own clusters than this: no test (p = 1); a sandwich on 2–4 is noise
 
 
 Codes = npt.NDArray[np.signedinteger[Any]]  # int32 where the values fit (`_compact`), else int64
@@ -181,7 +181,7 @@ class HeldOut:
         in_mean[touched] = np.bincount(cell, weights=a * y, minlength=n_cells)[touched] / pi[touched]
         theta = float(a @ y) - baseline
         own_groups, own_at = np.unique(self.group[loc], return_inverse=True)
-        if own_groups.size < MIN_CLUSTERS:
+        if own_groups.size < MIN_OWN_CLUSTERS:
             return SplitTest(theta, float("nan"), 0, 1.0, int(loc.size), int(own_groups.size), baseline, dropped)
         # Cluster sums s_g = Σ_own a_i (y_i − in_mean) − Σ_other b_c (y_i − out_mean): first as if every row were
         # an "other" row, base_g = −Σ_c b_c (Y_gc − N_gc out_mean_c), whose squares sum per cell in closed form for

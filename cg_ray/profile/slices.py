@@ -29,7 +29,7 @@ DEFAULT_MAX_ORDER = 2
 DEFAULT_MIN_ROWS = 20
 DUPLICATE_JACCARD = 0.8
 EXAMPLES = 3
-CANDIDATE_FACTOR = 10  # slices examined for duplicates per slice reported
+DUPLICATE_POOL_FACTOR = 10  # slices examined for duplicates per slice reported
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def weakest_slices(
     """The first `top_k` slices in rank order, near-duplicates of a better slice dropped."""
     kept: list[Slice] = []
     masks: list[npt.NDArray[np.bool_]] = []
-    for s in candidate_slices(frame, max_order, min_rows, confidence)[: CANDIDATE_FACTOR * top_k]:
+    for s in candidate_slices(frame, max_order, min_rows, confidence)[: DUPLICATE_POOL_FACTOR * top_k]:
         m = s.mask(frame)
         if not near_duplicate(m, masks, duplicate_jaccard):
             kept.append(s)
@@ -224,7 +224,7 @@ def training_slices(
     masks = {} if masks is None else masks
     kept: list[Slice] = []
     kept_masks: list[npt.NDArray[np.bool_]] = []
-    for s in order[: CANDIDATE_FACTOR * top_k]:
+    for s in order[: DUPLICATE_POOL_FACTOR * top_k]:
         cond = counts.conditions[int(s)]
         cand = Slice(cond, int(n[s]), float(total[s] / n[s]), *bounds[int(s)])
         if cond not in masks:

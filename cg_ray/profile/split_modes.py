@@ -34,7 +34,7 @@ from cg_ray.profile.splits import SplitPlan
 from cg_ray.profile.strata import RowFrame
 from cg_ray.profile.terms import Terms, content_words
 
-CANDIDATE_FACTOR = 2  # modes a split describes (and may merge by their terms), per mode it tests
+DESCRIBED_PER_TESTED = 2  # modes a split describes (and may merge by their terms), per mode it tests
 STRONG_SHARE = 0.5  # a term merges modes only when at least this share of both modes' rows hold it
 MAX_ROW_SHARE = 0.5  # a candidate mode holds at most this share of the rows
 SAME_ROWS = 0.5  # modes of two splits with this row Jaccard are one finding
@@ -89,7 +89,7 @@ def split_modes(
         join = sharper_join(choosing, frame.scores, expected)
         ranked.append(
             merge_contained(training_rank(classes, choosing, frame.scores, expected), shared=shared, join=join)[
-                : CANDIDATE_FACTOR * cfg.tested_per_split
+                : DESCRIBED_PER_TESTED * cfg.tested_per_split
             ]
         )
         joins.append(join)
