@@ -12,9 +12,6 @@ import grimp
 ALLOWED: set[frozenset[str]] = {
     # issue #48 item 6: probe/run.py <-> probe/tables.py (`Checked`); left to the probe's own rework.
     frozenset({"cg_ray.probe.run", "cg_ray.probe.tables"}),
-    # generation/config.py reads the package's GENERATORS registry (a function-level import) while the
-    # package's __init__ imports config and base: not yet untangled.
-    frozenset({"cg_ray.generation", "cg_ray.generation.base", "cg_ray.generation.config"}),
 }
 
 

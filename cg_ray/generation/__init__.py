@@ -10,23 +10,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cg_ray.registry import Registry
+from cg_ray.generation.config import GENERATORS, GenerationConfig
 
 if TYPE_CHECKING:
     import ray.data
 
     from cg_ray.generation.base import Generator
-    from cg_ray.generation.config import GenerationConfig
-
-GENERATORS: Registry[type[Generator]] = Registry("generation backend")
-GENERATORS.add("vllm", "cg_ray.generation.vllm:VLLMGenerator")
-GENERATORS.add("hf", "cg_ray.generation.hf:HFGenerator")
-GENERATORS.add("endpoint", "cg_ray.generation.endpoint:EndpointGenerator")
-GENERATORS.add("fake", "cg_ray.generation.fake:FakeGenerator")
 
 
 def make_generator(config: GenerationConfig) -> Generator:
-    return GENERATORS.get(config.backend)(config)
+    backend: type[Generator] = GENERATORS.get(config.backend)
+    return backend(config)
 
 
 def generate_responses(ds: ray.data.Dataset, config: GenerationConfig) -> ray.data.Dataset:

@@ -6,6 +6,17 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cg_ray.registry import Registry
+
+# The backends by name, each a lazy "module:attr" (nothing imported until one is built). Here rather than in
+# the package's __init__, which builds them (`make_generator`): the config checks names against it, and the
+# package importing the config while the config imported the package was an import circle (issue #48).
+GENERATORS: Registry[Any] = Registry("generation backend")
+GENERATORS.add("vllm", "cg_ray.generation.vllm:VLLMGenerator")
+GENERATORS.add("hf", "cg_ray.generation.hf:HFGenerator")
+GENERATORS.add("endpoint", "cg_ray.generation.endpoint:EndpointGenerator")
+GENERATORS.add("fake", "cg_ray.generation.fake:FakeGenerator")
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -162,8 +173,6 @@ class GenerationConfig(_Strict):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, name: str) -> str:
-        from cg_ray.generation import GENERATORS
-
         return GENERATORS.check(name)
 
     @model_validator(mode="after")
