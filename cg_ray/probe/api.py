@@ -1,0 +1,164 @@
+"""The probe as one library call (docs/probe.md): `probe_run(RUN_DIR, config)` plans it, runs it, says its
+verdict lines and refreshes the run's report, as `cg-ray probe` and the service's probe job both do. Errors are
+`cg_ray.errors.CgRayError`s carrying their message, never printed text; what the probe says goes to `say`
+line by line as it happens (the CLI prints it, the service's job writes it to its log)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cg_ray.errors import ConfigError
+from cg_ray.probe.config import ProbeConfig
+
+TOO_FEW_AIM = 20  # checked pairs to ask for when suggesting --pairs (MIN_PAIRS is the floor, not a good test)
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """What a probe did: its published summary (None for a dry run), the lines it said after its steps' own
+    (the plan and the earlier probes for a dry run; else the verdicts, requests and what it wrote), and the
+    report it refreshed, if the run has one."""
+
+    summary: dict[str, Any] | None
+    lines: list[str] = field(default_factory=list)
+    report: Path | None = None
+
+
+def probe_settings(data: dict[str, Any]) -> ProbeConfig:
+    """The ProbeConfig of `data`, validated once; a bad value is a ConfigError naming its field."""
+    from pydantic import ValidationError
+
+    try:
+        return ProbeConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise ConfigError(f"probe setting {where}: {first['msg']}") from None
+
+
+def settings_file(path: Path) -> ProbeConfig:
+    """The ProbeConfig of a YAML (or JSON) file of probe settings, as `cg-ray probe --config` reads it."""
+    import yaml
+
+    return probe_settings(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+
+
+def probe_run(
+    run: Path,
+    config: ProbeConfig,
+    *,
+    fresh: bool = False,
+    replace: bool = False,
+    dry_run: bool = False,
+    say: Callable[[str], None] = lambda line: None,
+) -> ProbeOutcome:
+    """Plan the probe of `run` and run it: every step (cg_ray.probe.run), then each gap's verdict, the requests
+    and seconds spent, what it wrote, and the report refreshed. `dry_run` plans only (the plan and where the
+    probe stands among the run's probes). Each line goes to `say` as it is made."""
+    from cg_ray.artifacts.layout import RunDir
+    from cg_ray.probe import plan as planning
+    from cg_ray.probe import run as running
+    from cg_ray.report.refresh import refresh_report
+
+    lines: list[str] = []
+
+    def tell(line: str) -> None:
+        lines.append(line)
+        say(line)
+
+    plan = planning.make_plan(run, config)
+    if dry_run:
+        tell(planning.plan_text(plan))
+        tell(earlier_text(plan, replace=replace))
+        return ProbeOutcome(None, lines)
+    summary = running.run_probe(plan, fresh=fresh, replace=replace, say=say)
+    tell("")
+    for line in attempt_lines(summary):
+        tell(line)
+    tell(f"requests: {json.dumps(summary['requests'])}; seconds: {json.dumps(summary['seconds'])}")
+    tell(f"wrote {run / 'probe'} (items.parquet, results.parquet, summary.json, export/)")
+    if (report := refresh_report(RunDir(run))) is not None:  # the report shows "Gaps tested on new items"
+        tell(f"updated {report}")
+    return ProbeOutcome(summary, lines, report)
+
+
+def _attempt_text(g: dict[str, Any]) -> str:
+    """'unsettled  target − control -0.100 [-0.300, +0.100] on 30 pairs; NOTE'."""
+    diff = "—" if g.get("difference") is None else f"{g['difference']:+.3f}"
+    if g.get("ci_low") is not None:  # a too_few gap may have a difference but was not tested: no interval
+        diff += f" [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}]"
+    q = "" if g.get("q_value") is None else f", q={g['q_value']:.3g}"
+    note = f"; {g['note']}" if g.get("note") else ""
+    return f"{g['verdict']:<10} target − control {diff} on {g['n_pairs']} pairs{q}{note}"
+
+
+def attempt_lines(summary: dict[str, Any]) -> list[str]:
+    """Each gap this probe tested with its verdict, then its earlier attempts and standing verdict where it has
+    them; then the gaps only earlier probes tested, at their standing verdict (cg_ray.probe.history)."""
+    this = (summary.get("probes") or [{}])[-1].get("probe")
+    rows = summary["gaps"]  # this probe's rows first, then every earlier attempt, newest first
+    by_gap: dict[str, list[dict[str, Any]]] = {}
+    for g in rows:
+        by_gap.setdefault(g["gap_id"], []).append(g)
+    lines, heading = [], False
+    for gap_id, attempts in by_gap.items():
+        latest, earlier = attempts[0], attempts[1:]
+        if latest.get("probe") != this and not heading:
+            lines.append("  gaps of earlier probes only (their verdicts are final):")
+            heading = True
+        lines.append(f"  {gap_id:<14} {_attempt_text(latest)}")
+        if latest["verdict"] == "too_few" and latest.get("probe") == this and (hint := too_few_hint(latest)):
+            lines.append(f"  {'':<14} next: {hint}")
+        lines += [f"  {'':<14} probe {g.get('probe')}: {_attempt_text(g)}" for g in earlier]
+        standing = latest.get("standing") or latest["verdict"]
+        if earlier or standing != latest["verdict"]:
+            by = next((g.get("probe") for g in reversed(attempts) if g["verdict"] == "confirmed"), latest.get("probe"))
+            lines.append(f"  {'':<14} standing: {standing} (probe {by}, of {len(attempts)} attempts)")
+    return lines
+
+
+def earlier_text(plan: Any, *, replace: bool) -> str:
+    """What the probe will be among the run's probes: its number, the share of fdr it spends, and the earlier
+    probes' gaps (their verdicts final; --replace forgets their attempts, not their numbers)."""
+    from cg_ray.artifacts.layout import RunDir
+    from cg_ray.probe.history import read_earlier, standing
+    from cg_ray.probe.power import share
+
+    earlier = read_earlier(RunDir(plan.run), replace=replace)
+    number, fdr = earlier.next_probe(), plan.config.fdr
+    text = (
+        f"  probe {number} of this run: Benjamini–Hochberg at level {share(number) * fdr:.3g} "
+        f"(share {share(number):.3g} of fdr {fdr:g}) over the {len(plan.gaps)} gap{'s' * (len(plan.gaps) != 1)} "
+        "above, on their new pairs only"
+    )
+    if earlier.results:
+        held = ", ".join(f"{gap} ({verdict}, probe {k})" for gap, (verdict, k) in standing(earlier.results).items())
+        text += f"\n  earlier probes' gaps, verdicts final (--replace forgets their attempts): {held}"
+    return text
+
+
+def too_few_hint(gap: dict[str, Any]) -> str:
+    """What to do when a gap got too few pairs, from where they were lost: the reader check (the items did not
+    carry the gap's concepts) or before it (near copies, malformed, wrong references); '' when unknown."""
+    written, checked, passed = (
+        gap.get("pairs_written") or 0,
+        gap.get("reader_checked") or 0,
+        gap.get("reader_passed") or 0,
+    )
+    if checked and passed < checked / 2:
+        more = f"--pairs {-(-TOO_FEW_AIM * written // passed)} aims at about {TOO_FEW_AIM}; " if passed else ""
+        return (
+            f"the reader saw the gap in {passed} of {checked} checked pairs ({passed / checked:.0%}) written by "
+            f"{gap['generator']}: {more}a writer whose items carry it (--writer-endpoint) may do better"
+        )
+    lost = sum(gap.get(k) or 0 for k in ("near_copies", "malformed", "wrong_reference"))
+    if lost:
+        return (
+            f"{lost} of {written} written pairs were dropped before the reader check (near copies, malformed, "
+            "wrong references): raise --pairs"
+        )
+    return ""
