@@ -1,12 +1,13 @@
 """A probe of an analysis (`cg-ray probe`, docs/probe.md) started over REST and followed until it ends.
 
-The probe runs `cg_ray.serve.probe_job` (`cg-ray probe RUN_DIR --config …`) as long as it takes: it writes
-items with an LLM, has a model answer them, and publishes RUN/probe/ through `RunDir.update` like the CLI. By
+The probe runs `cg_ray.serve.probe_job` (`cg_ray.probe.api.probe_run`, as `cg-ray probe`) as long as it takes: it
+writes items with an LLM, has a model answer them, and publishes RUN/probe/ through `RunDir.update`. By
 default it is a Ray job on the service's cluster, like a large analysis (its answering step joins that
 cluster); `probe.runner: process` runs it as a process of the replica's host with a private Ray. Its state
 lives in files of the analysis' folder (probe.job/), not in the replica that started it, so any replica
 answers for it: the settings, the start (its Ray job or process), the log (the probe's lines per gap, the
-progress a client reads), the error log and the outcome, written by probe_job when it ends.
+progress a client reads), the error log and the outcome (its return code and error), written by probe_job
+when it ends.
 
 An augment (`cg-ray augment`, cg_ray.serve.augments) is the same kind of job and runs on the same machinery:
 `start(..., command="augment")` in its own folder (augment.job/), the command recorded in its start.
@@ -182,8 +183,9 @@ def start(
 
 def _failed_to_start(job: Path, why: str) -> None:
     """Recorded as the job's outcome: it failed, and says why."""
-    write_job_file(job / ERRORS, f"cg-ray {_command(job)}: error: {why}\n")
-    write_job_file(job / OUTCOME, json.dumps({"returncode": 1, "finished_at": _now()}))
+    said = f"cg-ray {_command(job)}: error: {why}"
+    write_job_file(job / ERRORS, f"{said}\n")
+    write_job_file(job / OUTCOME, json.dumps({"returncode": 1, "finished_at": _now(), "error": said}))
 
 
 def _submit(job: Path, argv: list[str], started: dict[str, Any], address: str | None) -> None:
@@ -289,9 +291,9 @@ def _error(job: Path, state: str) -> str | None:
             f"the {command}'s process ended without recording an outcome (the service restarted?): POST again to "
             "resume it"
         )
-    lines = progress(job, 200, ERRORS)
-    said = [line for line in lines if line.startswith(f"cg-ray {command}: error: ")]  # the CLI's own words
-    return said[-1] if said else last_error_line(lines) or f"the {command} failed and wrote nothing"
+    if said := (_read(job / OUTCOME) or {}).get("error"):  # the job's own words: its exception's message
+        return scrub_paths(str(said))[:MAX_CHARS]
+    return last_error_line(progress(job, 200, ERRORS)) or f"the {command} failed and wrote nothing"
 
 
 def _ray_job_error(started: dict[str, Any]) -> str | None:

@@ -92,3 +92,20 @@ def test_a_probe_returns_the_summary_it_wrote(run_dir: Path) -> None:
     assert said[-len(outcome.lines) :] == outcome.lines and outcome.lines[0] == ""
     assert outcome.lines[1 : 1 + len(attempt_lines(outcome.summary))] == attempt_lines(outcome.summary)
     assert outcome.lines[-1].startswith(f"wrote {run_dir / 'probe'} ")
+
+
+def test_the_service_job_records_the_error_it_raised(run_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """The service's probe job (cg_ray.serve.probe_job) runs the library and writes the error's message to its
+    outcome itself: the status document reads it there, not from printed text."""
+    from cg_ray.serve import probe_job, probes
+
+    monkeypatch.setenv(probe_job.RAY_PROGRESS_INTERVAL[0], probe_job.RAY_PROGRESS_INTERVAL[1])
+    settings = {"gaps": ["mode:99"], "families": "only",
+                "model": {"backend": "endpoint", "model": "m", "endpoint": {"url": DOWN}}}  # fmt: skip
+    (tmp_path / probes.CONFIG).write_text(json.dumps(settings))
+    (tmp_path / probes.STARTED).write_text(json.dumps({"pid": 1, "command": "probe", "settings": settings}))
+    assert probe_job.main([str(tmp_path), str(run_dir)]) == 2
+    outcome = json.loads((tmp_path / probes.OUTCOME).read_text())
+    assert outcome["returncode"] == 2 and outcome["error"].startswith("cg-ray probe: error: unknown gap 'mode:99'")
+    found = probes.job_report(tmp_path)
+    assert found is not None and found["status"] == "failed" and found["error"] == outcome["error"]
