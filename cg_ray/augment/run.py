@@ -16,6 +16,7 @@ augment resumes without asking the writer for them again.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -122,3 +123,25 @@ def suite_prompts(plan: AugmentPlan) -> list[str]:
     if "prompt" not in pq.ParquetFile(rows).schema_arrow.names:
         return []
     return [p for p in pq.read_table(rows, columns=["prompt"]).column("prompt").to_pylist() if p]
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The lines `cg-ray augment` and the service's augment job print after the steps: per gap, coverage,
+    over-representation, requests."""
+    lines = []
+    for g in summary["gaps"]:
+        drops = ", ".join(f"{k} {g[k]}" for k in ("format", "wrong_reference", "near_copy", "reader") if g[k])
+        lines.append(
+            f"  {g['gap_id']:<14} {g['state_before']} → {g['state_after']}: {g['kept']} of {g['written']} items kept"
+            f"{f' (dropped: {drops})' if drops else ''}; rows firing {g['bench_rows'][0]} → {g['bench_rows'][1]}"
+        )
+    cov = summary["coverage"]
+    before, after = cov["in_scope_coverage"]
+    lines.append(
+        f"in-scope coverage of {summary['benchmark']}: {before:.1%} → {after:.1%} of the {cov['in_reference_use']} "
+        f"concepts in the reference's use (gaps {cov['gaps'][0]} → {cov['gaps'][1]}, {cov['items_added']} items added)"
+    )
+    for o in summary["over_represented"]:
+        label = o["label"] or "(no label)"
+        lines.append(f"  now over-represented in it (χ_bench ≥ its 90th percentile): concept {o['concept_id']} {label}")
+    return [*lines, f"requests: {json.dumps(summary['requests'])}"]

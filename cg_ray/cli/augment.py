@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +68,7 @@ def _augment(args: argparse.Namespace) -> int:
     (items.parquet, coverage.parquet, summary.json, export/items.jsonl in the benchmark's normalized format, and
     harness tasks); the benchmark's own file is never edited. Resumable: rerun the same command."""
     from cg_ray.augment.plan import make_plan, plan_text
-    from cg_ray.augment.run import run_augment
+    from cg_ray.augment.run import run_augment, summary_lines
 
     plan = make_plan(args.run, augment_config(args))
     if args.dry_run:
@@ -77,22 +76,8 @@ def _augment(args: argparse.Namespace) -> int:
         return 0
     summary = run_augment(plan, fresh=args.fresh, say=print)
     print()
-    for g in summary["gaps"]:
-        drops = ", ".join(f"{k} {g[k]}" for k in ("format", "wrong_reference", "near_copy", "reader") if g[k])
-        print(
-            f"  {g['gap_id']:<14} {g['state_before']} → {g['state_after']}: {g['kept']} of {g['written']} items kept"
-            f"{f' (dropped: {drops})' if drops else ''}; rows firing {g['bench_rows'][0]} → {g['bench_rows'][1]}"
-        )
-    cov = summary["coverage"]
-    before, after = cov["in_scope_coverage"]
-    print(
-        f"in-scope coverage of {summary['benchmark']}: {before:.1%} → {after:.1%} of the {cov['in_reference_use']} "
-        f"concepts in the reference's use (gaps {cov['gaps'][0]} → {cov['gaps'][1]}, {cov['items_added']} items added)"
-    )
-    for o in summary["over_represented"]:
-        label = o["label"] or "(no label)"
-        print(f"  now over-represented in it (χ_bench ≥ its 90th percentile): concept {o['concept_id']} {label}")
-    print(f"requests: {json.dumps(summary['requests'])}")
+    for line in summary_lines(summary):
+        print(line)
     print(f"wrote {args.run / 'augment'} (items.parquet, coverage.parquet, summary.json, export/)")
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.report.refresh import refresh_report

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from cg_ray.errors import CgRayError
 from cg_ray.serve.jobs import open_job_log, write_job_file
@@ -74,7 +74,7 @@ def _augment(run: Path, settings: Path, fresh: bool) -> None:
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.augment.config import AugmentConfig
     from cg_ray.augment.plan import make_plan
-    from cg_ray.augment.run import run_augment
+    from cg_ray.augment.run import run_augment, summary_lines
     from cg_ray.errors import ConfigError
     from cg_ray.report.refresh import refresh_report
 
@@ -85,32 +85,11 @@ def _augment(run: Path, settings: Path, fresh: bool) -> None:
         raise ConfigError(f"augment setting {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
     summary = run_augment(make_plan(run, config), fresh=fresh, say=print)
     print()
-    for line in _augment_lines(summary):
+    for line in summary_lines(summary):
         print(line)
     print(f"wrote {run / 'augment'} (items.parquet, coverage.parquet, summary.json, export/)")
     if (report := refresh_report(RunDir(run))) is not None:
         print(f"updated {report}")
-
-
-def _augment_lines(summary: dict[str, Any]) -> list[str]:
-    """The lines `cg-ray augment` prints after its steps (cg_ray/cli/augment.py), up to its requests."""
-    lines = []
-    for g in summary["gaps"]:
-        drops = ", ".join(f"{k} {g[k]}" for k in ("format", "wrong_reference", "near_copy", "reader") if g[k])
-        lines.append(
-            f"  {g['gap_id']:<14} {g['state_before']} → {g['state_after']}: {g['kept']} of {g['written']} items kept"
-            f"{f' (dropped: {drops})' if drops else ''}; rows firing {g['bench_rows'][0]} → {g['bench_rows'][1]}"
-        )
-    cov = summary["coverage"]
-    before, after = cov["in_scope_coverage"]
-    lines.append(
-        f"in-scope coverage of {summary['benchmark']}: {before:.1%} → {after:.1%} of the {cov['in_reference_use']} "
-        f"concepts in the reference's use (gaps {cov['gaps'][0]} → {cov['gaps'][1]}, {cov['items_added']} items added)"
-    )
-    for o in summary["over_represented"]:
-        label = o["label"] or "(no label)"
-        lines.append(f"  now over-represented in it (χ_bench ≥ its 90th percentile): concept {o['concept_id']} {label}")
-    return [*lines, f"requests: {json.dumps(summary['requests'])}"]
 
 
 if __name__ == "__main__":
