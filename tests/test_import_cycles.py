@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import grimp
 
-# Circles not yet removed. Each entry is the whole component, as found; remove it when it is gone (the
-# test also fails on an entry that no longer exists, so the list cannot go stale).
-ALLOWED: set[frozenset[str]] = {
-    # issue #48 item 6: probe/run.py <-> probe/tables.py (`Checked`); left to the probe's own rework.
-    frozenset({"cg_ray.probe.run", "cg_ray.probe.tables"}),
-}
+# Circles not yet removed (none left since issue #48). Each entry would be the whole component, as found;
+# the test also fails on an entry that no longer exists, so the list cannot go stale.
+ALLOWED: set[frozenset[str]] = set()
 
 
 def import_cycles(package: str = "cg_ray") -> set[frozenset[str]]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -32,6 +31,7 @@ from cg_ray.activations.protocol import reader_from_config
 from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.probe.answer import Answer, Question, answer
+from cg_ray.probe.checked import Checked
 from cg_ray.probe.config import WORK_DIR
 from cg_ray.probe.confirm import DECISION, confirm_gaps
 from cg_ray.probe.dedupe import near_copies
@@ -49,30 +49,15 @@ from cg_ray.probe.history import (
     this_probe,
     verified_pairs,
 )
-from cg_ray.probe.items import GenerationOutcome, ItemPair
+from cg_ray.probe.items import GenerationOutcome
 from cg_ray.probe.plan import ProbePlan, plan_text
 from cg_ray.probe.power import share
-from cg_ray.probe.reader_check import ReaderVerdict, check_pairs
+from cg_ray.probe.reader_check import check_pairs
 from cg_ray.probe.tables import items_table, pair_scores, results_table
 from cg_ray.probe.work import Work
 
 log = logging.getLogger(__name__)
 Say = Callable[[str], None]
-
-
-@dataclass
-class Checked:
-    """Every pair written, and why each one that will not be answered was dropped."""
-
-    pairs: list[ItemPair] = field(default_factory=list)
-    written: dict[str, GenerationOutcome] = field(default_factory=dict)
-    generator: dict[str, str] = field(default_factory=dict)  # gap id -> who wrote it
-    dropped: dict[str, str] = field(default_factory=dict)  # pair id -> reason
-    near: dict[str, str] = field(default_factory=dict)  # pair id -> what it copies
-    reader: dict[str, ReaderVerdict] = field(default_factory=dict)
-
-    def kept(self) -> list[ItemPair]:
-        return [p for p in self.pairs if p.pair_id not in self.dropped]
 
 
 def preflight(plan: ProbePlan, work: Work | None) -> LLMGenerator | None:

@@ -16,8 +16,8 @@ from cg_ray.probe.confirm import GapConfirmation
 from cg_ray.probe.items import ROLES, ItemPair
 
 if TYPE_CHECKING:
+    from cg_ray.probe.checked import Checked
     from cg_ray.probe.plan import ProbePlan
-    from cg_ray.probe.run import Checked
 
 ITEMS_SCHEMA = pa.schema(
     [

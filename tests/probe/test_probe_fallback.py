@@ -7,10 +7,11 @@ from pathlib import Path
 
 from cg_ray.activations.config import ReaderConfig
 from cg_ray.generation.config import GenerationConfig
+from cg_ray.probe.checked import Checked
 from cg_ray.probe.config import ProbeConfig
 from cg_ray.probe.items import Gap, GenerationOutcome
 from cg_ray.probe.plan import ProbePlan
-from cg_ray.probe.run import Checked, _requests, _write_one
+from cg_ray.probe.run import _requests, _write_one
 from cg_ray.probe.work import Work
 
 GAP = Gap(gap_id="mode:1", kind="mode", concept_ids=(7,), description="Rows with “taller than”",
