@@ -110,11 +110,7 @@ def item_rows(pairs: Sequence[ItemPair]) -> list[dict[str, str]]:
             raise InputError(f"pair id {pair.pair_id!r} appears twice", row=index, field="pair_id")
         seen.add(pair.pair_id)
         for role in ROLES:
-            prompt, reference = (
-                (pair.target_prompt, pair.target_reference)
-                if role == "target"
-                else (pair.control_prompt, pair.control_reference)
-            )
+            prompt, reference = pair.side(role)
             if scorer == "multiple_choice" and not _LETTER.fullmatch(reference.strip()):
                 raise InputError(
                     f"a multiple_choice reference must be a letter to export, got {reference!r}",
@@ -123,7 +119,7 @@ def item_rows(pairs: Sequence[ItemPair]) -> list[dict[str, str]]:
                 )
             rows.append(
                 {
-                    "id": f"{pair.pair_id}/{role}",
+                    "id": pair.item_id(role),
                     "gap_id": pair.gap_id,
                     "role": role,
                     "pair_id": pair.pair_id,

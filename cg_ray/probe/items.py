@@ -46,6 +46,21 @@ class ItemPair:
     control_reference: str
     scorer: str  # a name of cg_ray.scoring (numeric, exact_match, multiple_choice, ...)
 
+    def side(self, role: Role) -> tuple[str, str]:
+        """(prompt, reference) of the target or the control item."""
+        if role == "target":
+            return self.target_prompt, self.target_reference
+        return self.control_prompt, self.control_reference
+
+    def item_id(self, role: Role) -> str:
+        """The id of one of its two items: how answers, exports and items.parquet name it."""
+        return item_id(self.pair_id, role)
+
+
+def item_id(pair_id: str, role: Role) -> str:
+    """The one place an item's id is made from its pair's id and its role."""
+    return f"{pair_id}/{role}"
+
 
 @dataclass
 class GenerationOutcome:

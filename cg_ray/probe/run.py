@@ -119,7 +119,7 @@ def check(plan: ProbePlan, checked: Checked, say: Say) -> Checked:
     """Step 2: near copies, then the reader, on every pair written (dropped pairs are kept, with why)."""
     suite = pq.read_table(RunDir(plan.run).rows, columns=["prompt"]).column("prompt").to_pylist()
     for role in ("target", "control"):  # a control is its target's near copy by design: each role apart
-        texts = [getattr(p, f"{role}_prompt") for p in checked.pairs]
+        texts = [p.side(role)[0] for p in checked.pairs]
         seen = set(suite)
         for p, text, copy in zip(
             checked.pairs, texts, near_copies(texts, suite, threshold=plan.config.near_copy), strict=True
@@ -153,9 +153,7 @@ def check(plan: ProbePlan, checked: Checked, say: Say) -> Checked:
 def answer_pairs(plan: ProbePlan, checked: Checked, work: Work, say: Say) -> dict[str, Answer]:
     """Step 3: the model answers both items of every kept pair."""
     questions = [
-        Question(f"{p.pair_id}/{role}", getattr(p, f"{role}_prompt"), getattr(p, f"{role}_reference"), p.scorer)
-        for p in checked.kept()
-        for role in ("target", "control")
+        Question(p.item_id(role), *p.side(role), p.scorer) for p in checked.kept() for role in ("target", "control")
     ]
     say(f"the model answers {len(questions)} items ({plan.model.model}, {plan.model.backend})")
     return answer(questions, plan.model, work.answers(), work.save_answers)

@@ -45,7 +45,7 @@ def pair_scores(kept: Sequence[ItemPair], answers: dict[str, Answer]) -> tuple[p
     answer at all (an unparsable answer scores 0, as the suite's rows do; no answer is not a wrong one)."""
     rows, unanswered = [], []
     for p in kept:
-        t, c = answers.get(f"{p.pair_id}/target"), answers.get(f"{p.pair_id}/control")
+        t, c = answers.get(p.item_id("target")), answers.get(p.item_id("control"))
         if t is None or c is None or t.score is None or c.score is None:
             unanswered.append(p.pair_id)
             continue
@@ -60,7 +60,8 @@ def items_table(checked: Checked, answers: dict[str, Answer]) -> pa.Table:
     for p in checked.pairs:
         verdict = checked.reader.get(p.pair_id)
         for role in ROLES:
-            a = answers.get(f"{p.pair_id}/{role}")
+            a = answers.get(p.item_id(role))
+            prompt, reference = p.side(role)
             strength = None if verdict is None else getattr(verdict, f"{role}_strength")
             records.append(
                 {
@@ -70,8 +71,8 @@ def items_table(checked: Checked, answers: dict[str, Answer]) -> pa.Table:
                     "generator": p.generator,
                     "request_id": p.request_id,
                     "seed": p.seed,
-                    "prompt": getattr(p, f"{role}_prompt"),
-                    "reference": getattr(p, f"{role}_reference"),
+                    "prompt": prompt,
+                    "reference": reference,
                     "scorer": p.scorer,
                     "reader_strength": None if strength is None else min(strength, 1e9),
                     "near_copy": checked.near.get(p.pair_id),
