@@ -51,7 +51,7 @@ DEFAULT_EFFECT = -0.15  # stands in for the run's effect when it reported none
 PAIR_COLUMNS = ("gap_id", "pair_id", "request_id", "target_score", "control_score")
 
 # What every output says of the rule (the CLI, the report and the API quote these).
-DECISION = (
+PROBE_DECISION = (
     "confirmed ⇔ q ≤ fdr and difference < 0 (the target items score below their matched controls); "
     "reversed ⇔ q ≤ fdr and difference > 0; refuted ⇔ neither, the probe's interval of the difference "
     "holds 0 and lies wholly above the run's held-out effect (the fresh pairs rule out a gap as large as the run "
@@ -82,7 +82,7 @@ class GapConfirmation:
     ci_high: float | None
     p_value: float | None
     q_value: float | None  # the BH q-value within the probe over its share (module docstring)
-    verdict: str  # one of VERDICTS, by DECISION
+    verdict: str  # one of VERDICTS, by PROBE_DECISION
     run_effect: float | None  # the run's held-out effect (None: it reported none)
     mde: float | None  # the |difference| this many pairs would confirm with 80% power at this probe's level
     pairs_needed: int | None  # unsettled only: fresh pairs for 80% power in the run's next probe
@@ -182,7 +182,7 @@ def family_q(p_values: Sequence[float], probe: int, fdr: float) -> list[float]:
 
 
 def verdict(test: PairedTest, q: float, effect: float, fdr: float) -> str:
-    """The verdict of one tested gap by DECISION (its interval is at the probe's level)."""
+    """The verdict of one tested gap by PROBE_DECISION (its interval is at the probe's level)."""
     if q <= fdr and test.difference < 0:
         return "confirmed"
     if q <= fdr and test.difference > 0:
@@ -219,7 +219,7 @@ def _judged(
     fdr: float,
     probe: int,
 ) -> GapConfirmation:
-    """One gap's record: `too_few` when it was not tested, else its verdict by DECISION."""
+    """One gap's record: `too_few` when it was not tested, else its verdict by PROBE_DECISION."""
     n = len(frame)
     t = float(frame["target_score"].mean()) if n else None
     c = float(frame["control_score"].mean()) if n else None

@@ -33,7 +33,7 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.probe.answer import Answer, Question, answer
 from cg_ray.probe.checked import Checked
 from cg_ray.probe.config import WORK_DIR
-from cg_ray.probe.confirm import DECISION, confirm_gaps
+from cg_ray.probe.confirm import PROBE_DECISION, confirm_gaps
 from cg_ray.probe.dedupe import near_copies
 from cg_ray.probe.export import export_texts
 from cg_ray.probe.families import FamilyGenerator, match_family
@@ -229,7 +229,7 @@ def publish(
         "gaps": results.to_pylist(),
         "requests": _requests(checked, answers),
         "seconds": {k: round(v, 2) for k, v in seconds.items()},
-        "decision": DECISION,
+        "decision": PROBE_DECISION,
         "exports": exports,
         "probes": [*earlier.probes, entry],
     }
