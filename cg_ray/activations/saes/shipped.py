@@ -44,6 +44,9 @@ SHIPPED_READERS: dict[str, ShippedReader] = {
         ShippedReader(
             "l20-seed7", "smollm2-135m-instruct-l20-topk4608-seed7", 20, 4608, 7, "layer 20, another seed (7)"
         ),
+        ShippedReader(
+            "l13", "smollm2-135m-instruct-l13-topk4608", 13, 4608, 0, "layer 13 of 30 (the default reads 20)"
+        ),
     )
 }
 
