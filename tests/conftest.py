@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -60,6 +62,30 @@ def ray_module() -> Iterator[None]:
     os.environ["RAY_AUTH_MODE"] = "disabled"
     temp = tempfile.mkdtemp(prefix="cgt", dir="/tmp")
     ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
+    close_ray_data_log_files()  # a handler of an earlier session would write into its removed folder
     yield
     ray.shutdown()
     shutil.rmtree(temp, ignore_errors=True)
+
+
+def close_ray_data_log_files() -> None:
+    """Ray Data logs into the Ray session's folder, which its file handler finds once per process. A module
+    whose cluster is shut down and whose temporary folder is removed would leave a later module's datasets
+    writing into the gone folder (FileNotFoundError on a dataset: seen once in a full run, after a handler
+    was reopened). Closing the handlers makes the next record find the session it runs in."""
+    if "ray.data._internal.logging" not in sys.modules:
+        return
+    from ray.data._internal.logging import SessionFileHandler
+
+    loggers = [logging.getLogger(), *(logging.getLogger(n) for n in list(logging.root.manager.loggerDict))]
+    for logger in loggers:
+        for handler in list(getattr(logger, "handlers", [])):
+            if isinstance(handler, SessionFileHandler):
+                handler.close()  # drops its file handler; the next record makes one in the current session
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fresh_ray_data_log_files() -> Iterator[None]:
+    """Every module starts with Ray Data's log handlers closed (`close_ray_data_log_files`)."""
+    close_ray_data_log_files()
+    yield
