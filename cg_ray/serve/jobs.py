@@ -8,11 +8,13 @@ a path. The job writes its run directory into the analysis' folder, which the re
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -232,6 +234,20 @@ def register_arena_models(store: Store, analysis: Analysis, run_dir: Path) -> No
 
 
 # ---- a probe's job files (cg_ray.serve.probes): the service writes its job files here, and only here
+
+
+def read_job_file(path: Path) -> dict[str, Any] | None:
+    """A JSON job file written by `write_job_file`; None when it is missing or unreadable."""
+    try:
+        found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found
+
+
+def job_time() -> str:
+    """Now, as job files record their start and end (UTC, seconds)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def write_job_file(path: Path, text: str) -> None:

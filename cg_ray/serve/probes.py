@@ -27,7 +27,6 @@ import threading
 import time
 import uuid
 from collections import deque
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,7 +39,16 @@ from cg_ray.errors import CgRayError
 from cg_ray.probe.config import ProbeConfig
 from cg_ray.report.documents import clean
 from cg_ray.serve.errors import api_error
-from cg_ray.serve.jobs import JOB_STATUS, job_client, job_lock, last_error_line, ray_job_state, write_job_file
+from cg_ray.serve.jobs import (
+    JOB_STATUS,
+    job_client,
+    job_lock,
+    job_time,
+    last_error_line,
+    ray_job_state,
+    read_job_file,
+    write_job_file,
+)
 from cg_ray.serve.redact import MAX_CHARS, scrub_paths
 from cg_ray.serve.settings import ProbeSettings, ServiceSettings
 
@@ -131,25 +139,15 @@ def check_gaps(run: Path, config: ProbeConfig) -> None:
         raise api_error(422, scrub_paths(str(exc))[:MAX_CHARS], field=field) from None
 
 
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return found
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 def job_files(command: str) -> tuple[str, str]:
     """(settings, log) file names of a job of `command` in its folder: probe.json and probe.log for a probe."""
     return f"{command}.json", f"{command}.log"
 
 
 def _command(job: Path) -> str:
-    return str((_read(job / STARTED) or {}).get("command") or "probe")  # starts recorded before augments: probes
+    return str(
+        (read_job_file(job / STARTED) or {}).get("command") or "probe"
+    )  # starts recorded before augments: probes
 
 
 def start(
@@ -169,7 +167,7 @@ def start(
             (job / name).unlink(missing_ok=True)
         chosen = config.model_dump(mode="json", exclude_unset=True)
         write_job_file(job / settings_file, json.dumps(chosen, indent=1))  # JSON is YAML: the CLI's --config
-        started = {"started_at": _now(), "host": socket.gethostname(), "pid": None, "settings": chosen,
+        started = {"started_at": job_time(), "host": socket.gethostname(), "pid": None, "settings": chosen,
                    "command": command}  # fmt: skip
         write_job_file(job / STARTED, json.dumps(started))
         # The service's own interpreter: the cluster runs the same image, and a bare `cg-ray` may not be on PATH.
@@ -185,7 +183,7 @@ def _failed_to_start(job: Path, why: str) -> None:
     """Recorded as the job's outcome: it failed, and says why."""
     said = f"cg-ray {_command(job)}: error: {why}"
     write_job_file(job / ERRORS, f"{said}\n")
-    write_job_file(job / OUTCOME, json.dumps({"returncode": 1, "finished_at": _now(), "error": said}))
+    write_job_file(job / OUTCOME, json.dumps({"returncode": 1, "finished_at": job_time(), "error": said}))
 
 
 def _submit(job: Path, argv: list[str], started: dict[str, Any], address: str | None) -> None:
@@ -241,8 +239,8 @@ def _alive(started: dict[str, Any]) -> bool:
 def stop(job: Path) -> None:
     """End the probe (its analysis is being deleted): its Ray job, or its process if it runs on this host with
     its whole session, the private Ray cluster it started included."""
-    started = _read(job / STARTED)
-    if started is None or _read(job / OUTCOME) is not None:
+    started = read_job_file(job / STARTED)
+    if started is None or read_job_file(job / OUTCOME) is not None:
         return
     if started.get("ray_job"):
         with contextlib.suppress(Exception):  # the cluster may be gone: the analysis is deleted either way
@@ -255,10 +253,10 @@ def stop(job: Path) -> None:
 
 def status(job: Path) -> str | None:
     """pending | running | succeeded | failed; None when the analysis was never probed over REST."""
-    started = _read(job / STARTED)
+    started = read_job_file(job / STARTED)
     if started is None:
         return None
-    outcome = _read(job / OUTCOME)
+    outcome = read_job_file(job / OUTCOME)
     if outcome is not None:
         return "succeeded" if outcome.get("returncode") == 0 else "failed"
     if started.get("pid") is None and not started.get("ray_job"):  # between its start and its process' start
@@ -284,14 +282,14 @@ def _error(job: Path, state: str) -> str | None:
     if state != "failed":
         return None
     command = _command(job)
-    if _read(job / OUTCOME) is None:
-        started = _read(job / STARTED) or {}
+    if read_job_file(job / OUTCOME) is None:
+        started = read_job_file(job / STARTED) or {}
         from_ray = _ray_job_error(started) if started.get("ray_job") else None
         return from_ray or (
             f"the {command}'s process ended without recording an outcome (the service restarted?): POST again to "
             "resume it"
         )
-    if said := (_read(job / OUTCOME) or {}).get("error"):  # the job's own words: its exception's message
+    if said := (read_job_file(job / OUTCOME) or {}).get("error"):  # the job's own words: its exception's message
         return scrub_paths(str(said))[:MAX_CHARS]
     return last_error_line(progress(job, 200, ERRORS)) or f"the {command} failed and wrote nothing"
 
@@ -314,7 +312,7 @@ def job_report(job: Path) -> dict[str, Any] | None:
     state = status(job)
     if state is None:
         return None
-    started, outcome = _read(job / STARTED) or {}, _read(job / OUTCOME) or {}
+    started, outcome = read_job_file(job / STARTED) or {}, read_job_file(job / OUTCOME) or {}
     return {
         "status": state,
         "started_at": started.get("started_at"),

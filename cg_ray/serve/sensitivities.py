@@ -21,7 +21,6 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,7 +32,7 @@ from cg_ray.report.documents import clean
 from cg_ray.sensitivity.config import SensitivityConfig
 from cg_ray.sensitivity.run import SensitivityPlan, plan_sensitivity
 from cg_ray.serve.errors import api_error
-from cg_ray.serve.jobs import job_lock, open_job_log, write_job_file
+from cg_ray.serve.jobs import job_lock, job_time, open_job_log, read_job_file, write_job_file
 from cg_ray.serve.probes import progress
 from cg_ray.serve.redact import MAX_CHARS, scrub_paths
 from cg_ray.serve.settings import SensitivitySettings
@@ -45,18 +44,6 @@ STARTED, OUTCOME, LOG = "started.json", "outcome.json", "sensitivity.log"
 START_LOCK = ".start.lock"  # held while a start checks that none runs and records itself
 RUNNING_LOCK = ".running.lock"  # held by the thread that runs it, for as long as it runs
 LIBRARY_LOGGER = "cg_ray.sensitivity"  # its plan, a line per reader read and per reader compared
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return found
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _said(exc: CgRayError) -> str:
@@ -140,10 +127,10 @@ def _held(path: Path) -> bool:
 def status(job: Path) -> str | None:
     """pending | running | succeeded | failed; None when none was started over REST. One whose replica ended
     before it recorded an outcome is failed; one started on another host is taken to run until it records one."""
-    started = _read(job / STARTED)
+    started = read_job_file(job / STARTED)
     if started is None:
         return None
-    outcome = _read(job / OUTCOME)
+    outcome = read_job_file(job / OUTCOME)
     if outcome is not None:
         return "succeeded" if outcome.get("ok") else "failed"
     if _held(job / RUNNING_LOCK) or started.get("host") != socket.gethostname():
@@ -168,7 +155,7 @@ def start(job: Path, run: RunDir, config: SensitivityConfig) -> None:
         for name in (OUTCOME, LOG):
             (job / name).unlink(missing_ok=True)
         settings = {"readers": list(config.readers), "fresh": config.fresh}
-        started = {"started_at": _now(), "host": socket.gethostname(), "pid": os.getpid(), "settings": settings}
+        started = {"started_at": job_time(), "host": socket.gethostname(), "pid": os.getpid(), "settings": settings}
         write_job_file(job / STARTED, json.dumps(started))
         worker = threading.Thread(target=_work, args=(job, run, config, lock), daemon=True, name=f"sensitivity {job}")
         worker.start()
@@ -219,7 +206,7 @@ def _work(job: Path, run: RunDir, config: SensitivityConfig, lock: IO[str]) -> N
         log.exception("sensitivity of %s failed", run.path)
         error = f"cg-ray sensitivity: error: {type(exc).__name__}: {scrub_paths(str(exc))[:MAX_CHARS]}"
     finally:
-        outcome = {"ok": error is None, "error": error, "finished_at": _now()}
+        outcome = {"ok": error is None, "error": error, "finished_at": job_time()}
         try:
             write_job_file(job / OUTCOME, json.dumps(outcome))
         except OSError:  # the analysis was deleted meanwhile: nothing left to report to
@@ -231,7 +218,7 @@ def _work(job: Path, run: RunDir, config: SensitivityConfig, lock: IO[str]) -> N
 def _error(job: Path, state: str) -> str | None:
     if state != "failed":
         return None
-    outcome = _read(job / OUTCOME)
+    outcome = read_job_file(job / OUTCOME)
     if outcome is None:
         return "its replica ended before it finished (the service restarted?): POST again to resume it"
     return str(outcome.get("error") or "it failed and said nothing")
@@ -257,7 +244,7 @@ def report(job: Path, run: RunDir) -> dict[str, Any] | None:
         settings = {"readers": readers, "fresh": False}
         return {"status": "succeeded", "started_at": None, "finished_at": None, "settings": settings,
                 "progress": [], "error": None, "view": view}  # fmt: skip
-    started, outcome = _read(job / STARTED) or {}, _read(job / OUTCOME) or {}
+    started, outcome = read_job_file(job / STARTED) or {}, read_job_file(job / OUTCOME) or {}
     return {
         "status": state,
         "started_at": started.get("started_at"),
