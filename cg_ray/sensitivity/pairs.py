@@ -142,15 +142,29 @@ def jaccard(x: npt.NDArray[np.int64], y: npt.NDArray[np.int64]) -> float | None:
     return float(np.intersect1d(x, y).size / union) if union else None
 
 
+@dataclass(frozen=True)
+class SideRows:
+    """What a pair row reads of one reader's run: its rows file, s̃ per row, the rows of its weakest concepts
+    (the run's own reader's, read once for all its pairs)."""
+
+    rows: RowsFile
+    acts: sparse.csr_matrix
+    weakest: npt.NDArray[np.int64]
+
+
+def side_rows(side: ReaderSide, model: str | None, top: int) -> SideRows:
+    rows = open_rows(side.run.rows)
+    return SideRows(rows, activations(rows, model), weakest_rows(side.run, rows, model, top))
+
+
 def pair_row(
-    a: ReaderSide, b: ReaderSide, model: str | None, top: int, confirmed: tuple[int, int]
+    a: ReaderSide, b: ReaderSide, read_a: SideRows, read_b: SideRows, confirmed: tuple[int, int]
 ) -> dict[str, object]:
     """One row of pairs.parquet."""
-    rows_a, rows_b = open_rows(a.run.rows), open_rows(b.run.rows)
-    m = match(a, b, activations(rows_a, model), activations(rows_b, model))
+    rows_a, rows_b = read_a.rows, read_b.rows
+    m = match(a, b, read_a.acts, read_b.acts)
     n_matched, rho_model, rho_bench = rank_correlations(m, a.run, b.run)
     shared = [float((m.similarity >= t).sum() / m.n_live) if m.n_live else None for t in THRESHOLDS]
-    top_a, top_b = weakest_rows(a.run, rows_a, model, top), weakest_rows(b.run, rows_b, model, top)
     return {
         "reader_a": a.name,
         "reader_b": b.name,
@@ -166,7 +180,7 @@ def pair_row(
         "n_matched": n_matched,
         "spearman_X_model": rho_model,
         "spearman_X_bench": rho_bench,
-        "top_rows_jaccard": jaccard(top_a, top_b),
+        "top_rows_jaccard": jaccard(read_a.weakest, read_b.weakest),
         "confirmed_a": confirmed[0],
         "confirmed_b": confirmed[1],
     }

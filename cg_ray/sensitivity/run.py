@@ -23,7 +23,7 @@ from cg_ray.describe.rundir import ReadSettings, open_run, read_settings
 from cg_ray.errors import ConfigError, InputError
 from cg_ray.sensitivity.config import SensitivityConfig
 from cg_ray.sensitivity.findings import RULE, OtherReader, compare_finding, confirmed_findings, findings_table
-from cg_ray.sensitivity.pairs import ReaderSide, pair_row
+from cg_ray.sensitivity.pairs import ReaderSide, pair_row, side_rows
 from cg_ray.sensitivity.reread import OtherRun, reread, sae_layer
 
 log = logging.getLogger(__name__)
@@ -143,6 +143,7 @@ def run_sensitivity(config: SensitivityConfig) -> dict[str, Any]:
     rows = open_rows(run.rows)
     mine, _ = confirmed_findings(run, rows, model, plan.metrics)
     own_side = ReaderSide(plan.own, _folder(plan.own, config), sae_layer(plan.own, config), run)
+    own_rows = side_rows(own_side, model, config.top_concepts)  # read once for every pair
     found: list[dict[str, object]] = []
     pairs: list[dict[str, object]] = []
     entries = []
@@ -151,7 +152,8 @@ def run_sensitivity(config: SensitivityConfig) -> dict[str, Any]:
         here = [compare_finding(f, other.name, theirs) for f in mine]
         found += here
         side = ReaderSide(other.name, _folder(other.sae, config), other.layer, other.dir)
-        pairs.append(pair_row(own_side, side, model, config.top_concepts, (len(mine), len(theirs.findings))))
+        read = side_rows(side, model, config.top_concepts)
+        pairs.append(pair_row(own_side, side, own_rows, read, (len(mine), len(theirs.findings))))
         statuses = {s: sum(1 for r in here if r["status"] == s) for s in S.REPLICATION_STATUSES}
         entries.append(
             {
