@@ -118,7 +118,7 @@ def rank_correlations(m: Matching, a: RunDir, b: RunDir) -> tuple[int, float | N
     defined = ~np.isnan(xa["X_model"][ia]) & ~np.isnan(xb["X_model"][ib])
     out: list[float | None] = []
     for key in ("X_model", "X_bench"):
-        ok = defined if key == "X_model" else keep[keep]
+        ok = defined if key == "X_model" else np.ones(ia.size, bool)  # X_bench is defined for every concept
         x, y = xa[key][ia][ok], xb[key][ib][ok]
         rho = stats.spearmanr(x, y).statistic if x.size >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0 else None
         out.append(None if rho is None or not np.isfinite(rho) else float(rho))
