@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar, cast
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from cg_ray.errors import ConfigError
 
@@ -93,7 +93,13 @@ class MetricsConfig(_Frozen):
     tested_per_split: int = Field(
         10, ge=1, le=200, description="findings of each kind one split tests: its multiple-testing family"
     )
-    crossfit_seed: int = Field(0, description="seed of the groups' parts and of the splits drawn from them")
+    # Read under its old name too (`crossfit_seed`, from the folds design): configs and manifests written
+    # before it was renamed still load.
+    split_seed: int = Field(
+        0,
+        validation_alias=AliasChoices("split_seed", "crossfit_seed"),
+        description="seed of the groups' parts and of the splits drawn from them",
+    )
 
     @model_validator(mode="after")
     def _percentiles_ordered(self) -> MetricsConfig:

@@ -16,13 +16,15 @@ import pyarrow as pa
 from cg_ray import __version__
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
-from cg_ray.artifacts.rows import RowsFile, accumulate_rows, open_rows
+from cg_ray.artifacts.rows import RowsFile, open_rows
 from cg_ray.config import MetricsConfig
 from cg_ray.labels import ConceptLabels
-from cg_ray.metrics.compute import CGResult, compute_metrics
+from cg_ray.metrics.compute import CGResult
 from cg_ray.metrics.overlap import correlation_matrix, jaccard_matrix
 from cg_ray.metrics.rankings import Rankings, rank_concepts
-from cg_ray.profile.findings import Beyond, ResidualPass
+from cg_ray.profile.findings import Gathered
+from cg_ray.profile.judgement import Judgement, Measured, judge, measure
+from cg_ray.profile.weaknesses import ProfileChoice, build_profiles, choose_profiles, write_profiles
 
 
 def json_number(x: float | np.floating | None) -> float | None:
@@ -37,7 +39,7 @@ def nullable_floats(values: np.ndarray) -> pa.Array:
     return pa.array(values, type=pa.float64(), from_pandas=True)  # NaN -> null
 
 
-def concepts_table(result: CGResult, labels: ConceptLabels | None, beyond: Beyond | None = None) -> pa.Table:
+def concepts_table(result: CGResult, labels: ConceptLabels | None, beyond: Gathered | None = None) -> pa.Table:
     ids = np.arange(result.d_sae, dtype=np.int32)
     nulls = np.full(result.d_sae, np.nan)
     res = beyond.residuals if beyond is not None else None
@@ -185,38 +187,30 @@ class PublishedMetrics:
     aggregate_s: float  # reading and accumulating the rows
 
 
-@dataclass(frozen=True)
-class Measured:
-    result: CGResult
-    beyond: Beyond  # metadata, slices, residuals, failure modes and the held-out verdicts
-    beyond_s: float
-    aggregate_s: float  # reading and accumulating the rows
-
-
-def measure(rows: RowsFile, model: str | None, config: MetricsConfig) -> Measured:
-    """The CG metrics and the analysis beyond the metadata, the residual gaps accumulated in the same pass."""
-    started = time.perf_counter()
-    residuals = ResidualPass(rows, model, config)  # metadata, slices, the fields adjusted for, cell means
-    beyond_s = time.perf_counter() - started
-    started = time.perf_counter()
-    acc = accumulate_rows(rows, model=model, observe=residuals.observe)
-    aggregate_s = time.perf_counter() - started
-    result = compute_metrics(acc, config)
-    return Measured(result, residuals.finish(result), beyond_s, aggregate_s)
-
-
 def judged_profiles(
     rows_path: str | os.PathLike[str], model: str, config: MetricsConfig, labels: ConceptLabels | None = None
 ) -> dict[str, pa.Table]:
     """The profile tables `publish_metrics` writes — each entry with its held-out verdict — for a rows file
     outside a run directory (`cg-ray arena-head-to-head --rows MODEL=PATH`): `model`'s rows of it when it has
     a model column."""
-    from cg_ray.profile.weaknesses import build_profiles
-
     rows = open_rows(rows_path)
     mine = model if rows.has_model_column else None
     measured = measure(rows, mine, config)
-    return build_profiles(measured.result, labels, Path(rows_path), mine, None, measured.beyond)
+    choice, judgement = judge_profiles(rows, Path(rows_path), mine, measured, config, labels)
+    return build_profiles(measured.result, labels, choice, None, judgement)
+
+
+def judge_profiles(
+    rows: RowsFile,
+    rows_path: Path,
+    model: str | None,
+    measured: Measured,
+    config: MetricsConfig,
+    labels: ConceptLabels | None,
+) -> tuple[ProfileChoice, Judgement]:
+    """The profiles' entries, chosen from the metrics, and the run's one judgement, which describes them."""
+    choice = choose_profiles(measured.result, rows_path, model)
+    return choice, judge(rows, model, measured.gathered, config, choice.concepts, labels)
 
 
 def publish_metrics(
@@ -234,22 +228,22 @@ def publish_metrics(
     the CG metrics once, and write the rest of the run directory next to it: concepts, benchmark
     concepts, the official CSVs, the profiles (weaknesses, strengths, coverage gaps; they read the rows of
     `model` for near-duplicate groups and example rows) and summary.json."""
-    from cg_ray.profile.weaknesses import write_profiles
-
-    measured = measure(rows or open_rows(run.rows), model, config)
-    result, beyond, beyond_s, aggregate_s = measured.result, measured.beyond, measured.beyond_s, measured.aggregate_s
+    rows = rows or open_rows(run.rows)
+    measured = measure(rows, model, config)
+    result = measured.result
     extra = dict(extra_summary or {})
-    run.write(S.CONCEPTS_FILE, concepts_table(result, labels, beyond))
+    run.write(S.CONCEPTS_FILE, concepts_table(result, labels, measured.gathered))
     run.write(S.BENCHMARK_CONCEPTS_FILE, benchmark_concepts_table(result))
     write_official_csvs(run, result)
     t_profiles = time.perf_counter()
-    extra["profile"] = write_profiles(run, result, labels, model, beyond)  # with the failure modes
+    choice, judgement = judge_profiles(rows, run.rows, model, measured, config, labels)
+    extra["profile"] = write_profiles(run, result, labels, choice, judgement)  # with the failure modes
     if record_timing:
         extra["timings_s"] = {
-            "aggregate": round(aggregate_s, 3),  # with the residual gaps
-            "metadata_and_slices": round(beyond_s, 3),
+            "aggregate": round(measured.aggregate_s, 3),  # with the residual gaps
+            "metadata_and_slices": round(measured.beyond_s, 3),
             "profiles_and_failure_modes": round(time.perf_counter() - t_profiles, 3),
         }
     summary = summary_dict(result, rank_concepts(result), labels, extra)
     written = run.write_json(S.SUMMARY_FILE, summary, allow_nan=False)
-    return PublishedMetrics(result, written, aggregate_s)
+    return PublishedMetrics(result, written, measured.aggregate_s)

@@ -1,6 +1,6 @@
 """Realised FDR and power of the findings' decision rule, the rule in use beside candidate rules (issue #49).
 
-`collect` judges seeded suites with several real effects (tests/profile/crossfit_suites.py
+`collect` judges seeded suites with several real effects (tests/profile/planted_suites.py
 `write_effects_suite`: N = 4,000 rows, `type` × `level` cells, a fifth of the rows questions answered four
 times) through the real judgement (`nullcheck.judge_rows`, the defaults a user gets) and records, for every
 call of the decision rule, what each split tested: the findings, their tests and ranks. Every candidate rule
@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.config import MetricsConfig
-from cg_ray.profile import crossfit, decision, split_modes, splits
+from cg_ray.profile import decision, split_modes, splits, verdicts
 from cg_ray.profile.nullcheck import judge_rows
-from tests.profile.crossfit_suites import EFFECT_CONCEPT, write_effects_suite
+from tests.profile.planted_suites import EFFECT_CONCEPT, write_effects_suite
 
 # name → how its effects are drawn: (count, share range, drop range)
 SETTINGS: dict[str, tuple[int, tuple[float, float], tuple[float, float]]] = {
@@ -74,8 +74,8 @@ def _record_one(path: Path, cfg: MetricsConfig) -> list[dict[str, Any]]:
         rec.calls[-1]["members"] = [tuple(int(c) for c in mode.members) for mode, _ in out]
         return out
 
-    saved = (crossfit.judge, split_modes.judge, split_modes.split_modes)
-    crossfit.judge, split_modes.judge = rec, rec
+    saved = (verdicts.judge, split_modes.judge, split_modes.split_modes)
+    verdicts.judge, split_modes.judge = rec, rec
     from cg_ray.profile import findings
 
     saved_findings = getattr(findings, "split_modes", None)
@@ -85,14 +85,14 @@ def _record_one(path: Path, cfg: MetricsConfig) -> list[dict[str, Any]]:
     try:
         judge_rows(open_rows(path), cfg)
     finally:
-        crossfit.judge, split_modes.judge, split_modes.split_modes = saved
+        verdicts.judge, split_modes.judge, split_modes.split_modes = saved
         if saved_findings is not None:
             findings.split_modes = saved_findings  # type: ignore[attr-defined]
     for call in rec.calls:
         if "kind" in call:
             continue
         keys = [k for chosen in call["per_split"] for k, _, _ in chosen]
-        call["kind"] = "concepts" if keys and isinstance(keys[0], crossfit.ConceptKey) else "slices"
+        call["kind"] = "concepts" if keys and isinstance(keys[0], verdicts.ConceptKey) else "slices"
     return rec.calls
 
 

@@ -72,11 +72,12 @@ class Run:
 
     @property
     def judgement(self) -> dict[str, Any] | None:
-        """How the findings were judged held out (summary.json's profile.beyond.crossfit): splits, groups,
-        fdr, the decision rule in words, and per kind how many were candidates and how many confirmed (of
-        every finding judged; the tables list the top ones). None: a run made before held-out findings."""
+        """How the findings were judged held out (summary.json's profile.beyond.judgement, `crossfit` before
+        format 3): splits, groups, fdr, the decision rule in words, and per kind how many were candidates and
+        how many confirmed (of every finding judged; the tables list the top ones). None: a run made before
+        held-out findings."""
         beyond = ((self.summary.model_extra or {}).get("profile") or {}).get("beyond") or {}
-        judged = beyond.get("crossfit")
+        judged = beyond.get("judgement") or beyond.get("crossfit")
         return dict(judged) if isinstance(judged, Mapping) else None
 
     # ---- findings

@@ -37,7 +37,7 @@ class RunSummary(_Versioned):
     """summary.json: the suite's CG metrics, per-benchmark statistics, rankings and the settings used."""
 
     # 2: the run's failure modes and slices are held out with verdicts (failure_modes.parquet's residual and
-    # slices.parquet's mean_score are cross-fitted; `confirmed`, `q_value`…) and profile.beyond.crossfit says how.
+    # slices.parquet's mean_score are cross-fitted; `confirmed`, `q_value`…) and profile.beyond.judgement says how.
     version: ClassVar[int] = 2
 
     cg_ray_version: str

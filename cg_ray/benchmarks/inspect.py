@@ -1,7 +1,7 @@
 """inspect_ai eval logs (``.eval`` or ``.json``) as rows with scores, read with inspect's own log API.
 
 One row per sample and epoch: ``<task>-<sample id>#<epoch>``, so the epochs of a sample form one group by
-the row-id rule of `cg_ray.profile.folds` and never straddle cross-fitting folds. The input is the prompt (a
+the row-id rule of `cg_ray.profile.groups` and never straddle cross-fitting folds. The input is the prompt (a
 string as it is; chat messages rendered one per block, ``role:`` then the text, as inspect's own sample
 tables render them), the output's completion the response, the chosen scorer's value the score (inspect's
 ``value_to_float``: C / I / P / N → 1 / 0 / 0.5 / 0, yes / true → 1, numbers as they are; lists, dicts and

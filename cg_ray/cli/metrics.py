@@ -46,6 +46,7 @@ def add_metrics_options(p: argparse.ArgumentParser) -> None:
             ("mode_jaccard", float),
             ("splits", int),
             ("fdr", float),
+            ("split_seed", int),
         ),
     )
 
@@ -106,15 +107,15 @@ def print_findings(run: RunDir) -> None:
     the rows cannot settle one; `cg-ray metrics` and `cg-ray run` end with it."""
     import pyarrow.parquet as pq
 
-    from cg_ray.report.findings import crossfit_of, judged_text, probe_command
+    from cg_ray.report.findings import judged_text, judgement_of, probe_command
     from cg_ray.report.sensitivity import read_sensitivity
 
-    crossfit = crossfit_of(run.read_json_if_present(S.SUMMARY_FILE))
+    judged = judgement_of(run.read_json_if_present(S.SUMMARY_FILE))
     holds = _holds(read_sensitivity(run))  # where `cg-ray sensitivity` ran: each finding under the other readers
-    if crossfit:
-        print(f"findings (failure modes, slices, concepts) {judged_text(crossfit)}")
-        print(f"  confirmed: {_confirmed_counts(crossfit)}")
-        if power := _power_line(crossfit):
+    if judged:
+        print(f"findings (failure modes, slices, concepts) {judged_text(judged)}")
+        print(f"  confirmed: {_confirmed_counts(judged)}")
+        if power := _power_line(judged):
             print(f"  {power}")
     modes = run.file(S.FAILURE_MODES_FILE)
     if modes.is_file() and (entries := pq.read_table(modes).to_pylist()):
@@ -124,7 +125,7 @@ def print_findings(run: RunDir) -> None:
             "whenever confirmed], rows):"
         )
         what = ("failure mode", "failure_modes", S.FAILURE_MODES_FILE)
-        _print_judged(entries, what, crossfit, _mode_line, holds("failure_modes"))
+        _print_judged(entries, what, judged, _mode_line, holds("failure_modes"))
         if command := probe_command(str(run.path), entries):
             print(
                 f"  next: test it on new items with matched controls: {command}  (--dry-run: the plan; docs/probe.md)"
@@ -132,7 +133,7 @@ def print_findings(run: RunDir) -> None:
     slices = run.file(S.SLICES_FILE)
     if slices.is_file() and (entries := pq.read_table(slices).to_pylist()):
         print("weakest slices (held-out mean score [interval of the rule] vs the other held-out rows', scored rows):")
-        _print_judged(entries, ("slice", "slices", S.SLICES_FILE), crossfit, _slice_line, holds("slices"))
+        _print_judged(entries, ("slice", "slices", S.SLICES_FILE), judged, _slice_line, holds("slices"))
     path = run.file(S.WEAKNESSES_FILE)
     if not path.is_file():
         return
@@ -193,10 +194,10 @@ def _slice_line(s: dict[str, Any]) -> str:
     )
 
 
-def _power_line(crossfit: dict[str, Any]) -> str:
+def _power_line(judged: dict[str, Any]) -> str:
     """'power: a failure mode of 100 rows needs a residual of -0.211 to be confirmed 80% of the time; 400 rows:
     -0.104; …' from summary.json's mde_by_size ('' for a run without it)."""
-    sizes = [e for e in crossfit.get("mde_by_size") or [] if e.get("mde") is not None]
+    sizes = [e for e in judged.get("mde_by_size") or [] if e.get("mde") is not None]
     if not sizes:
         return ""
     first, *rest = sizes
@@ -207,9 +208,9 @@ def _power_line(crossfit: dict[str, Any]) -> str:
     )
 
 
-def _confirmed_counts(crossfit: dict[str, Any]) -> str:
+def _confirmed_counts(judged: dict[str, Any]) -> str:
     """'2 of 61 failure modes, 3 of 240 slices, 5 of 400 concepts' (from summary.json)."""
-    confirmed, tried = crossfit.get("confirmed") or {}, crossfit.get("candidates") or {}
+    confirmed, tried = judged.get("confirmed") or {}, judged.get("candidates") or {}
     names = (("failure_modes", "failure modes"), ("slices", "slices"), ("concepts", "concepts"))
     return ", ".join(f"{confirmed[k]:,} of {tried.get(k, 0):,} {name}" for k, name in names if k in confirmed)
 
@@ -217,7 +218,7 @@ def _confirmed_counts(crossfit: dict[str, Any]) -> str:
 def _print_judged(
     entries: list[dict[str, Any]],
     what: tuple[str, str, str],
-    crossfit: dict[str, Any] | None,
+    judged: dict[str, Any] | None,
     line: Callable[[dict[str, Any]], str],
     holds: Callable[[dict[str, Any]], str],
 ) -> None:
@@ -234,27 +235,27 @@ def _print_judged(
         return
     confirmed, candidates = split
     if not confirmed:
-        print(f"  no {noun} confirmed held out ({tried(crossfit, kind, entries)})")
+        print(f"  no {noun} confirmed held out ({tried(judged, kind, entries)})")
     for e in confirmed[:5]:
         print(f"  {e['rank']:>3}. {line(e)}{holds(e)}")
     if len(confirmed) > 5:
         print(f"  … {len(confirmed) - 5} more confirmed: see {file}")
     if candidates:
-        fdr = f" (q > {crossfit['fdr']:g}; MDE: the effect each would be confirmed at, 80% power)" if crossfit else ""
+        fdr = f" (q > {judged['fdr']:g}; MDE: the effect each would be confirmed at, 80% power)" if judged else ""
         n = len(candidates)
         print(f"  {n:,} candidate{'s' if n != 1 else ''} not confirmed{fdr}: see {file}")
         for e in candidates[:3]:
-            print(f"     candidate {e['rank']:>3}. {line(e)}{_candidate_note(e, kind, crossfit)}{holds(e)}")
+            print(f"     candidate {e['rank']:>3}. {line(e)}{_candidate_note(e, kind, judged)}{holds(e)}")
 
 
-def _candidate_note(entry: dict[str, Any], kind: str, crossfit: dict[str, Any] | None) -> str:
+def _candidate_note(entry: dict[str, Any], kind: str, judged: dict[str, Any] | None) -> str:
     """Why an unconfirmed candidate has the figures it has: a whole held-out interval on the far side (as the
     report and the explorer say it), or no interval because fewer than half the splits chose it."""
     from cg_ray.report.findings import heldout_interval, lies_other_way
 
     if lies_other_way(entry, kind):
         return "  (held out the other way, its whole interval too)"
-    chosen, splits = entry.get("splits_selected"), (crossfit or {}).get("splits")
+    chosen, splits = entry.get("splits_selected"), (judged or {}).get("splits")
     if heldout_interval(entry, kind) == (None, None) and chosen is not None and splits and 2 * chosen < splits:
         return f"  (chosen by {chosen} of {splits} splits: no interval, its residual from those alone)"
     return ""

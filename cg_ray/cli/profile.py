@@ -48,8 +48,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
     from cg_ray.cli.metrics import metrics_config_from_args
-    from cg_ray.profile.folds import RowGroups, row_groups
-    from cg_ray.profile.nullcheck import judge_rows, null_check
+    from cg_ray.profile.groups import RowGroups, row_groups
+    from cg_ray.profile.judgement import judge_rows
+    from cg_ray.profile.nullcheck import null_check
     from cg_ray.profile.strata import read_frame
     from cg_ray.profile.validate import ValidateConfig, check_rows, validate
     from cg_ray.report.refresh import refresh_report
@@ -69,7 +70,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     )
     rows = open_rows(args.rows, args.d_sae)
     table = load_row_table(rows, model=args.model)
-    check_rows(table, cfg, row_groups(rows, read_frame(rows, args.model), folds=2))  # before the long part
+    check_rows(table, cfg, row_groups(rows, read_frame(rows, args.model)))  # before the long part
     judged = judge_rows(rows, cfg.metrics, args.model)  # the run's own judgement: its groups, splits and rule
     plan = judged.plan
     groups = RowGroups(plan.clusters, plan.rule, plan.n_groups)
@@ -122,14 +123,14 @@ def _print(report: dict[str, Any], path: Path) -> None:
 
 def beyond_lines(beyond: dict[str, Any]) -> list[str]:
     """The run's confirmed findings as validate.json's `beyond` block holds them."""
-    from cg_ray.report.findings import judged_text, q_text
+    from cg_ray.report.findings import judged_text, judgement_in, q_text
 
-    crossfit = beyond.get("crossfit") or {}
-    confirmed = crossfit.get("confirmed") or {}
+    judged = judgement_in(beyond) or {}
+    confirmed = judged.get("confirmed") or {}
     adjusted = ", ".join(beyond["adjusted_for"]) or "nothing"
-    splits = crossfit.get("splits", "—")
+    splits = judged.get("splits", "—")
     out = [
-        f"beyond the metadata (the run's judgement, adjusted for {adjusted}): {judged_text(crossfit)}",
+        f"beyond the metadata (the run's judgement, adjusted for {adjusted}): {judged_text(judged)}",
         f"confirmed: {confirmed.get('failure_modes', 0)} failure modes, {confirmed.get('slices', 0)} slices "
         f"({confirmed.get('slices_beyond_adjusted', 0)} beyond the adjusted fields), "
         f"{confirmed.get('concepts', 0)} concepts",

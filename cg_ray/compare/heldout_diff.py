@@ -27,7 +27,7 @@ from cg_ray.arrays import BoolArray, FloatArray, IntArray
 from cg_ray.compare.bootstrap import PairedSample
 from cg_ray.metrics.firing import firing
 from cg_ray.profile.decision import GREATER, LESS, Alternative, SplitTest, Verdict, judge
-from cg_ray.profile.grouped_split import grouped_split
+from cg_ray.profile.groups import grouped_split
 from cg_ray.profile.heldout import HeldOut
 
 BOUNDS = (-2.0, 2.0)  # a contrast of two score changes in [-1, 1]

@@ -4,15 +4,16 @@ finding chosen on some rows and tested, as the same rule, on rows that did not c
 `ResidualPass` reads rows.parquet's light columns once (`strata.read_frame`), picks the fields to adjust for
 (the in-sample figures shown), plans the repeated grouped splits (`splits.plan_splits`: each split picks its
 own fields and cell means on its choosing half) and accumulates the residual sums per part and per split from
-the batches of the metrics' own pass over the activations. `finish` judges the slices. `describe_classes`
-streams the activations once more for the concepts any split may use (`crossfit.PoolRows`), judges the
-concepts and builds, judges and describes the failure modes (`split_modes.py`, `classterms.py`).
+the batches of the metrics' own pass over the activations; `finish` returns what was gathered, frozen
+(`Gathered`: the concepts each split chose among them). `judgement.judge` then makes the findings from it.
+This module also lays the judged failure modes and slices out as their files (`modes_table`, `slices_file`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,117 +25,44 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.row_batch import RowBatch
 from cg_ray.artifacts.rows import RowsFile, iter_row_batches
 from cg_ray.config import MetricsConfig
-from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult
-from cg_ray.profile.classterms import TEXT_COLUMNS, ClassTerms, read_texts
-from cg_ray.profile.crossfit import (
-    ConceptCandidates,
-    ConceptKey,
-    PoolRows,
-    SliceFinding,
-    concept_candidates,
-    concept_verdicts,
-    slice_findings,
-)
+from cg_ray.profile.classterms import TEXT_COLUMNS, read_texts
 from cg_ray.profile.decision import (
-    DECISION,
-    GAMMA,
-    INTERVAL,
-    Alternative,
     Verdict,
-    not_tested,
-    rank_key,
-    typical_mde,
 )
 from cg_ray.profile.modes import ModeClass
 from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, Residuals, residual_order
 from cg_ray.profile.slices import Slice, best_fields, example_rows, weakest_slices
-from cg_ray.profile.split_modes import split_modes
-from cg_ray.profile.splits import CHOOSING_SHARE, SplitPlan, plan_splits
-from cg_ray.profile.strata import RowFrame, cell_keys, expected_scores, parse_adjust_for, read_frame
+from cg_ray.profile.splits import SplitPlan, plan_splits
+from cg_ray.profile.strata import RowFrame, expected_scores, parse_adjust_for, read_frame
 from cg_ray.profile.terms import Terms
+from cg_ray.profile.verdicts import (
+    ConceptCandidates,
+    SliceFinding,
+    concept_candidates,
+)
 
-__all__ = ["TEXT_COLUMNS", "Beyond", "ResidualPass", "describe_classes", "read_texts", "slices_file"]
+__all__ = ["TEXT_COLUMNS", "Gathered", "ResidualPass", "read_texts", "slices_file"]
 
 EXAMPLES = 3
 
 
-@dataclass
-class Beyond:
+@dataclass(frozen=True)
+class Gathered:
+    """What the metrics' pass gathered for the judgement, before anything is judged: the metadata frame, the
+    in-sample figures shown beside the findings, the splits and the concepts each split chose."""
+
     frame: RowFrame
-    slices: list[Slice]  # in-sample, for `--adjust-for auto`
-    adjusted_for: list[str]
-    notes: list[str]
+    slices: tuple[Slice, ...]  # in-sample, for `--adjust-for auto`
+    adjusted_for: tuple[str, ...]
+    notes: tuple[str, ...]
     expected: npt.NDArray[np.float64]
     residuals: Residuals  # in-sample, every row
     order: npt.NDArray[np.int64]  # eligible concepts with a negative residual, most confidently first
     plan: SplitPlan
-    acc: ResidualAccumulator
     candidates: ConceptCandidates
-    slice_findings: list[SliceFinding] = field(default_factory=list)
-    n_slice_candidates: int = 0  # every slice some split tested (the slices' family), before de-duplication
-    concept_verdicts: dict[ConceptKey, Verdict] = field(default_factory=dict)
-    modes: pa.Table | None = None
-    terms: dict[int, Terms] = field(default_factory=dict)  # profile concept → its rows' distinctive terms
-    n_mode_candidates: int = 0
-    n_modes_confirmed: int = 0  # of every mode finding, not only those shown
-    tested_per_split: int = 10
-
-    def summary(self) -> dict[str, Any]:
-        modes = [] if self.modes is None else self.modes.column("confirmed").to_pylist()
-        adjusted = set(self.adjusted_for)
-        return {
-            "adjusted_for": self.adjusted_for,
-            "notes": self.notes,
-            "fields": {name: len(v) for name, v in self.frame.values.items()},
-            "skipped_fields": self.frame.skipped,
-            "n_slices": len(self.slice_findings),
-            "n_failure_modes": len(modes),
-            "crossfit": {
-                **self.plan.summary(),
-                "decision": DECISION,
-                "interval": INTERVAL,
-                "candidates": {
-                    "failure_modes": self.n_mode_candidates,
-                    "slices": self.n_slice_candidates,
-                    "concepts": len(self.concept_verdicts),
-                },
-                "confirmed": {
-                    "failure_modes": max(int(sum(modes)), self.n_modes_confirmed),
-                    "slices": sum(f.verdict.confirmed for f in self.slice_findings),
-                    "slices_beyond_adjusted": sum(
-                        f.verdict.confirmed and not {name for name, _ in f.slice.conditions} <= adjusted
-                        for f in self.slice_findings
-                    ),
-                    "concepts": sum(v.confirmed for v in self.concept_verdicts.values()),
-                },
-                "mde_by_size": self.mde_by_size(),
-            },
-        }
-
-    def mde_by_size(self) -> list[dict[str, float | int | None]]:
-        """The minimum detectable effect of a failure mode of typical sizes in this suite (80% power, as the
-        first of a split's top-k candidates and its only rejection: the level γ·fdr over its weighted-BH factor,
-        tested on the rows its split did not choose on), from the scores' mean variance within the cells
-        adjusted for; groups of several rows raise it."""
-        fr = self.frame
-        if not fr.scored.any():
-            return []
-        cells = cell_keys(fr, self.adjusted_for)[fr.scored]
-        y = fr.scores[fr.scored]
-        n_c = np.bincount(cells).astype(np.float64)
-        mean_c = np.bincount(cells, weights=y) / np.maximum(n_c, 1)
-        variance = float(np.mean((y - mean_c[cells]) ** 2))
-        # The first of a split's top-k modes pays weighted BH's k / w₁ = H(k) at most (weights ∝ 1/rank, mean 1).
-        factor = float(np.sum(1.0 / np.arange(1, self.tested_per_split + 1)))
-        level = GAMMA * self.plan.fdr / factor
-        sizes = [n for n in (50, 100, 200, 400, 800, 1600) if n <= fr.scored.sum() / 2]
-        test = 1.0 - CHOOSING_SHARE
-        return [{"n_rows": n, "mde": typical_mde(n, int(fr.scored.sum()), variance, level, test)} for n in sizes]
-
-    def concept_verdict(self, c: int, direction: Alternative = "less") -> Verdict:
-        return self.concept_verdicts.get(ConceptKey(c, direction), not_tested())
+    tested_per_split: int
 
 
 class ResidualPass:
@@ -176,30 +104,24 @@ class ResidualPass:
         )
         self.seen += len(batch)
 
-    def finish(self, result: CGResult) -> Beyond:
+    def finish(self, result: CGResult) -> Gathered:
         _check_streamed(self.path, self.seen, self.frame)
         res = self.acc.finish()
-        order = residual_order(res, eligible(result) & (np.nan_to_num(res.residual) < 0))
-        beyond = Beyond(
+        return Gathered(
             self.frame,
-            self.slices,
-            self.adjusted_for,
-            self.notes,
+            tuple(self.slices),
+            tuple(self.adjusted_for),
+            tuple(self.notes),
             self.expected,
             res,
-            order,
+            residual_order(res, eligible(result) & (np.nan_to_num(res.residual) < 0)),
             self.plan,
-            self.acc,
             concept_candidates(self.acc, result, self.plan, self.cfg.tested_per_split),
-            tested_per_split=self.cfg.tested_per_split,
+            self.cfg.tested_per_split,
         )
-        beyond.slice_findings, beyond.n_slice_candidates = slice_findings(self.frame, self.plan, self.cfg)
-        if note := _dropped_note([f.verdict for f in beyond.slice_findings], "slices"):
-            beyond.notes.append(note)
-        return beyond
 
 
-def _dropped_note(verdicts: Sequence[Verdict], kind: str) -> str | None:
+def dropped_note(verdicts: Sequence[Verdict], kind: str) -> str | None:
     """How many findings shown lost rows from their contrasts because they fill a cell (no other row there to
     compare with); None when none did. A finding that fills its cells restates the metadata there."""
     hit = [v.n_dropped for v in verdicts if v.n_dropped]
@@ -212,7 +134,7 @@ def _dropped_note(verdicts: Sequence[Verdict], kind: str) -> str | None:
     )
 
 
-def _positions(rows: RowsFile, model: str | None, frame: RowFrame) -> Iterator[tuple[int, RowBatch]]:
+def positions(rows: RowsFile, model: str | None, frame: RowFrame) -> Iterator[tuple[int, RowBatch]]:
     """(first frame position, batch) over the model's rows; the frame holds the same rows in the same order."""
     start = 0
     for batch in iter_row_batches(rows, model=model):
@@ -226,54 +148,16 @@ def _check_streamed(path: Path, seen: int, frame: RowFrame) -> None:
         raise RuntimeError(f"{path}: {seen} rows streamed but {frame.n_rows} in the metadata frame")
 
 
-def describe_classes(
-    rows: RowsFile,
-    model: str | None,
-    beyond: Beyond,
-    cfg: MetricsConfig,
-    concepts: Sequence[int],
-    labels: ConceptLabels | None = None,
-    seed: int = 0,
-) -> None:
-    """Fill `beyond.concept_verdicts`, `beyond.modes` (failure_modes.parquet) and `beyond.terms` (for the
-    given profile concepts)."""
-    pool = PoolRows(beyond.candidates.pool() | {int(c) for c in concepts}, rows.d_sae)
-    for _, batch in _positions(rows, model, beyond.frame):
-        pool.add(batch.offsets, batch.concept_ids, batch.concept_acts)
-    pool.finish()
-    beyond.concept_verdicts = concept_verdicts(beyond.candidates, pool, beyond.plan)
-    book = ClassTerms(rows, beyond.frame, beyond.adjusted_for, seed)
-    heads = [[int(c) for c in below] for below in beyond.candidates.below]
-    found = split_modes(beyond.plan, beyond.frame, heads, pool, book, cfg)
-    beyond.n_mode_candidates = len(found)
-    beyond.n_modes_confirmed = sum(v.confirmed for _, v in found)
-    shown = sorted(found, key=lambda m: rank_key(m[1]))[: cfg.top_k]
-    if note := _dropped_note([v for _, v in shown], "failure modes"):
-        beyond.notes.append(note)
-    wanted: dict[object, tuple[Any, Any]] = {m.members: pool.members(m.members) for m, _ in shown}
-    wanted.update({(int(c),): pool.members([int(c)]) for c in concepts})
-    terms = book.compute(wanted)
-    beyond.terms = {int(c): terms[(int(c),)] for c in concepts}
-    named = {c: lab for m, _ in shown for c in m.members if (lab := labels.get(c) if labels else None)}
-    rng = np.random.default_rng(seed)
-    beyond.modes = modes_table(
-        [(m, v, terms[m.members], _examples(m, beyond, rng)) for m, v in shown],
-        beyond,
-        named,
-        {m.members: pool.firing_thresholds(m.members) for m, _ in shown},
-    )
-
-
-def _examples(mode: ModeClass, beyond: Beyond, rng: np.random.Generator) -> list[str]:
+def examples(mode: ModeClass, gathered: Gathered, rng: np.random.Generator) -> list[str]:
     """A seeded random draw of the mode's rows that score below their cell: what its failing rows look like,
     not the ones picked to show its terms."""
     pos = mode.rows
-    r = beyond.frame.scores[pos] - beyond.expected[pos]
+    r = gathered.frame.scores[pos] - gathered.expected[pos]
     failing = pos[np.nan_to_num(r, nan=0.0) < 0]
     if failing.size == 0:
         return []
     picked = np.sort(rng.choice(failing, size=min(EXAMPLES, failing.size), replace=False))
-    return [beyond.frame.row_id(int(p)) for p in picked]
+    return [gathered.frame.row_id(int(p)) for p in picked]
 
 
 def _f(x: float | None) -> float | None:
@@ -316,16 +200,16 @@ def verdict_columns(v: Verdict) -> dict[str, Any]:
 
 def modes_table(
     modes: list[tuple[ModeClass, Verdict, Terms, list[str]]],
-    beyond: Beyond,
+    gathered: Gathered,
     labels: dict[int, str] | None = None,
     thresholds: dict[tuple[int, ...], list[float]] | None = None,
 ) -> pa.Table:
-    fr = beyond.frame
+    fr = gathered.frame
     records = []
     for rank, (m, v, t, ex) in enumerate(modes, start=1):
         scored = m.rows[fr.scored[m.rows]]
         mean = float(fr.scores[scored].mean()) if scored.size else None
-        expected = float(beyond.expected[scored].mean()) if scored.size else None
+        expected = float(gathered.expected[scored].mean()) if scored.size else None
         records.append(
             {
                 "rank": rank,
@@ -344,20 +228,20 @@ def modes_table(
                 "residual_high": _f(v.high),
                 "residual_in_sample": None if mean is None or expected is None else mean - expected,
                 **verdict_columns(v),
-                "adjusted_for": beyond.adjusted_for,
+                "adjusted_for": list(gathered.adjusted_for),
                 "example_row_ids": ex,
             }
         )
     return pa.Table.from_pylist(records, schema=S.FAILURE_MODES_SCHEMA)
 
 
-def slices_file(beyond: Beyond) -> pa.Table:
-    fr = beyond.frame
+def slices_file(frame: RowFrame, findings: Sequence[SliceFinding]) -> pa.Table:
+    fr = frame
     records = [
         {
             "rank": rank,
             "slice": f.slice.text(fr),
-            "conditions": __import__("json").dumps(f.slice.as_dict(fr), ensure_ascii=False),
+            "conditions": json.dumps(f.slice.as_dict(fr), ensure_ascii=False),
             "n_rows": f.slice.n_rows,
             "mean_score": _on_score_scale(f.verdict.estimate, f.verdict.baseline),
             "low": _on_score_scale(f.verdict.low, f.verdict.baseline),
@@ -367,6 +251,6 @@ def slices_file(beyond: Beyond) -> pa.Table:
             **verdict_columns(f.verdict),
             "example_row_ids": example_rows(fr, f.slice.mask(fr)),
         }
-        for rank, f in enumerate(beyond.slice_findings, start=1)
+        for rank, f in enumerate(findings, start=1)
     ]
     return pa.Table.from_pylist(records, schema=S.SLICES_SCHEMA)

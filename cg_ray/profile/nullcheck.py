@@ -1,10 +1,10 @@
 """The null check: the whole judgement rerun with whole groups' scores permuted within the cells adjusted for,
 where nothing is left to find beyond the metadata, so a confirmed finding beyond those fields is a false one.
 
-`judge_rows` is the findings half of `publish_metrics` without its files (the metrics pass, the slices, the
+`judgement.judge_rows` is the run's own judgement without its files (the metrics pass, the slices, the
 concepts and the failure modes, each judged over the run's repeated grouped splits); `null_check` runs it on
 permuted scores for a few seeds. The permutation moves clusters, not rows (`permute_blocks`): within a cell,
-the scored rows of one group (a question or template: `folds.row_groups`, the run's own groups) form a block,
+the scored rows of one group (a question or template: `groups.row_groups`, the run's own groups) form a block,
 and blocks holding as many rows trade places whole, so the rows of a template keep sharing one score pattern
 within each cell, as they do in the real data, and each cell keeps its scores. Counted as false
 (`FALSE_KINDS`): every confirmed failure mode and concept, and every confirmed slice with a condition on a
@@ -18,30 +18,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from cg_ray.arrays import FloatArray, IntArray
-from cg_ray.artifacts.rows import RowsFile, accumulate_rows
+from cg_ray.artifacts.rows import RowsFile
 from cg_ray.config import MetricsConfig
-from cg_ray.metrics.compute import compute_metrics
-from cg_ray.profile.findings import Beyond, ResidualPass, describe_classes
+from cg_ray.profile.findings import ResidualPass
+from cg_ray.profile.judgement import Judgement, judge_rows
 from cg_ray.profile.strata import RowFrame, cell_keys
 
 NULL_SEEDS = (0, 1, 2)
-# The confirmed counts (`Beyond.summary()["crossfit"]["confirmed"]`) that are false findings under the null.
+# The confirmed counts (`Judgement.summary()["judgement"]["confirmed"]`) that are false findings under the null.
 FALSE_KINDS = ("failure_modes", "concepts", "slices_beyond_adjusted")
 COUNTED = "confirmed failure modes, concepts and slices with a condition outside the permuted-within fields"
-
-
-def judge_rows(
-    rows: RowsFile, cfg: MetricsConfig, model: str | None = None, scores: npt.NDArray[np.float64] | None = None
-) -> Beyond:
-    """Slices, concepts and failure modes of `rows`, judged held out (`scores` replaces the file's)."""
-    residuals = ResidualPass(rows, model, cfg, scores=scores)
-    acc = accumulate_rows(rows, model=model, observe=residuals.observe)
-    beyond = residuals.finish(compute_metrics(acc, cfg))
-    describe_classes(rows, model, beyond, cfg, [])
-    return beyond
 
 
 def permute_blocks(scores: FloatArray, cells: IntArray, groups: IntArray, seed: int) -> FloatArray:
@@ -77,8 +65,8 @@ def permuted_within(frame: RowFrame, fields: Sequence[str], seed: int, groups: I
     return permute_blocks(frame.scores, cell_keys(frame, list(fields)), codes, seed)
 
 
-def confirmed_counts(beyond: Beyond) -> dict[str, int]:
-    confirmed: dict[str, int] = beyond.summary()["crossfit"]["confirmed"]
+def confirmed_counts(judgement: Judgement) -> dict[str, int]:
+    confirmed: dict[str, int] = judgement.summary()["judgement"]["confirmed"]
     return dict(confirmed)
 
 
@@ -92,7 +80,7 @@ def null_check(
     cfg: MetricsConfig,
     model: str | None = None,
     seeds: Sequence[int] = NULL_SEEDS,
-    real: Beyond | None = None,
+    real: Judgement | None = None,
 ) -> dict[str, Any]:
     """Confirmed findings per seed with whole groups' scores permuted within the cells of the fields the real
     run adjusts for (those fields are kept fixed, so every seed asks the same question). `real`: the run's

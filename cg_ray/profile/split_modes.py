@@ -18,7 +18,6 @@ from scipy import sparse
 
 from cg_ray.config import MetricsConfig
 from cg_ray.profile.classterms import ClassTerms
-from cg_ray.profile.crossfit import PoolRows
 from cg_ray.profile.decision import SplitTest, Verdict, judge
 from cg_ray.profile.grouping import group_near_duplicates, jaccard_from_counts
 from cg_ray.profile.modes import (
@@ -30,6 +29,7 @@ from cg_ray.profile.modes import (
     sharper_join,
     training_rank,
 )
+from cg_ray.profile.pool import PoolRows
 from cg_ray.profile.splits import SplitPlan
 from cg_ray.profile.strata import RowFrame
 from cg_ray.profile.terms import Terms, content_words

@@ -1,6 +1,6 @@
 """Repeated grouped splits: where each finding is chosen and where it is tested (docs/findings.md).
 
-The row groups (`folds.row_groups`: rows of one question or template stay together) are dealt into
+The row groups (`groups.row_groups`: rows of one question or template stay together) are dealt into
 `PARTS` parts of near-equal rows, once. Each of the R splits (`MetricsConfig.splits`) draws CHOOSING_SHARE of
 the parts at random to *choose* — rank the concepts, build and rank the failure modes, rank the slices, pick
 the fields of `--adjust-for auto` and compute the cell means the rankings subtract, all from those rows
@@ -18,7 +18,7 @@ import numpy as np
 from cg_ray.arrays import BoolArray, FloatArray, IntArray
 from cg_ray.artifacts.rows import RowsFile
 from cg_ray.config import MetricsConfig
-from cg_ray.profile.folds import assign_folds, row_groups, too_few_groups
+from cg_ray.profile.groups import assign_parts, row_groups, too_few_groups
 from cg_ray.profile.heldout import HeldOut
 from cg_ray.profile.slices import Slice, SliceCounts, best_fields, slice_counts, training_slices
 from cg_ray.profile.strata import RowFrame, cell_keys, expected_scores, parse_adjust_for
@@ -86,7 +86,7 @@ class SplitPlan:
 def plan_splits(rows: RowsFile, frame: RowFrame, cfg: MetricsConfig) -> SplitPlan:
     """The parts and the R splits; each split resolves `cfg.adjust_for` (`auto`: from the weakest slices of
     its own choosing half) and its cell means on its choosing half."""
-    groups = row_groups(rows, frame, folds=2)
+    groups = row_groups(rows, frame)
     codes = groups.codes.astype(np.int64)
     notes: list[str] = []
     if groups.rule == "one row each":
@@ -95,19 +95,19 @@ def plan_splits(rows: RowsFile, frame: RowFrame, cfg: MetricsConfig) -> SplitPla
             "its own group, so rows of one question or template may land on both sides of a split and make a "
             "finding look surer than it is"
         )
-    skipped = too_few_groups(groups, 2)
+    skipped = too_few_groups(groups)
     n_parts = min(PARTS, groups.n_groups) if not skipped else 1
     if skipped or n_parts < 2:
         part = np.zeros(frame.n_rows, np.int64)
-        plan = SplitPlan(cfg.splits, cfg.fdr, cfg.crossfit_seed, part, 1, codes, groups.rule, groups.n_groups, None)
+        plan = SplitPlan(cfg.splits, cfg.fdr, cfg.split_seed, part, 1, codes, groups.rule, groups.n_groups, None)
         plan.skipped = skipped or "too few groups to split"
         plan.notes = notes
         return plan
-    part = assign_folds(codes, n_parts, cfg.crossfit_seed).astype(np.int64)
+    part = assign_parts(codes, n_parts, cfg.split_seed).astype(np.int64)
     counts = slice_counts(frame, part, n_parts, cfg.slice_order) if frame.codes and frame.scored.any() else None
-    plan = SplitPlan(cfg.splits, cfg.fdr, cfg.crossfit_seed, part, n_parts, codes, groups.rule, groups.n_groups, counts)
+    plan = SplitPlan(cfg.splits, cfg.fdr, cfg.split_seed, part, n_parts, codes, groups.rule, groups.n_groups, counts)
     plan.notes = notes
-    rng = np.random.default_rng([cfg.crossfit_seed, 1])
+    rng = np.random.default_rng([cfg.split_seed, 1])
     # The rows a slice needs, scaled to the choosing part: a 40-row benchmark must not drop out of it.
     min_rows = max(1, int(np.ceil(cfg.slice_min_rows * CHOOSING_SHARE)))
     for s in range(cfg.splits):

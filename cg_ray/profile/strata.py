@@ -26,7 +26,7 @@ from cg_ray.profile.metadata import MAX_VALUES, MetadataCoder
 AUTO_FIELDS = 2  # `--adjust-for auto`: metadata fields taken from the best slices, besides `benchmark`
 MIN_CELL_ROWS = 5  # a cell with fewer scored rows borrows its parent's mean (drop its last field)
 MISSING = "(missing)"
-GROUP_FIELD = "group"  # metadata field naming the rows that belong together (profile.folds)
+GROUP_FIELD = "group"  # metadata field naming the rows that belong together (profile.groups)
 
 Codes = npt.NDArray[np.int32]
 
@@ -112,7 +112,7 @@ def read_frame(rows: RowsFile, model: str | None = None, max_values: int = MAX_V
         if name == S.BENCHMARK:
             skipped["metadata." + name] = "shadows the benchmark column"
             continue
-        if name == GROUP_FIELD:  # which rows belong together (profile.folds), not a property of a row
+        if name == GROUP_FIELD:  # which rows belong together (profile.groups), not a property of a row
             skipped[name] = "the rows' groups for cross-fitting"
             continue
         # A field first seen in a later batch is absent (-1) in the earlier ones.

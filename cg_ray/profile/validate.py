@@ -1,7 +1,7 @@
 """`cg-ray validate`: does a weakness profile predict failures on rows it has not seen?
 
 Rows are split into a fit and a test part, stratified by benchmark and seeded, whole row groups to one part
-(`grouped_split`: the groups of `folds.row_groups`, the run's own, so the answers to one question or the rows
+(`groups.grouped_split`: the groups of `groups.row_groups`, the run's own, so the answers to one question or the rows
 of one template never sit on both sides; one evaluated model at a time: a file with several models needs
 `--model`, as every CG command). The profile is built on the fit part only; on the test part we measure, for
 the new ranking (the profile's order, near-duplicates merged), the paper's plain X_model ranking and random
@@ -36,17 +36,16 @@ from cg_ray.config import MetricsConfig
 from cg_ray.errors import ConfigError, InputError
 from cg_ray.metrics.compute import CGResult, compute_metrics
 from cg_ray.metrics.robustness import RowTable
-from cg_ray.profile.findings import Beyond
-from cg_ray.profile.folds import RowGroups
-from cg_ray.profile.grouped_split import group_strata, grouped_split
 from cg_ray.profile.grouping import pool_activity_from_csr
+from cg_ray.profile.groups import RowGroups, group_strata, grouped_split
+from cg_ray.profile.judgement import Judgement
 from cg_ray.profile.ranking import eligible, weakness_order
 from cg_ray.profile.validate_findings import beyond_block
 from cg_ray.profile.weaknesses import POOL_FACTOR, profile_entries
 
 # 2: the `beyond` block (slices, failure modes, residual lift on the fit / test split); 3: null_check;
 # 4: the split keeps row groups whole; `beyond` is the run's own judgement (its confirmed failure modes, slices
-# and concepts, the crossfit summary) instead of modes rebuilt on the fit part and residual-lift curves; the
+# and concepts, the judgement summary) instead of modes rebuilt on the fit part and residual-lift curves; the
 # null check permutes whole groups' blocks within cells and counts slices beyond the adjusted fields too.
 FORMAT_VERSION = 4
 MIN_ROWS_PER_BENCHMARK = 10
@@ -325,11 +324,11 @@ def validate(
     strata: npt.NDArray[np.integer],
     cfg: ValidateConfig,
     groups: RowGroups | None = None,
-    judged: Beyond | None = None,
+    judged: Judgement | None = None,
 ) -> dict[str, Any]:
     """The whole evaluation (see the module doc); a JSON-ready dict with the documented keys. `groups`: the
     rows' groups, kept whole by the split (None: one row a group); `judged`: the run's own judgement of the
-    same rows (`nullcheck.judge_rows`), reported as the `beyond` block."""
+    same rows (`judgement.judge_rows`), reported as the `beyond` block."""
     codes = groups.codes if groups is not None else np.arange(table.n_rows, dtype=np.int64)
     if codes.size != table.n_rows:
         raise ValueError(f"{codes.size} group codes for {table.n_rows} rows")

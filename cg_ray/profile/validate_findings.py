@@ -1,10 +1,10 @@
 """`cg-ray validate`, beyond the metadata: the run's own judgement of the findings, reported as it stands.
 
 The failure modes, slices and concepts are judged exactly as `cg-ray metrics` judges them
-(`nullcheck.judge_rows` on the same rows and `MetricsConfig`: the same row groups, the same repeated grouped
+(`judgement.judge_rows` on the same rows and `MetricsConfig`: the same row groups, the same repeated grouped
 splits, the same decision rule), not rebuilt on validate's fit part. The block lists the confirmed findings
 of each kind with their held-out estimate, the interval the decision rule does not reject, p and q, the
-splits that chose them and their minimum detectable effect, and the run's `crossfit` summary (splits, groups,
+splits that chose them and their minimum detectable effect, and the run's `judgement` summary (splits, groups,
 the rule, the candidates tried and the confirmed counts).
 """
 
@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cg_ray.profile.crossfit import ConceptKey
 from cg_ray.profile.decision import Verdict, rank_key
-from cg_ray.profile.findings import Beyond, slices_file, verdict_columns
+from cg_ray.profile.findings import slices_file, verdict_columns
+from cg_ray.profile.judgement import Judgement
+from cg_ray.profile.verdicts import ConceptKey
 
 JUDGED_BY = (
     "the run's own judgement (cg-ray metrics on the same rows and settings): the same row groups and repeated "
@@ -40,17 +41,17 @@ _VERDICT = tuple(verdict_columns(Verdict(None, None, None, 1.0, 1.0, False, 0, 0
 SLICE_COLUMNS = ("rank", "slice", "conditions", "n_rows", "mean_score", "low", "high", "mean_in_sample", "suite_mean")
 
 
-def beyond_block(beyond: Beyond) -> dict[str, Any]:
+def beyond_block(beyond: Judgement) -> dict[str, Any]:
     """The `beyond` block of validate.json (see the module doc) from the run's judgement of the rows."""
     summary = beyond.summary()
     adjusted = set(beyond.adjusted_for)
-    modes = [] if beyond.modes is None else beyond.modes.to_pylist()
-    slices = slices_file(beyond).to_pylist()
+    modes = beyond.modes.to_pylist()
+    slices = slices_file(beyond.frame, beyond.slice_findings).to_pylist()
     return {
         "judged_by": JUDGED_BY,
         "adjusted_for": beyond.adjusted_for,
         "notes": beyond.notes,
-        "crossfit": summary["crossfit"],
+        "judgement": summary["judgement"],
         "failure_modes": [{key: m[key] for key in (*MODE_COLUMNS, *_VERDICT)} for m in modes if m["confirmed"]],
         "slices": [
             {

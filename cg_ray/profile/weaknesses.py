@@ -23,8 +23,9 @@ from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult
 from cg_ray.profile.decision import Alternative, not_tested
 from cg_ray.profile.descriptions import Descriptions, load_descriptions
-from cg_ray.profile.findings import Beyond, describe_classes, slices_file, verdict_columns
+from cg_ray.profile.findings import slices_file, verdict_columns
 from cg_ray.profile.grouping import PoolActivity, group_near_duplicates, pool_activity_from_rows
+from cg_ray.profile.judgement import Judgement
 from cg_ray.profile.ranking import coverage_gap_order, strength_order, weakness_order
 
 POOL_FACTOR = 4  # candidates compared for near-duplicates per reported entry
@@ -65,7 +66,7 @@ def profile_table(
     labels: ConceptLabels | None,
     activity: PoolActivity | None,
     descriptions: Descriptions | None = None,
-    beyond: Beyond | None = None,
+    beyond: Judgement | None = None,
     direction: Alternative = "less",
 ) -> pa.Table:
     u = result.uncertainty
@@ -101,7 +102,7 @@ def profile_table(
     return pa.Table.from_pylist(records, schema=S.PROFILE_SCHEMA)
 
 
-def residual_values(beyond: Beyond | None, c: int) -> dict[str, Any]:
+def residual_values(beyond: Judgement | None, c: int) -> dict[str, Any]:
     """The residual columns of concept c (nulls without a beyond-the-metadata analysis)."""
     if beyond is None:
         return {"residual": None, "residual_low": None, "residual_high": None, "adjusted_for": None}
@@ -114,7 +115,7 @@ def residual_values(beyond: Beyond | None, c: int) -> dict[str, Any]:
     }
 
 
-def heldout_values(beyond: Beyond | None, c: int, direction: Alternative) -> dict[str, Any]:
+def heldout_values(beyond: Judgement | None, c: int, direction: Alternative) -> dict[str, Any]:
     """Concept c's cross-fitted residual and verdict in the list's direction (below its cells for weaknesses
     and coverage gaps, above for strengths); nulls and not confirmed when no fold made it a candidate."""
     v = beyond.concept_verdict(c, direction) if beyond is not None else not_tested()
@@ -128,16 +129,21 @@ def heldout_values(beyond: Beyond | None, c: int, direction: Alternative) -> dic
     }
 
 
-def build_profiles(
-    result: CGResult,
-    labels: ConceptLabels | None,
-    rows_path: Path | None,
-    model: str | None = None,
-    descriptions: Descriptions | None = None,
-    beyond: Beyond | None = None,
-) -> dict[str, pa.Table]:
-    """The three profile tables, keyed by file name. Reads rows.parquet once (pool activity) when given;
-    with `beyond`, also streams it for the failure modes and the entries' distinctive terms."""
+@dataclass(frozen=True)
+class ProfileChoice:
+    """The entries each profile list shows (near-duplicates merged), chosen from the metrics alone, before any
+    finding is judged: the judgement describes their concepts (`judgement.judge`'s `describe`)."""
+
+    entries: dict[str, list[Entry]]  # file name → entries in rank order
+    activity: PoolActivity | None  # the pools' rows (near-duplicates, example rows)
+
+    @property
+    def concepts(self) -> list[int]:
+        return sorted({e.concept for listed in self.entries.values() for e in listed})
+
+
+def choose_profiles(result: CGResult, rows_path: Path | None, model: str | None = None) -> ProfileChoice:
+    """The three lists' entries. Reads rows.parquet once (pool activity) when given."""
     cfg = result.config
     orders = {
         S.WEAKNESSES_FILE: weakness_order(result),
@@ -160,29 +166,47 @@ def build_profiles(
         )
         for name, order in orders.items()
     }
-    if beyond is not None and rows_path is not None:
-        concepts = sorted({e.concept for listed in entries.values() for e in listed})
-        describe_classes(open_rows(rows_path, result.d_sae), model, beyond, cfg, concepts, labels)
+    return ProfileChoice(entries, activity)
+
+
+def build_profiles(
+    result: CGResult,
+    labels: ConceptLabels | None,
+    choice: ProfileChoice,
+    descriptions: Descriptions | None = None,
+    judgement: Judgement | None = None,
+) -> dict[str, pa.Table]:
+    """The three profile tables, keyed by file name, with each entry's held-out verdict and terms from
+    `judgement` (made with `describe=choice.concepts`)."""
     return {
         name: profile_table(
-            listed, result, labels, activity, descriptions, beyond, "greater" if name == S.STRENGTHS_FILE else "less"
+            listed,
+            result,
+            labels,
+            choice.activity,
+            descriptions,
+            judgement,
+            "greater" if name == S.STRENGTHS_FILE else "less",
         )
-        for name, listed in entries.items()
+        for name, listed in choice.entries.items()
     }
 
 
 def write_profiles(
-    run: RunDir, result: CGResult, labels: ConceptLabels | None, model: str | None = None, beyond: Beyond | None = None
+    run: RunDir,
+    result: CGResult,
+    labels: ConceptLabels | None,
+    choice: ProfileChoice,
+    judgement: Judgement | None = None,
 ) -> dict[str, Any]:
-    """Write the three profile files into `run` (a directory being published atomically), and with `beyond`
-    slices.parquet and failure_modes.parquet; a summary back."""
-    tables = build_profiles(result, labels, run.rows, model, load_descriptions(run), beyond)
+    """Write the three profile files into `run` (a directory being published atomically), and with a
+    `judgement` slices.parquet and failure_modes.parquet; a summary back."""
+    tables = build_profiles(result, labels, choice, load_descriptions(run), judgement)
     for name, table in tables.items():
         run.write(name, table)
-    if beyond is not None:
-        run.write(S.SLICES_FILE, slices_file(beyond))
-        if beyond.modes is not None:
-            run.write(S.FAILURE_MODES_FILE, beyond.modes)
+    if judgement is not None:
+        run.write(S.SLICES_FILE, slices_file(judgement.frame, judgement.slice_findings))
+        run.write(S.FAILURE_MODES_FILE, judgement.modes)
     weak = tables[S.WEAKNESSES_FILE]
     return {
         "rank_by": result.config.rank_by,
@@ -191,5 +215,5 @@ def write_profiles(
         "confidence": result.uncertainty.confidence,
         "counts": {name.removesuffix(".parquet"): t.num_rows for name, t in tables.items()},
         "n_merged": int(sum(len(m) - 1 for m in weak.column("members").to_pylist())),
-        **({"beyond": beyond.summary()} if beyond is not None else {}),
+        **({"beyond": judgement.summary()} if judgement is not None else {}),
     }

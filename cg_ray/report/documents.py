@@ -23,6 +23,7 @@ from cg_ray.profile.terms import term_pattern
 from cg_ray.report.examples import salient_rows
 from cg_ray.report.findings import (
     judged_text,
+    judgement_in,
     measured_text,
     null_check_text,
     power_text,
@@ -113,25 +114,25 @@ def profile(run: RunDir, kind: str, limit: int) -> dict[str, Any] | None:
                 if rid in texts
             ]
     beyond = settings.get("beyond") or {}
-    crossfit = beyond.get("crossfit")
+    judged = judgement_in(beyond)
     for item in items:  # in the CLI's words
-        item["measured"] = measured_text(item, (crossfit or {}).get("splits"))
+        item["measured"] = measured_text(item, (judged or {}).get("splits"))
         item["power"] = power_text(item, kind)
         if kind == "failure_modes":
             item["shares_text"] = term_shares_text(item)
     annotate(read_sensitivity(run), kind, items)  # "holds under" other readers, where `cg-ray sensitivity` ran
-    judged = "confirmed" in table.column_names  # over the whole file: "2 confirmed" whatever the page
+    has_verdicts = "confirmed" in table.column_names  # over the whole file: "2 confirmed" whatever the page
     return {
-        "judged": judged_text(crossfit),
-        "tried": tried(crossfit, kind, range(table.num_rows)),
+        "judged": judged_text(judged),
+        "tried": tried(judged, kind, range(table.num_rows)),
         "kind": kind,
         "adjusted_for": beyond.get("adjusted_for"),
         "rank_by": settings.get("rank_by"),
         "duplicate_jaccard": settings.get("duplicate_jaccard"),
         "confidence": settings.get("confidence"),
         "total": table.num_rows,
-        "n_confirmed": int(pc.sum(table["confirmed"]).as_py() or 0) if judged else None,
-        "crossfit": crossfit,
+        "n_confirmed": int(pc.sum(table["confirmed"]).as_py() or 0) if has_verdicts else None,
+        "judgement": judged,
         # the next step where rows cannot settle a mode: the CLI in a report, the REST route in the service
         "probe_gap": probe_gap(items) if kind == "failure_modes" else "",
         "probe_command": probe_command(run.path.name, items) if kind == "failure_modes" else "",

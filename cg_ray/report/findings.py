@@ -10,7 +10,7 @@ ones come first; the other candidates sit apart, each with the smallest effect t
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sized
+from collections.abc import Mapping, Sized
 from typing import Any
 
 import pyarrow as pa
@@ -24,9 +24,16 @@ from cg_ray.profile.decision import MEASURED
 # ---- plain text, shared with `cg-ray metrics` and `cg-ray validate`
 
 
-def crossfit_of(summary: dict[str, Any] | None) -> dict[str, Any] | None:
-    """summary["profile"]["beyond"]["crossfit"]: how the findings were judged; None for an older run."""
-    return (((summary or {}).get("profile") or {}).get("beyond") or {}).get("crossfit")
+def judgement_in(beyond: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A `beyond` block's `judgement` (summary.json's profile.beyond, validate.json's beyond): how the findings
+    were judged. Runs before format 3 called it `crossfit`; None for a run made before held-out checks."""
+    judged = (beyond or {}).get("judgement") or (beyond or {}).get("crossfit")
+    return dict(judged) if judged else None
+
+
+def judgement_of(summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """summary["profile"]["beyond"]'s judgement (`judgement_in`)."""
+    return judgement_in(((summary or {}).get("profile") or {}).get("beyond"))
 
 
 def _ordinal(n: int) -> str:
@@ -37,23 +44,23 @@ def percent(fraction: float) -> str:
     return f"{fraction * 100:.3g}%"
 
 
-def judged_text(crossfit: dict[str, Any] | None) -> str:
+def judged_text(judged: dict[str, Any] | None) -> str:
     """'chosen on one half of the rows and tested on the other, over 10 grouped splits (identical prompts, 1,834
     groups); confirmed when the splits' q ≤ 10% (their median q × 2; measured: …)' ('' for a run made before held-out
     checks)."""
-    if not crossfit:
+    if not judged:
         return ""
-    if crossfit.get("skipped"):
-        return str(crossfit["skipped"])
-    groups = crossfit.get("groups") or {}
+    if judged.get("skipped"):
+        return str(judged["skipped"])
+    groups = judged.get("groups") or {}
     grouped = ""
     if groups.get("rule") and groups.get("n_groups") is not None:
         grouped = f" ({groups['rule']}, {groups['n_groups']:,} groups)"
-    if "splits" not in crossfit:  # a run of the folds version (format 2)
+    if "splits" not in judged:  # a run of the folds version (format 2)
         return f"chosen on some folds of grouped rows{grouped}, measured on the others"
     return (
-        f"chosen on one half of the rows and tested on the other, over {int(crossfit['splits'])} grouped "
-        f"splits{grouped}; confirmed when the splits' q ≤ {percent(crossfit['fdr'])} (their median q × 2; {MEASURED})"
+        f"chosen on one half of the rows and tested on the other, over {int(judged['splits'])} grouped "
+        f"splits{grouped}; confirmed when the splits' q ≤ {percent(judged['fdr'])} (their median q × 2; {MEASURED})"
     )
 
 
@@ -145,9 +152,9 @@ def split_verdicts(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return [e for e in entries if e["confirmed"]], [e for e in entries if not e["confirmed"]]
 
 
-def tried(crossfit: dict[str, Any] | None, kind: str, entries: Sized) -> str:
+def tried(judged: dict[str, Any] | None, kind: str, entries: Sized) -> str:
     """'61 candidates tried': the summary's count, else the file's rows."""
-    n = int(((crossfit or {}).get("candidates") or {}).get(kind, len(entries)))
+    n = int(((judged or {}).get("candidates") or {}).get(kind, len(entries)))
     return f"{n:,} candidate{'' if n == 1 else 's'} tried"
 
 

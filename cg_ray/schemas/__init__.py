@@ -181,7 +181,7 @@ FAILURE_MODES_SCHEMA: Final = pa.schema(
         pa.field("background_shares", pa.list_(pa.float64()), nullable=False),
         pa.field("concept_ids", pa.list_(pa.int32()), nullable=False),
         # The mode's rule: a row is the mode's when some member's activation reaches its threshold here
-        # (a share of the concept's own high activations: weak tails do not count; profile/crossfit.py).
+        # (a share of the concept's own high activations: weak tails do not count; metrics/firing.py).
         pa.field("firing_thresholds", pa.list_(pa.float64()), nullable=True),
         *counts("n_rows", "n_scored"),  # n_rows: rows where the rule holds
         *floats("mean_score", "expected_score"),  # expected: the mean of the rows' cell means

@@ -3,7 +3,7 @@
 A benchmark's scope is judged by comparing how often a concept fires on its rows and on a reference's rows,
 so both must be counted with the same thresholds: they come from the pooled rows of every group counted
 (`metrics.firing`, activations only). The rows are held as one sparse rows × concepts matrix: memory
-O(non-zero activations), the same as the profile's pool (`profile.crossfit.PoolRows`) but for all concepts,
+O(non-zero activations), the same as the profile's pool (`profile.verdicts.PoolRows`) but for all concepts,
 because a scope question is asked of every concept.
 """
 

@@ -25,10 +25,9 @@ from cg_ray.arrays import IntArray
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import RowsFile, iter_row_batches, open_rows
 from cg_ray.config import MetricsConfig
-from cg_ray.profile.crossfit import PoolRows
 from cg_ray.profile.decision import LESS, Alternative, Verdict, judge, not_tested, rank_key
-from cg_ray.profile.findings import Beyond
-from cg_ray.profile.nullcheck import judge_rows
+from cg_ray.profile.judgement import Judgement, judge_rows
+from cg_ray.profile.pool import PoolRows
 from cg_ray.profile.strata import MISSING, RowFrame
 
 REPLICATES_AT = 0.5  # Jaccard of flagged rows
@@ -51,7 +50,7 @@ class Finding:
 
 def confirmed_findings(
     run: RunDir, rows: RowsFile, model: str | None, config: MetricsConfig
-) -> tuple[list[Finding], Beyond]:
+) -> tuple[list[Finding], Judgement]:
     """The run's confirmed failure modes and slices (as its files rank them), every concept it confirms
     (weaknesses and strengths, shown in its profile or not: judged again, as the null check does, with the
     run's settings and seeds), with their rows; and that judgement (its splits test the fixed rules)."""
@@ -121,7 +120,7 @@ class OtherReader:
     """Another reader's run over the same rows: its confirmed findings and the judgement that made them."""
 
     findings: list[Finding]
-    judged: Beyond
+    judged: Judgement
 
     @classmethod
     def open(cls, run: RunDir, model: str | None, config: MetricsConfig) -> OtherReader:

@@ -19,7 +19,7 @@ from scipy import optimize, sparse, stats
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import RowsFile, iter_row_batches, open_rows
-from cg_ray.profile.crossfit import PoolRows
+from cg_ray.profile.pool import PoolRows
 
 FloatMatrix = npt.NDArray[np.float64]
 DECODER = "decoder cosine"

@@ -1,5 +1,5 @@
 """The held-out findings of a run as the REST API returns them: the verdict every failure mode, slice and
-concept carries (cg_ray.profile.decision: the one decision rule), the `crossfit` summary of how they were
+concept carries (cg_ray.profile.decision: the one decision rule), the `judgement` summary of how they were
 judged, and the three profile responses of GET /v1/analyses/{id}/weaknesses. Apart from api_types so each
 stays one job: these mirror failure_modes.parquet, slices.parquet and the profiles.
 """
@@ -130,8 +130,9 @@ class MdeAtSize(BaseModel):
     mde: float | None = Field(description="the residual it needs to be confirmed 80% of the time (a magnitude)")
 
 
-class Crossfit(_Open):
-    """summary.json's profile.beyond.crossfit: how findings were judged held out, and how many passed."""
+class JudgementSummary(_Open):
+    """summary.json's profile.beyond.judgement (`crossfit` before format 3): how findings were judged held out,
+    and how many passed."""
 
     splits: int | None = Field(
         None,
@@ -161,7 +162,7 @@ class _ProfileBase(BaseModel):
     n_confirmed: int | None = Field(None, description="entries of the whole file confirmed held out")
     judged: str | None = Field(None, description="how findings were judged, in words ('' before held-out checks)")
     tried: str | None = Field(None, description="'61 candidates tried': the family's size, in words")
-    crossfit: Crossfit | None = Field(None, description="null: a run made before held-out checks")
+    judgement: JudgementSummary | None = Field(None, description="null: a run made before held-out checks")
 
 
 class ProfileResponse(_ProfileBase):

@@ -25,7 +25,7 @@ from cg_ray.benchmarks.arena import Battle, load_battles
 from cg_ray.config import MetricsConfig
 from cg_ray.errors import InputError
 from cg_ray.run_outputs import judged_profiles
-from tests.report.crossfit_run import weakness
+from tests.report.judged_run import weakness
 
 from .arena_builders import record, write_jsonl
 

@@ -249,7 +249,7 @@ def test_splits_and_fdr_reach_the_metrics_config() -> None:
 def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, capsys) -> None:
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.cli.metrics import print_findings
-    from tests.report.crossfit_run import mode, slice_, write_run
+    from tests.report.judged_run import mode, slice_, write_run
 
     modes = [
         mode(1, True, "draw"),
@@ -301,7 +301,7 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
 def test_says_plainly_when_nothing_is_confirmed(tmp_path: Path, capsys) -> None:
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.cli.metrics import print_findings
-    from tests.report.crossfit_run import mode, slice_, weakness, write_run
+    from tests.report.judged_run import mode, slice_, weakness, write_run
 
     run_dir = write_run(
         tmp_path / "run", [mode(1, False, "pawn")], [slice_(1, False, "algebra")], [weakness(1, 7, False)]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.report.crossfit_run import mode, slice_, write_run
+from tests.report.judged_run import mode, slice_, write_run
 
 JOB = Path(__file__).resolve().parents[2] / "jobs" / "default.yaml"
 

@@ -15,9 +15,9 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.cli import main
 from cg_ray.config import MetricsConfig
-from cg_ray.profile.nullcheck import judge_rows
+from cg_ray.profile.judgement import judge_rows
 from cg_ray.profile.validate_findings import MODE_COLUMNS, SLICE_COLUMNS, beyond_block
-from tests.profile.crossfit_suites import write_suite
+from tests.profile.planted_suites import write_suite
 
 VERDICT = ("p_value", "q_value", "confirmed", "splits_selected", "n_heldout", "n_clusters", "mde")
 
@@ -41,7 +41,7 @@ def test_the_beyond_block_is_what_the_run_confirmed(validated: tuple[Path, dict,
     run, report, _ = validated
     beyond = report["beyond"]
     summary = json.loads((run / S.SUMMARY_FILE).read_text())["profile"]["beyond"]
-    assert beyond["crossfit"] == summary["crossfit"]  # splits, groups, rule, candidates, confirmed counts, MDEs
+    assert beyond["judgement"] == summary["judgement"]  # splits, groups, rule, candidates, confirmed counts, MDEs
     assert beyond["adjusted_for"] == summary["adjusted_for"]
     modes = [m for m in pq.read_table(run / S.FAILURE_MODES_FILE).to_pylist() if m["confirmed"]]
     assert modes and sorted(modes[0]["concept_ids"]) == [5, 6]  # something confirmed: the comparison says something
@@ -53,7 +53,7 @@ def test_the_beyond_block_is_what_the_run_confirmed(validated: tuple[Path, dict,
             k: theirs[k] for k in (*SLICE_COLUMNS, *VERDICT) if k != "conditions"
         }
         assert mine["conditions"] == json.loads(theirs["conditions"])
-    confirmed = beyond["crossfit"]["confirmed"]
+    confirmed = beyond["judgement"]["confirmed"]
     assert len(beyond["concepts"]) == confirmed["concepts"] >= 2
     assert sum(s["beyond_adjusted"] for s in beyond["slices"]) == confirmed["slices_beyond_adjusted"]
     # ... and equal to the judgement made directly on the rows with the same settings.
@@ -74,7 +74,7 @@ def test_the_split_keeps_each_question_on_one_side(validated: tuple[Path, dict, 
 def test_validate_prints_the_confirmed_findings_and_the_null_check(validated: tuple[Path, dict, str]) -> None:
     _, report, out = validated
     assert "over 10 grouped splits (identical prompts, 500 groups)" in out
-    assert f"confirmed: {report['beyond']['crossfit']['confirmed']['failure_modes']} failure modes" in out
+    assert f"confirmed: {report['beyond']['judgement']['confirmed']['failure_modes']} failure modes" in out
     assert "  slice type=geo & level=Level 5: vs the rest" in out
     check = report["null_check"]
     assert check["unit"] == "group" and check["groups"] == {"rule": "identical prompts", "n_groups": 500}

@@ -1,10 +1,10 @@
 """Calibration of the decision rule at realistic sizes (issue #38): seeded suites of N = 4,000 rows with
 `type` × `level` cells, a fifth of the rows being questions answered four times (one group each), judged with
 the defaults (10 grouped splits, FDR 10%). A hidden property lowers the success rate of its rows inside every
-cell (tests/profile/crossfit_suites.py): it must be confirmed as one failure mode holding exactly its rows; a
+cell (tests/profile/planted_suites.py): it must be confirmed as one failure mode holding exactly its rows; a
 null must confirm nothing beyond the metadata; the split seed must not change what is confirmed.
 
-Each check runs the whole judgement (`nullcheck.judge_rows`) on 20 (or 10) seeds: ~1–4 s each, marked slow.
+Each check runs the whole judgement (`judgement.judge_rows`) on 20 (or 10) seeds: ~1–4 s each, marked slow.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import pytest
 
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.config import MetricsConfig
-from cg_ray.profile.findings import Beyond
-from cg_ray.profile.nullcheck import confirmed_counts, judge_rows, permuted_within
+from cg_ray.profile.judgement import Judgement, judge_rows
+from cg_ray.profile.nullcheck import confirmed_counts, permuted_within
 from cg_ray.profile.strata import read_frame
 
-from .crossfit_suites import write_suite
+from .planted_suites import write_suite
 
 SEEDS = range(20)
 N = 4000
@@ -35,17 +35,16 @@ def _suite(tmp_path: Path, seed: int, **kw: object) -> tuple[Path, np.ndarray]:
     return path, hidden
 
 
-def _found_as_one_mode(beyond: Beyond, hidden: np.ndarray) -> bool:
+def _found_as_one_mode(beyond: Judgement, hidden: np.ndarray) -> bool:
     """The first confirmed mode is the property's concepts with exactly its rows, and no other confirmed mode
     shares its rows (one effect, one mode)."""
-    assert beyond.modes is not None
     confirmed = [m for m in beyond.modes.to_pylist() if m["confirmed"]]
     if not confirmed or set(confirmed[0]["concept_ids"]) != {5, 6} or confirmed[0]["n_rows"] != int(hidden.sum()):
         return False
     return all(not ({5, 6} & set(m["concept_ids"])) for m in confirmed[1:])
 
 
-def _false_findings(beyond: Beyond) -> int:
+def _false_findings(beyond: Judgement) -> int:
     """Confirmed findings beyond the metadata: failure modes, concepts, slices not wholly on adjusted fields."""
     c = confirmed_counts(beyond)
     return c["failure_modes"] + c["concepts"] + c["slices_beyond_adjusted"]
@@ -101,8 +100,7 @@ def test_one_suite_judged_with_10_split_seeds_confirms_the_same_findings_beyond_
     path, _ = _suite(tmp_path, 0, hidden_share=0.05, hidden_drop=0.15)
     sets = []
     for seed in range(10):
-        beyond = judge_rows(open_rows(path), CFG.model_copy(update={"crossfit_seed": seed}))
-        assert beyond.modes is not None
+        beyond = judge_rows(open_rows(path), CFG.model_copy(update={"split_seed": seed}))
         modes = frozenset(frozenset(m["concept_ids"]) for m in beyond.modes.to_pylist() if m["confirmed"])
         concepts = frozenset(k for k, v in beyond.concept_verdicts.items() if v.confirmed)
         sets.append((modes, concepts))
@@ -119,7 +117,6 @@ def test_an_effect_spread_over_three_concepts_is_one_mode(tmp_path: Path) -> Non
         path = tmp_path / f"spread{seed}.parquet"
         hidden = write_suite(path, seed, hidden_share=0.15, hidden_drop=0.3, spread=True)
         beyond = judge_rows(open_rows(path), CFG)
-        assert beyond.modes is not None
         confirmed = [m for m in beyond.modes.to_pylist() if m["confirmed"]]
         assert len(confirmed) == 1, [m["concept_ids"] for m in confirmed]
         assert set(confirmed[0]["concept_ids"]) == {5, 6, 7}

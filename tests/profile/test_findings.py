@@ -254,7 +254,7 @@ def test_validate_reports_the_runs_judgement_and_a_null_check_with_no_false_find
     # The findings: the run's own judgement of the rows (held out over its splits), the confirmed ones listed.
     beyond = report["beyond"]
     assert beyond["adjusted_for"] == ["type", "level"]
-    assert beyond["crossfit"]["splits"] == 10 and beyond["crossfit"]["confirmed"]["failure_modes"] >= 1
+    assert beyond["judgement"]["splits"] == 10 and beyond["judgement"]["confirmed"]["failure_modes"] >= 1
     mode = beyond["failure_modes"][0]
     assert sorted(mode["concept_ids"]) == [5, 6] and mode["confirmed"]
     # The figure rows score well below their cells on rows that did not choose the mode.
@@ -319,15 +319,15 @@ def test_terms_are_found_in_a_text_as_the_terms_tokeniser_reads_it() -> None:
 def test_a_modes_examples_are_a_seeded_draw_of_its_failing_rows() -> None:
     from types import SimpleNamespace
 
-    from cg_ray.profile.findings import _examples
+    from cg_ray.profile.findings import examples
     from cg_ray.profile.modes import ModeClass
 
     scores = np.array([1, 1, 0, 0, 0, 0, 0, 0, np.nan, 0.0])
     frame = SimpleNamespace(scores=scores, row_id=lambda p: f"r{p}")
     beyond = SimpleNamespace(frame=frame, expected=np.full(10, 0.5))
     mode = ModeClass((1,), np.arange(10))
-    picked = _examples(mode, beyond, np.random.default_rng(0))  # type: ignore[arg-type]
+    picked = examples(mode, beyond, np.random.default_rng(0))  # type: ignore[arg-type]
     assert len(picked) == 3 and set(picked) <= {f"r{i}" for i in (2, 3, 4, 5, 6, 7, 9)}  # failing, scored
-    assert picked == _examples(mode, beyond, np.random.default_rng(0))  # type: ignore[arg-type]
-    draws = {tuple(_examples(mode, beyond, np.random.default_rng(s))) for s in range(10)}  # type: ignore[arg-type]
+    assert picked == examples(mode, beyond, np.random.default_rng(0))  # type: ignore[arg-type]
+    draws = {tuple(examples(mode, beyond, np.random.default_rng(s))) for s in range(10)}  # type: ignore[arg-type]
     assert len(draws) > 1  # a draw, not the strongest rows

@@ -3,7 +3,7 @@
 The permutation is checked as a property (hypothesis): a group's scored rows in a cell move together as one
 block, each cell keeps its multiset of scores, unscored rows stay unscored. The clustered null — templates of
 four rows spread over `type` × `level` cells, sharing one random effect on the score
-(tests/profile/crossfit_suites.py `write_clustered_null`) — is judged whole on 20 seeds (slow, ~3 s a seed).
+(tests/profile/planted_suites.py `write_clustered_null`) — is judged whole on 20 seeds (slow, ~3 s a seed).
 """
 
 from __future__ import annotations
@@ -18,18 +18,18 @@ from hypothesis import strategies as st
 
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.config import MetricsConfig
+from cg_ray.profile.judgement import judge_rows
 from cg_ray.profile.nullcheck import (
     FALSE_KINDS,
     confirmed_counts,
     false_findings,
-    judge_rows,
     null_check,
     permute_blocks,
     permuted_within,
 )
 from cg_ray.profile.strata import cell_keys
 
-from .crossfit_suites import write_clustered_null, write_suite
+from .planted_suites import write_clustered_null, write_suite
 
 CFG = MetricsConfig(top_k=10)
 

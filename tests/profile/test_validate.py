@@ -17,7 +17,7 @@ from cg_ray.cli import main
 from cg_ray.config import MetricsConfig
 from cg_ray.errors import InputError
 from cg_ray.metrics.compute import compute_metrics
-from cg_ray.profile.folds import RowGroups
+from cg_ray.profile.groups import RowGroups
 from cg_ray.profile.ranking import eligible
 from cg_ray.profile.validate import (
     ValidateConfig,
@@ -98,9 +98,9 @@ def test_validate_writes_the_documented_json(tmp_path: Path, capsys) -> None:
     assert report["split"]["groups"] == {"rule": "one row each", "n_groups": 6 * 300}
     assert all(s["n_groups_test"] == 60 for s in report["split"]["strata"])
     # The findings beyond the metadata are the run's judgement (`judge_rows`), with its splits and rule.
-    crossfit = report["beyond"]["crossfit"]
-    assert crossfit["splits"] == 10 and crossfit["groups"] == {"rule": "one row each", "n_groups": 1800}
-    assert set(crossfit["confirmed"]) == {"failure_modes", "slices", "slices_beyond_adjusted", "concepts"}
+    judged = report["beyond"]["judgement"]
+    assert judged["splits"] == 10 and judged["groups"] == {"rule": "one row each", "n_groups": 1800}
+    assert set(judged["confirmed"]) == {"failure_modes", "slices", "slices_beyond_adjusted", "concepts"}
     assert report["null_check"]["unit"] == "group" and len(report["null_check"]["confirmed"]) == 1
     assert [e["k"] for e in report["lift"]] == list(range(1, 21))
     for curve in (report["lift"], report["baselines"]["paper"]["lift"], report["baselines"]["random"]["lift"]):

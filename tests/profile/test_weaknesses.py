@@ -146,10 +146,10 @@ def test_descriptions_fill_profiles_now_and_later(tmp_path: Path) -> None:
     assert again[1]["description"] == weak.column("description")[1].as_py()  # untouched where absent
     # Built with descriptions present from the start, the profile takes them directly.
     from cg_ray.artifacts.rows import accumulate_rows, open_rows
-    from cg_ray.profile.weaknesses import write_profiles
+    from cg_ray.profile.weaknesses import choose_profiles, write_profiles
 
     result = compute_metrics(accumulate_rows(open_rows(rows)), MetricsConfig(min_rows=5))
-    write_profiles(RunDir(out), result, None)
+    write_profiles(RunDir(out), result, None, choose_profiles(result, rows))
     assert pq.read_table(out / S.WEAKNESSES_FILE).column("description")[0].as_py() == "dates and calendars"
 
 

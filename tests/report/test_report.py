@@ -75,9 +75,9 @@ def test_report_is_the_app_with_the_run_embedded_and_offline(run_dir: Path) -> N
         "confirmed when the splits' q ≤ 10% (their median q × 2; measured: realised FDR ≤ 2.5% at fdr 10% over 400 "
         "simulated suites per setting, 0–15 real effects)"
     )
-    crossfit = summary["profile"]["beyond"]["crossfit"]
-    assert modes["crossfit"] == crossfit and crossfit["decision"].startswith("confirmed ⇔ q ≤ fdr")
-    assert crossfit["mde_by_size"] and all(0 < s["mde"] < 1 for s in crossfit["mde_by_size"])
+    judged = summary["profile"]["beyond"]["judgement"]
+    assert modes["judgement"] == judged and judged["decision"].startswith("confirmed ⇔ q ≤ fdr")
+    assert judged["mde_by_size"] and all(0 < s["mde"] < 1 for s in judged["mde_by_size"])
     for m in modes["items"]:  # every candidate with its power, said as the CLI says it
         assert 1 <= m["splits_selected"] <= 10 and m["measured"].endswith(
             f"chosen by {m['splits_selected']} of 10 splits"
@@ -155,7 +155,7 @@ def test_report_of_a_non_run_directory(tmp_path: Path, capsys) -> None:
 def test_profile_documents_carry_the_verdicts_in_the_cli_words(tmp_path: Path) -> None:
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.report.documents import profile
-    from tests.report.crossfit_run import mode, slice_, write_run
+    from tests.report.judged_run import mode, slice_, write_run
 
     run_dir = write_run(
         tmp_path / "run",
@@ -169,8 +169,8 @@ def test_profile_documents_carry_the_verdicts_in_the_cli_words(tmp_path: Path) -
         "1,834 groups); confirmed when the splits' q ≤ 10% (their median q × 2; measured: realised FDR ≤ 2.5% at "
         "fdr 10% over 400 simulated suites per setting, 0–15 real effects)"
     )
-    assert modes["crossfit"]["decision"].startswith("confirmed ⇔ q ≤ fdr")
-    assert modes["crossfit"]["mde_by_size"][1] == {"n_rows": 100, "mde": 0.211}
+    assert modes["judgement"]["decision"].startswith("confirmed ⇔ q ≤ fdr")
+    assert modes["judgement"]["mde_by_size"][1] == {"n_rows": 100, "mde": 0.211}
     first, candidate = modes["items"]
     assert first["measured"] == "tested on 412 held-out rows (380 groups), chosen by 9 of 10 splits"
     assert first["power"] == ""  # confirmed: nothing left to detect

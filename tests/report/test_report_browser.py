@@ -68,7 +68,7 @@ def test_the_report_renders_every_section_offline_with_the_runs_numbers(run_dir:
         expect(page.locator("#compare")).to_be_hidden()
         expect(page.locator("#kpis")).to_contain_text(f"{len(concepts):,}")
         # the findings judged held out lead the figures; the paper's model-gap count says it is untested
-        n = json.loads((run_dir / S.SUMMARY_FILE).read_text())["profile"]["beyond"]["crossfit"]["confirmed"]
+        n = json.loads((run_dir / S.SUMMARY_FILE).read_text())["profile"]["beyond"]["judgement"]["confirmed"]
         counts = f"{n['failure_modes']} · {n['slices']} · {n['concepts']}"
         expect(page.locator("#kpis")).to_contain_text(f"{counts}confirmed held out: failure modes · slices · concepts")
         expect(page.locator("#kpis")).to_contain_text("model gaps (X_model < ε, in sample)")
@@ -121,7 +121,7 @@ def _with_profiles(run_dir: Path, crossfit_run: Path, out: Path) -> Path:
 def test_confirmed_findings_come_first_and_candidates_sit_apart(run_dir: Path, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    from tests.report.crossfit_run import DECISION, INTERVAL, mode, slice_, weakness, write_run
+    from tests.report.judged_run import DECISION, INTERVAL, mode, slice_, weakness, write_run
 
     judged = write_run(
         tmp_path / "judged",

@@ -22,7 +22,7 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.cli import main
 from cg_ray.report.sensitivity import annotate, holds_under, read_sensitivity
 from cg_ray.sensitivity.tables import FINDINGS_SCHEMA, PAIRS_SCHEMA
-from tests.report.crossfit_run import mode, slice_, weakness, write_run
+from tests.report.judged_run import mode, slice_, weakness, write_run
 from tests.serve.test_browser import CHROMIUM
 
 A, B = "l20-seed7", "l13"  # the other readers, in the summary's order

@@ -29,7 +29,7 @@ from cg_ray.sensitivity.config import SensitivityConfig
 from cg_ray.sensitivity.pairs import ReaderSide, activations, match
 from cg_ray.sensitivity.run import plan_sensitivity, run_sensitivity
 from cg_ray.testing.fakes import SaltedHashingReader, word_concept
-from tests.profile.crossfit_suites import write_effects_suite
+from tests.profile.planted_suites import write_effects_suite
 
 pytestmark = pytest.mark.usefixtures("ray_module")
 
@@ -134,7 +134,7 @@ def test_scores_permuted_within_cells_confirm_nothing_under_any_reader(tmp_path:
     kinds = set(RunDir(run).read_table(SENSITIVITY_FINDINGS)["kind"].to_pylist())
     assert kinds <= {"slice"}  # no failure mode, no concept under the run's reader
     for name in (SALTED, BLIND):
-        confirmed = RunDir(run).sensitivity_reader(name).read_summary()["profile"]["beyond"]["crossfit"]["confirmed"]
+        confirmed = RunDir(run).sensitivity_reader(name).read_summary()["profile"]["beyond"]["judgement"]["confirmed"]
         assert confirmed["failure_modes"] == confirmed["concepts"] == 0, name
     assert all(r["statuses"]["not found"] == 0 for r in summary["readers"])  # type: ignore[index, union-attr]
 

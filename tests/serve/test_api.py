@@ -135,8 +135,8 @@ def test_upload_analysis_results_end_to_end(client, key, settings) -> None:
     assert all(s["conditions"] in ({"benchmark": "math"}, {"benchmark": "trivia"}) for s in sl["items"])
     # judged held out: confirmed slices first; the held-out mean (null without held-out rows) in its interval
     assert [s["confirmed"] for s in sl["items"]] == sorted((s["confirmed"] for s in sl["items"]), reverse=True)
-    assert sl["n_confirmed"] == sum(s["confirmed"] for s in sl["items"]) and sl["crossfit"]["splits"] == 10
-    assert "folds" not in sl["crossfit"] and sl["crossfit"]["decision"].startswith("confirmed ⇔ q ≤ fdr")
+    assert sl["n_confirmed"] == sum(s["confirmed"] for s in sl["items"]) and sl["judgement"]["splits"] == 10
+    assert "folds" not in sl["judgement"] and sl["judgement"]["decision"].startswith("confirmed ⇔ q ≤ fdr")
     assert all(1 <= s["splits_selected"] <= 10 and "folds_selected" not in s for s in sl["items"])
     assert all(s["mean_score"] is None or s["low"] <= s["mean_score"] <= s["high"] for s in sl["items"])
     assert all(s["n_rows"] == 20 and 0 <= s["mean_in_sample"] <= 1 for s in sl["items"])
@@ -403,7 +403,7 @@ def test_confirmed_findings_come_first_in_the_api(service, tmp_path) -> None:
     they were judged (the decision rule, the MDE by mode size) beside them."""
     from cg_ray.serve.db import Analysis
     from cg_ray.serve.keys import create_key
-    from tests.report.crossfit_run import DECISION, INTERVAL, mode, slice_, weakness, write_run
+    from tests.report.judged_run import DECISION, INTERVAL, mode, slice_, weakness, write_run
 
     client, store = service
     owner, raw = create_key(store, "carol")
@@ -428,7 +428,7 @@ def test_confirmed_findings_come_first_in_the_api(service, tmp_path) -> None:
     url, headers = "/v1/analyses/ana_judged/weaknesses", {"X-API-Key": raw}
     modes = client.get(url, headers=headers, params={"kind": "failure_modes", "limit": 2}).json()
     assert modes["total"] == 3 and modes["n_confirmed"] == 1  # the file's, not the page's
-    assert modes["crossfit"]["fdr"] == 0.1 and modes["crossfit"]["groups"]["n_groups"] == 1834
+    assert modes["judgement"]["fdr"] == 0.1 and modes["judgement"]["groups"]["n_groups"] == 1834
     first, candidate = modes["items"]
     assert (first["description"], first["confirmed"], first["q_value"]) == ("Rows with “draw”", True, 0.003)
     assert (candidate["description"], candidate["confirmed"]) == ("Rows with “pawn”", False)
@@ -440,10 +440,10 @@ def test_confirmed_findings_come_first_in_the_api(service, tmp_path) -> None:
     assert candidate["power"] == (
         "too few rows to settle below a residual of -0.172 (its minimum detectable effect at 80% power)"
     )
-    crossfit = modes["crossfit"]
-    assert (crossfit["splits"], crossfit["parts"], crossfit["decision"]) == (10, 20, DECISION)
-    assert crossfit["interval"] == INTERVAL and crossfit["confirmed"]["slices_beyond_adjusted"] == 0
-    assert crossfit["mde_by_size"][:2] == [{"n_rows": 50, "mde": 0.297}, {"n_rows": 100, "mde": 0.211}]
+    judged = modes["judgement"]
+    assert (judged["splits"], judged["parts"], judged["decision"]) == (10, 20, DECISION)
+    assert judged["interval"] == INTERVAL and judged["confirmed"]["slices_beyond_adjusted"] == 0
+    assert judged["mde_by_size"][:2] == [{"n_rows": 50, "mde": 0.297}, {"n_rows": 100, "mde": 0.211}]
     assert modes["judged"].startswith("chosen on one half of the rows and tested on the other, over 10 grouped")
     assert modes["tried"] == "61 candidates tried"
     assert first["term_shares"] == [0.62, 0.4] and first["background_shares"] == [0.08, 0.1]
@@ -457,9 +457,10 @@ def test_confirmed_findings_come_first_in_the_api(service, tmp_path) -> None:
         (9, False, None),
     ]
     assert weak["items"][0]["mde"] == 0.172 and weak["items"][0]["power"] == ""  # confirmed: no power said
-    # A run judged over folds (format 2, before repeated splits) is still served: its crossfit as written.
+    # A run judged over folds (format 2, before repeated splits; the block was called `crossfit`) is still
+    # served: its judgement as written.
     old = {"folds": 2, "fdr": 0.1, "groups": {"rule": "identical prompts", "n_groups": 1834}}
-    write_run(run_dir, [mode(1, False, "pawn")], [slice_(1, False, "algebra")], crossfit=old)
+    write_run(run_dir, [mode(1, False, "pawn")], [slice_(1, False, "algebra")], judgement=old, key="crossfit")
     before = client.get(url, headers=headers, params={"kind": "failure_modes"})
     assert before.status_code == 200, before.text
-    assert before.json()["crossfit"]["folds"] == 2 and before.json()["crossfit"]["splits"] is None
+    assert before.json()["judgement"]["folds"] == 2 and before.json()["judgement"]["splits"] is None

@@ -37,7 +37,7 @@ function drawView(doc, detail) {
     `${cfg.low_percentile}th / ${cfg.high_percentile}th percentiles · cg_ray ${s.cg_ray_version}`;
   // The findings judged held out lead; the paper's model-gap count (X_model < ε over every row, no test) is
   // labelled as what it is: on a small suite it counts concepts seen on a few failed rows.
-  const judged = ((s.profile || {}).beyond || {}).crossfit,
+  const judged = ((s.profile || {}).beyond || {}).judgement || ((s.profile || {}).beyond || {}).crossfit,
     counts = (judged && judged.confirmed) || null;
   const kpis = [
     [s.n_rows.toLocaleString(), "rows"],
@@ -198,7 +198,7 @@ function fillJudged(id, p, row, cols, nothing) {
     (judged || !p.items.length ? `<tr class="none"><td colspan="${cols}"><b>${esc(nothing)}</b></td></tr>` : "");
   show(`${id}-candidates`, candidates.length > 0);
   const rest = p.total - (p.n_confirmed || 0);
-  const fdr = p.crossfit ? ` (q > ${p.crossfit.fdr})` : "";
+  const fdr = p.judgement ? ` (q > ${p.judgement.fdr})` : "";
   $(`${id}-candidates-count`).textContent =
     `${rest.toLocaleString()}${fdr}${rest > candidates.length ? `, the first ${candidates.length} shown` : ""}`;
   document.querySelector(`#${id}-candidates-table tbody`).innerHTML = candidates
@@ -217,19 +217,19 @@ function fillJudged(id, p, row, cols, nothing) {
         `<code>POST /v1/analyses/${esc(view.doc.name)}/probe ${esc(JSON.stringify({ gaps: [p.probe_gap] }))}</code> (docs/probe.md).`;
 }
 
-// The run's decision rule and what its intervals are, in its own sentences (summary.json's crossfit).
-function drawRule(crossfit) {
+// The run's decision rule and what its intervals are, in its own sentences (summary.json's judgement).
+function drawRule(judged) {
   const said = [
-    crossfit && crossfit.decision ? `Decision: ${crossfit.decision}.` : "",
-    crossfit && crossfit.interval ? `Intervals: ${crossfit.interval}.` : "",
+    judged && judged.decision ? `Decision: ${judged.decision}.` : "",
+    judged && judged.interval ? `Intervals: ${judged.interval}.` : "",
   ].filter(Boolean);
   $("beyond-rule").innerHTML = said.map((t) => `<span>${esc(t)}</span>`).join(" ");
   show("beyond-rule", said.length > 0);
 }
 
-// What a failure mode of typical sizes needs to be confirmed 80% of the time (crossfit.mde_by_size).
-function drawPower(id, crossfit) {
-  const sizes = ((crossfit && crossfit.mde_by_size) || []).filter((s) => !none(s.mde));
+// What a failure mode of typical sizes needs to be confirmed 80% of the time (judgement.mde_by_size).
+function drawPower(id, judged) {
+  const sizes = ((judged && judged.mde_by_size) || []).filter((s) => !none(s.mde));
   show(`${id}-power`, sizes.length > 0);
   if (!sizes.length) return;
   const mid = sizes[Math.min(1, sizes.length - 1)];
@@ -248,7 +248,7 @@ function drawBeyond(profiles) {
   if (!modes && !slices) return;
   const judged = (modes || slices).judged;
   $("beyond-judged").textContent = judged ? `Findings ${judged}.` : "";
-  drawRule((modes || slices).crossfit);
+  drawRule((modes || slices).judgement);
   show("modes", Boolean(modes));
   if (modes) {
     const adjusted = (modes.adjusted_for || []).join(", ") || "nothing (the suite mean)";
@@ -271,7 +271,7 @@ function drawBeyond(profiles) {
       `</td><td class="num heldout">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span>${verdictCell(m)}</td>
       <td class="num">${fmt(m.mean_score)} vs ${fmt(m.expected_score)}${none(m.residual_in_sample) ? "" : `<div class="muted">residual ${signed(m.residual_in_sample)}</div>`}</td>
       <td class="num">${m.n_rows.toLocaleString()}</td><td>${esc(m.concept_ids.slice(0, 6).join(", "))}${m.concept_ids.length > 6 ? " …" : ""}</td>${holdsCell(m)}${extra}</tr>`;
-    drawPower("modes", modes.crossfit);
+    drawPower("modes", modes.judgement);
     fillJudged("modes", modes, modeRow, 6, `No failure mode confirmed held out (${modes.tried}).`);
   }
   show("slices", Boolean(slices));

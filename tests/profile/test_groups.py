@@ -1,4 +1,4 @@
-"""Groups of rows and their folds: groups never straddle folds, folds are balanced, errors are located."""
+"""Groups of rows and their parts: groups never straddle parts, parts are balanced, errors are located."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from cg_ray import schemas as S
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.errors import InputError
-from cg_ray.profile.folds import RowGroups, assign_folds, row_groups, too_few_groups
+from cg_ray.profile.groups import RowGroups, assign_parts, row_groups, too_few_groups
 from cg_ray.profile.strata import read_frame
 
 Write = Callable[..., Path]
@@ -39,17 +39,17 @@ def write(tmp_path: Path) -> Write:
     return _write
 
 
-def groups_of(path: Path, model: str | None = None, folds: int = 5) -> RowGroups:
+def groups_of(path: Path, model: str | None = None) -> RowGroups:
     rows = open_rows(path)
-    return row_groups(rows, read_frame(rows, model=model), folds=folds)
+    return row_groups(rows, read_frame(rows, model=model))
 
 
-def assert_whole(codes: np.ndarray, folds: np.ndarray) -> None:
-    per_group = {int(g): set(folds[codes == g].tolist()) for g in np.unique(codes)}
+def assert_whole(codes: np.ndarray, parts: np.ndarray) -> None:
+    per_group = {int(g): set(parts[codes == g].tolist()) for g in np.unique(codes)}
     assert all(len(f) == 1 for f in per_group.values())
 
 
-def test_id_prefix_groups_never_straddle_folds(write: Write) -> None:
+def test_id_prefix_groups_never_straddle_parts(write: Write) -> None:
     records = [{"row_id": f"q{q}#{k}", "score": float(k % 2)} for q in range(40) for k in range(4)]
     path = write(records, row_group_size=37)  # groups cut across row groups
     groups = groups_of(path)
@@ -57,9 +57,9 @@ def test_id_prefix_groups_never_straddle_folds(write: Write) -> None:
     assert np.array_equal(groups.codes, np.repeat(np.arange(40), 4))
     for k in (2, 5):
         for seed in range(4):
-            folds = assign_folds(groups.codes, k, seed)
-            assert_whole(groups.codes, folds)
-            assert set(folds.tolist()) == set(range(k))
+            parts = assign_parts(groups.codes, k, seed)
+            assert_whole(groups.codes, parts)
+            assert set(parts.tolist()) == set(range(k))
 
 
 def test_id_prefix_is_per_benchmark_and_plain_ids_are_alone(write: Write) -> None:
@@ -81,7 +81,7 @@ def test_identical_prompts_group_after_collapsing_whitespace(write: Write) -> No
     assert np.array_equal(groups.codes[:-2], np.repeat(np.arange(30), 4))
     for k in (2, 5):
         for seed in (0, 1, 2):
-            assert_whole(groups.codes, assign_folds(groups.codes, k, seed))
+            assert_whole(groups.codes, assign_parts(groups.codes, k, seed))
 
 
 def test_group_column_and_metadata_field_win(write: Write) -> None:
@@ -133,13 +133,14 @@ def test_one_group_is_refused_and_too_few_are_reported(write: Write) -> None:
     with pytest.raises(InputError, match="one group") as err:
         groups_of(one)
     assert err.value.field == "group" and str(one) in str(err.value)
-    # Fewer groups than folds: a tiny suite, reported (its findings go unjudged), not an error.
-    three = write([{"row_id": f"r{i}", "group": i % 3} for i in range(10)], {"group": pa.int32()})
-    groups = groups_of(three)
-    assert groups.n_groups == 3
-    reason = too_few_groups(groups, 5)
-    assert reason is not None and "3 groups" in reason and "the group column" in reason
-    assert too_few_groups(groups, 3) is None
+    # One group found by a rule (every id one question's answers): a tiny suite, reported (its findings go
+    # unjudged), not an error; two groups can be split.
+    one_question = groups_of(write([{"row_id": f"q1#{i}"} for i in range(10)]))
+    assert one_question.n_groups == 1
+    reason = too_few_groups(one_question)
+    assert reason is not None and "1 group of rows" in reason and "row ids up to their last '#'" in reason
+    two = groups_of(write([{"row_id": f"r{i}", "group": i % 2} for i in range(10)], {"group": pa.int32()}))
+    assert two.n_groups == 2 and too_few_groups(two) is None
 
 
 def greedy(codes: np.ndarray, k: int, seed: int) -> np.ndarray:
@@ -147,46 +148,46 @@ def greedy(codes: np.ndarray, k: int, seed: int) -> np.ndarray:
     sizes = np.bincount(codes)
     perm = np.random.default_rng(seed).permutation(sizes.size)
     heap = [(0, f) for f in range(k)]
-    fold_of = np.zeros(sizes.size, dtype=np.int64)
+    part_of = np.zeros(sizes.size, dtype=np.int64)
     for g in perm[np.argsort(-sizes[perm], kind="stable")]:
         load, f = heapq.heappop(heap)
-        fold_of[g] = f
+        part_of[g] = f
         heapq.heappush(heap, (load + int(sizes[g]), f))
-    return fold_of[codes]
+    return part_of[codes]
 
 
 @pytest.mark.parametrize("k", [2, 3, 5, 20])
-def test_folds_are_the_greedy_ones_and_balanced(k: int) -> None:
+def test_parts_are_the_greedy_ones_and_balanced(k: int) -> None:
     rng = np.random.default_rng(k)
     for seed in range(5):
         sizes = np.where(rng.random(300) < 0.6, 1, rng.integers(1, 40, 300))
         codes = rng.permutation(np.repeat(np.arange(300), sizes))
-        folds = assign_folds(codes, k, seed)
-        assert np.array_equal(folds, greedy(codes, k, seed))
-        counts = np.bincount(folds, minlength=k)
+        parts = assign_parts(codes, k, seed)
+        assert np.array_equal(parts, greedy(codes, k, seed))
+        counts = np.bincount(parts, minlength=k)
         assert counts.max() - counts.min() <= sizes.max()
-        assert_whole(codes, folds)
+        assert_whole(codes, parts)
 
 
-def test_folds_are_deterministic_for_a_seed() -> None:
+def test_parts_are_deterministic_for_a_seed() -> None:
     codes = np.repeat(np.arange(100), 3)
-    a, b, c = assign_folds(codes, 5, 7), assign_folds(codes, 5, 7), assign_folds(codes, 5, 8)
+    a, b, c = assign_parts(codes, 5, 7), assign_parts(codes, 5, 7), assign_parts(codes, 5, 8)
     assert np.array_equal(a, b) and not np.array_equal(a, c)
     assert np.array_equal(np.bincount(a), [60] * 5)
 
 
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError):
-        assign_folds(np.arange(4), 5, 0)
+        assign_parts(np.arange(4), 5, 0)
     with pytest.raises(ValueError):
-        assign_folds(np.arange(10), 1, 0)
+        assign_parts(np.arange(10), 1, 0)
 
 
 def test_a_million_rows_take_well_under_seconds() -> None:
     rng = np.random.default_rng(0)
     for codes in (np.arange(1_000_000), rng.integers(0, 250_000, 1_000_000)):
         t0 = time.perf_counter()
-        folds = assign_folds(codes, 5, 0)
+        parts = assign_parts(codes, 5, 0)
         assert time.perf_counter() - t0 < 3.0
-        counts = np.bincount(folds)
+        counts = np.bincount(parts)
         assert counts.max() - counts.min() <= np.bincount(codes).max()

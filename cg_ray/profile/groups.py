@@ -1,9 +1,8 @@
-"""Groups of rows that must stay together, and their assignment to cross-fitting folds.
-
-Cross-fitting (`MetricsConfig.folds`, `crossfit_seed`) chooses findings on K-1 folds and measures them on
-the held-out one; rows that share a question or template would leak across folds, so a whole group goes
-to one fold, and intervals are computed by cluster over the same groups. The group of a row is, by the
-first rule that applies to the analysed rows:
+"""Groups of rows that must stay together, and the two ways they are dealt: into the parts of the repeated
+splits (`assign_parts`, `splits.plan_splits`) and into one fit / test split (`grouped_split`: `cg-ray
+validate`, the run diff). Rows that share a question or template would leak from the rows that choose a
+finding to the rows that test it, so a group is never divided, and intervals are computed by cluster over
+the same groups. The group of a row is, by the first rule that applies to the analysed rows:
 
 a. the `group` column of rows.parquet (string or integer), else the `group` field of the rows' `metadata`.
    Every row needs one (a null is an error naming the file, row and field). `cg-ray extract`, the
@@ -17,7 +16,7 @@ c. identical prompts, when rows.parquet has a `prompt` column: rows whose prompt
    without a prompt is its own group.
 d. else every row is its own group.
 
-A group column that puts every row in one group is an error; fewer groups than folds (a tiny suite) is
+A group column that puts every row in one group is an error; fewer than two groups (a tiny suite) is
 reported by `too_few_groups`, and the findings are then listed unjudged.
 """
 
@@ -42,9 +41,7 @@ from cg_ray.profile.strata import RowFrame
 
 GROUP = "group"
 PROMPT = "prompt"
-DEFAULT_FOLDS = 5
-
-FoldArray = npt.NDArray[np.int8]
+PartArray = npt.NDArray[np.int8]
 
 
 @dataclass(frozen=True)
@@ -56,8 +53,8 @@ class RowGroups:
     n_groups: int
 
 
-def row_groups(rows: RowsFile, frame: RowFrame, *, folds: int = DEFAULT_FOLDS) -> RowGroups:
-    """The groups of the frame's rows (see the module docstring), checked to fill `folds` folds."""
+def row_groups(rows: RowsFile, frame: RowFrame) -> RowGroups:
+    """The groups of the frame's rows (see the module docstring)."""
     names = rows.parquet.schema_arrow.names
     reader = _Reader(rows, frame)
     if GROUP in names:
@@ -75,31 +72,31 @@ def row_groups(rows: RowsFile, frame: RowFrame, *, folds: int = DEFAULT_FOLDS) -
     n_groups = int(codes.max()) + 1 if codes.size else 0
     if field == GROUP and n_groups < 2:  # a group column the user gave that cannot split anything
         raise InputError(
-            f"the {rule} puts all {frame.n_rows} rows analysed in one group: cross-fitting needs groups to "
-            f"spread over {folds} folds (rows of one group never straddle folds)",
+            f"the {rule} puts all {frame.n_rows} rows analysed in one group: the splits need at least two "
+            "groups (rows of one group are never divided between the rows that choose and those that test)",
             path=str(rows.path),
             field=field,
         )
     return RowGroups(codes, rule, n_groups)
 
 
-def too_few_groups(groups: RowGroups, folds: int) -> str | None:
-    """Why these groups cannot fill `folds` folds (None when they can): the findings are then not judged."""
-    if groups.n_groups >= max(folds, 2):
+def too_few_groups(groups: RowGroups) -> str | None:
+    """Why these groups cannot be split (None when they can): the findings are then not judged."""
+    if groups.n_groups >= 2:
         return None
     return (
-        f"cross-fitting skipped: {groups.n_groups} groups of rows by {groups.rule}, fewer than the {folds} "
-        "folds (rows of one group never straddle folds); no finding is confirmed"
+        f"splits skipped: {groups.n_groups} group{'' if groups.n_groups == 1 else 's'} of rows by {groups.rule}, "
+        "and a split needs two (rows of one group are never divided); no finding is confirmed"
     )
 
 
-def assign_folds(codes: IntArray, k: int, seed: int) -> FoldArray:
-    """The fold (0..k-1) of each row: whole groups to one fold, folds near-equal in rows.
+def assign_parts(codes: IntArray, k: int, seed: int) -> PartArray:
+    """The part (0..k-1) of each row: whole groups to one part, parts near-equal in rows.
 
     The groups are shuffled with `seed`, then placed largest first (stable, so equal sizes keep the
-    shuffled order) each into the fold with the fewest rows so far (ties: the lowest fold). Equal-size
+    shuffled order) each into the part with the fewest rows so far (ties: the lowest part). Equal-size
     groups are placed in one vectorised step per distinct size, exactly as the one-by-one greedy would:
-    its choices are the smallest (load, fold) pairs of the folds' next slots. Fold sizes then differ by at
+    its choices are the smallest (load, part) pairs of the parts' next slots. Part sizes then differ by at
     most the largest group."""
     codes = np.asarray(codes)
     if not 2 <= k <= np.iinfo(np.int8).max:
@@ -108,27 +105,60 @@ def assign_folds(codes: IntArray, k: int, seed: int) -> FoldArray:
         raise ValueError("group codes must be non-negative")
     sizes = np.bincount(codes).astype(np.int64) if codes.size else np.zeros(0, np.int64)
     if np.count_nonzero(sizes) < k:
-        raise ValueError(f"{np.count_nonzero(sizes)} groups cannot fill {k} folds")
+        raise ValueError(f"{np.count_nonzero(sizes)} groups cannot fill {k} parts")
     perm = np.random.default_rng(seed).permutation(sizes.size)
     order = perm[np.argsort(-sizes[perm], kind="stable")]
     order = order[sizes[order] > 0]
     ordered_sizes = sizes[order]
-    group_fold = np.empty(sizes.size, dtype=np.int8)
+    group_part = np.empty(sizes.size, dtype=np.int8)
     load = np.zeros(k, dtype=np.int64)
     # Runs of equal size in `ordered_sizes` (it is non-increasing).
     starts = np.flatnonzero(np.r_[True, ordered_sizes[1:] != ordered_sizes[:-1]])
     ends = np.r_[starts[1:], ordered_sizes.size]
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         size, m = int(ordered_sizes[start]), end - start
-        # A fold takes at most m/k + spread/size + 1 of these groups, so that many slots each suffice.
+        # A part takes at most m/k + spread/size + 1 of these groups, so that many slots each suffice.
         slots = min(m, m // k + -(-int(load.max() - load.min()) // size) + 2)
         slot_load = load[:, None] + size * np.arange(slots, dtype=np.int64)[None, :]
         keys = np.sort((slot_load * k + np.arange(k, dtype=np.int64)[:, None]).ravel())[:m]
         chosen = keys % k
-        group_fold[order[start:end]] = chosen
+        group_part[order[start:end]] = chosen
         load += size * np.bincount(chosen, minlength=k)
-    folds: FoldArray = group_fold[codes]
-    return folds
+    parts: PartArray = group_part[codes]
+    return parts
+
+
+def group_strata(strata: npt.NDArray[np.integer], groups: npt.NDArray[np.integer]) -> IntArray:
+    """The stratum of each group (code 0..G-1): the one holding most of its rows (ties: the lowest)."""
+    strata, groups = np.asarray(strata, np.int64), np.asarray(groups, np.int64)
+    if not groups.size:
+        return np.zeros(0, np.int64)
+    n_strata = int(strata.max()) + 1
+    counts = np.bincount(groups * n_strata + strata, minlength=(int(groups.max()) + 1) * n_strata)
+    out: IntArray = counts.reshape(-1, n_strata).argmax(axis=1).astype(np.int64)
+    return out
+
+
+def grouped_split(
+    strata: npt.NDArray[np.integer], groups: npt.NDArray[np.integer], test_fraction: float, seed: int
+) -> npt.NDArray[np.bool_]:
+    """A test mask of whole groups, stratified by the groups' strata (`group_strata`), seeded: in each stratum
+    the groups are shuffled and the test part is the prefix whose rows come closest to test_fraction × the
+    stratum's rows (at least one group, never all). One row a group: round(test_fraction × n) rows."""
+    groups = np.asarray(groups, np.int64)
+    rng = np.random.default_rng(seed)
+    sizes = np.bincount(groups) if groups.size else np.zeros(0, np.int64)
+    home = group_strata(strata, groups)
+    test_group = np.zeros(sizes.size, dtype=bool)
+    for s in np.unique(home[sizes > 0]):
+        mine = rng.permutation(np.flatnonzero((home == s) & (sizes > 0)))
+        if mine.size < 2:
+            continue  # one group cannot be split (`check_rows` refuses it)
+        cum = np.cumsum(sizes[mine])
+        n_test = int(np.argmin(np.abs(cum[:-1] - test_fraction * cum[-1]))) + 1
+        test_group[mine[:n_test]] = True
+    out: npt.NDArray[np.bool_] = test_group[groups]
+    return out
 
 
 def _id_prefix_groups(frame: RowFrame) -> IntArray:

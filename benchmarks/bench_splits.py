@@ -17,7 +17,7 @@ Both must give the same choosing-half residuals (to 1e-9) and the same slices fo
 Also printed: the whole `judge_rows` (the metrics pass, the splits' tests, the modes, the terms) at this
 size; the ratio is printed last.
 
-    .venv/bin/python benchmarks/bench_crossfit.py [--rows 200000] [--splits 10]
+    .venv/bin/python benchmarks/bench_splits.py [--rows 200000] [--splits 10]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from cg_ray.artifacts.rows import iter_row_batches, open_rows
 from cg_ray.config import MetricsConfig
 from cg_ray.hardware import hardware_info
 from cg_ray.profile.findings import ResidualPass
-from cg_ray.profile.nullcheck import judge_rows
+from cg_ray.profile.judgement import judge_rows
 from cg_ray.profile.residual import ResidualAccumulator, Residuals
 from cg_ray.profile.slices import (
     CANDIDATE_FACTOR,
@@ -180,7 +180,7 @@ def main() -> None:
         t = time.perf_counter()
         beyond = judge_rows(open_rows(path), cfg)
         t_all = time.perf_counter() - t
-        confirmed = beyond.summary()["crossfit"]["confirmed"]
+        confirmed = beyond.summary()["judgement"]["confirmed"]
         print(f"whole judgement (judge_rows: the metrics pass, the splits' tests, modes, terms): {t_all:.1f} s")
         print(f"confirmed: {confirmed}")
         print(

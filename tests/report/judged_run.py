@@ -17,7 +17,7 @@ from cg_ray import schemas as S
 
 DECISION = "confirmed ⇔ q ≤ fdr: q is the splits' median Benjamini–Hochberg q-value × 2 (Meinshausen et al. 2009)"
 INTERVAL = "the effects the same rule does not reject at the fdr level: it excludes 0 exactly when confirmed"
-CROSSFIT = {
+JUDGEMENT = {
     "splits": 10,
     "parts": 20,
     "fdr": 0.1,
@@ -117,7 +117,8 @@ def write_run(
     modes: list[dict[str, Any]],
     slices: list[dict[str, Any]],
     weaknesses: list[dict[str, Any]] | None = None,
-    crossfit: dict[str, Any] | None = CROSSFIT,
+    judgement: dict[str, Any] | None = JUDGEMENT,
+    key: str = "judgement",  # `crossfit` in runs before format 3
 ) -> Path:
     """A run directory with rows.parquet (one text row per example id), summary.json and the given tables."""
     path.mkdir(parents=True, exist_ok=True)
@@ -133,7 +134,7 @@ def write_run(
     pq.write_table(pa.Table.from_pylist(slices, schema=S.SLICES_SCHEMA), path / S.SLICES_FILE)
     if weaknesses is not None:
         pq.write_table(pa.Table.from_pylist(weaknesses, schema=S.PROFILE_SCHEMA), path / S.WEAKNESSES_FILE)
-    beyond: dict[str, Any] = {"adjusted_for": ["task"]} | ({"crossfit": crossfit} if crossfit else {})
+    beyond: dict[str, Any] = {"adjusted_for": ["task"]} | ({key: judgement} if judgement else {})
     summary = {
         "cg_ray_version": "test",
         "d_sae": 64,

@@ -2,8 +2,8 @@
 a grouped split and tested, as the same rule, on the other, with a cluster contrast; the splits are combined
 by the median rule (profile/decision.py). The calibration at realistic sizes is tests/profile/test_calibration.py.
 
-The 20-seed checks run the whole judgement (`nullcheck.judge_rows`) on seeded suites
-(tests/profile/crossfit_suites.py) and are marked slow; the unit checks of the held-out test are quick.
+The 20-seed checks run the whole judgement (`judgement.judge_rows`) on seeded suites
+(tests/profile/planted_suites.py) and are marked slow; the unit checks of the held-out test are quick.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from cg_ray.config import MetricsConfig
 from cg_ray.profile.decision import SplitTest, Tried, aggregate, judge
 from cg_ray.profile.findings import ResidualPass
 from cg_ray.profile.heldout import HeldOut
-from cg_ray.profile.nullcheck import confirmed_counts, judge_rows, null_check
+from cg_ray.profile.judgement import judge_rows
+from cg_ray.profile.nullcheck import confirmed_counts, null_check
 
-from .crossfit_suites import write_suite
+from .planted_suites import write_suite
 
 SEEDS = range(20)
 CFG = MetricsConfig(top_k=10)
@@ -245,11 +246,11 @@ def test_no_mode_tested_in_any_split_is_no_finding() -> None:
 
 def test_findings_that_fill_their_cells_are_named_in_a_note() -> None:
     from cg_ray.profile.decision import Verdict
-    from cg_ray.profile.findings import _dropped_note
+    from cg_ray.profile.findings import dropped_note
 
     full = Verdict(-0.1, -0.2, 0.0, 0.3, 0.5, False, 6, 40, 40, n_dropped=12)
     clean = Verdict(-0.1, -0.2, 0.0, 0.3, 0.5, False, 6, 40, 40)
-    assert _dropped_note([clean, clean], "failure modes") is None
-    note = _dropped_note([full, clean, full], "failure modes")
+    assert dropped_note([clean, clean], "failure modes") is None
+    note = dropped_note([full, clean, full], "failure modes")
     assert note is not None and note.startswith("2 of the 3 failure modes shown fill some of their cells")
     assert "their 24 rows there" in note

@@ -1,4 +1,4 @@
-"""Seeded suites for the held-out judgement (tests/profile/test_crossfit.py), written with pyarrow in one go.
+"""Seeded suites for the held-out judgement (tests/profile/test_verdicts.py), written with pyarrow in one go.
 
 Rows carry `type` × `level` metadata; concepts 20..63 fire at random (4 a row), concept 10 on the `geo` rows
 (it tracks metadata); the hidden property, when planted, is carried by concepts 5, 6 (and 7) and its rows'
