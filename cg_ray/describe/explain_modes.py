@@ -31,7 +31,7 @@ from cg_ray.describe.judging import Scores, Subject, halves
 from cg_ray.describe.prompts import mode_prompt
 from cg_ray.describe.spans import marked
 from cg_ray.describe.windows import char_window, window_chars
-from cg_ray.profile.modes import ClassStats
+from cg_ray.profile.modes import ModeWeights
 from cg_ray.profile.strata import RowFrame, cell_keys, expected_scores, read_frame
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def mode_weights(
 ) -> tuple[np.ndarray, RowFrame]:
     """(rows × modes summed member s̃ where they fire, the rows' frame: file rows, scores, metadata): one
     streaming pass. `firing`: each concept's threshold, as failure_modes.parquet records the modes' rule."""
-    stats = ClassStats(modes, rows.d_sae, keep_rows=0, firing=firing)
+    stats = ModeWeights(modes, rows.d_sae, firing=firing)
     parts = [
         stats.weights(b.offsets, b.concept_ids, b.concept_acts).toarray().astype(np.float32)
         for b in iter_row_batches(rows, model=model)

@@ -20,6 +20,14 @@ FIRING_SHARE = 0.1
 FIRING_QUANTILE = 99.0
 
 
+def fires(acts: npt.NDArray[np.floating], threshold: npt.NDArray[np.floating] | float) -> npt.NDArray[np.bool_]:
+    """Whether each activation fires: active and at or above its concept's threshold. The one comparison every
+    user of the rule makes (failure modes, the mode explanations, the probe's reader check)."""
+    acts = np.asarray(acts)
+    out: npt.NDArray[np.bool_] = (acts > 0) & (acts >= threshold)
+    return out
+
+
 def firing_threshold(acts: npt.NDArray[np.floating]) -> float:
     """The activation at which a concept fires, from its activations over the rows (zeros ignored; 0 for a
     concept never active: then any activation counts)."""
@@ -38,6 +46,6 @@ def firing(m: sparse.csc_matrix) -> tuple[FloatArray, sparse.csc_matrix]:
     fires, with their s̃)."""
     threshold = column_thresholds(m)
     col = np.repeat(np.arange(m.shape[1]), np.diff(m.indptr))
-    keep = m.data >= threshold[col]
+    keep = fires(m.data, threshold[col])
     indptr = np.concatenate([[0], np.cumsum(np.bincount(col[keep], minlength=m.shape[1]))])
     return threshold, sparse.csc_matrix((m.data[keep], m.indices[keep], indptr), shape=m.shape)

@@ -73,7 +73,7 @@ def _rows_of(run: RunDir, ids: set[str]) -> dict[str, dict[str, Any]]:
 def concept_thresholds(path: Path, concepts: set[int]) -> dict[int, float]:
     """Each concept's firing threshold over the run's rows, as the failure modes' rule has it
     (`metrics.firing.firing_threshold`: weak SAE tails do not count), in one streaming pass over rows.parquet's
-    concept columns."""
+    concept columns: for a run written before weaknesses.parquet recorded `firing_threshold` (format 3)."""
     found: dict[int, list[np.ndarray]] = {c: [] for c in concepts}
     wanted = pa.array(sorted(concepts), type=pa.int64())
     columns = ["concept_ids", "concept_acts"]
@@ -123,13 +123,18 @@ def read_gaps(path: Path) -> RunGaps:
         gaps.append(_gap(gap_id, "mode", members, m, rows, scorers, _effect(m, MODE_EFFECT)))
         limits = m.get("firing_thresholds") or [0.0] * len(members)
         thresholds[gap_id] = dict(zip(members, map(float, limits), strict=True))
+    unrecorded = {int(w["concept_id"]) for w in weak if w.get("firing_threshold") is None}
+    # A run before format 3 recorded no concept's threshold: computed over its rows the same way, once.
+    computed = concept_thresholds(path, unrecorded) if unrecorded else {}
     for w in weak:
         gap_id = f"concept:{w['concept_id']}"
         if any(g.gap_id == gap_id for g in gaps):
             continue
         effect = _effect(w, CONCEPT_EFFECT)
-        gaps.append(_gap(gap_id, "concept", [int(w["concept_id"])], w, rows, scorers, effect))
-        thresholds[gap_id] = {int(w["concept_id"]): 0.0}
+        c = int(w["concept_id"])
+        gaps.append(_gap(gap_id, "concept", [c], w, rows, scorers, effect))
+        recorded = w.get("firing_threshold")
+        thresholds[gap_id] = {c: float(recorded) if recorded is not None else computed[c]}
     if not gaps:
         raise GapError(f"{path}: the run lists no failure modes and no weak concepts to probe")
     return RunGaps(gaps, thresholds)

@@ -1,7 +1,7 @@
 """The reader's check of an item pair, before the model answers anything: the target must show the gap's
-concepts and the control must not. The rule is the run's own: a failure mode's member fires when its
-activation reaches the threshold failure_modes.parquet records for it (weak tails do not count); a weak
-concept's threshold is computed over the run's rows the same way (`gaps.concept_thresholds`). A pair failing
+concepts and the control must not. The rule is the run's own (`metrics.firing.fires`): a concept fires when
+its activation reaches the threshold the run recorded for it (failure_modes.parquet's `firing_thresholds`,
+weaknesses.parquet's `firing_threshold`; weak tails do not count). A pair failing
 it is dropped and counted per gap, so a gap the writer cannot express shows as a low pass rate, not as a
 quiet null."""
 
@@ -13,12 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from cg_ray.activations.protocol import Reader
+from cg_ray.metrics.firing import fires
 from cg_ray.probe.items import ItemPair
 
 
 @dataclass(frozen=True)
 class ReaderVerdict:
-    target_strength: float  # the gap's strongest concept on the target, over its firing threshold (≥ 1: fires)
+    target_strength: float  # the gap's strongest concept on the target, over its firing threshold (shown)
     control_strength: float
     passed: bool
 
@@ -35,6 +36,14 @@ def strength(ids: np.ndarray, acts: np.ndarray, rule: Mapping[int, float]) -> fl
     return best
 
 
+def any_fires(ids: np.ndarray, acts: np.ndarray, rule: Mapping[int, float]) -> bool:
+    """Whether one of the rule's concepts fires on one text."""
+    ids, acts = np.asarray(ids, dtype=np.int64), np.asarray(acts)
+    mine = np.isin(ids, np.fromiter(rule, dtype=np.int64, count=len(rule)))
+    limits = np.array([rule[int(c)] for c in ids[mine]], dtype=np.float64)
+    return bool(fires(acts[mine], limits).any())
+
+
 def check_pairs(
     pairs: Sequence[ItemPair], rules: Mapping[str, Mapping[int, float]], reader: Reader
 ) -> list[ReaderVerdict]:
@@ -44,7 +53,11 @@ def check_pairs(
     out = []
     for i, p in enumerate(pairs):
         rule = rules[p.gap_id]
-        t = strength(read[i].concept_ids, read[i].concept_acts, rule)
-        c = strength(read[len(pairs) + i].concept_ids, read[len(pairs) + i].concept_acts, rule)
-        out.append(ReaderVerdict(t, c, passed=t >= 1.0 and c < 1.0))
+        target, control = read[i], read[len(pairs) + i]
+        passed = any_fires(target.concept_ids, target.concept_acts, rule) and not any_fires(
+            control.concept_ids, control.concept_acts, rule
+        )
+        t = strength(target.concept_ids, target.concept_acts, rule)
+        c = strength(control.concept_ids, control.concept_acts, rule)
+        out.append(ReaderVerdict(t, c, passed=passed))
     return out

@@ -70,6 +70,7 @@ class Judgement:
     n_mode_candidates: int
     n_modes_confirmed: int  # of every mode judged, not only those shown
     terms: Mapping[int, Terms]  # each concept asked for (the profile's) → its rows' distinctive terms
+    firing_thresholds: Mapping[int, float]  # each concept asked for → the activation at which it fires
     notes: tuple[str, ...]
 
     @property
@@ -191,6 +192,7 @@ def judge(
         len(found),
         sum(v.confirmed for _, v in found),
         {int(c): terms[(int(c),)] for c in describe},
+        {int(c): pool.firing_thresholds([int(c)])[0] for c in describe},
         tuple(notes),
     )
 

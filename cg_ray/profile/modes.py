@@ -9,8 +9,8 @@ score less their mean cell mean (the choosing half's own cell means). One effect
 merges a mode whose rows lie mostly inside a better one's (≥ `CONTAINED` of the smaller), `merge_by_terms`
 one whose distinctive terms share a content word with a better one's among their first `TERMS_COMPARED`
 ("-- draw" and "linewidth draw" are one failure: figures), members and rows united, so every figure is
-recomputed for the merged mode. `ClassStats` streams the row statistics of given classes of concepts (the
-mode explanations use it).
+recomputed for the merged mode. `ModeWeights` gives each row's weight in given modes (the mode explanations
+use it).
 """
 
 from __future__ import annotations
@@ -23,67 +23,29 @@ import numpy.typing as npt
 from scipy import sparse
 
 from cg_ray.arrays import FloatArray, IntArray
+from cg_ray.metrics.firing import fires
 from cg_ray.metrics.uncertainty import wilson_interval
-from cg_ray.profile.grouping import top_per_group
 
 TERMS_COMPARED = 4  # distinctive terms whose content words are compared when merging modes
 CONTAINED = 0.5  # share of the smaller mode's rows inside the other's that makes them one mode
 ADDED_EFFECT = 2 / 3  # rows a merge adds must score at least this share of the better mode's residual below
-KEEP_ROWS = 200  # the most activating rows kept per class (examples and distinctive terms)
 
 
-class ClassStats:
-    """Streaming row statistics of classes of concepts; a row belongs to a class when any member fires: is
-    active, at or above its threshold in `firing` where given (failure_modes.parquet's `firing_thresholds`)."""
+class ModeWeights:
+    """Each row's summed s̃ of the members of given classes of concepts where they fire (`metrics.firing.fires`
+    at the thresholds failure_modes.parquet records, `firing`; 0: any activation), batch by batch: the rows of a
+    mode and how strongly it holds there (the mode explanations)."""
 
-    def __init__(
-        self,
-        classes: Sequence[Sequence[int]],
-        d_sae: int,
-        keep_rows: int = KEEP_ROWS,
-        firing: Mapping[int, float] | None = None,
-    ) -> None:
-        self.n = len(classes)
+    def __init__(self, classes: Sequence[Sequence[int]], d_sae: int, firing: Mapping[int, float] | None = None) -> None:
         pool = sorted({c for cl in classes for c in cl})
         self.slot_of = np.full(d_sae, -1, dtype=np.int64)
         self.slot_of[pool] = np.arange(len(pool))
         self.threshold = np.array([(firing or {}).get(c, 0.0) for c in pool], dtype=np.float64)
         pairs = np.array([(self.slot_of[c], k) for k, cl in enumerate(classes) for c in cl], dtype=np.int64)
         pairs = pairs.reshape(-1, 2)
-        self.member = sparse.csr_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(len(pool), self.n))
+        shape = (len(pool), len(classes))
+        self.member = sparse.csr_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=shape)
         self.n_pool = len(pool)
-        self.n_rows = np.zeros(self.n, dtype=np.int64)  # every active row, scored or not
-        self.n_scored = np.zeros(self.n, dtype=np.int64)
-        self.sums = np.zeros((2, self.n))  # Σ score, Σ expected over scored rows
-        self.inter = np.zeros((self.n, self.n), dtype=np.int64)
-        self.keep_rows = keep_rows
-        self._cls = np.zeros(0, dtype=np.int64)
-        self._w = np.zeros(0)
-        self._pos = np.zeros(0, dtype=np.int64)
-
-    def add(
-        self,
-        offsets: IntArray,
-        concept_ids: npt.NDArray[np.integer],
-        concept_acts: npt.NDArray[np.floating],
-        positions: IntArray,
-        scores: FloatArray,
-        expected: FloatArray,
-    ) -> None:
-        """One batch as CSR; `positions` are the rows' frame indices, `expected` their cell means."""
-        weight = self.weights(offsets, concept_ids, concept_acts)
-        if not weight.nnz:
-            return
-        member = (weight > 0).astype(np.float64)
-        self.n_rows += np.asarray(member.sum(axis=0), dtype=np.int64).ravel()
-        self.inter += np.rint((member.T @ member).toarray()).astype(np.int64)
-        scored = ~np.isnan(scores)
-        s = scored.astype(np.float64)
-        for k, v in enumerate((np.where(scored, scores, 0.0), np.where(scored, expected, 0.0))):
-            self.sums[k] += member.T @ v
-        self.n_scored += np.rint(member.T @ s).astype(np.int64)
-        coo = weight.tocoo()
-        self._keep(coo.col.astype(np.int64), coo.data, np.asarray(positions)[coo.row])
 
     def weights(
         self, offsets: IntArray, concept_ids: npt.NDArray[np.integer], concept_acts: npt.NDArray[np.floating]
@@ -92,24 +54,11 @@ class ClassStats:
         n = len(offsets) - 1
         slots = self.slot_of[np.asarray(concept_ids, dtype=np.int64)]
         acts = np.asarray(concept_acts, dtype=np.float64)
-        hit = (slots >= 0) & (acts > 0)
-        hit[hit] &= acts[hit] >= self.threshold[slots[hit]]
+        hit = slots >= 0
+        hit[hit] &= fires(acts[hit], self.threshold[slots[hit]])
         row_of = np.repeat(np.arange(n), np.diff(offsets))[hit]
         inc = sparse.csr_matrix((acts[hit], (row_of, slots[hit])), shape=(n, self.n_pool))
         return (inc @ self.member).tocsr()
-
-    def _keep(self, cls: IntArray, w: FloatArray, pos: IntArray) -> None:
-        cls = np.concatenate([self._cls, cls])
-        w = np.concatenate([self._w, w])
-        pos = np.concatenate([self._pos, pos])
-        keep = top_per_group(cls, w, self.keep_rows, tiebreak=pos)
-        self._cls, self._w, self._pos = cls[keep], w[keep], pos[keep]
-
-    def top_rows(self, k: int) -> tuple[IntArray, FloatArray]:
-        """The kept rows of class k (frame positions) and their summed member s̃, largest first."""
-        sel = np.flatnonzero(self._cls == k)
-        sel = sel[np.argsort(-self._w[sel], kind="stable")]
-        return self._pos[sel], self._w[sel]
 
 
 @dataclass(frozen=True)

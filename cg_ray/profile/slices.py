@@ -13,17 +13,14 @@ the same rows as `type=Geometry & level=5` would be a copy). Unscored rows count
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-import pyarrow as pa
 from statsmodels.stats.proportion import proportion_confint
 
 from cg_ray.profile.strata import RowFrame
-from cg_ray.schemas import SLICES_SCHEMA
 
 DEFAULT_MAX_ORDER = 2
 DEFAULT_MIN_ROWS = 20
@@ -132,23 +129,6 @@ def example_rows(frame: RowFrame, mask: npt.NDArray[np.bool_], k: int = EXAMPLES
     idx = np.flatnonzero(mask)
     idx = idx[np.argsort(frame.scores[idx], kind="stable")[:k]]
     return [frame.row_id(int(i)) for i in idx]
-
-
-def slices_table(frame: RowFrame, slices: list[Slice]) -> pa.Table:
-    records = [
-        {
-            "rank": rank,
-            "slice": s.text(frame),
-            "conditions": json.dumps(s.as_dict(frame), ensure_ascii=False),
-            "n_rows": s.n_rows,
-            "mean_score": s.mean_score,
-            "low": s.low,
-            "high": s.high,
-            "example_row_ids": example_rows(frame, s.mask(frame)),
-        }
-        for rank, s in enumerate(slices, start=1)
-    ]
-    return pa.Table.from_pylist(records, schema=SLICES_SCHEMA)
 
 
 def best_fields(slices: list[Slice]) -> list[str]:

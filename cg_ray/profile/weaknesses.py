@@ -89,6 +89,8 @@ def profile_table(
                 **{name: _f(getattr(u, name)[c]) for name in S.INTERVAL_COLUMNS},
                 "n_rows": int(result.n_active_rows[c]),
                 "n_eff": _f(u.concept_n_eff[c]),
+                # the rule a probe's reader check applies to new items (null without a judgement)
+                "firing_threshold": beyond.firing_thresholds.get(c) if beyond else None,
                 "n_benchmarks": int(result.n_benchmarks_active[c]),
                 "group": c,
                 "members": e.members,

@@ -143,6 +143,7 @@ PROFILE_SCHEMA: Final = pa.schema(
         *INTERVAL_FIELDS,
         *counts("n_rows"),
         *floats("n_eff"),
+        *floats("firing_threshold"),  # where it fires (metrics.firing): the rule a probe's reader check applies
         pa.field("n_benchmarks", pa.int32(), nullable=False),
         pa.field("group", pa.int32(), nullable=False),
         pa.field("members", pa.list_(pa.int32()), nullable=False),
