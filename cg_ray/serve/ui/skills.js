@@ -39,6 +39,9 @@ function drawSkills(doc) {
   );
   const l = doc.loadings_figure;
   Charts.matrix("skills-loadings", l.z, l.rows, l.columns, { title: l.title, zmin: -1, zmax: 1 });
+  // at its own size: a few skills' columns stretched to the page's width would make a long task list tall
+  const matrix = document.querySelector("#skills-loadings svg");
+  matrix.setAttribute("width", matrix.viewBox.baseVal.width);
   const p = doc.profiles_figure;
   const series = p.series.map((s, i) => ({ name: s.name, values: s.values, color: skillColour(i) }));
   Charts.hbars("skills-profiles", p.labels, series, { title: p.title, w: 720 });
