@@ -102,6 +102,7 @@ def _skills(args: argparse.Namespace) -> int:
     profiles.csv, redundancy.csv, profile_from_k.csv, skills.json and report.html to --out."""
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.errors import ConfigError
+    from cg_ray.report.skills import skills_page
     from cg_ray.skills.analysis import run_skills
     from cg_ray.skills.concepts import concept_frame
     from cg_ray.skills.config import SkillsConfig
@@ -131,7 +132,8 @@ def _skills(args: argparse.Namespace) -> int:
         result.summary["concepts"] = concepts
         names = concepts["labels"]
         result.loadings.insert(0, "label", [names.get(str(t).removeprefix("c"), "") for t in result.loadings.index])
-    write_skills(result, args.out, overwrite=args.overwrite)
+    html = skills_page(result.summary, result.loadings, result.profiles, result.redundancy, args.out.name)
+    write_skills(result, args.out, overwrite=args.overwrite, page=html)
     s = result.summary
     print(
         f"{s['n_models']} models × {s['n_tasks']} tasks: {s['n_factors']['n_factors']} skill(s) "
@@ -158,6 +160,7 @@ def _estimate(args: argparse.Namespace) -> int:
     for every model in turn (--lomo), or for a really new model scored so far on the rows of --observed FILE:
     its estimate and the next batch of rows to score (score them, append them to FILE, call again)."""
     from cg_ray.errors import InputError
+    from cg_ray.report.skills import estimate_page
     from cg_ray.skills.config import EstimateConfig
     from cg_ray.skills.evaluate import holdout_trace, lomo, summarise
     from cg_ray.skills.matrix import read_long, rows_matrix
@@ -184,9 +187,9 @@ def _estimate(args: argparse.Namespace) -> int:
             "other models' span, sampled at random (a reference, not an estimator)"
         )
         meta["summary"] = table.to_dict(orient="records")
-        write_estimate(
-            args.out, meta, {"lomo_summary": table, "lomo_detail": detail}, overwrite=args.overwrite, page=table
-        )
+        html = estimate_page(table, meta, args.out.name)
+        tables = {"lomo_summary": table, "lomo_detail": detail}
+        write_estimate(args.out, meta, tables, overwrite=args.overwrite, page=html)
         print(table.to_string(index=False))
     else:
         if args.holdout not in data.models:

@@ -1,4 +1,5 @@
-"""Write `cg-ray skills` / `cg-ray estimate` outputs into one directory, atomically."""
+"""Write `cg-ray skills` / `cg-ray estimate` outputs into one directory, atomically. Their report.html comes
+drawn already (cg_ray.report.skills, by the CLI: the analysis does not import the report)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,13 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.layout import EstimateDir, SkillsDir
 from cg_ray.artifacts.publish import atomic_directory
 from cg_ray.skills.analysis import SkillsResult
-from cg_ray.skills.report import estimate_page, skills_page
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, indent=2, default=lambda v: v.item() if hasattr(v, "item") else str(v)) + "\n"
 
 
-def write_skills(result: SkillsResult, out: Path, *, overwrite: bool) -> Path:
+def write_skills(result: SkillsResult, out: Path, *, overwrite: bool, page: str) -> Path:
     with atomic_directory(out, overwrite=overwrite) as tmp:
         files = SkillsDir(tmp)
         files.write("loadings.csv", result.loadings.to_csv())
@@ -28,7 +28,7 @@ def write_skills(result: SkillsResult, out: Path, *, overwrite: bool) -> Path:
         files.write("redundancy.csv", result.redundancy.to_csv())
         files.write("profile_from_k.csv", result.profile_from_k.to_csv(index=False))
         files.write("skills.json", _json(result.summary))
-        files.write(S.REPORT_FILE, skills_page(result.summary, result.loadings, result.profiles, result.redundancy))
+        files.write(S.REPORT_FILE, page)
     return out
 
 
@@ -38,7 +38,7 @@ def write_estimate(
     tables: dict[str, pd.DataFrame],
     *,
     overwrite: bool,
-    page: pd.DataFrame | None = None,
+    page: str | None = None,
 ) -> Path:
     with atomic_directory(out, overwrite=overwrite) as tmp:
         files = EstimateDir(tmp)
@@ -46,5 +46,5 @@ def write_estimate(
             files.write(f"{name}.csv", table.to_csv(index=False))  # a table EstimateDir does not name is refused
         files.write("estimate.json", _json(meta))
         if page is not None:
-            files.write(S.REPORT_FILE, estimate_page(page, meta))
+            files.write(S.REPORT_FILE, page)
     return out

@@ -31,14 +31,14 @@ const Charts = (() => {
   const scale = (d0, d1, r0, r1) => (v) => (d1 === d0 ? (r0 + r1) / 2 : r0 + ((v - d0) / (d1 - d0)) * (r1 - r0));
 
   function axes(svg, x, y, xd, yd, o) {
-    const { w = W, h = H, xTitle = "", yTitle = "", log = false } = o;
+    const { w = W, h = H, xTitle = "", yTitle = "", log = false, xTicks = null } = o;
     add(
       svg,
       `<line x1="${M.l}" y1="${h - M.b}" x2="${w - M.r}" y2="${h - M.b}" class="ax"/><line x1="${M.l}" y1="${M.t}" x2="${M.l}" y2="${h - M.b}" class="ax"/>`,
     );
     for (let i = 0; i <= 4; i++) {
       const xv = xd[0] + ((xd[1] - xd[0]) * i) / 4;
-      if (xd[1] > xd[0])
+      if (xd[1] > xd[0] && !xTicks)
         add(svg, `<text x="${x(xv)}" y="${h - M.b + 14}" text-anchor="middle" class="tk">${n(xv)}</text>`);
       const yv = log ? Math.pow(10, yd[0] + ((yd[1] - yd[0]) * i) / 4) : yd[0] + ((yd[1] - yd[0]) * i) / 4;
       add(
@@ -46,6 +46,9 @@ const Charts = (() => {
         `<text x="${M.l - 4}" y="${y(log ? Math.log10(yv) : yv) + 4}" text-anchor="end" class="tk">${n(yv)}</text>`,
       );
     }
+    // ticks where the values are (`xTicks`: [{at, label}], at in pixels), not at even steps
+    for (const t of xTicks || [])
+      add(svg, `<text x="${t.at}" y="${h - M.b + 14}" text-anchor="middle" class="tk">${e(t.label)}</text>`);
     add(
       svg,
       `<text x="${(M.l + w - M.r) / 2}" y="${h - 6}" text-anchor="middle" class="tk">${e(xTitle)}</text>` +
@@ -125,11 +128,22 @@ const Charts = (() => {
         series
           .map(
             (s, j) =>
-              `<text x="${w - M.r - 4}" y="${M.t + 12 + 13 * j}" text-anchor="end" class="tk" fill="${s.color}">■ ${e(s.name)}</text>`,
+              `<text x="${w - M.r - 4}" y="${M.t + 12 + 13 * j}" text-anchor="end" class="tk" style="fill:${s.color}">■ ${e(s.name)}</text>`,
           )
           .join(""),
       );
     done(svg);
+  }
+
+  // A cell's colour: blue to white to red when the scale crosses 0, white to blue otherwise (null: grey).
+  function fill(v, zmin, zmax) {
+    if (v === null) return "#f3f4f6";
+    const t = Math.max(0, Math.min(1, (v - zmin) / (zmax - zmin)));
+    if (zmin < 0)
+      return t < 0.5
+        ? `rgb(${Math.round(33 + 2 * t * 222)},${Math.round(102 + 2 * t * 153)},255)`
+        : `rgb(255,${Math.round(255 - (t - 0.5) * 2 * 200)},${Math.round(255 - (t - 0.5) * 2 * 200)})`;
+    return `rgb(${Math.round(247 - t * 214)},${Math.round(251 - t * 138)},${Math.round(255 - t * 75)})`;
   }
 
   // A names × names matrix, each cell coloured and labelled (null: "—").
@@ -141,15 +155,7 @@ const Charts = (() => {
     const w = left + cell * k + 10,
       h = 34 + cell * k + 90;
     const svg = frame(el, title, w, h);
-    const colour = (v) => {
-      if (v === null) return "#f3f4f6";
-      const t = Math.max(0, Math.min(1, (v - zmin) / (zmax - zmin)));
-      if (zmin < 0)
-        return t < 0.5
-          ? `rgb(${Math.round(33 + 2 * t * 222)},${Math.round(102 + 2 * t * 153)},255)`
-          : `rgb(255,${Math.round(255 - (t - 0.5) * 2 * 200)},${Math.round(255 - (t - 0.5) * 2 * 200)})`;
-      return `rgb(${Math.round(247 - t * 214)},${Math.round(251 - t * 138)},${Math.round(255 - t * 75)})`;
-    };
+    const colour = (v) => fill(v, zmin, zmax);
     matrix.forEach((row, i) =>
       row.forEach((v, j) =>
         add(
@@ -171,24 +177,35 @@ const Charts = (() => {
     done(svg);
   }
 
-  // Lines with error bars: series of {name, color, points: [{x, y, low, high}]}.
+  // Lines with error bars: series of {name, color, points: [{x, y, low, high}], dash}. `xLog`: a log x axis;
+  // `xTicks`: [{x, label}] ticked instead of even steps; `hline`: {y, label}, a dashed red line (a target).
   function lines(el, series, o = {}) {
-    const { title = "", w = W, h = H } = o;
+    const { title = "", w = W, h = H, xLog = false, hline = null } = o;
     const svg = frame(el, title, w, h);
     const pts = series.flatMap((s) => s.points).filter((p) => p.y !== null && p.y !== undefined);
     if (!pts.length) return done(svg);
-    const xs = pts.map((p) => p.x),
-      ys = pts.flatMap((p) => [p.y, p.low ?? p.y, p.high ?? p.y]);
+    const tx = xLog ? Math.log10 : (v) => v;
+    const xs = pts.map((p) => tx(p.x)),
+      ys = pts.flatMap((p) => [p.y, p.low ?? p.y, p.high ?? p.y]).concat(hline ? [hline.y] : []);
     const xd = [Math.min(...xs), Math.max(...xs)],
       yd = [Math.min(...ys), Math.max(...ys)];
-    const x = scale(xd[0], xd[1], M.l + 8, w - M.r - 8),
+    const px = scale(xd[0], xd[1], M.l + 8, w - M.r - 8),
+      x = (v) => px(tx(v)),
       y = scale(yd[0], yd[1] === yd[0] ? yd[0] + 1 : yd[1], h - M.b, M.t);
-    axes(svg, x, y, xd, yd, { ...o, w, h });
-    series.forEach((s, j) => {
-      const ok = s.points.filter((p) => p.y !== null && p.y !== undefined);
+    const xTicks = o.xTicks && o.xTicks.map((t) => ({ at: x(t.x), label: t.label }));
+    axes(svg, px, y, xd, yd, { ...o, w, h, xTicks });
+    if (hline)
       add(
         svg,
-        `<polyline fill="none" stroke="${s.color}" stroke-width="1.5" points="${ok.map((p) => `${x(p.x)},${y(p.y)}`).join(" ")}"/>` +
+        `<line x1="${M.l}" x2="${w - M.r}" y1="${y(hline.y)}" y2="${y(hline.y)}" class="med"><title>${e(hline.label)}</title></line>` +
+          `<text x="${M.l + 4}" y="${y(hline.y) - 4}" class="tk" style="fill:crimson">${e(hline.label)}</text>`,
+      );
+    series.forEach((s, j) => {
+      const ok = s.points.filter((p) => p.y !== null && p.y !== undefined);
+      const dash = s.dash ? ` stroke-dasharray="${s.dash}"` : "";
+      add(
+        svg,
+        `<polyline fill="none" stroke="${s.color}" stroke-width="1.5"${dash} points="${ok.map((p) => `${x(p.x)},${y(p.y)}`).join(" ")}"/>` +
           ok
             .map(
               (p) =>
@@ -198,9 +215,72 @@ const Charts = (() => {
                 `<circle cx="${x(p.x)}" cy="${y(p.y)}" r="2.5" fill="${s.color}"><title>${e(s.name)} ${p.x}: ${p.y.toFixed(3)}</title></circle>`,
             )
             .join("") +
-          `<text x="${w - M.r - 4}" y="${M.t + 12 + 13 * j}" text-anchor="end" class="tk" fill="${s.color}">■ ${e(s.name)}</text>`,
+          `<text x="${w - M.r - 4}" y="${M.t + 12 + 13 * j}" text-anchor="end" class="tk" style="fill:${s.color}">■ ${e(s.name)}</text>`,
       );
     });
+    done(svg);
+  }
+
+  // A rows × columns matrix (loadings: tasks × skills), each cell coloured, its value on hover and, where the
+  // cells are large enough, in the cell (null: "—"); the rows' names on the left, the columns' above.
+  function matrix(el, z, rows, columns, o = {}) {
+    const { title = "", zmin = -1, zmax = 1 } = o;
+    const cw = Math.max(40, Math.min(90, 420 / Math.max(1, columns.length))),
+      ch = 18,
+      left = 240,
+      top = 50;
+    const w = left + cw * columns.length + 10,
+      h = top + ch * rows.length + 10;
+    const svg = frame(el, title, w, h);
+    const text = (v) => (v === null ? "—" : v.toFixed(2));
+    columns.forEach((c, j) =>
+      add(svg, `<text x="${left + (j + 0.5) * cw}" y="${top - 6}" text-anchor="middle" class="tk">${e(c)}</text>`),
+    );
+    z.forEach((row, i) => {
+      add(svg, `<text x="${left - 4}" y="${top + (i + 0.5) * ch + 4}" text-anchor="end" class="tk">${e(String(rows[i]).slice(0, 44))}</text>`);
+      row.forEach((v, j) =>
+        add(
+          svg,
+          `<rect x="${left + j * cw}" y="${top + i * ch}" width="${cw - 1}" height="${ch - 1}" fill="${fill(v, zmin, zmax)}"><title>${e(rows[i])} × ${e(columns[j])}: ${text(v)}</title></rect>` +
+            `<text x="${left + (j + 0.5) * cw}" y="${top + (i + 0.5) * ch + 4}" text-anchor="middle" class="tk">${text(v)}</text>`,
+        ),
+      );
+    });
+    done(svg);
+  }
+
+  // Horizontal bars, grouped per label (one colour per series {name, values, color}), from a line at 0.
+  function hbars(el, labels, series, o = {}) {
+    const { title = "", w = W } = o,
+      left = 180,
+      bh = 8,
+      gh = bh * series.length + 6,
+      pb = M.t + gh * labels.length, // the bars' bottom: the ticks, then the legend, below it
+      h = pb + 24 + 13 * series.length;
+    const svg = frame(el, title, w, h);
+    const vs = series.flatMap((s) => s.values).filter((v) => v !== null && v !== undefined);
+    const x = scale(Math.min(0, ...vs), Math.max(0, ...vs, 1e-9), left, w - M.r);
+    add(svg, `<line x1="${x(0)}" x2="${x(0)}" y1="${M.t}" y2="${pb}" class="ax"/>`);
+    labels.forEach((label, i) => {
+      const gy = M.t + i * gh;
+      add(svg, `<text x="${left - 6}" y="${gy + gh / 2 + 3}" text-anchor="end" class="tk">${e(String(label).slice(0, 30))}</text>`);
+      series.forEach((s, j) => {
+        const v = s.values[i];
+        if (v === null || v === undefined) return;
+        add(
+          svg,
+          `<rect x="${Math.min(x(0), x(v))}" y="${gy + 3 + j * bh}" width="${Math.max(Math.abs(x(v) - x(0)), 1)}" height="${bh - 1}" fill="${s.color}"><title>${e(label)} · ${e(s.name)}: ${n(v)}</title></rect>`,
+        );
+      });
+    });
+    const ends = [...new Set([Math.min(0, ...vs), 0, Math.max(0, ...vs)])];
+    add(svg, ends.map((v) => `<text x="${x(v)}" y="${pb + 14}" text-anchor="middle" class="tk">${n(v)}</text>`).join(""));
+    add(
+      svg,
+      series
+        .map((s, j) => `<text x="${w - M.r - 4}" y="${pb + 30 + 13 * j}" text-anchor="end" class="tk" style="fill:${s.color}">■ ${e(s.name)}</text>`)
+        .join(""),
+    );
     done(svg);
   }
 
@@ -243,5 +323,5 @@ const Charts = (() => {
     done(svg);
   }
 
-  return { histogram, bars, heatmap, lines, forest };
+  return { histogram, bars, heatmap, lines, forest, matrix, hbars };
 })();
