@@ -20,7 +20,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 import numpy as np
 
@@ -35,25 +35,11 @@ from cg_ray.describe.prompts import (
 )
 from cg_ray.errors import ConfigError
 from cg_ray.generation.base import estimated_tokens
+from cg_ray.generation.completer import Completer, StructuredCompleter
 
 log = logging.getLogger(__name__)
 
 Kind = Literal["detection", "fuzzing"]
-
-
-class Completer(Protocol):
-    def complete(self, prompts: Sequence[str], max_tokens: int) -> list[str]: ...
-
-
-@runtime_checkable
-class StructuredCompleter(Protocol):
-    """A completer that can constrain answers to a JSON schema (the endpoint), while `structured` holds."""
-
-    structured: bool
-
-    def complete(
-        self, prompts: Sequence[str], max_tokens: int, formats: Sequence[dict[str, Any] | None] | None = None
-    ) -> list[str]: ...
 
 
 @dataclass(frozen=True)

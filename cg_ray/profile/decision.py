@@ -18,7 +18,7 @@ docs/findings.md), this rule found the most planted effects with a realised FDR 
 e-BH found fewer there and none of the concepts this rule confirms on real BBQ scores.
 
 The interval shown is each split's one-sided bound at the level the finding would pay in that split if it
-were rejected there (`Tried.paying`: γ·fdr over its weighted-BH factor at its rank among the split's
+were rejected there (`SplitTry.paying`: γ·fdr over its weighted-BH factor at its rank among the split's
 rejections, R + 1 when not rejected, and its Bonferroni tries: the Benjamini & Yekutieli 2005 adjustment of
 selected findings' intervals), combined over the splits with the same quantile. A bound misses with
 probability at most its level and the median only when half of them do, so the interval misses the effect
@@ -91,7 +91,7 @@ class SplitTest:
 
 
 @dataclass(frozen=True)
-class Tried:
+class SplitTry:
     """A finding's test in one split, with what that split's multiplicity made of its p-value."""
 
     test: SplitTest
@@ -177,7 +177,7 @@ def quantile_rank(splits: int, gamma: float = GAMMA) -> int:
 
 
 def aggregate(
-    tried: Mapping[int, Tried],
+    tried: Mapping[int, SplitTry],
     splits: int,
     fdr: float,
     bounds: tuple[float, float] = (-1.0, 1.0),
@@ -228,7 +228,7 @@ def aggregate(
     )
 
 
-def minimum_detectable_effect(tried: list[Tried], level: float, power: float = POWER) -> float | None:
+def minimum_detectable_effect(tried: list[SplitTry], level: float, power: float = POWER) -> float | None:
     """The effect the rule would confirm with `power`: (t at the level it would pay if confirmed + z at the
     power) × its standard error, medians over the splits that tested it (`level` = γ·fdr, divided by each
     split's paying factor)."""
@@ -263,7 +263,7 @@ def judge(
     choosing half) for each rule the split chose. Within a split: weighted BH over its rules; a finding the
     split chose as several rules keeps its best and pays for each (Bonferroni). Then `aggregate` at the
     quantile `gamma` (scripts/fdr_simulation.py compares others)."""
-    tried: dict[K, dict[int, Tried]] = {}
+    tried: dict[K, dict[int, SplitTry]] = {}
     for s, chosen in enumerate(per_split):
         if not chosen:
             continue
@@ -275,7 +275,7 @@ def judge(
         for key, _, _ in chosen:
             tries[key] = tries.get(key, 0) + 1
         for (key, t, _), c, f in zip(chosen, mult, paying, strict=True):
-            here = Tried(t, float(c) * tries[key], float(f) * tries[key])
+            here = SplitTry(t, float(c) * tries[key], float(f) * tries[key])
             best = tried.setdefault(key, {}).get(s)
             if best is None or here.q_value < best.q_value:
                 tried[key][s] = here

@@ -42,28 +42,28 @@ SHARED_CONCEPT_INSIDE = 0.5  # ... or sharing a concept, with this share of the 
 INSIDE = 0.8  # ... or with this share of the smaller's rows in the other's
 JOIN_INSIDE = 2 / 3  # a concept joins a mode only with at least this share of its rows inside the leader's
 
-SplitMode = tuple[int, int]  # (split, the mode's place among those the split tested)
+TestedMode = tuple[int, int]  # (split, the mode's place among those the split tested)
 
 
 def split_modes(
     plan: SplitPlan,
     frame: RowFrame,
-    heads: list[list[int]],
+    chosen_below: list[list[int]],
     pool: PoolRows,
-    book: ClassTerms,
+    terms_of: ClassTerms,
     cfg: MetricsConfig,
 ) -> list[tuple[ModeClass, Verdict]]:
     """Every failure mode some split tested, as one finding per effect with its verdict over the splits."""
-    everyone = sorted({c for h in heads for c in h})
-    if not everyone or not plan.items:
+    pooled = sorted({c for chosen in chosen_below for c in chosen})
+    if not pooled or not plan.items:
         return []
-    inter = pool.intersections(everyone)
+    inter = pool.intersections(pooled)
     # A concept joins a group only when it overlaps the group's leader (Jaccard ≥ mode_jaccard) AND most of its
     # own rows lie inside the leader's: a broad concept (every GSM8K problem) must not swell a sharp one's mode
     # (its problems with a dollar amount) to its own rows and dilute the effect away.
     inside = inter / np.maximum(np.diag(inter), 1)[:, None]  # [i, r]: the share of i's rows in r's
     sim = np.where(inside >= JOIN_INSIDE, jaccard_from_counts(inter), 0.0)
-    slot = {c: i for i, c in enumerate(everyone)}
+    slot = {c: i for i, c in enumerate(pooled)}
     ranked: list[list[ModeClass]] = []
     joins = []
     memo: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
@@ -74,7 +74,7 @@ def split_modes(
             memo[key] = shared_rows(a.rows, b.rows)
         return memo[key]
 
-    for split, head in zip(plan.items, heads, strict=True):
+    for split, head in zip(plan.items, chosen_below, strict=True):  # head: the concepts the split chose
         idx = np.array([slot[c] for c in head], dtype=np.int64)
         rep = group_near_duplicates(sim[np.ix_(idx, idx)], -np.arange(len(head), dtype=np.float64), cfg.mode_jaccard)
         groups: dict[int, list[int]] = {}
@@ -95,13 +95,15 @@ def split_modes(
         joins.append(join)
     # Each split merges by terms against the cells of its own fields: the run's fields were picked with every
     # row's score, which a split's choosing must not see.
-    books = {
-        tuple(book_fields): book.for_cells(book_fields) for book_fields in {tuple(s.adjusted_for) for s in plan.items}
+    terms_by_fields = {
+        tuple(fields): terms_of.for_cells(fields) for fields in {tuple(s.adjusted_for) for s in plan.items}
     }
-    tested: dict[SplitMode, ModeClass] = {}
-    tests: dict[SplitMode, tuple[SplitTest, int]] = {}
+    tested: dict[TestedMode, ModeClass] = {}
+    tests: dict[TestedMode, tuple[SplitTest, int]] = {}
     for split, classes, join in zip(plan.items, ranked, joins, strict=True):
-        terms = books[tuple(split.adjusted_for)].compute({c.members: pool.members(c.members) for c in classes})
+        terms = terms_by_fields[tuple(split.adjusted_for)].compute(
+            {c.members: pool.members(c.members) for c in classes}
+        )
         strong = {m: _strong_words(t) for m, t in terms.items()}
         merged = merge_by_terms(classes, partial(_words_of, strong), join)
         merged = [m for m in merged if m.rows.size <= MAX_ROW_SHARE * frame.n_rows]
@@ -138,7 +140,7 @@ def _one_effect(inter: int, a: ModeClass, b: ModeClass) -> bool:
     return bool(set(a.members) & set(b.members)) and inter >= SHARED_CONCEPT_INSIDE * smaller
 
 
-def _identities(tested: dict[SplitMode, ModeClass], n_rows: int) -> list[list[SplitMode]]:
+def _identities(tested: dict[TestedMode, ModeClass], n_rows: int) -> list[list[TestedMode]]:
     """The tested modes grouped into findings (union-find over `_one_effect`), in first-seen order. The same
     rule chosen by several splits is one finding outright; the rows shared by distinct rules come from one
     sparse product, not a pairwise loop over row lists."""
@@ -169,7 +171,7 @@ def _identities(tested: dict[SplitMode, ModeClass], n_rows: int) -> list[list[Sp
         for j in range(i + 1, len(rules)):
             if inter[i, j] and root(i) != root(j) and _one_effect(int(inter[i, j]), first[i], first[j]):
                 parent[root(j)] = root(i)
-    out: dict[int, list[SplitMode]] = {}
+    out: dict[int, list[TestedMode]] = {}
     for key, mode in tested.items():
         out.setdefault(root(rules[mode.members]), []).append(key)
     return list(out.values())

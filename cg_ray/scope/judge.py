@@ -25,33 +25,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.errors import ConfigError
+from cg_ray.generation.completer import Completer, StructuredCompleter
 from cg_ray.scope.judge_prompt import Candidate, Verdict, answer_tokens, parse_verdicts, scope_prompt, verdict_format
 from cg_ray.scope.reference import ReferenceComparison
 
 JUDGE_BATCH = 5  # concepts per request
-
-
-class Completer(Protocol):
-    """`describe.judging.Completer`: answers in the prompts' order."""
-
-    def complete(self, prompts: Sequence[str], max_tokens: int) -> list[str]: ...
-
-
-@runtime_checkable
-class StructuredCompleter(Protocol):
-    """`describe.judging.StructuredCompleter`: takes a `response_format` per prompt while `structured` holds."""
-
-    structured: bool
-
-    def complete(
-        self, prompts: Sequence[str], max_tokens: int, formats: Sequence[dict[str, Any] | None] | None = None
-    ) -> list[str]: ...
 
 
 class ScopeJudge(BaseModel):

@@ -18,7 +18,7 @@ import pytest
 
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.config import MetricsConfig
-from cg_ray.profile.decision import SplitTest, Tried, aggregate, judge
+from cg_ray.profile.decision import SplitTest, SplitTry, aggregate, judge
 from cg_ray.profile.findings import ResidualPass
 from cg_ray.profile.heldout import HeldOut
 from cg_ray.profile.judgement import judge_rows
@@ -149,7 +149,7 @@ def _test(estimate: float, se: float, n: int = 100) -> SplitTest:
 
 
 def test_a_finding_fewer_than_half_the_splits_chose_is_never_confirmed_however_small_its_p_values() -> None:
-    sure = Tried(_test(-0.3, 0.02), 1.0)
+    sure = SplitTry(_test(-0.3, 0.02), 1.0)
     four = aggregate({s: sure for s in range(4)}, splits=10, fdr=0.1)
     assert not four.confirmed and four.q_value == 1.0 and four.splits_selected == 4
     assert four.high is None  # the rule turned around rejects nothing: no bound to show
@@ -158,7 +158,7 @@ def test_a_finding_fewer_than_half_the_splits_chose_is_never_confirmed_however_s
 
 
 def test_q_is_twice_the_median_splits_q_and_the_fdr_alone_decides() -> None:
-    tests = {s: Tried(_test(-0.1, 0.05), 2.0) for s in range(10)}  # p ≈ 0.024, q ≈ 0.048 in every split
+    tests = {s: SplitTry(_test(-0.1, 0.05), 2.0) for s in range(10)}  # p ≈ 0.024, q ≈ 0.048 in every split
     q = tests[0].q_value
     for fdr in (0.05, 0.1, 0.2, 0.3):
         v = aggregate(tests, splits=10, fdr=fdr)
