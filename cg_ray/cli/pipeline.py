@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
 from cg_ray.cli.options import add_command, add_job_options, job_config
-from cg_ray.errors import CgRayError
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -15,48 +13,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     Run the suite described by CONFIG (see jobs/). Finished shards are kept in OUTPUT.partial/; after an
     interruption, --resume continues from them."""
+    from cg_ray.pipeline.api import run_suite
     from cg_ray.pipeline.config import load_run_config
-    from cg_ray.pipeline.runner import RunOptions, run
 
     config = job_config(load_run_config(args.config), args)
     if args.dry_run:
         print(_dry_run(config))
         return 0
-    for generation in [config.generation, *([config.judge] if config.judge is not None else [])]:
-        if generation.backend == "endpoint":  # a wrong URL, key or model: refused before anything is written
-            from cg_ray.generation.endpoint import check_endpoint
-
-            check_endpoint(generation)
-    options = RunOptions(
-        resume=args.resume, overwrite=args.overwrite, shard_rows=args.shard_rows, report=not args.no_report
-    )
-    try:
-        out = run(config, options, config_source=str(args.config))
-    except Exception as exc:
-        found = worker_error(exc)
-        if found is None:
-            raise
-        raise CgRayError(found) from None  # one clear line, not a Ray traceback
+    out = run_suite(config, resume=args.resume, overwrite=args.overwrite, shard_rows=args.shard_rows,
+                    report=not args.no_report, config_source=str(args.config))  # fmt: skip
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.cli.metrics import print_findings
 
     print_findings(RunDir(out))  # what the run confirmed held out, and the next step: as `cg-ray metrics` ends
     return 0
-
-
-# How a Ray task's traceback names the exception it raised: "cg_ray.generation.endpoint.EndpointRefused: …".
-_WORKER_ERROR = re.compile(r"^cg_ray(?:\.\w+)+\.(\w+(?:Error|Refused)): (.+)$", re.MULTILINE)
-
-
-def worker_error(exc: BaseException) -> str | None:
-    """The message of a cg_ray error raised inside a Ray task (Ray hands the driver its traceback as text:
-    the exception's type and chain do not survive), or None when `exc` holds none."""
-    import ray.exceptions
-
-    if not isinstance(exc, ray.exceptions.RayError):
-        return None
-    found = _WORKER_ERROR.search(str(exc))
-    return found.group(2) if found else None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -28,6 +28,38 @@ def test_a_run_ends_with_its_judged_findings_and_the_next_step(
     )
 
 
+def test_cg_ray_run_is_the_step_the_cli_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cg_ray.run(config)` from a notebook: a YAML path or a RunConfig, the same options as the flags, the
+    published directory back, and a cg_ray error raised inside a Ray task as a CgRayError with its message."""
+    import ray.exceptions
+
+    import cg_ray
+    import cg_ray.pipeline.runner as runner
+    from cg_ray.errors import CgRayError
+    from cg_ray.pipeline.config import load_run_config
+
+    calls: list[tuple[object, runner.RunOptions, str | None]] = []
+
+    def fake_run(config: object, options: runner.RunOptions, config_source: str | None = None) -> Path:
+        calls.append((config, options, config_source))
+        return tmp_path
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    assert cg_ray.run(JOB, resume=True, shard_rows=8) == tmp_path
+    config, options, source = calls[0]
+    assert config == load_run_config(JOB) and source == str(JOB)
+    assert (options.resume, options.overwrite, options.shard_rows, options.report) == (True, False, 8, True)
+    assert cg_ray.run(load_run_config(JOB), report=False) == tmp_path
+    assert calls[1][1].report is False and calls[1][2] is None
+
+    def refused(*_: object, **__: object) -> Path:
+        raise ray.exceptions.RayError("Traceback …\ncg_ray.generation.endpoint.EndpointRefused: 401 from the endpoint")
+
+    monkeypatch.setattr(runner, "run", refused)
+    with pytest.raises(CgRayError, match=r"^401 from the endpoint$"):
+        cg_ray.run(JOB)
+
+
 @pytest.mark.parametrize(("flags", "interval"), [([], 60), (["-v"], 10)])
 def test_ray_datas_progress_log_is_once_a_minute_unless_verbose(flags: list[str], interval: int) -> None:
     """Ray Data reads the interval when it is imported: a fresh process, as `cg-ray run` is."""
