@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # ("status", 429) | ("retry_after", 0) | ("malformed", None) | ("sleep", seconds) | ("body", (400, "text"))
 Fault = tuple[str, Any]
@@ -141,3 +143,14 @@ def serve(script: Script) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def settled(count: Callable[[], T], quiet_s: float = 3.0) -> T:
+    """`count()` once it has not changed for `quiet_s` (after a kill, a Ray worker may still send a request
+    before it sees its raylet die)."""
+    counts, since = count(), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        time.sleep(0.1)
+        if (now := count()) != counts:
+            counts, since = now, time.monotonic()
+    return counts

@@ -19,7 +19,7 @@ import pytest
 from cg_ray.artifacts import layout as L
 from cg_ray.probe.config import WORK_DIR
 from cg_ray.probe.work import Work
-from tests.describe.endpoint_server import Fault, Script, serve
+from tests.describe.endpoint_server import Fault, Script, serve, settled
 from tests.probe.scripted_probe import answer, probe_config, write_run
 
 pytestmark = pytest.mark.slow
@@ -45,16 +45,6 @@ def _counts(script: Script) -> tuple[int, int]:
         prompts = [r["body"]["messages"][-1]["content"] for r in script.requests if r.get("body")]
     model = sum(_is_model(p) for p in prompts)
     return model, len(prompts) - model
-
-
-def _settled(script: Script, quiet_s: float = 3.0) -> tuple[int, int]:
-    """The counts once no request came for `quiet_s` (a Ray worker may send one before it sees its raylet die)."""
-    counts, since = _counts(script), time.monotonic()
-    while time.monotonic() - since < quiet_s:
-        time.sleep(0.1)
-        if (now := _counts(script)) != counts:
-            counts, since = now, time.monotonic()
-    return counts
 
 
 def _command(run: Path, url: str, tmp: Path) -> list[str]:
@@ -102,7 +92,7 @@ def test_a_killed_probe_asks_again_only_what_was_in_flight(tmp_path: Path) -> No
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its Ray: nothing more is sent
         proc.wait()
         killed_s = time.monotonic() - t0
-        asked, written = _settled(slow)
+        asked, written = settled(lambda: _counts(slow))
         saved = len(Work(run / WORK_DIR).answers())
         t1 = time.monotonic()
         _finish(_probe(command))
