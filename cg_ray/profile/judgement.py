@@ -25,7 +25,15 @@ from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult, compute_metrics
 from cg_ray.profile.classterms import ClassTerms
 from cg_ray.profile.decision import DECISION, GAMMA, INTERVAL, Alternative, Verdict, not_tested, rank_key, typical_mde
-from cg_ray.profile.findings import Gathered, ResidualPass, dropped_note, examples, modes_table, positions
+from cg_ray.profile.findings import (
+    Gathered,
+    ResidualPass,
+    dropped_note,
+    examples,
+    modes_table,
+    positions,
+    verdict_columns,
+)
 from cg_ray.profile.pool import PoolRows
 from cg_ray.profile.residual import Residuals
 from cg_ray.profile.split_modes import split_modes
@@ -121,8 +129,22 @@ class Judgement:
                     "concepts": sum(v.confirmed for v in self.concept_verdicts.values()),
                 },
                 "mde_by_size": self.mde_by_size(),
+                "confirmed_concepts": self.confirmed_concepts(),
             },
         }
+
+    def confirmed_concepts(self) -> list[dict[str, Any]]:
+        """Every confirmed concept, most confidently first, whichever list shows it (the profile shows its top
+        ones): the record later steps read instead of judging the rows again (validate, sensitivity)."""
+        ranked = sorted(
+            ((key, v) for key, v in self.concept_verdicts.items() if v.confirmed),
+            key=lambda kv: (rank_key(kv[1]), kv[0]),
+        )
+        return [
+            {"concept": key.concept, "direction": key.direction, "estimate": v.estimate, "low": v.low,
+             "high": v.high, **verdict_columns(v)}
+            for key, v in ranked
+        ]  # fmt: skip
 
     def mde_by_size(self) -> list[dict[str, float | int | None]]:
         """The minimum detectable effect of a failure mode of typical sizes in this suite (80% power, as the

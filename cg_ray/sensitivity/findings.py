@@ -25,10 +25,14 @@ from cg_ray.arrays import IntArray
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.rows import RowsFile, iter_row_batches, open_rows
 from cg_ray.config import MetricsConfig
-from cg_ray.profile.decision import LESS, Alternative, Verdict, judge, not_tested, rank_key
-from cg_ray.profile.judgement import Judgement, judge_rows
+from cg_ray.profile.decision import LESS, Alternative, Verdict, judge, not_tested
+from cg_ray.profile.findings import ResidualPass
+from cg_ray.profile.judgement import judge_rows
 from cg_ray.profile.pool import PoolRows
+from cg_ray.profile.splits import SplitPlan
 from cg_ray.profile.strata import MISSING, RowFrame
+from cg_ray.profile.verdicts import ConceptKey
+from cg_ray.report.findings import judgement_of
 
 REPLICATES_AT = 0.5  # Jaccard of flagged rows
 COVERED_AT = 0.5  # share of the run's rows a partial match flags
@@ -50,29 +54,41 @@ class Finding:
 
 def confirmed_findings(
     run: RunDir, rows: RowsFile, model: str | None, config: MetricsConfig
-) -> tuple[list[Finding], Judgement]:
+) -> tuple[list[Finding], SplitPlan]:
     """The run's confirmed failure modes and slices (as its files rank them), every concept it confirms
-    (weaknesses and strengths, shown in its profile or not: judged again, as the null check does, with the
-    run's settings and seeds), with their rows; and that judgement (its splits test the fixed rules)."""
-    beyond = judge_rows(rows, config, model)
+    (weaknesses and strengths, shown in its profile or not: the judgement's record in summary.json), with their
+    rows; and the run's splits (they test the fixed rules), planned again from the light columns."""
+    residuals = ResidualPass(rows, model, config)  # the run's groups and splits: no pass over the activations
+    concepts = recorded_concepts(run) if run.has(S.SUMMARY_FILE) else None
+    if concepts is None:  # a run before summary.json recorded them (format 3): its judgement made again
+        judged = judge_rows(rows, config, model)
+        concepts = [ConceptKey(int(c["concept"]), c["direction"]) for c in judged.confirmed_concepts()]
     modes = _confirmed(run, S.FAILURE_MODES_FILE)
-    concepts = sorted(
-        ((key, v) for key, v in beyond.concept_verdicts.items() if v.confirmed), key=lambda kv: rank_key(kv[1])
-    )
-    pool = _pool(rows, model, [c for m in modes for c in m["concept_ids"]] + [key.concept for key, _ in concepts])
+    pool = _pool(rows, model, [c for m in modes for c in m["concept_ids"]] + [key.concept for key in concepts])
     out = [
         Finding("failure_mode", f"mode:{m['rank']}", m["description"], LESS, pool.members(m["concept_ids"])[0])
         for m in modes
     ]
     out += [
-        Finding("slice", f"slice:{s['rank']}", s["slice"], LESS, slice_rows(beyond.frame, json.loads(s["conditions"])))
+        Finding(
+            "slice", f"slice:{s['rank']}", s["slice"], LESS, slice_rows(residuals.frame, json.loads(s["conditions"]))
+        )
         for s in _confirmed(run, S.SLICES_FILE)
     ]
     names = _concept_names(run)
-    for key, _ in concepts:
+    for key in concepts:
         name = names.get(key.concept) or f"concept {key.concept}"
         out.append(Finding("concept", f"concept:{key.concept}", name, key.direction, pool.firing(key.concept)[0]))
-    return out, beyond
+    return out, residuals.plan
+
+
+def recorded_concepts(run: RunDir) -> list[ConceptKey] | None:
+    """The concepts the run's judgement confirmed, as summary.json records them (None: not recorded)."""
+    judged = judgement_of(run.read_summary())
+    recorded = (judged or {}).get("confirmed_concepts")
+    if recorded is None:
+        return None
+    return [ConceptKey(int(c["concept"]), c["direction"]) for c in recorded]
 
 
 def _concept_names(run: RunDir) -> dict[int, str]:
@@ -117,10 +133,10 @@ def slice_rows(frame: RowFrame, conditions: dict[str, str]) -> IntArray:
 
 @dataclass(frozen=True)
 class OtherReader:
-    """Another reader's run over the same rows: its confirmed findings and the judgement that made them."""
+    """Another reader's run over the same rows: its confirmed findings and its splits."""
 
     findings: list[Finding]
-    judged: Judgement
+    plan: SplitPlan
 
     @classmethod
     def open(cls, run: RunDir, model: str | None, config: MetricsConfig) -> OtherReader:
@@ -130,7 +146,7 @@ class OtherReader:
 def fixed_rule_verdict(finding: Finding, other: OtherReader) -> Verdict:
     """The finding's own rows as one rule tested on each split's test half of the other run (nothing chosen:
     a family of one), within the cells each split adjusts for (a slice: against the half's other rows)."""
-    plan = other.judged.plan
+    plan = other.plan
     per_split = []
     for split in plan.items:
         half = split.whole if finding.kind == "slice" else split.by_cell

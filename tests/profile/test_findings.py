@@ -128,6 +128,27 @@ def test_failure_modes_find_the_hidden_property_with_the_right_rows(planted_run:
     assert listed.count(5) == 1 and listed.count(6) == 1
 
 
+def test_the_run_records_every_confirmed_concept_of_its_one_judgement(planted_run: tuple[Path, np.ndarray]) -> None:
+    """summary.json records each confirmed concept, shown in the profile or not, so validate and sensitivity
+    read the run's judgement instead of making it again: the record is that judgement's (same rows, same
+    settings), and the profile's confirmed entries are among it."""
+    from cg_ray.artifacts.rows import open_rows
+    from cg_ray.config import MetricsConfig
+    from cg_ray.profile.judgement import judge_rows
+
+    out, _ = planted_run
+    judgement = json.loads((out / S.SUMMARY_FILE).read_text())["profile"]["beyond"]["judgement"]
+    recorded = judgement["confirmed_concepts"]
+    assert len(recorded) == judgement["confirmed"]["concepts"] > 0
+    again = judge_rows(open_rows(out / S.ROWS_FILE), MetricsConfig(top_k=10))
+    assert recorded == json.loads(json.dumps(again.confirmed_concepts()))
+    assert all(r["low"] <= r["estimate"] <= r["high"] and r["q_value"] <= judgement["fdr"] for r in recorded)
+    keys = {(r["concept"], r["direction"]) for r in recorded}
+    for name, direction in ((S.WEAKNESSES_FILE, "less"), (S.STRENGTHS_FILE, "greater")):
+        shown = pq.read_table(out / name).to_pylist()
+        assert {(e["concept_id"], direction) for e in shown if e["confirmed"]} <= keys
+
+
 def test_groups_on_other_rows_of_the_same_failure_are_one_mode(tmp_path: Path) -> None:
     table, figure = planted(split_figure=True)
     pq.write_table(table, tmp_path / "rows.parquet")

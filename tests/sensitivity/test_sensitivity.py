@@ -139,6 +139,26 @@ def test_scores_permuted_within_cells_confirm_nothing_under_any_reader(tmp_path:
     assert all(r["statuses"]["not found"] == 0 for r in summary["readers"])  # type: ignore[index, union-attr]
 
 
+def test_a_run_without_the_recorded_concepts_is_judged_again_to_the_same_findings(planted, tmp_path: Path) -> None:
+    """A run written before summary.json recorded its confirmed concepts: its judgement is made again, and the
+    findings (keys, directions, rows) and splits are those read from the record."""
+    from cg_ray.artifacts.rows import open_rows
+    from cg_ray.sensitivity.findings import confirmed_findings
+
+    run, _, _ = planted
+    old = Path(shutil.copytree(run, tmp_path / "old", ignore=shutil.ignore_patterns("sensitivity")))
+    summary = json.loads((old / S.SUMMARY_FILE).read_text())
+    del summary["profile"]["beyond"]["judgement"]["confirmed_concepts"]
+    (old / S.SUMMARY_FILE).write_text(json.dumps(summary))
+    read, read_plan = confirmed_findings(RunDir(run), open_rows(run / S.ROWS_FILE), None, MetricsConfig())
+    again, again_plan = confirmed_findings(RunDir(old), open_rows(old / S.ROWS_FILE), None, MetricsConfig())
+    assert any(f.kind == "concept" for f in read)
+    assert [(f.key, f.direction, f.rows.tolist()) for f in read] == [
+        (f.key, f.direction, f.rows.tolist()) for f in again
+    ]
+    assert [s.choosing.tolist() for s in read_plan.items] == [s.choosing.tolist() for s in again_plan.items]
+
+
 def test_dry_run_says_rows_readers_and_time(planted, capsys: pytest.CaptureFixture[str]) -> None:
     run, _, _ = planted
     code = main(["sensitivity", str(run), "--reader", "other", "--dry-run", "--reader-factory", FAKE])
