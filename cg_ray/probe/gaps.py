@@ -93,8 +93,8 @@ def concept_thresholds(path: Path, concepts: set[int]) -> dict[int, float]:
 # (weaknesses.parquet: its cross-fitted residual; `residual` there is over every row, the same rows that
 # ranked the concept). Selection inflates an in-sample effect, which would make "refuted" easier and plan too
 # few pairs, so a gap without a held-out effect gets None and the verdict uses confirm.DEFAULT_EFFECT, saying so.
-MODE_EFFECT = "residual"
-CONCEPT_EFFECT = "residual_heldout"
+MODE_EFFECT = "heldout_residual"
+CONCEPT_EFFECT = "heldout_residual"
 
 
 def _effect(entry: dict[str, Any], name: str) -> float | None:

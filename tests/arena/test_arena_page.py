@@ -49,7 +49,7 @@ def arena_folder(out: Path) -> ArenaDir:
     def heldout(model: str, r: float) -> dict:  # m0's concepts are confirmed held out, m1's never candidates
         if model == "m1":
             return {"confirmed": False, "n_heldout": 0}
-        return {"residual_heldout": r, "residual_heldout_low": r - 0.1, "residual_heldout_high": r + 0.1,
+        return {"heldout_residual": r, "heldout_residual_low": r - 0.1, "heldout_residual_high": r + 0.1,
                 "confirmed": True, "q_value": 0.004, "n_heldout": 20}  # fmt: skip
 
     concepts = [
