@@ -146,7 +146,8 @@ def test_a_format_2_run_reads_its_residual_columns_under_today_s_names(made: Pat
     the same values, through read_run and every reader of RunDir.read_table (the report's and service's)."""
     from cg_ray.api.run import OLD_COLUMNS
     from cg_ray.artifacts.layout import RunDir
-    from cg_ray.report.documents import profile
+    from cg_ray.report.documents import concept_details, profile
+    from cg_ray.serve.results import concept_table
 
     summary = run_copy / "summary.json"
     summary.write_text(json.dumps({**json.loads(summary.read_text()), "format_version": 2}))
@@ -167,6 +168,10 @@ def test_a_format_2_run_reads_its_residual_columns_under_today_s_names(made: Pat
     assert modes is not None and modes.column_names == ["rank", "heldout_residual", "in_sample_residual"]
     weak = profile(RunDir(run_copy), "weaknesses", 5)
     assert weak is not None and {"in_sample_residual", "heldout_residual"} <= set(weak["items"][0])
+    # The service's concept table of a stored analysis, and the report's concept details, read it whole.
+    page = concept_table(RunDir(run_copy), limit=1).items[0].model_dump()
+    assert "in_sample_residual" in page and "residual" not in page
+    assert "in_sample_residual" in concept_details(RunDir(run_copy), [0], examples=1)[0]
 
 
 def test_a_path_that_is_not_a_run_is_named_with_what_is_missing(made: Path, tmp_path: Path) -> None:
