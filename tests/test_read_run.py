@@ -75,8 +75,8 @@ def test_a_notebook_reads_the_run_and_its_confirmed_findings(made: Path) -> None
     modes = run.failure_modes
     assert modes is not None
     first = modes[modes["confirmed"]].iloc[0]
-    assert first["residual_low"] <= first["residual"] <= first["residual_high"] < 0
-    assert {"residual_in_sample", "mean_score", "expected_score"} <= set(modes.columns)
+    assert first["heldout_residual_low"] <= first["heldout_residual"] <= first["heldout_residual_high"] < 0
+    assert {"in_sample_residual", "mean_score", "expected_score"} <= set(modes.columns)
     assert first["description"] in set(weak["finding"])
 
 
@@ -138,6 +138,40 @@ def test_a_run_written_before_versions_and_verdicts_reads_as_it_is(run_copy: Pat
     kinds = set(run.findings(confirmed_only=False)["kind"])
     assert "slice" not in kinds and "failure_mode" in kinds
     assert run.slices is not None and "confirmed" not in run.slices.columns
+
+
+def test_a_format_2_run_reads_its_residual_columns_under_today_s_names(made: Path, run_copy: Path) -> None:
+    """A run written before the residual columns were named for what they hold: its `residual` (held out in
+    failure_modes.parquet, in sample in concepts.parquet and the profiles) reads as today's columns, with
+    the same values, through read_run and every reader of RunDir.read_table (the report's and service's)."""
+    from cg_ray.api.run import OLD_COLUMNS
+    from cg_ray.artifacts.layout import RunDir
+    from cg_ray.report.documents import concept_details, profile
+    from cg_ray.serve.results import concept_table
+
+    summary = run_copy / "summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "format_version": 2}))
+    for name, renamed in OLD_COLUMNS.items():
+        table = pq.read_table(run_copy / name)
+        back = {new: old for old, new in renamed.items()}
+        assert set(back) <= set(table.column_names), name  # today's run holds every renamed column
+        pq.write_table(table.rename_columns([back.get(c, c) for c in table.column_names]), run_copy / name)
+    assert "residual" in pq.read_table(run_copy / "weaknesses.parquet").column_names  # the old layout on disk
+
+    old, new = cg_ray.read_run(run_copy), cg_ray.read_run(made)
+    assert old.format_version == 2
+    for name in ("failure_modes", "concepts", "weaknesses", "strengths", "coverage_gaps"):
+        pd.testing.assert_frame_equal(getattr(old, name), getattr(new, name), obj=name)
+    pd.testing.assert_frame_equal(old.findings(confirmed_only=False), new.findings(confirmed_only=False))
+    # Asked for by today's names, as a reader of a few columns asks.
+    modes = RunDir(run_copy).read_table("failure_modes.parquet", ["rank", "heldout_residual", "in_sample_residual"])
+    assert modes is not None and modes.column_names == ["rank", "heldout_residual", "in_sample_residual"]
+    weak = profile(RunDir(run_copy), "weaknesses", 5)
+    assert weak is not None and {"in_sample_residual", "heldout_residual"} <= set(weak["items"][0])
+    # The service's concept table of a stored analysis, and the report's concept details, read it whole.
+    page = concept_table(RunDir(run_copy), limit=1).items[0].model_dump()
+    assert "in_sample_residual" in page and "residual" not in page
+    assert "in_sample_residual" in concept_details(RunDir(run_copy), [0], examples=1)[0]
 
 
 def test_a_path_that_is_not_a_run_is_named_with_what_is_missing(made: Path, tmp_path: Path) -> None:

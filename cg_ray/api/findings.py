@@ -52,7 +52,7 @@ KINDS: tuple[Kind, ...] = (
         "failure_mode",
         S.FAILURE_MODES_FILE,
         "description",
-        ("residual", "residual_low", "residual_high"),
+        ("heldout_residual", "heldout_residual_low", "heldout_residual_high"),
         "held-out residual: mean score of the mode's rows minus their cells' expected score",
     ),
     Kind(
@@ -68,14 +68,14 @@ KINDS: tuple[Kind, ...] = (
         "weakness",
         S.WEAKNESSES_FILE,
         "description",
-        ("residual_heldout", "residual_heldout_low", "residual_heldout_high"),
+        ("heldout_residual", "heldout_residual_low", "heldout_residual_high"),
         "held-out residual gap of the concept's rows (below 0: weaker than their cells)",
     ),
     Kind(
         "strength",
         S.STRENGTHS_FILE,
         "description",
-        ("residual_heldout", "residual_heldout_low", "residual_heldout_high"),
+        ("heldout_residual", "heldout_residual_low", "heldout_residual_high"),
         "held-out residual gap of the concept's rows (above 0: stronger than their cells)",
     ),
 )

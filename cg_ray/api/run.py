@@ -5,7 +5,12 @@ A run directory is what `cg-ray metrics`, `cg-ray run`, a service analysis or on
 reader, the rows, the false discovery rate and splits the findings were judged with, when it was made) and
 hands out every table as a pandas DataFrame, read from the directory each time it is asked for; an optional
 part the run does not hold is None. Every JSON document is read through its `cg_ray.artifacts.contract`
-model, so a run written by a newer cg_ray is refused with an error naming the file and both versions.
+model, so a run written by a newer cg_ray is refused with an error naming the file and both versions. A run
+of an older layout is read under today's column names: format 2 and older said `residual` for the held-out
+figure in failure_modes.parquet but for the in-sample one in concepts.parquet and the profiles (`OLD_COLUMNS`,
+file -> old -> new: `residual*` -> `heldout_residual*` in failure_modes.parquet, `residual_in_sample` ->
+`in_sample_residual`; `residual*` -> `in_sample_residual*` and `residual_heldout*` -> `heldout_residual*` in
+concepts.parquet, weaknesses / strengths / coverage_gaps.parquet).
 
 Which columns are held out and which in sample is said in each table's docstring below: a finding's verdict
 (`confirmed`, `q_value`, …) always rests on held-out figures (docs/findings.md), the paper's metrics
@@ -29,11 +34,15 @@ from cg_ray.api import analyses as A
 from cg_ray.api.findings import KINDS, findings_table
 from cg_ray.artifacts import contract as C
 from cg_ray.artifacts.layout import ArenaDir, RunDir
+from cg_ray.artifacts.renamed import RUN_COLUMNS
 from cg_ray.errors import NotARunDirectory
 
 # The newest run layout this cg_ray reads: summary.json's format_version (`RunSummary.version`; 2 since
-# failure modes and slices are held out with verdicts). Runs without one read as version 0, the same layout.
+# failure modes and slices are held out with verdicts, 3 since the residual columns are named for what they
+# hold). Runs without one read as version 0, the same layout as 1 and 2. A run of version 2 or older is read
+# with its old columns renamed (`OLD_COLUMNS`); a newer one is refused.
 FORMAT_VERSION: Final = C.RunSummary.version
+OLD_COLUMNS: Final = RUN_COLUMNS  # file -> old column -> new: what an older run's tables are read under
 
 N = TypeVar("N", int, float)
 _MAKE_ONE = "`cg-ray metrics --rows ROWS --out DIR` or `cg-ray run CONFIG` makes one"
@@ -98,9 +107,9 @@ class Run:
     @property
     def failure_modes(self) -> pd.DataFrame | None:
         """failure_modes.parquet: groups of concepts whose rows score below their metadata cells, confirmed
-        first. **Held out**: residual, residual_low, residual_high and the verdict columns (p_value, q_value,
+        first. **Held out**: heldout_residual (+ _low / _high) and the verdict columns (p_value, q_value,
         confirmed, splits_selected, n_heldout, n_clusters, mde). **In sample** (every scored row of the mode):
-        mean_score, expected_score, residual_in_sample, n_rows, n_scored. Also description, terms,
+        mean_score, expected_score, in_sample_residual, n_rows, n_scored. Also description, terms,
         term_shares, background_shares, concept_ids, firing_thresholds, adjusted_for, example_row_ids."""
         return self._table(S.FAILURE_MODES_FILE)
 
@@ -114,9 +123,9 @@ class Run:
     @property
     def weaknesses(self) -> pd.DataFrame | None:
         """weaknesses.parquet: the weakness profile in rank order (rank 1 = most confidently weak).
-        **In sample**: X_model with X_model_low / X_model_high, adjusted_gap (+ _low / _high), residual
-        (+ _low / _high: the metadata-adjusted gap over every row), n_rows, n_eff, n_benchmarks.
-        **Held out**: residual_heldout (+ _low / _high) and the verdict columns (null / not confirmed when
+        **In sample**: X_model with X_model_low / X_model_high, adjusted_gap (+ _low / _high),
+        in_sample_residual (+ _low / _high: the metadata-adjusted gap over every row), n_rows, n_eff, n_benchmarks.
+        **Held out**: heldout_residual (+ _low / _high) and the verdict columns (null / not confirmed when
         the concept was never a candidate). Also concept_id, label, description, group, members,
         metadata_enrichment, example_row_ids, adjusted_for, terms."""
         return self._table(S.WEAKNESSES_FILE)
@@ -139,7 +148,7 @@ class Run:
     def concepts(self) -> pd.DataFrame | None:
         """concepts.parquet, one row per concept (**in sample**): concept_id, label, X_bench, X_model,
         n_benchmarks_active, n_active_rows, coverage_class, is_model_gap, n_eff, the 95% intervals
-        (X_model_low / _high, adjusted_gap with _low / _high), residual (+ _low / _high), adjusted_for."""
+        (X_model_low / _high, adjusted_gap with _low / _high), in_sample_residual (+ _low / _high), adjusted_for."""
         return self._table(S.CONCEPTS_FILE)
 
     @property

@@ -67,15 +67,15 @@ MODEL_CONCEPTS_SCHEMA = pa.schema(
         *S.floats("X_model", "X_model_low", "X_model_high"),  # over all its rows (in sample)
         pa.field("n_active_rows", pa.int64(), nullable=False),
         # held out: the score gap to its cells on rows that did not choose it, its interval and verdict
-        *S.with_interval("residual_heldout"),
+        *S.with_interval("heldout_residual"),
         pa.field("confirmed", pa.bool_(), nullable=False),
         *S.floats("q_value", "mde"),
         *S.counts("n_heldout"),
     ]
 )
 PROFILE_OF_KIND: dict[str, str] = {"wins": S.STRENGTHS_FILE, "losses": S.WEAKNESSES_FILE}
-_COPIED = ("concept_id", "label", "description", "X_model", "X_model_low", "X_model_high", "residual_heldout",
-           "residual_heldout_low", "residual_heldout_high", "confirmed", "q_value", "mde", "n_heldout")  # fmt: skip
+_COPIED = ("concept_id", "label", "description", "X_model", "X_model_low", "X_model_high", "heldout_residual",
+           "heldout_residual_low", "heldout_residual_high", "confirmed", "q_value", "mde", "n_heldout")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ def _judged_first(entry: dict[str, Any]) -> tuple[int, float, int]:
     """Confirmed first, then the candidates a split tested (by q-value), then those no split chose."""
     if entry["confirmed"]:
         return (0, 0.0, entry["rank"])
-    if entry["residual_heldout"] is not None:
+    if entry["heldout_residual"] is not None:
         return (1, entry["q_value"] if entry["q_value"] is not None else 1.0, entry["rank"])
     return (2, 0.0, entry["rank"])
 

@@ -167,9 +167,9 @@ def _print(table: pa.Table, ratings: Any) -> None:
 def _concept_text(e: dict[str, Any]) -> str:
     """'4077 dollar amounts (X_model 0.31; held out -0.20 [-0.29, -0.11], confirmed)'."""
     name = f"{e['concept_id']} {(e['description'] or e['label'] or '')[:40]}".strip()
-    if e["residual_heldout"] is None:
+    if e["heldout_residual"] is None:
         return f"{name} (X_model {e['X_model']:.2f}; not tested held out)"
-    low, high = e["residual_heldout_low"], e["residual_heldout_high"]
+    low, high = e["heldout_residual_low"], e["heldout_residual_high"]
     interval = "" if low is None or high is None else f" [{low:+.2f}, {high:+.2f}]"
     verdict = "confirmed" if e["confirmed"] else "not confirmed"
-    return f"{name} (X_model {e['X_model']:.2f}; held out {e['residual_heldout']:+.2f}{interval}, {verdict})"
+    return f"{name} (X_model {e['X_model']:.2f}; held out {e['heldout_residual']:+.2f}{interval}, {verdict})"

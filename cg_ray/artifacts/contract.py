@@ -37,8 +37,12 @@ class RunSummary(_Versioned):
     """summary.json: the suite's CG metrics, per-benchmark statistics, rankings and the settings used."""
 
     # 2: the run's failure modes and slices are held out with verdicts (failure_modes.parquet's residual and
-    # slices.parquet's mean_score are cross-fitted; `confirmed`, `q_value`…) and profile.beyond.judgement says how.
-    version: ClassVar[int] = 2
+    # slices.parquet's mean_score held out; `confirmed`, `q_value`…) and profile.beyond.crossfit says how.
+    # 3: every residual column is named for what it holds, heldout_residual / in_sample_residual (+ _low /
+    # _high); a table of an older run is read under the new names (cg_ray.artifacts.renamed); the judgement's
+    # block is `judgement` (was `crossfit`) and records every confirmed concept; the profiles record each
+    # concept's firing_threshold.
+    version: ClassVar[int] = 3
 
     cg_ray_version: str
     d_sae: int
@@ -209,6 +213,9 @@ class RatingsSummary(_Versioned):
 class HeadToHeadSummary(_Versioned):
     """head_to_head.json of the arena: the model pairs and the concepts each pair's first model wins on."""
 
+    # 2: `model_concepts` entries say heldout_residual (+ _low / _high) where they said residual_heldout.
+    version: ClassVar[int] = 2
+
     pairs: list[dict[str, Any]]
 
 
@@ -254,8 +261,9 @@ class ValidateReport(_Versioned):
 
     # 2: the `beyond` block (slices, failure modes, residual lift); 3: null_check; 4: the split keeps row groups
     # whole, `beyond` is the run's own judgement (cg_ray.profile.validate_findings), the null check permutes
-    # whole groups and counts slices beyond the adjusted fields too.
-    version: ClassVar[int] = 4
+    # whole groups and counts slices beyond the adjusted fields too. 5: the `beyond` block's failure modes and
+    # concepts say heldout_residual (+ _low / _high) and in_sample_residual where they said residual.
+    version: ClassVar[int] = 5
 
     split: dict[str, Any]
     lift: list[dict[str, Any]]

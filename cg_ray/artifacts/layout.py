@@ -30,6 +30,7 @@ from cg_ray import __version__
 from cg_ray import schemas as S
 from cg_ray.artifacts import contract as C
 from cg_ray.artifacts.publish import atomic_file, locked
+from cg_ray.artifacts.renamed import ARENA_COLUMNS, RUN_COLUMNS, read_renamed
 from cg_ray.errors import CgRayError, InputError
 
 Kind = Literal["json", "parquet", "html", "csv", "text"]
@@ -122,6 +123,7 @@ class ArtifactDir:
     """A directory whose files are the registry's `ARTIFACTS`."""
 
     ARTIFACTS: ClassVar[dict[str, Artifact]] = {}
+    RENAMED: ClassVar[Mapping[str, Mapping[str, str]]] = {}  # file -> old column -> new (artifacts.renamed)
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -183,12 +185,13 @@ class ArtifactDir:
         return path
 
     def read_table(self, name: str, columns: list[str] | None = None) -> pa.Table | None:
-        """A Parquet artifact (None when the directory has none); unreadable files are named."""
+        """A Parquet artifact (None when the directory has none), an older layout's columns under their new
+        names (`columns` are named the new way); unreadable files are named."""
         path = self.file(name)
         if not path.is_file():
             return None
         try:
-            return pq.read_table(path, columns=columns)
+            return read_renamed(path, columns, self.RENAMED.get(name, {}))
         except (pa.ArrowInvalid, OSError, KeyError) as exc:
             raise InputError(f"unreadable Parquet ({exc})", path=str(path)) from None
 
@@ -216,6 +219,7 @@ class RunDir(ArtifactDir):
     """A run directory (`cg-ray metrics`, `cg-ray run`, a service analysis, one arena model)."""
 
     ARTIFACTS = RUN_ARTIFACTS
+    RENAMED = RUN_COLUMNS
 
     rows = _File(S.ROWS_FILE)
     summary = _File(S.SUMMARY_FILE)
@@ -274,6 +278,7 @@ class ArenaDir(ArtifactDir):
     """A published arena run: ratings, head-to-head tables, and a `RunDir` per model of interest."""
 
     ARTIFACTS = ARENA_ARTIFACTS
+    RENAMED = ARENA_COLUMNS
 
     summary = _File(S.ARENA_FILE)
     ratings = _File(ARENA_RATINGS_JSON)

@@ -143,9 +143,9 @@ def print_findings(run: RunDir) -> None:
         merged = f" +{len(e['members']) - 1} merged" if len(e["members"]) > 1 else ""
         label = e["description"] or "(no label)"
         heldout = ""
-        if e.get("residual_heldout") is not None:  # a candidate concept: its held-out residual and verdict
+        if e.get("heldout_residual") is not None:  # a candidate concept: its held-out residual and verdict
             verdict = "confirmed" if e.get("confirmed") else "candidate"
-            heldout = f"  held out {e['residual_heldout']:+.3f} ({verdict})"
+            heldout = f"  held out {e['heldout_residual']:+.3f} ({verdict})"
         print(
             f"  {e['rank']:>3}. {e['concept_id']:>6}  X_model {_fmt(e['X_model'])} "
             f"[{_fmt(e['X_model_low'])}, {_fmt(e['X_model_high'])}]  {e['n_rows']:>6} rows  "
@@ -172,7 +172,8 @@ def _mode_line(m: dict[str, Any]) -> str:
     from cg_ray.report.findings import q_text
 
     return (
-        f"residual {_signed(m['residual'])} [{_signed(m['residual_low'])}, {_signed(m['residual_high'])}]"
+        f"residual {_signed(m['heldout_residual'])} [{_signed(m['heldout_residual_low'])}, "
+        f"{_signed(m['heldout_residual_high'])}]"
         f"  {m['n_rows']:>6} rows  {q_text(m.get('q_value')):<9}  {_mde(m)}{m['description'][:90]}"
     )
 

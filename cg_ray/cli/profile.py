@@ -142,18 +142,14 @@ def beyond_lines(beyond: dict[str, Any]) -> list[str]:
             f"{q_text(entry.get('q_value'))}, chosen by {entry.get('splits_selected')} of {splits} splits"
         )
 
+    held = ("heldout_residual", "heldout_residual_low", "heldout_residual_high")
     for m in beyond.get("failure_modes") or []:
-        out.append(
-            f"  mode {m['concept_ids']} {m['description']}: "
-            f"residual {figures(m, 'residual', 'residual_low', 'residual_high')}"
-        )
+        out.append(f"  mode {m['concept_ids']} {m['description']}: residual {figures(m, *held)}")
     for sl in beyond.get("slices") or []:
         out.append(f"  slice {sl['slice']}: vs the rest {figures(sl, 'contrast', 'contrast_low', 'contrast_high')}")
     for c in beyond.get("concepts") or []:
         side = "below" if c["direction"] == "less" else "above"
-        out.append(
-            f"  concept {c['concept']} ({side} its cells): {figures(c, 'residual', 'residual_low', 'residual_high')}"
-        )
+        out.append(f"  concept {c['concept']} ({side} its cells): {figures(c, *held)}")
     return out
 
 

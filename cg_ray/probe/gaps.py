@@ -88,13 +88,12 @@ def concept_thresholds(path: Path, concepts: set[int]) -> dict[int, float]:
 
 
 # The run's effect a probe plans for and refutes against is its held-out one only (cg_ray.schemas): a failure
-# mode's `residual` (failure_modes.parquet: residual / residual_low / residual_high are held out, while
-# residual_in_sample is measured on the rows that chose the mode) and a weak concept's `residual_heldout`
-# (weaknesses.parquet: its cross-fitted residual; `residual` there is over every row, the same rows that
-# ranked the concept). Selection inflates an in-sample effect, which would make "refuted" easier and plan too
-# few pairs, so a gap without a held-out effect gets None and the verdict uses confirm.DEFAULT_EFFECT, saying so.
-MODE_EFFECT = "residual"
-CONCEPT_EFFECT = "residual_heldout"
+# mode's and a weak concept's `heldout_residual` (measured on rows that did not choose it; `in_sample_residual`
+# is measured on the rows that chose or ranked it). Selection inflates an in-sample effect, which would make
+# "refuted" easier and plan too few pairs, so a gap without a held-out effect gets None and the verdict uses
+# confirm.DEFAULT_EFFECT, saying so.
+MODE_EFFECT = "heldout_residual"
+CONCEPT_EFFECT = "heldout_residual"
 
 
 def _effect(entry: dict[str, Any], name: str) -> float | None:
@@ -141,9 +140,8 @@ def read_gaps(path: Path) -> RunGaps:
 
 
 def _table(run: RunDir, name: str) -> list[dict[str, Any]]:
-    if not run.has(name):
-        return []
-    return sorted(pq.read_table(run.file(name)).to_pylist(), key=lambda e: e["rank"])
+    table = run.read_table(name)  # an older run's columns under the new names
+    return [] if table is None else sorted(table.to_pylist(), key=lambda e: e["rank"])
 
 
 def _gap(

@@ -47,7 +47,7 @@ from cg_ray.profile.weaknesses import POOL_FACTOR, profile_entries
 # 4: the split keeps row groups whole; `beyond` is the run's own judgement (its confirmed failure modes, slices
 # and concepts, the judgement summary) instead of modes rebuilt on the fit part and residual-lift curves; the
 # null check permutes whole groups' blocks within cells and counts slices beyond the adjusted fields too.
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5  # 5: `beyond` names its residuals heldout_residual / in_sample_residual
 MIN_ROWS_PER_BENCHMARK = 10
 
 IntArray = npt.NDArray[np.int64]

@@ -32,10 +32,10 @@ MODE_COLUMNS = (
     "n_scored",
     "mean_score",
     "expected_score",
-    "residual",
-    "residual_low",
-    "residual_high",
-    "residual_in_sample",
+    "heldout_residual",
+    "heldout_residual_low",
+    "heldout_residual_high",
+    "in_sample_residual",
 )
 _VERDICT = tuple(verdict_columns(Verdict(None, None, None, 1.0, 1.0, False, 0, 0, 0)))  # p, q, splits…
 SLICE_COLUMNS = ("rank", "slice", "conditions", "n_rows", "mean_score", "low", "high", "mean_in_sample", "suite_mean")
@@ -78,8 +78,8 @@ def _concept(key: ConceptKey, v: Verdict) -> dict[str, Any]:
     return {
         "concept": key.concept,
         "direction": key.direction,
-        "residual": v.estimate,
-        "residual_low": v.low,
-        "residual_high": v.high,
+        "heldout_residual": v.estimate,
+        "heldout_residual_low": v.low,
+        "heldout_residual_high": v.high,
         **verdict_columns(v),
     }

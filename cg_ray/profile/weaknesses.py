@@ -107,24 +107,29 @@ def profile_table(
 def residual_values(beyond: Judgement | None, c: int) -> dict[str, Any]:
     """The residual columns of concept c (nulls without a beyond-the-metadata analysis)."""
     if beyond is None:
-        return {"residual": None, "residual_low": None, "residual_high": None, "adjusted_for": None}
+        return {
+            "in_sample_residual": None,
+            "in_sample_residual_low": None,
+            "in_sample_residual_high": None,
+            "adjusted_for": None,
+        }
     r = beyond.residuals
     return {
-        "residual": _f(r.residual[c]),
-        "residual_low": _f(r.low[c]),
-        "residual_high": _f(r.high[c]),
+        "in_sample_residual": _f(r.residual[c]),
+        "in_sample_residual_low": _f(r.low[c]),
+        "in_sample_residual_high": _f(r.high[c]),
         "adjusted_for": beyond.adjusted_for,
     }
 
 
 def heldout_values(beyond: Judgement | None, c: int, direction: Alternative) -> dict[str, Any]:
-    """Concept c's cross-fitted residual and verdict in the list's direction (below its cells for weaknesses
-    and coverage gaps, above for strengths); nulls and not confirmed when no fold made it a candidate."""
+    """Concept c's held-out residual and verdict in the list's direction (below its cells for weaknesses
+    and coverage gaps, above for strengths); nulls and not confirmed when no split made it a candidate."""
     v = beyond.concept_verdict(c, direction) if beyond is not None else not_tested()
     return {
-        "residual_heldout": v.estimate,
-        "residual_heldout_low": v.low,
-        "residual_heldout_high": v.high,
+        "heldout_residual": v.estimate,
+        "heldout_residual_low": v.low,
+        "heldout_residual_high": v.high,
         **verdict_columns(v),
         "p_value": v.p_value if v.splits_selected else None,
         "q_value": v.q_value if v.splits_selected else None,

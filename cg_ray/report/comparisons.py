@@ -18,6 +18,7 @@ from cg_ray.artifacts.layout import (
     DiffDir,
     ModelDiffDir,
 )
+from cg_ray.artifacts.renamed import ARENA_COLUMNS, renamed_record
 from cg_ray.errors import InputError
 from cg_ray.report.documents import clean
 
@@ -112,7 +113,10 @@ def arena_view(folder: ArenaDir) -> dict[str, Any]:
             "ratings": ratings["models"],
             "pairwise": ratings.get("pairwise", []),
             "pairs": h2h.get("pairs", []),
-            "model_concepts": h2h.get("model_concepts", []),
+            # an older arena's entries under the new column names (artifacts.renamed)
+            "model_concepts": [
+                renamed_record(e, ARENA_COLUMNS[S.MODEL_CONCEPTS_FILE]) for e in h2h.get("model_concepts", [])
+            ],
             "model_runs": model_runs,
         }
     )

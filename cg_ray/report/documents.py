@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from cg_ray import schemas as S
 from cg_ray.artifacts.contract import ValidateReport, read_mapping
 from cg_ray.artifacts.layout import ROBUSTNESS_JSON, RunDir
+from cg_ray.artifacts.renamed import RUN_COLUMNS, read_renamed
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.outputs import read_descriptions, read_themes
@@ -162,7 +163,7 @@ def distributions(run: RunDir) -> dict[str, Any]:
 def concept_details(run: RunDir, concept_ids: list[int], examples: int = 5) -> dict[int, dict[str, Any]]:
     """Per concept: its row, its per-benchmark rows, best and worst salient examples and (if described) its
     description; one pass over rows.parquet for all of them."""
-    concepts = pq.read_table(run.file(S.CONCEPTS_FILE))
+    concepts = read_renamed(run.file(S.CONCEPTS_FILE), None, RUN_COLUMNS[S.CONCEPTS_FILE])  # an older run's too
     ids = sorted({c for c in concept_ids if 0 <= c < concepts.num_rows})
     if not ids:
         return {}

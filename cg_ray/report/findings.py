@@ -128,9 +128,7 @@ def heldout_interval(entry: dict[str, Any], kind: str) -> tuple[float | None, fl
         if base is None or entry.get("low") is None or entry.get("high") is None:
             return None, None
         return float(entry["low"]) - base, float(entry["high"]) - base
-    if kind == "failure_modes":
-        return entry.get("residual_low"), entry.get("residual_high")
-    return entry.get("residual_heldout_low"), entry.get("residual_heldout_high")
+    return entry.get("heldout_residual_low"), entry.get("heldout_residual_high")
 
 
 def term_shares_text(entry: dict[str, Any]) -> str:

@@ -79,9 +79,10 @@ DESCRIPTION_FIELD: Final = pa.field("description", pa.string(), nullable=True)
 INTERVAL_COLUMNS: Final = ("X_model_low", "X_model_high", "adjusted_gap", "adjusted_gap_low", "adjusted_gap_high")
 INTERVAL_FIELDS: Final = floats(*INTERVAL_COLUMNS)
 
-# The residual (metadata-adjusted) gap (cg_ray.profile.residual) and the fields it was adjusted for, beside
-# the intervals in concepts.parquet and the profiles; null where undefined or when no analysis ran.
-RESIDUAL_COLUMNS: Final = ("residual", "residual_low", "residual_high")
+# The in-sample residual (metadata-adjusted) gap over every row (cg_ray.profile.residual) and the fields it was
+# adjusted for, beside the intervals in concepts.parquet and the profiles; null where undefined or when no
+# analysis ran. Held-out residuals are `heldout_residual` (+ _low / _high) wherever they appear.
+RESIDUAL_COLUMNS: Final = ("in_sample_residual", "in_sample_residual_low", "in_sample_residual_high")
 RESIDUAL_FIELDS: Final = [*floats(*RESIDUAL_COLUMNS), *string_lists("adjusted_for", nullable=True)]
 
 # concepts.parquet
@@ -132,7 +133,7 @@ VERDICT_FIELDS: Final = [
 
 # weaknesses.parquet, strengths.parquet, coverage_gaps.parquet: one row per reported concept, in rank order
 # (cg_ray.profile). `members` are the near-duplicate concepts merged into the entry (itself included). The
-# residual_heldout columns: the concept's cross-fitted residual (null unless it was a candidate in some fold).
+# heldout_residual columns: the concept's cross-fitted residual (null unless it was a candidate in some fold).
 PROFILE_SCHEMA: Final = pa.schema(
     [
         pa.field("rank", pa.int32(), nullable=False),
@@ -150,7 +151,7 @@ PROFILE_SCHEMA: Final = pa.schema(
         *string_lists("metadata_enrichment", "example_row_ids"),
         *RESIDUAL_FIELDS,
         *string_lists("terms", nullable=True),  # distinctive terms of its rows
-        *with_interval("residual_heldout"),
+        *with_interval("heldout_residual"),
         *VERDICT_FIELDS,
     ]
 )
@@ -170,8 +171,8 @@ SLICES_SCHEMA: Final = pa.schema(
     ]
 )
 # failure_modes.parquet (cg_ray.profile.modes): groups of concepts whose rows score below their cells,
-# confirmed ones first. residual / residual_low / residual_high are held out; mean_score, expected_score and
-# residual_in_sample describe every scored row of the mode. term_shares: the share of the mode's rows holding
+# confirmed ones first. heldout_residual (+ _low / _high) is held out; mean_score, expected_score and
+# in_sample_residual describe every scored row of the mode. term_shares: the share of the mode's rows holding
 # each term (unweighted); background_shares: the same over rows of the same metadata cells where it is off.
 FAILURE_MODES_SCHEMA: Final = pa.schema(
     [
@@ -186,8 +187,8 @@ FAILURE_MODES_SCHEMA: Final = pa.schema(
         pa.field("firing_thresholds", pa.list_(pa.float64()), nullable=True),
         *counts("n_rows", "n_scored"),  # n_rows: rows where the rule holds
         *floats("mean_score", "expected_score"),  # expected: the mean of the rows' cell means
-        *with_interval("residual"),
-        *floats("residual_in_sample"),
+        *with_interval("heldout_residual"),
+        *floats("in_sample_residual"),
         *VERDICT_FIELDS,
         *string_lists("adjusted_for", "example_row_ids"),  # the examples: a seeded draw of its failing rows
     ]

@@ -70,16 +70,18 @@ class ProfileEntry(Verdict):
     members: list[int]
     metadata_enrichment: list[str]
     example_row_ids: list[str]
-    residual: float | None = Field(None, description="mean score − cell mean over its rows (s̃-weighted)")
-    residual_low: float | None = None
-    residual_high: float | None = None
+    in_sample_residual: float | None = Field(
+        None, description="in sample: mean score − cell mean over every row of the concept (s̃-weighted)"
+    )
+    in_sample_residual_low: float | None = None
+    in_sample_residual_high: float | None = None
     adjusted_for: list[str] | None = Field(None, description="the row fields whose cell means were subtracted")
     terms: list[str] | None = Field(None, description="distinctive terms of its rows against the suite")
-    residual_heldout: float | None = Field(
+    heldout_residual: float | None = Field(
         None, description="cross-fitted residual (only concepts that were candidates)"
     )
-    residual_heldout_low: float | None = None
-    residual_heldout_high: float | None = None
+    heldout_residual_low: float | None = None
+    heldout_residual_high: float | None = None
 
 
 class SliceEntry(Verdict):
@@ -102,7 +104,7 @@ class SliceEntry(Verdict):
 
 class FailureModeEntry(Verdict):
     """One row of failure_modes.parquet: concepts firing on the same rows that score below their cells;
-    confirmed ones first. residual / residual_low / residual_high are held out."""
+    confirmed ones first. heldout_residual (+ _low / _high) is held out; in_sample_residual is over every row."""
 
     rank: int
     description: str
@@ -114,10 +116,10 @@ class FailureModeEntry(Verdict):
     n_scored: int
     mean_score: float | None = Field(description="in sample: over every scored row of the mode")
     expected_score: float | None = Field(description="in sample: the mean of those rows' cell means")
-    residual: float | None
-    residual_low: float | None
-    residual_high: float | None
-    residual_in_sample: float | None = None
+    heldout_residual: float | None
+    heldout_residual_low: float | None
+    heldout_residual_high: float | None
+    in_sample_residual: float | None = None
     adjusted_for: list[str]
     example_row_ids: list[str] = Field(description="a seeded random draw of its rows that score below their cell")
     examples: list[Example] = Field([], description="the example rows with benchmark, score and text")

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import ArenaDir, RunDir
+from cg_ray.artifacts.renamed import RUN_COLUMNS, read_renamed
 from cg_ray.describe.outputs import read_sentences
 from cg_ray.report import comparisons, documents
 from cg_ray.serve.api_types import (
@@ -67,7 +68,8 @@ def _tables(run: RunDir) -> tuple[pa.Table, pa.Table]:
 
 @functools.lru_cache(maxsize=16)
 def _read_tables(concepts: Path, pairs: Path) -> tuple[pa.Table, pa.Table]:
-    return pq.read_table(concepts), pq.read_table(pairs)
+    # an older run's concepts.parquet under the new column names, as RunDir.read_table reads it
+    return read_renamed(concepts, None, RUN_COLUMNS[S.CONCEPTS_FILE]), pq.read_table(pairs)
 
 
 def summary(run: RunDir) -> SummaryView:

@@ -151,8 +151,8 @@ def test_model_concepts_are_the_models_judged_profiles_confirmed_first() -> None
     # confirmed first, then the candidate a split tested, then those no split chose in the profile's order
     ranked = [(r["rank"], r["concept_id"], r["confirmed"]) for r in losses]
     assert ranked == [(1, 9, True), (2, 7, False), (3, 5, False), (4, 11, False)]
-    assert losses[0]["residual_heldout_low"] == -0.25 and losses[0]["q_value"] == 0.002  # its held-out figures
-    assert losses[2]["residual_heldout"] is None and losses[0]["description"] == "concept 9"
+    assert losses[0]["heldout_residual_low"] == -0.25 and losses[0]["q_value"] == 0.002  # its held-out figures
+    assert losses[2]["heldout_residual"] is None and losses[0]["description"] == "concept 9"
     assert [r["concept_id"] for r in table if r["kind"] == "wins"] == [4]
     assert [r["concept_id"] for r in model_concepts_table(profiles, top_k=1).to_pylist()] == [4, 9]
 
@@ -182,7 +182,7 @@ def test_a_concept_a_model_wins_on_is_confirmed_only_when_it_does(
     if effect:
         assert confirmed == [("wins", 0)]
         win = next(r for r in table if r["kind"] == "wins" and r["concept_id"] == 0)
-        assert win["rank"] == 1 and 0 < win["residual_heldout_low"] < win["residual_heldout_high"]
+        assert win["rank"] == 1 and 0 < win["heldout_residual_low"] < win["heldout_residual_high"]
     else:
         assert confirmed == []
 

@@ -69,7 +69,7 @@ def test_arena_job(ray_module, tmp_path: Path) -> None:
         assert careful in [r["concept_id"] for r in wins[:3]]
         # judged as its own run judges it: confirmed on rows that did not choose it, the interval above 0
         won = next(r for r in wins if r["concept_id"] == careful)
-        assert won["confirmed"] and won["residual_heldout_low"] > 0 and won["n_heldout"] > 0
+        assert won["confirmed"] and won["heldout_residual_low"] > 0 and won["n_heldout"] > 0
         profile = pq.read_table(out / "models" / model / S.STRENGTHS_FILE).to_pylist()
         assert next(e for e in profile if e["concept_id"] == careful)["q_value"] == won["q_value"]
     assert (out / "head_to_head.parquet").exists() and json.loads((out / "arena.json").read_text())["models"]

@@ -49,7 +49,7 @@ def arena_folder(out: Path) -> ArenaDir:
     def heldout(model: str, r: float) -> dict:  # m0's concepts are confirmed held out, m1's never candidates
         if model == "m1":
             return {"confirmed": False, "n_heldout": 0}
-        return {"residual_heldout": r, "residual_heldout_low": r - 0.1, "residual_heldout_high": r + 0.1,
+        return {"heldout_residual": r, "heldout_residual_low": r - 0.1, "heldout_residual_high": r + 0.1,
                 "confirmed": True, "q_value": 0.004, "n_heldout": 20}  # fmt: skip
 
     concepts = [
@@ -83,6 +83,27 @@ def test_the_arena_page_embeds_one_document(tmp_path: Path) -> None:
     assert [m["model"] for m in doc["ratings"]] == ["m0", "m1", "m2"]  # strongest first
     assert doc["model_runs"] == {"m0": "m0", "m1": "m1"}
     self_contained(arena.file(S.REPORT_FILE))
+
+
+def test_an_arena_of_the_older_layout_reads_its_held_out_residuals_under_today_s_names(tmp_path: Path) -> None:
+    """head_to_head.json 1 and model_concepts.parquet of an arena made before the residual columns were named
+    for what they hold (`residual_heldout`): the page's document and the table read them as heldout_residual."""
+    import pyarrow.parquet as pq
+
+    arena = arena_folder(tmp_path / "arena")
+    today = arena_view(arena)["model_concepts"]
+    old = {"heldout_residual": "residual_heldout", "heldout_residual_low": "residual_heldout_low"}
+    old["heldout_residual_high"] = "residual_heldout_high"
+    doc = json.loads(arena.head_to_head_json.read_text(encoding="utf-8"))
+    doc["format_version"] = 1
+    doc["model_concepts"] = [{old.get(k, k): v for k, v in e.items()} for e in doc["model_concepts"]]
+    arena.head_to_head_json.write_text(json.dumps(doc), encoding="utf-8")
+    table = pq.read_table(arena.file(S.MODEL_CONCEPTS_FILE))
+    pq.write_table(table.rename_columns([old.get(c, c) for c in table.column_names]), arena.file(S.MODEL_CONCEPTS_FILE))
+
+    assert arena_view(arena)["model_concepts"] == today and today[0]["heldout_residual"] is not None
+    read = arena.read_table(S.MODEL_CONCEPTS_FILE)
+    assert read is not None and read.equals(table)
 
 
 def _bt(entry: dict) -> str:

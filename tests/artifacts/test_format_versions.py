@@ -43,9 +43,9 @@ DOCUMENTS: list[tuple[str, Any, dict[str, Any]]] = [
 ]
 
 
-def _bump(path: Path) -> None:
+def _bump(path: Path, version: int = FORMAT_VERSION) -> None:
     data = json.loads(path.read_text())
-    path.write_text(json.dumps({**data, "format_version": FORMAT_VERSION + 1}))
+    path.write_text(json.dumps({**data, "format_version": version + 1}))
 
 
 @pytest.mark.parametrize(("name", "model", "doc"), DOCUMENTS, ids=[d[0] for d in DOCUMENTS])
@@ -55,11 +55,11 @@ def test_each_document_is_versioned_and_a_newer_version_is_refused(
     path = tmp_path / name
     write_document(path, model, doc)
     assert next(iter(json.loads(path.read_text()))) == "format_version"
-    assert read_mapping(path, model) == {"format_version": FORMAT_VERSION, **doc}
+    assert read_mapping(path, model) == {"format_version": model.version, **doc}  # each document's own
     path.write_text(json.dumps(doc))  # written before the version existed: read as version 0
     assert read_document(path, model).format_version == 0
-    _bump(path)
-    with pytest.raises(InputError, match=rf"{name}.*format_version {FORMAT_VERSION + 1} is newer") as err:
+    _bump(path, model.version)
+    with pytest.raises(InputError, match=rf"{name}.*format_version {model.version + 1} is newer") as err:
         read_document(path, model)
     assert err.value.path == str(path) and err.value.field == "format_version"
 

@@ -253,9 +253,19 @@ def test_confirmed_findings_print_first_and_candidates_apart(tmp_path: Path, cap
 
     modes = [
         mode(1, True, "draw"),
-        mode(2, False, "queen", residual=0.08, residual_low=0.02, residual_high=0.14),  # above its cells, held out
+        mode(
+            2, False, "queen", heldout_residual=0.08, heldout_residual_low=0.02, heldout_residual_high=0.14
+        ),  # above its cells, held out
         mode(3, False, "pawn"),
-        mode(4, False, "rook", residual=0.3, residual_low=None, residual_high=None, splits_selected=2),  # no interval
+        mode(
+            4,
+            False,
+            "rook",
+            heldout_residual=0.3,
+            heldout_residual_low=None,
+            heldout_residual_high=None,
+            splits_selected=2,
+        ),  # no interval
         *(mode(r, False, t) for r, t in ((5, "king"), (6, "bishop"))),
     ]
     run_dir = write_run(tmp_path / "run", modes, [slice_(1, True, "geometry"), slice_(2, False, "algebra")], [])

@@ -125,8 +125,9 @@ def write_run(run: Path, n_rows: int = 240, seed: int = 0) -> Path:
             {"rank": rank, "description": f"Rows with “{word}”", "terms": [word], "term_shares": [1.0],
              "background_shares": [0.0], "concept_ids": [word_concept(word, D_SAE)], "firing_thresholds": [0.0],
              "n_rows": len(mine), "n_scored": len(mine), "mean_score": None, "expected_score": None,
-             "residual": -0.2 if word in FAIL else -0.1, "residual_low": None, "residual_high": None,
-             "residual_in_sample": None, "p_value": 1.0, "q_value": 1.0, "confirmed": False, "splits_selected": 1,
+             "heldout_residual": -0.2 if word in FAIL else -0.1, "heldout_residual_low": None,
+             "heldout_residual_high": None,
+             "in_sample_residual": None, "p_value": 1.0, "q_value": 1.0, "confirmed": False, "splits_selected": 1,
              "n_heldout": 0, "n_clusters": 0, "mde": None, "adjusted_for": [], "example_row_ids": mine[:3]}
         )  # fmt: skip
     pq.write_table(pa.Table.from_pylist(modes, schema=S.FAILURE_MODES_SCHEMA), run / S.FAILURE_MODES_FILE)

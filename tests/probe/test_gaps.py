@@ -72,13 +72,13 @@ def test_the_effect_a_probe_plans_for_is_the_held_out_one_never_the_in_sample(ru
     run = tmp_path / "run"
     shutil.copytree(run_dir, run)
     modes = pq.read_table(run / S.FAILURE_MODES_FILE).to_pylist()
-    modes[0] |= {"residual": None, "residual_in_sample": -0.3}
-    modes[1] |= {"residual": -0.07, "residual_in_sample": -0.3}
+    modes[0] |= {"heldout_residual": None, "in_sample_residual": -0.3}
+    modes[1] |= {"heldout_residual": -0.07, "in_sample_residual": -0.3}
     pq.write_table(pa.Table.from_pylist(modes, schema=S.FAILURE_MODES_SCHEMA), run / S.FAILURE_MODES_FILE)
     weak = pq.read_table(run / S.WEAKNESSES_FILE).to_pylist()
     assert len(weak) >= 2
-    weak[0] |= {"residual": -0.25, "residual_heldout": None}
-    weak[1] |= {"residual": -0.25, "residual_heldout": -0.05}
+    weak[0] |= {"in_sample_residual": -0.25, "heldout_residual": None}
+    weak[1] |= {"in_sample_residual": -0.25, "heldout_residual": -0.05}
     pq.write_table(pa.Table.from_pylist(weak, schema=S.PROFILE_SCHEMA), run / S.WEAKNESSES_FILE)
     effects = {g.gap_id: g.effect for g in read_gaps(run).gaps}
     assert effects["mode:1"] is None and effects["mode:2"] == -0.07

@@ -118,7 +118,7 @@ def test_failure_modes_find_the_hidden_property_with_the_right_rows(planted_run:
     assert sorted(first["concept_ids"]) == [5, 6]
     assert first["n_rows"] == int(figure.sum())  # unscored rows count for coverage ...
     assert first["n_scored"] < first["n_rows"]  # ... not for the score
-    assert first["residual_high"] < -0.2 and first["mean_score"] < first["expected_score"]
+    assert first["heldout_residual_high"] < -0.2 and first["mean_score"] < first["expected_score"]
     assert first["adjusted_for"] == ["type", "level"]
     assert "[asy]" in first["terms"] and "“[asy]”" in first["description"]
     fig_ids = {f"r{i}" for i in np.flatnonzero(figure)}
@@ -185,9 +185,9 @@ def test_a_concept_tracking_a_weak_metadata_value_has_a_residual_covering_zero(
     concepts = {r["concept_id"]: r for r in pq.read_table(out / S.CONCEPTS_FILE).to_pylist()}
     geo = concepts[10]
     assert geo["adjusted_for"] == ["type", "level"]
-    assert geo["residual_low"] <= 0.0 <= geo["residual_high"]
+    assert geo["in_sample_residual_low"] <= 0.0 <= geo["in_sample_residual_high"]
     assert geo["X_model"] < 0.5  # it is weak in X_model terms: the metadata explains it
-    assert concepts[5]["residual_high"] < -0.2  # the figure concepts are not explained
+    assert concepts[5]["in_sample_residual_high"] < -0.2  # the figure concepts are not explained
     weak = pq.read_table(out / S.WEAKNESSES_FILE).to_pylist()
     figure_entry = next(w for w in weak if w["concept_id"] in (5, 6))
     assert figure_entry["terms"] and "[asy]" in figure_entry["terms"]
@@ -263,7 +263,7 @@ def test_validate_reports_the_runs_judgement_and_a_null_check_with_no_false_find
     args = ["validate", "--rows", str(tmp_path / "rows.parquet"), "--out", str(out), "--bootstrap", "200"]
     assert main([*args, "--random", "40", "--null-seeds", "2"]) == 0
     report = json.loads((out / S.VALIDATE_FILE).read_text())
-    assert report["format_version"] == 4
+    assert report["format_version"] == 5
     # The null check: whole groups' scores permuted within the adjusted cells confirm nothing beyond them.
     check = report["null_check"]
     assert check["permuted_within"] == ["type", "level"] and len(check["confirmed"]) == 2
@@ -279,7 +279,7 @@ def test_validate_reports_the_runs_judgement_and_a_null_check_with_no_false_find
     mode = beyond["failure_modes"][0]
     assert sorted(mode["concept_ids"]) == [5, 6] and mode["confirmed"]
     # The figure rows score well below their cells on rows that did not choose the mode.
-    assert mode["residual_low"] <= mode["residual"] <= mode["residual_high"] < -0.15
+    assert mode["heldout_residual_low"] <= mode["heldout_residual"] <= mode["heldout_residual_high"] < -0.15
     weakest = beyond["slices"][0]
     assert weakest["slice"] == "type=geo & level=Level 5" and not weakest["beyond_adjusted"]
     assert weakest["conditions"] == {"type": "geo", "level": "Level 5"} and weakest["contrast_high"] < 0

@@ -91,7 +91,7 @@ def test_validate_writes_the_documented_json(tmp_path: Path, capsys) -> None:
     assert run("validate", "--rows", rows, "--out", out, *argv) == 0
     report = json.loads((out / S.VALIDATE_FILE).read_text())
     assert {"lift", "low_performance", "baselines", "split", "config", "format_version", "beyond"} <= set(report)
-    assert report["format_version"] == 4
+    assert report["format_version"] == 5
     assert report["split"]["n_test"] == 6 * 60 and report["split"]["n_fit"] == 6 * 240
     assert all(s["n_test"] == 60 for s in report["split"]["strata"])
     # No group column, '#' ids or prompts: a row a group, and the split says so.

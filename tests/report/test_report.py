@@ -245,13 +245,13 @@ def test_null_check_text() -> None:
 def test_power_is_said_in_the_finding_s_direction_and_never_as_too_few_rows_for_an_effect_the_other_way() -> None:
     from cg_ray.report.findings import power_text
 
-    weak = {"confirmed": False, "mde": 0.172, "residual_low": -0.2, "residual_high": 0.05}
+    weak = {"confirmed": False, "mde": 0.172, "heldout_residual_low": -0.2, "heldout_residual_high": 0.05}
     assert power_text(weak, "failure_modes") == (
         "too few rows to settle below a residual of -0.172 (its minimum detectable effect at 80% power)"
     )
     assert power_text({**weak, "confirmed": True}, "failure_modes") == ""
     assert power_text({**weak, "mde": None}, "failure_modes") == ""
-    strength = {"confirmed": False, "mde": 0.1, "residual_heldout_low": -0.02, "residual_heldout_high": 0.2}
+    strength = {"confirmed": False, "mde": 0.1, "heldout_residual_low": -0.02, "heldout_residual_high": 0.2}
     assert power_text(strength, "strengths").startswith("too few rows to settle above a residual of +0.100")
     # a slice whose whole held-out interval lies above the other rows' mean: no weakness to settle
     above = {"confirmed": False, "mde": 0.053, "low": 0.673, "high": 0.747, "suite_mean": 0.61}
@@ -261,10 +261,10 @@ def test_power_is_said_in_the_finding_s_direction_and_never_as_too_few_rows_for_
 def test_the_next_step_probes_the_first_candidate_the_rows_could_not_settle() -> None:
     from cg_ray.report.findings import probe_command, probe_gap
 
-    settled = {"rank": 1, "confirmed": True, "mde": 0.09, "residual_low": -0.3, "residual_high": -0.1}
-    other_way = {"rank": 2, "confirmed": False, "mde": 0.1, "residual_low": 0.02, "residual_high": 0.2}
+    settled = {"rank": 1, "confirmed": True, "mde": 0.09, "heldout_residual_low": -0.3, "heldout_residual_high": -0.1}
+    other_way = {"rank": 2, "confirmed": False, "mde": 0.1, "heldout_residual_low": 0.02, "heldout_residual_high": 0.2}
     untestable = {"rank": 3, "confirmed": False, "mde": None}
-    open_ = {"rank": 4, "confirmed": False, "mde": 0.17, "residual_low": -0.2, "residual_high": 0.05}
+    open_ = {"rank": 4, "confirmed": False, "mde": 0.17, "heldout_residual_low": -0.2, "heldout_residual_high": 0.05}
     assert probe_gap([settled, other_way, untestable, open_]) == "mode:4"
     assert probe_command("my run", [settled, other_way, untestable, open_]) == "cg-ray probe 'my run' --gap mode:4"
     assert probe_command("run", [settled, other_way, untestable]) == ""

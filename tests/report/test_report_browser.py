@@ -81,7 +81,8 @@ def test_the_report_renders_every_section_offline_with_the_runs_numbers(run_dir:
         table = "#modes-table" if mode["confirmed"] else "#modes-candidates-table"
         cell = page.locator(f"{table} tbody tr").first.locator("td.heldout")
         expect(cell).to_contain_text(
-            f"{mode['residual']:+.3f} [{mode['residual_low']:+.3f}, {mode['residual_high']:+.3f}]"
+            f"{mode['heldout_residual']:+.3f} "
+            f"[{mode['heldout_residual_low']:+.3f}, {mode['heldout_residual_high']:+.3f}]"
         )
         expect(page.locator("#robustness")).to_contain_text(f"{robustness['subsampling']['X_model_std_mean']:.4f}")
         expect(page.locator("#validation-table tbody tr")).to_have_count(3)

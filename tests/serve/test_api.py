@@ -144,7 +144,9 @@ def test_upload_analysis_results_end_to_end(client, key, settings) -> None:
     assert modes["kind"] == "failure_modes" and modes["adjusted_for"] == ["benchmark"]
     assert all(m["description"] and isinstance(m["confirmed"], bool) for m in modes["items"])
     assert all(
-        m["residual"] is None or m["residual_low"] <= m["residual"] <= m["residual_high"] for m in modes["items"]
+        m["heldout_residual"] is None
+        or m["heldout_residual_low"] <= m["heldout_residual"] <= m["heldout_residual_high"]
+        for m in modes["items"]
     )
     assert all(len(m["term_shares"]) == len(m["terms"]) and "variants" not in m for m in modes["items"])
     by_bound = client.get(
@@ -432,7 +434,7 @@ def test_confirmed_findings_come_first_in_the_api(service, tmp_path) -> None:
     first, candidate = modes["items"]
     assert (first["description"], first["confirmed"], first["q_value"]) == ("Rows with “draw”", True, 0.003)
     assert (candidate["description"], candidate["confirmed"]) == ("Rows with “pawn”", False)
-    assert first["n_heldout"] == 412 and first["splits_selected"] == 9 and first["residual_in_sample"] == -0.24
+    assert first["n_heldout"] == 412 and first["splits_selected"] == 9 and first["in_sample_residual"] == -0.24
     assert first["measured"] == "tested on 412 held-out rows (380 groups), chosen by 9 of 10 splits"
     assert first["power"] == "" and "folds_selected" not in first
     # a candidate: its minimum detectable effect, in figures and in words
@@ -452,7 +454,7 @@ def test_confirmed_findings_come_first_in_the_api(service, tmp_path) -> None:
     assert [(s["slice"], s["confirmed"]) for s in slices["items"]] == [("task=geometry", True), ("task=algebra", False)]
     assert slices["items"][0]["suite_mean"] == 0.6 and slices["n_confirmed"] == 1
     weak = client.get(url, headers=headers).json()
-    assert [(e["concept_id"], e["confirmed"], e["residual_heldout"]) for e in weak["items"]] == [
+    assert [(e["concept_id"], e["confirmed"], e["heldout_residual"]) for e in weak["items"]] == [
         (7, True, -0.18),
         (9, False, None),
     ]

@@ -241,8 +241,10 @@ def _same_numbers_as_the_run(page: Any, base: str, key: str, analysis: str) -> N
     expect(first.locator("td.xmodel")).to_have_text(interval)
     mode = table("failure_modes.parquet")[0]
     held = page.locator("#modes-table tbody tr" if mode["confirmed"] else "#modes-candidates-table tbody tr")
-    low, high = mode["residual_low"], mode["residual_high"]
-    expect(held.first.locator("td.heldout")).to_contain_text(f"{mode['residual']:+.3f} [{low:+.3f}, {high:+.3f}]")
+    low, high = mode["heldout_residual_low"], mode["heldout_residual_high"]
+    expect(held.first.locator("td.heldout")).to_contain_text(
+        f"{mode['heldout_residual']:+.3f} [{low:+.3f}, {high:+.3f}]"
+    )
 
 
 def _uploaded(base: str, headers: dict[str, str], rows: list[dict], name: str = "bench.jsonl") -> str:

@@ -65,7 +65,7 @@ function drawArenaConcepts(rows) {
   // in-sample only.
   const list = (items, kind) =>
     items
-      .filter((r) => !none(r.residual_heldout))
+      .filter((r) => !none(r.heldout_residual))
       .slice(0, 10)
       .map(
         (r) => `<li class="${r.confirmed ? "confirmed" : "candidate"}">${r.concept_id} ${esc(r.description || r.label || "(no label)")}
@@ -74,7 +74,7 @@ function drawArenaConcepts(rows) {
       .join("");
   const column = (k, kind, title) => {
     const n = k[kind].filter((r) => r.confirmed).length,
-      untested = k[kind].filter((r) => none(r.residual_heldout)).length;
+      untested = k[kind].filter((r) => none(r.heldout_residual)).length;
     const rest = untested ? `<div class="muted untested">${untested} more of its profile no split chose (not tested)</div>` : "";
     const items = list(k[kind], kind);
     const shown = items ? `<ol>${items}</ol>` : `<p class="muted none">none tested held out</p>`;

@@ -96,7 +96,7 @@ function drawDiffHeldOut(held) {
     const v = e.heldout;
     return `<tr class="${kind} ${v.confirmed ? "confirmed" : "candidate"}" data-id="${e.concept_id}"><td class="num">${e.concept_id}</td>
       <td>${esc(e.description || e.label || "(no label)")}${none(v.same_rows_as) ? "" : `<div class="muted">the same rows as ${v.same_rows_as}: one effect</div>`}</td><td>${kind}</td>
-      <td class="num heldout">${heldoutCell({ ...v, residual_heldout: v.estimate, residual_heldout_low: v.low, residual_heldout_high: v.high }, kind === "improved" ? "strengths" : "weaknesses")}</td>
+      <td class="num heldout">${heldoutCell({ ...v, heldout_residual: v.estimate, heldout_residual_low: v.low, heldout_residual_high: v.high }, kind === "improved" ? "strengths" : "weaknesses")}</td>
       <td class="num">${v.n_heldout.toLocaleString()}</td></tr>`;
   };
   const listed = [

@@ -268,8 +268,8 @@ function drawBeyond(profiles) {
             `<div class="ex"><b>${esc(x.benchmark)}/${esc(x.row_id)}</b> ${none(x.score) ? "unscored" : `score ${fmt(x.score, 2)}`} — ${markedHtml(x.snippet, x.marks)}</div>`,
         )
         .join("") +
-      `</td><td class="num heldout">${signed(m.residual)} <span class="muted">[${signed(m.residual_low)}, ${signed(m.residual_high)}]</span>${verdictCell(m)}</td>
-      <td class="num">${fmt(m.mean_score)} vs ${fmt(m.expected_score)}${none(m.residual_in_sample) ? "" : `<div class="muted">residual ${signed(m.residual_in_sample)}</div>`}</td>
+      `</td><td class="num heldout">${signed(m.heldout_residual)} <span class="muted">[${signed(m.heldout_residual_low)}, ${signed(m.heldout_residual_high)}]</span>${verdictCell(m)}</td>
+      <td class="num">${fmt(m.mean_score)} vs ${fmt(m.expected_score)}${none(m.in_sample_residual) ? "" : `<div class="muted">residual ${signed(m.in_sample_residual)}</div>`}</td>
       <td class="num">${m.n_rows.toLocaleString()}</td><td>${esc(m.concept_ids.slice(0, 6).join(", "))}${m.concept_ids.length > 6 ? " …" : ""}</td>${holdsCell(m)}${extra}</tr>`;
     drawPower("modes", modes.judgement);
     fillJudged("modes", modes, modeRow, 6, `No failure mode confirmed held out (${modes.tried}).`);
@@ -291,12 +291,12 @@ function drawBeyond(profiles) {
 // A concept's held-out residual and verdict (only concepts that were candidates have one); a candidate with
 // its MDE, the residual it would be confirmed at (above its cells for a strength).
 function heldoutCell(e, kind) {
-  if (none(e.residual_heldout)) return "—";
+  if (none(e.heldout_residual)) return "—";
   const mde = none(e.mde) ? "" : `<div class="muted mde">MDE ${mdeText(e.mde, kind === "strengths" ? "+" : "-")}</div>`;
   const verdict = e.confirmed
     ? `<span class="ok">✓ confirmed</span> ${qText(e.q_value)}`
     : `candidate, ${qText(e.q_value)}${mde}`;
-  return `${signed(e.residual_heldout)} <span class="muted">[${signed(e.residual_heldout_low)}, ${signed(e.residual_heldout_high)}]</span><div class="muted">${verdict}</div>`;
+  return `${signed(e.heldout_residual)} <span class="muted">[${signed(e.heldout_residual_low)}, ${signed(e.heldout_residual_high)}]</span><div class="muted">${verdict}</div>`;
 }
 
 function drawProfile() {
