@@ -48,11 +48,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from cg_ray.artifacts.publish import atomic_directory
     from cg_ray.artifacts.rows import load_row_table, open_rows
     from cg_ray.cli.metrics import metrics_config_from_args
-    from cg_ray.profile.groups import RowGroups, row_groups
-    from cg_ray.profile.judgement import judge_rows
+    from cg_ray.profile.findings import ResidualPass
+    from cg_ray.profile.groups import RowGroups
+    from cg_ray.profile.judgement import judge, measure
     from cg_ray.profile.nullcheck import null_check
-    from cg_ray.profile.strata import read_frame
     from cg_ray.profile.validate import ValidateConfig, check_rows, validate
+    from cg_ray.profile.validate_findings import beyond_block, recorded_block
     from cg_ray.report.refresh import refresh_report
     from cg_ray.schemas import VALIDATE_FILE
 
@@ -70,13 +71,19 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     )
     rows = open_rows(args.rows, args.d_sae)
     table = load_row_table(rows, model=args.model)
-    check_rows(table, cfg, row_groups(rows, read_frame(rows, args.model)))  # before the long part
-    judged = judge_rows(rows, cfg.metrics, args.model)  # the run's own judgement: its groups, splits and rule
-    plan = judged.plan
+    residuals = ResidualPass(rows, args.model, cfg.metrics)  # the run's groups and splits, from light columns
+    plan = residuals.plan
     groups = RowGroups(plan.clusters, plan.rule, plan.n_groups)
-    report = validate(table, table.benchmark_codes, cfg, groups, judged)
+    check_rows(table, cfg, groups)  # before the long part
+    # The run's own judgement: read from the run it validates into when that run judged these rows with these
+    # settings, else made the same way (its groups, splits and rule).
+    beyond = recorded_block(run) if run is not None and _judged_these(run, args, cfg.metrics) else None
+    if beyond is None:
+        gathered = measure(rows, args.model, cfg.metrics, residuals=residuals).gathered
+        beyond = beyond_block(judge(rows, args.model, gathered, cfg.metrics))
+    report = validate(table, table.benchmark_codes, cfg, groups, beyond)
     if args.null_seeds:  # the whole judgement on scores with nothing left beyond the metadata
-        report["null_check"] = null_check(rows, cfg.metrics, args.model, range(args.null_seeds), real=judged)
+        report["null_check"] = null_check(rows, cfg.metrics, args.model, range(args.null_seeds), real=residuals)
     report["rows_file"] = str(args.rows)
     report["model"] = args.model
     if run is not None:
@@ -87,6 +94,16 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             RobustnessDir(tmp).write(VALIDATE_FILE, report)
     _print(report, RobustnessDir(args.out).file(VALIDATE_FILE))
     return 0
+
+
+def _judged_these(run: Any, args: argparse.Namespace, metrics: Any) -> bool:
+    """Whether the published `run` judged the rows validated here, with these metric settings."""
+    from cg_ray.config import MetricsConfig
+
+    summary = run.read_summary()
+    same_rows = Path(args.rows).resolve() == run.rows.resolve()
+    same_model = args.model == summary.get("model_filter")  # the model whose rows the run judged (None: all)
+    return bool(same_rows and same_model and MetricsConfig.model_validate(summary.get("config") or {}) == metrics)
 
 
 def _at(curve: list[dict[str, Any]], key: str, value: int) -> dict[str, Any] | None:

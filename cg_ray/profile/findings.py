@@ -248,6 +248,9 @@ def slices_file(frame: RowFrame, findings: Sequence[SliceFinding]) -> pa.Table:
             "high": _on_score_scale(f.verdict.high, f.verdict.baseline),
             "mean_in_sample": f.slice.mean_score,
             "suite_mean": f.verdict.baseline,
+            "contrast": _f(f.verdict.estimate),
+            "contrast_low": _f(f.verdict.low),
+            "contrast_high": _f(f.verdict.high),
             **verdict_columns(f.verdict),
             "example_row_ids": example_rows(fr, f.slice.mask(fr)),
         }

@@ -52,12 +52,17 @@ class Measured:
 
 
 def measure(
-    rows: RowsFile, model: str | None, config: MetricsConfig, scores: npt.NDArray[np.float64] | None = None
+    rows: RowsFile,
+    model: str | None,
+    config: MetricsConfig,
+    scores: npt.NDArray[np.float64] | None = None,
+    residuals: ResidualPass | None = None,
 ) -> Measured:
     """The CG metrics and what the judgement needs, accumulated in the same pass (`scores` replaces the file's:
-    the null check)."""
+    the null check; `residuals`: the pass already set up from the light columns, not yet fed)."""
     started = time.perf_counter()
-    residuals = ResidualPass(rows, model, config, scores=scores)  # metadata, slices, fields adjusted for, splits
+    if residuals is None:
+        residuals = ResidualPass(rows, model, config, scores=scores)  # metadata, slices, adjusted fields, splits
     beyond_s = time.perf_counter() - started
     started = time.perf_counter()
     acc = accumulate_rows(rows, model=model, observe=residuals.observe)

@@ -80,11 +80,11 @@ def null_check(
     cfg: MetricsConfig,
     model: str | None = None,
     seeds: Sequence[int] = NULL_SEEDS,
-    real: Judgement | None = None,
+    real: Judgement | ResidualPass | None = None,
 ) -> dict[str, Any]:
     """Confirmed findings per seed with whole groups' scores permuted within the cells of the fields the real
     run adjusts for (those fields are kept fixed, so every seed asks the same question). `real`: the run's
-    own judgement of the same rows, when already made."""
+    own judgement of the same rows, or its pass set up from the light columns, when already made."""
     if real is None:
         residuals = ResidualPass(rows, model, cfg)
         frame, fields, plan = residuals.frame, list(residuals.adjusted_for), residuals.plan

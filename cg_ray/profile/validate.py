@@ -18,7 +18,7 @@ eligible concepts:
 Random concepts: `n_random` random orders of the eligible concepts; the mean and the 2.5–97.5 percentiles.
 
 The findings beyond the metadata (failure modes, slices, concepts) are not rebuilt on this split: the
-`beyond` block is the run's own judgement of the same rows (`validate_findings.beyond_block`).
+`beyond` block is the run's own judgement of the same rows (`validate_findings`: read from the run, or made).
 """
 
 from __future__ import annotations
@@ -38,9 +38,7 @@ from cg_ray.metrics.compute import CGResult, compute_metrics
 from cg_ray.metrics.robustness import RowTable
 from cg_ray.profile.grouping import pool_activity_from_csr
 from cg_ray.profile.groups import RowGroups, group_strata, grouped_split
-from cg_ray.profile.judgement import Judgement
 from cg_ray.profile.ranking import eligible, weakness_order
-from cg_ray.profile.validate_findings import beyond_block
 from cg_ray.profile.weaknesses import POOL_FACTOR, profile_entries
 
 # 2: the `beyond` block (slices, failure modes, residual lift on the fit / test split); 3: null_check;
@@ -324,11 +322,11 @@ def validate(
     strata: npt.NDArray[np.integer],
     cfg: ValidateConfig,
     groups: RowGroups | None = None,
-    judged: Judgement | None = None,
+    beyond: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The whole evaluation (see the module doc); a JSON-ready dict with the documented keys. `groups`: the
-    rows' groups, kept whole by the split (None: one row a group); `judged`: the run's own judgement of the
-    same rows (`judgement.judge_rows`), reported as the `beyond` block."""
+    rows' groups, kept whole by the split (None: one row a group); `beyond`: the run's own judgement of the
+    same rows as `validate_findings` lays it out, reported as it is."""
     codes = groups.codes if groups is not None else np.arange(table.n_rows, dtype=np.int64)
     if codes.size != table.n_rows:
         raise ValueError(f"{codes.size} group codes for {table.n_rows} rows")
@@ -357,7 +355,7 @@ def validate(
     return {
         "format_version": FORMAT_VERSION,
         "ranking": cfg.metrics.rank_by,
-        "beyond": beyond_block(judged) if judged is not None else None,
+        "beyond": beyond,
         "lift": lift_curve(part, rankings["new"], cfg),
         "low_performance": low_performance(part, rankings["new"], cfg),
         "baselines": {

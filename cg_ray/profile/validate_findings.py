@@ -1,11 +1,12 @@
 """`cg-ray validate`, beyond the metadata: the run's own judgement of the findings, reported as it stands.
 
-The failure modes, slices and concepts are judged exactly as `cg-ray metrics` judges them
-(`judgement.judge_rows` on the same rows and `MetricsConfig`: the same row groups, the same repeated grouped
-splits, the same decision rule), not rebuilt on validate's fit part. The block lists the confirmed findings
-of each kind with their held-out estimate, the interval the decision rule does not reject, p and q, the
-splits that chose them and their minimum detectable effect, and the run's `judgement` summary (splits, groups,
-the rule, the candidates tried and the confirmed counts).
+The failure modes, slices and concepts are the run's own judgement: read from the run when `validate` writes
+into the published run of the same rows and settings (`recorded_block`), else judged exactly as `cg-ray
+metrics` judges them (`judgement.judge` on the same rows and `MetricsConfig`: the same row groups, the same
+repeated grouped splits, the same decision rule), never rebuilt on validate's fit part. The block lists the
+confirmed findings of each kind with their held-out estimate, the interval the decision rule does not reject,
+p and q, the splits that chose them and their minimum detectable effect, and the run's `judgement` summary
+(splits, groups, the rule, the candidates tried and the confirmed counts).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cg_ray.profile.decision import Verdict, rank_key
+from cg_ray import schemas as S
+from cg_ray.artifacts.layout import RunDir
+from cg_ray.profile.decision import Verdict
 from cg_ray.profile.findings import slices_file, verdict_columns
 from cg_ray.profile.judgement import Judgement
-from cg_ray.profile.verdicts import ConceptKey
 
 JUDGED_BY = (
     "the run's own judgement (cg-ray metrics on the same rows and settings): the same row groups and repeated "
@@ -39,47 +41,58 @@ MODE_COLUMNS = (
 )
 _VERDICT = tuple(verdict_columns(Verdict(None, None, None, 1.0, 1.0, False, 0, 0, 0)))  # p, q, splits…
 SLICE_COLUMNS = ("rank", "slice", "conditions", "n_rows", "mean_score", "low", "high", "mean_in_sample", "suite_mean")
+CONTRAST_COLUMNS = ("contrast", "contrast_low", "contrast_high")
 
 
-def beyond_block(beyond: Judgement) -> dict[str, Any]:
-    """The `beyond` block of validate.json (see the module doc) from the run's judgement of the rows."""
-    summary = beyond.summary()
-    adjusted = set(beyond.adjusted_for)
-    modes = beyond.modes.to_pylist()
-    slices = slices_file(beyond.frame, beyond.slice_findings).to_pylist()
+def beyond_block(judgement: Judgement) -> dict[str, Any]:
+    """The `beyond` block of validate.json (see the module doc) from a judgement just made of the rows."""
+    slices = slices_file(judgement.frame, judgement.slice_findings).to_pylist()
+    return _block(judgement.summary(), judgement.modes.to_pylist(), slices)
+
+
+def recorded_block(run: RunDir) -> dict[str, Any] | None:
+    """The same block read from the published run: its summary.json's judgement (every confirmed concept with
+    it), failure_modes.parquet and slices.parquet. None when the run was written before they recorded all of
+    it (format 3): the rows are then judged again."""
+    beyond = ((run.read_summary().get("profile") or {}).get("beyond")) or {}
+    modes, slices = run.read_table(S.FAILURE_MODES_FILE), run.read_table(S.SLICES_FILE)
+    recorded = "confirmed_concepts" in (beyond.get("judgement") or {})
+    if not recorded or modes is None or slices is None or "contrast" not in slices.column_names:
+        return None
+    return _block(beyond, modes.to_pylist(), slices.to_pylist())
+
+
+def _block(beyond: dict[str, Any], modes: list[dict[str, Any]], slices: list[dict[str, Any]]) -> dict[str, Any]:
+    """The block from a judgement's summary (summary.json's profile.beyond) and its two tables' rows."""
+    judged = beyond["judgement"]
+    adjusted = set(beyond["adjusted_for"])
     return {
         "judged_by": JUDGED_BY,
-        "adjusted_for": beyond.adjusted_for,
-        "notes": beyond.notes,
-        "judgement": summary["judgement"],
+        "adjusted_for": beyond["adjusted_for"],
+        "notes": beyond["notes"],
+        "judgement": judged,
         "failure_modes": [{key: m[key] for key in (*MODE_COLUMNS, *_VERDICT)} for m in modes if m["confirmed"]],
         "slices": [
             {
                 **{key: s[key] for key in (*SLICE_COLUMNS, *_VERDICT)},
                 "conditions": json.loads(s["conditions"]),  # field → value
-                "contrast": f.verdict.estimate,  # its test-half mean − the half's other rows', and the interval
-                "contrast_low": f.verdict.low,
-                "contrast_high": f.verdict.high,
-                "beyond_adjusted": not {name for name, _ in f.slice.conditions} <= adjusted,
+                **{key: s[key] for key in CONTRAST_COLUMNS},  # its test-half mean − the half's other rows'
+                "beyond_adjusted": not set(json.loads(s["conditions"])) <= adjusted,
             }
-            for s, f in zip(slices, beyond.slice_findings, strict=True)
-            if f.verdict.confirmed
+            for s in slices
+            if s["confirmed"]
         ],
-        "concepts": [
-            _concept(key, v)
-            for key, v in sorted(beyond.concept_verdicts.items(), key=lambda kv: (rank_key(kv[1]), kv[0]))
-            if v.confirmed
-        ],
+        "concepts": [_concept(c) for c in judged["confirmed_concepts"]],
     }
 
 
-def _concept(key: ConceptKey, v: Verdict) -> dict[str, Any]:
+def _concept(recorded: dict[str, Any]) -> dict[str, Any]:
     """A confirmed concept: its s̃-weighted residual on the test halves, below ("less") or above its cells."""
     return {
-        "concept": key.concept,
-        "direction": key.direction,
-        "heldout_residual": v.estimate,
-        "heldout_residual_low": v.low,
-        "heldout_residual_high": v.high,
-        **verdict_columns(v),
+        "concept": recorded["concept"],
+        "direction": recorded["direction"],
+        "heldout_residual": recorded["estimate"],
+        "heldout_residual_low": recorded["low"],
+        "heldout_residual_high": recorded["high"],
+        **{key: recorded[key] for key in _VERDICT},
     }

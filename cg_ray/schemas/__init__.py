@@ -166,6 +166,7 @@ SLICES_SCHEMA: Final = pa.schema(
         *floats("mean_score", "low", "high"),
         pa.field("mean_in_sample", pa.float64(), nullable=False),
         *floats("suite_mean"),  # what the held-out mean is compared with
+        *with_interval("contrast"),  # held out: the slice's test-half mean − the half's other rows' (the verdict's)
         *VERDICT_FIELDS,
         *string_lists("example_row_ids"),
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -59,6 +60,37 @@ def test_the_beyond_block_is_what_the_run_confirmed(validated: tuple[Path, dict,
     # ... and equal to the judgement made directly on the rows with the same settings.
     direct = beyond_block(judge_rows(open_rows(run / S.ROWS_FILE), MetricsConfig()))
     assert json.loads(json.dumps(direct)) == beyond
+
+
+def test_validate_into_its_run_reads_the_runs_judgement_and_an_older_run_is_judged_again(
+    validated: tuple[Path, dict, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into the published run of the same rows and settings, `validate` reads the run's judgement (judging
+    is not called); a run written before summary.json recorded every confirmed concept is judged again,
+    to the same block."""
+    import cg_ray.profile.judgement as judgement
+
+    run, report, _ = validated
+    copy = Path(shutil.copytree(run, tmp_path / "run"))
+    argv = ["validate", "--rows", str(copy / S.ROWS_FILE), "--out", str(copy), "--overwrite", "--bootstrap", "50"]
+    made = judgement.judge
+
+    def not_again(*_: object, **__: object) -> None:
+        raise AssertionError("the run's judgement was made again")
+
+    monkeypatch.setattr(judgement, "judge", not_again)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main([*argv, "--random", "5", "--null-seeds", "0"]) == 0
+    assert json.loads((copy / S.VALIDATE_FILE).read_text())["beyond"] == report["beyond"]
+    summary = json.loads((copy / S.SUMMARY_FILE).read_text())
+    del summary["profile"]["beyond"]["judgement"]["confirmed_concepts"]
+    (copy / S.SUMMARY_FILE).write_text(json.dumps(summary))
+    calls: list[object] = []
+    monkeypatch.setattr(judgement, "judge", lambda *a, **k: calls.append(a) or made(*a, **k))
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main([*argv, "--random", "5", "--null-seeds", "0"]) == 0
+    again = json.loads((copy / S.VALIDATE_FILE).read_text())["beyond"]
+    assert len(calls) == 1 and again == report["beyond"]
 
 
 def test_the_split_keeps_each_question_on_one_side(validated: tuple[Path, dict, str]) -> None:
