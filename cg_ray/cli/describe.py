@@ -85,6 +85,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "shows first: the weakness and coverage-gap lists, the confirmed failure modes)",
     )
     e.add_argument("--name-themes", action="store_true", help="let the model name the themes too")
+    e.add_argument(
+        "--fresh",
+        action="store_true",
+        help="discard the answers an unfinished explain of this run saved, not reuse them",
+    )
 
 
 def _options(args: argparse.Namespace) -> Any:
@@ -135,7 +140,12 @@ def _explain(args: argparse.Namespace) -> int:
     config = _explain_config(args)
     run = RunDir(args.run_dir)
     table, themes = explain_run(
-        run, _options(args), config, scope_all=args.scope_all, announce=lambda line: print(line, flush=True)
+        run,
+        _options(args),
+        config,
+        scope_all=args.scope_all,
+        announce=lambda line: print(line, flush=True),
+        fresh=args.fresh,
     )
     refresh_report(run)
     _print(table, themes)

@@ -9,6 +9,7 @@ from typing import Any
 
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.judging import Completer
+from cg_ray.describe.saved import SavedAnswers
 from cg_ray.errors import ConfigError
 
 __all__ = ["BackendCompleter", "Completer", "backend_generation", "check_model", "close", "make_completer"]
@@ -86,14 +87,15 @@ class BackendCompleter:
         return [answers[f"p{i:06d}"] for i in range(len(prompts))]
 
 
-def make_completer(config: ExplainConfig, role: str = "explainer") -> Completer:
+def make_completer(config: ExplainConfig, role: str = "explainer", saved: SavedAnswers | None = None) -> Completer:
     """The explainer (or the judge), checked before any work: the endpoint answers `GET /models`, or the
-    model loads."""
+    model loads. An endpoint's answers are taken from `saved` when there and saved to it as they arrive."""
     if config.endpoint:
         from cg_ray.describe.endpoint import EndpointCompleter
 
         completer = EndpointCompleter(config, role=role)
         completer.check()
+        completer.saved = saved
         return completer
     check_model(config)
     return BackendCompleter(config)

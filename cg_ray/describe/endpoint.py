@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from cg_ray.describe.config import ExplainConfig
+from cg_ray.describe.saved import Saved, SavedAnswers, request_key
 from cg_ray.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    reused: int = 0  # answers an earlier, killed attempt saved (paid then, counted above as then; not asked now)
 
 
 # What a key or a token looks like in an error body: a bearer token, an "sk-…"-style key, a `key=…` /
@@ -146,6 +148,7 @@ class EndpointCompleter:
         self.role = role
         self.url = config.endpoint
         self.usage = Usage()
+        self.saved: SavedAnswers | None = None  # answers taken from it when there, saved to it as they arrive
         self._lock = threading.Lock()
         self._backoff = (backoff_s, max_backoff_s)
         # Structured answers (response_format) are asked while this holds; `auto` clears it for the run when
@@ -202,7 +205,7 @@ class EndpointCompleter:
             raise _Retryable("the body is not a JSON object")
         return data
 
-    def _retrying(self, method: str, path: str, body: dict[str, Any] | None, parse: Any) -> Any:
+    def _retrying(self, method: str, path: str, body: dict[str, Any] | None, parse: Any) -> tuple[Any, int]:
         from tenacity import (
             RetryCallState,
             Retrying,
@@ -228,6 +231,7 @@ class EndpointCompleter:
             log.info("%s: %s %s: %s; retrying", self._who(), method, path, exc)
 
         result: Any = None
+        attempts = 0
         for attempt in Retrying(
             stop=stop_after_attempt(self.config.retries + 1),
             wait=wait,
@@ -236,13 +240,14 @@ class EndpointCompleter:
             reraise=True,
         ):
             with attempt:
+                attempts = attempt.retry_state.attempt_number
                 result = parse(self._send(method, path, body))
-        return result
+        return result, attempts
 
     def check(self) -> None:
         """`GET {endpoint}/models`: reachable, the key accepted, the model served (when the list says)."""
         try:
-            data = self._retrying("GET", "/models", None, lambda d: d)
+            data, _ = self._retrying("GET", "/models", None, lambda d: d)
         except _Retryable as exc:
             raise EndpointError(f"{self._who()} is unreachable or failing: GET /models: {exc}") from None
         except _Failed as exc:
@@ -292,7 +297,12 @@ class EndpointCompleter:
             raise
 
     def _chat(self, body: dict[str, Any]) -> str:
-        """One chat completion (retried), its tokens counted; _Retryable / _Failed when it cannot be had."""
+        """One chat completion (retried, or saved earlier), its tokens counted; _Retryable / _Failed if none."""
+        key = request_key(self.url, body) if self.saved is not None else ""
+        kept = self.saved.take(key) if self.saved is not None else None
+        if kept is not None:
+            self._count(kept, reused=True)
+            return kept.content
 
         def parse(data: dict[str, Any]) -> tuple[str, int, int]:
             try:
@@ -303,12 +313,23 @@ class EndpointCompleter:
             usage: dict[str, Any] = got if isinstance(got, dict) else {}
             return str(content), int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
 
-        content, p_tok, c_tok = self._retrying("POST", "/chat/completions", body, parse)
+        (content, p_tok, c_tok), attempts = self._retrying("POST", "/chat/completions", body, parse)
+        answer = Saved(content, p_tok, c_tok, attempts)
+        if self.saved is not None:
+            self.saved.add(key, answer)
+        self._count(answer, reused=False)
+        return answer.content
+
+    def _count(self, answer: Saved, *, reused: bool) -> None:
+        """An answer's tokens; a reused one's requests and retries too, as paid (`_send` counts the others')."""
         with self._lock:
             self.usage.answered += 1
-            self.usage.prompt_tokens += p_tok
-            self.usage.completion_tokens += c_tok
-        return str(content)
+            self.usage.prompt_tokens += answer.prompt_tokens
+            self.usage.completion_tokens += answer.completion_tokens
+            if reused:
+                self.usage.reused += 1
+                self.usage.requests += answer.requests
+                self.usage.retries += answer.requests - 1
 
     def _structured_refused(self, exc: _Failed) -> None:
         with self._lock:

@@ -45,6 +45,7 @@ from cg_ray.describe.judging import (
 )
 from cg_ray.describe.prompts import explain_prompt, parse_explanation, parse_theme_name, theme_prompt
 from cg_ray.describe.run import Analysis, DescribeOptions, analyse, build_outputs, profile_terms, write_outputs
+from cg_ray.describe.saved import WORK_DIR, SavedAnswers
 from cg_ray.describe.spans import marked
 
 log = logging.getLogger(__name__)
@@ -175,21 +176,33 @@ def explain_run(
     judge: Completer | None = None,
     scope_all: bool = False,
     announce: Callable[[str], None] | None = None,
+    fresh: bool = False,
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Explain, judge and score the run's concepts and failure modes; write explanations.parquet, the
     explained modes, then descriptions / themes / profiles in one step (`themes.json` summary `explainer`:
-    the plan, unreadable answers, the judging's parse rate, requests / tokens / cost from an endpoint)."""
+    the plan, unreadable answers, the judging's parse rate, requests / tokens / cost from an endpoint).
+    An endpoint's answers are saved in RUN_DIR/explain.work as they arrive (`describe/saved.py`) and reused by
+    a rerun of a killed explain; `fresh` discards them first. The folder is removed once published."""
+    announce = announce or log.info
+    saved = SavedAnswers(run.path / WORK_DIR, fresh=fresh)
+    if saved.found:
+        announce(
+            f"resuming: {saved.found} answers saved in {saved.path} by an unfinished explain; the same "
+            "requests are not asked again (--fresh discards them)"
+        )
     own: list[Completer] = []
     try:
         if completer is None:
-            completer = make_completer(config)  # before any work
+            completer = make_completer(config, saved=saved)  # before any work
             own.append(completer)
         if judge is None:
-            judge = make_completer(config.judge(), "judge") if config.separate_judge else completer
+            judge = make_completer(config.judge(), "judge", saved) if config.separate_judge else completer
             own += [judge] if judge is not completer else []
-        return _explain(run, options, config, completer, judge, span_reader, scope_all, announce or log.info)
+        published = _explain(run, options, config, completer, judge, span_reader, scope_all, announce)
     finally:
         close(*own)
+    saved.remove()
+    return published
 
 
 def _explain(

@@ -11,7 +11,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,11 +22,11 @@ from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.augment.config import WORK_DIR
 from tests.augment.scripted import READER_FACTORY, build_run, item_requests, writer_script
+from tests.cli_process import cli_process, finish
 from tests.describe.endpoint_server import Fault, Script, serve, settled
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 ITEMS, OVERDRAW = 40, 1.5  # --items; the config's default overdraw: item requests per item wanted, at most
 DELAY_S = 0.2  # each item request
 
@@ -42,15 +41,7 @@ def _slow(delay_s: float) -> Script:
 def _augment(run: Path, url: str) -> subprocess.Popen[bytes]:
     args = ["augment", str(run), "--benchmark", "narrow", "--writer-endpoint", url, "--writer-model",
             "scripted-model", "--reader-factory", READER_FACTORY, "--items", str(ITEMS)]  # fmt: skip
-    code = f"from cg_ray.cli import main; raise SystemExit(main({args!r}))"
-    env = os.environ | {"PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-
-
-def _finish(proc: subprocess.Popen[bytes]) -> None:
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err.decode()[-3000:]
+    return cli_process(args)
 
 
 def _published(run: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -66,7 +57,7 @@ def test_a_killed_augment_asks_again_only_the_gap_it_was_writing(tmp_path: Path)
     clean_run, run = (Path(shutil.copytree(scoped, tmp_path / name)) for name in ("clean", "run"))
     clean = _slow(0.0)
     with serve(clean) as url:
-        _finish(_augment(clean_run, url))
+        finish(_augment(clean_run, url))
     per_gap = [g["requests"] for g in _published(clean_run)[2]]
     assert len(per_gap) == 2 and all(n <= math.ceil(OVERDRAW * ITEMS) for n in per_gap)
 
@@ -80,7 +71,7 @@ def test_a_killed_augment_asks_again_only_the_gap_it_was_writing(tmp_path: Path)
         proc.wait()
         asked = settled(lambda: len(item_requests(slow)))
         saved = [json.loads(p.read_text())["requests"] for p in saved_dir.glob("*.json")]
-        _finish(_augment(run, url))
+        finish(_augment(run, url))
         asked_again = len(item_requests(slow)) - asked
     print(f"{sum(per_gap)} item requests in {len(per_gap)} gaps; killed with {asked} asked, {sum(saved)} saved; "
           f"the rerun asked {asked_again}")  # fmt: skip
