@@ -211,12 +211,12 @@ def publish(
     once."""
     run, cfg = RunDir(plan.run), plan.config
     entry = this_probe(earlier, [g.gap_id for g in plan.gaps], cfg.pairs, cfg.seed, cfg.fdr)
-    carried = replanned_rows(earlier, set(entry["gaps"]), entry["probe"] + 1, cfg.fdr)
+    carried = replanned_rows(earlier, set(entry.gaps), entry.probe + 1, cfg.fdr)
     results = merged_results(results_table(plan, checked, verdicts), entry, carried)
-    items = merged_items(items_table(checked, answers), entry["probe"], earlier)
+    items = merged_items(items_table(checked, answers), entry.probe, earlier)
     files: dict[str, Any] = {L.PROBE_ITEMS: items, L.PROBE_RESULTS: results}
     exports: list[str] = []
-    mine = numbered_pairs([p for p in checked.kept() if p.pair_id not in checked.dropped], entry["probe"])
+    mine = numbered_pairs([p for p in checked.kept() if p.pair_id not in checked.dropped], entry.probe)
     verified = mine + verified_pairs(earlier.items)
     if verified:
         export_dir = run.file(f"{L.PROBE_EXPORT}/{S.PROBE_EXPORT_FILES['items']}").parent.resolve()
@@ -231,10 +231,10 @@ def publish(
         "seconds": {k: round(v, 2) for k, v in seconds.items()},
         "decision": PROBE_DECISION,
         "exports": exports,
-        "probes": [*earlier.probes, entry],
+        "probes": [p.document() for p in (*earlier.probes, entry)],
     }
     files[L.PROBE_SUMMARY] = summary
-    run.update("probe", files, {"probe": entry["probe"], "gaps": len(plan.gaps), "attempts_kept": len(carried),
+    run.update("probe", files, {"probe": entry.probe, "gaps": len(plan.gaps), "attempts_kept": len(carried),
                                 "pairs": len(checked.pairs), "answered": len(answers)})  # fmt: skip
     return summary
 
