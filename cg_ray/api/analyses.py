@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from cg_ray.artifacts import contract as C
 from cg_ray.artifacts import layout as L
-from cg_ray.artifacts.probe import read_probe_results_table
+from cg_ray.artifacts.probe import read_probe_items, read_probe_results_table
 from cg_ray.errors import InputError
 
 Doc = TypeVar("Doc", bound=C.Versioned)
@@ -90,7 +90,8 @@ def read_probe(run: L.RunDir) -> Probe | None:
     if not run.has(L.PROBE_SUMMARY):
         return None
     results = _frame(run, L.PROBE_RESULTS, read_probe_results_table(run))  # the probe's reader: columns checked
-    return Probe(_doc(run, L.PROBE_SUMMARY, C.ProbeSummary), results, _table(run, L.PROBE_ITEMS))
+    items = _frame(run, L.PROBE_ITEMS, read_probe_items(run))
+    return Probe(_doc(run, L.PROBE_SUMMARY, C.ProbeSummary), results, items)
 
 
 def read_scope(run: L.RunDir) -> Scope | None:

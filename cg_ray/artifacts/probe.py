@@ -1,7 +1,8 @@
 """The probe's records as typed values (`cg-ray probe`, docs/probe.md): one reader of RUN/probe/results.parquet
-(`read_probe_results`, checked once against schemas.probe.PROBE_RESULTS_SCHEMA) and of probe/summary.json
-(`read_probe_summary`), used by the probe's history, the service and the report alike, so none of them indexes
-columns or keys of its own. A file whose columns are not the probe's is refused naming the file and field.
+(`read_probe_results`, checked once against schemas.probe.PROBE_RESULTS_SCHEMA), of probe/summary.json
+(`read_probe_summary`) and of probe/items.parquet (`read_probe_items`, a checked table), used by the probe's
+history, the service and the report alike, so none of them indexes columns or keys of its own. A file whose
+columns are not the probe's is refused naming the file and field.
 
 Here, below the probe and the report in the layers, so that both read the same records."""
 
@@ -16,7 +17,13 @@ import pyarrow as pa
 from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import InputError
-from cg_ray.schemas.probe import PROBE_RESULTS_REQUIRED, PROBE_RESULTS_SCHEMA
+from cg_ray.schemas.probe import (
+    PROBE_ITEMS_FILE_SCHEMA,
+    PROBE_ITEMS_FILLED,
+    PROBE_ITEMS_SCHEMA,
+    PROBE_RESULTS_REQUIRED,
+    PROBE_RESULTS_SCHEMA,
+)
 
 
 @dataclass(frozen=True)
@@ -154,18 +161,21 @@ def _readable_as(have: pa.DataType, want: pa.DataType) -> bool:
     return bool(pa.types.is_string(want) and pa.types.is_large_string(have))
 
 
-def checked_results(table: pa.Table, path: str) -> pa.Table:
-    """A results table read from `path` in PROBE_RESULTS_SCHEMA, its columns checked once: a required column
-    missing or null, or any column of another type, is refused naming the file and field; a column an older
+def conformed(
+    table: pa.Table, schema: pa.Schema, required: tuple[str, ...], filled: tuple[str, ...], path: str
+) -> pa.Table:
+    """A probe table read from `path` in `schema`, its columns checked once: a `required` column missing, a
+    `filled` one null, or any column of another type is refused naming the file and field; a column an older
     file lacks reads as null."""
-    for name in PROBE_RESULTS_REQUIRED:
+    for name in required:
         if name not in table.schema.names:
-            raise InputError("missing column of the probe's results", path=path, field=name)
+            raise InputError("missing column of the probe's table", path=path, field=name)
+    for name in filled:
         if table[name].null_count:
             row = table[name].is_null().to_pylist().index(True)
             raise InputError("null in a column the probe always fills", path=path, row=row, field=name)
     columns = {}
-    for want in PROBE_RESULTS_SCHEMA:
+    for want in schema:
         if want.name not in table.schema.names:
             columns[want.name] = pa.nulls(table.num_rows, want.type)
             continue
@@ -173,13 +183,27 @@ def checked_results(table: pa.Table, path: str) -> pa.Table:
         if not _readable_as(column.type, want.type):
             raise InputError(f"column is {column.type}, expected {want.type}", path=path, field=want.name)
         columns[want.name] = column.cast(want.type)
-    return pa.table(columns, schema=PROBE_RESULTS_SCHEMA)
+    return pa.table(columns, schema=schema)
 
 
 def read_probe_results_table(run: RunDir) -> pa.Table | None:
-    """The run's probe/results.parquet, checked (`checked_results`); None when the run was never probed."""
+    """The run's probe/results.parquet in PROBE_RESULTS_SCHEMA, checked (`conformed`: gap_id, verdict and
+    n_pairs always there); None when the run was never probed."""
     table = run.read_table(L.PROBE_RESULTS)
-    return None if table is None else checked_results(table, str(run.file(L.PROBE_RESULTS)))
+    if table is None:
+        return None
+    required = PROBE_RESULTS_REQUIRED
+    return conformed(table, PROBE_RESULTS_SCHEMA, required, required, str(run.file(L.PROBE_RESULTS)))
+
+
+def read_probe_items(run: RunDir) -> pa.Table | None:
+    """The run's probe/items.parquet in PROBE_ITEMS_FILE_SCHEMA, checked (`conformed`: every column but `probe`,
+    which items written before probes were numbered lack, is required); None when the run was never probed."""
+    table = run.read_table(L.PROBE_ITEMS)
+    if table is None:
+        return None
+    required = tuple(PROBE_ITEMS_SCHEMA.names)
+    return conformed(table, PROBE_ITEMS_FILE_SCHEMA, required, PROBE_ITEMS_FILLED, str(run.file(L.PROBE_ITEMS)))
 
 
 def read_probe_results(run: RunDir) -> list[ProbeResult] | None:

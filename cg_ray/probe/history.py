@@ -26,7 +26,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.probe import (
     ProbeEntry,
@@ -34,13 +33,14 @@ from cg_ray.artifacts.probe import (
     ProbeSummary,
     probe_result,
     probe_summary,
+    read_probe_items,
     read_probe_results,
     read_probe_summary,
 )
 from cg_ray.probe.confirm import PAIR_COLUMNS, replanned
 from cg_ray.probe.items import ItemPair
 from cg_ray.probe.power import share
-from cg_ray.schemas.probe import PROBE_RESULTS_SCHEMA
+from cg_ray.schemas.probe import PROBE_NUMBER, PROBE_RESULTS_SCHEMA
 
 
 @dataclass
@@ -73,11 +73,12 @@ def read_earlier(run: RunDir, *, replace: bool = False) -> Earlier:
         else dataclasses.replace(r, probe=1, probe_seed=_first(r.probe_seed, seed), probed_at=at)
         for r in results
     ]
-    items = run.read_table(L.PROBE_ITEMS)
-    if items is not None and "probe" not in items.schema.names:  # one probe per gap then: its row's
+    items = read_probe_items(run)
+    if items is not None and items["probe"].null_count:  # written before probes were numbered: its gap's row's
         of_gap = {r.gap_id: probe_of(r) for r in rows}
-        numbers = [of_gap.get(g, 1) for g in items["gap_id"].to_pylist()]
-        items = items.append_column("probe", pa.array(numbers, pa.int64()))
+        given = zip(items["probe"].to_pylist(), items["gap_id"].to_pylist(), strict=True)
+        numbers = [of_gap.get(g, 1) if k is None else k for k, g in given]
+        items = items.set_column(items.schema.get_field_index("probe"), PROBE_NUMBER, pa.array(numbers, pa.int64()))
     return Earlier(rows, items, probes)
 
 

@@ -16,9 +16,15 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
-from cg_ray.artifacts.probe import ProbeResult, ProbeSummary, probe_summary, read_probe_results, read_probe_summary
+from cg_ray.artifacts.probe import (
+    ProbeResult,
+    ProbeSummary,
+    probe_summary,
+    read_probe_items,
+    read_probe_results,
+    read_probe_summary,
+)
 from cg_ray.report.findings import percent, q_text
 
 EXAMPLE_PAIRS = 2  # kept pairs shown per gap (each a target and its matched control)
@@ -35,9 +41,10 @@ def _cut(text: str | None) -> str | None:
 def example_pairs(run: RunDir) -> dict[str, list[dict[str, Any]]]:
     """gap id -> its first EXAMPLE_PAIRS answered pairs in the order they were written (never chosen by how
     the model answered them), each {pair_id, generator, target: {prompt, response, score}, control: …}."""
-    table = run.read_table(L.PROBE_ITEMS, columns=ITEM_COLUMNS)
-    if table is None:
+    items = read_probe_items(run)
+    if items is None:
         return {}
+    table = items.select(ITEM_COLUMNS)
     kept = table.filter(pc.is_null(table["dropped"]))  # dropped pairs were never answered
     pairs: dict[str, dict[str, dict[str, Any]]] = {}
     for item in kept.to_pylist():

@@ -31,6 +31,7 @@ PROBE_ITEMS_SCHEMA: Final = pa.schema(
 )
 PROBE_NUMBER: Final = pa.field("probe", pa.int64())  # which probe of the run wrote the row (1, 2, …)
 PROBE_ITEMS_FILE_SCHEMA: Final = PROBE_ITEMS_SCHEMA.append(PROBE_NUMBER)
+PROBE_ITEMS_FILLED: Final = ("gap_id", "pair_id", "role")  # never null in items.parquet
 
 # One row per gap per probe: what the run said of the gap, what each step kept, the verdict on the new pairs
 # (cg_ray.probe.confirm.GapConfirmation), then the probe that wrote the row and the gap's standing verdict.

@@ -13,10 +13,10 @@ import pytest
 
 from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
-from cg_ray.artifacts.probe import ProbeEntry, ProbeResult, probe_summary, read_probe_results
+from cg_ray.artifacts.probe import ProbeEntry, ProbeResult, probe_summary, read_probe_items, read_probe_results
 from cg_ray.errors import InputError
 from cg_ray.probe.history import merged_results
-from cg_ray.schemas.probe import PROBE_RESULTS_SCHEMA
+from cg_ray.schemas.probe import PROBE_ITEMS_FILE_SCHEMA, PROBE_ITEMS_SCHEMA, PROBE_RESULTS_SCHEMA
 
 TESTED = {"n_pairs": 30, "n_clusters": 30, "n_dropped": 2, "target_mean": 0.4, "control_mean": 0.7,
           "difference": -0.3, "ci_low": -0.45, "ci_high": -0.15, "p_value": 0.001, "q_value": 0.002,
@@ -70,7 +70,7 @@ def test_a_summary_reads_as_typed_records_and_its_probes_as_written() -> None:
 @pytest.mark.parametrize(
     ("column", "values", "said"),
     [
-        ("verdict", None, "field 'verdict': missing column of the probe's results"),
+        ("verdict", None, "field 'verdict': missing column of the probe's table"),
         ("n_pairs", ["30"], "field 'n_pairs': column is string, expected int64"),
         ("p_value", ["0.01"], "field 'p_value': column is string, expected double"),
         ("concept_ids", [1.5], "field 'concept_ids': column is double, expected list<item: int64>"),
@@ -96,3 +96,15 @@ def test_integers_where_floats_are_due_and_columns_an_older_file_lacks_are_read(
     (read,) = read_probe_results(_written(tmp_path, table)) or []
     assert read == ProbeResult(gap_id="mode:1", verdict="refuted", n_pairs=30, difference=0.0)
     assert isinstance(read.difference, float)
+
+
+def test_items_are_read_in_their_schema_and_a_file_without_one_of_their_columns_is_refused(tmp_path: Path) -> None:
+    item = {"gap_id": "mode:1", "pair_id": "mode:1/0", "role": "target", "seed": 0, "prompt": "p", "score": 1.0}
+    (tmp_path / "probe").mkdir()
+    pq.write_table(pa.Table.from_pylist([item], schema=PROBE_ITEMS_SCHEMA), tmp_path / L.PROBE_ITEMS)
+    read = read_probe_items(RunDir(tmp_path))  # written before probes were numbered: no `probe` column
+    assert read is not None and read.schema.equals(PROBE_ITEMS_FILE_SCHEMA) and read["probe"].to_pylist() == [None]
+    pq.write_table(pa.Table.from_pylist([item], schema=PROBE_ITEMS_SCHEMA).drop_columns(["role"]),
+                   tmp_path / L.PROBE_ITEMS)  # fmt: skip
+    with pytest.raises(InputError, match=r"items\.parquet, field 'role': missing column of the probe's table"):
+        read_probe_items(RunDir(tmp_path))
