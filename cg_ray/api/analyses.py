@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import pandas as pd
+import pyarrow as pa
 
 from cg_ray.artifacts import contract as C
 from cg_ray.artifacts import layout as L
+from cg_ray.artifacts.probe import read_probe_items, read_probe_results_table
 from cg_ray.errors import InputError
 
 Doc = TypeVar("Doc", bound=C.Versioned)
@@ -87,7 +89,9 @@ class Robustness:
 def read_probe(run: L.RunDir) -> Probe | None:
     if not run.has(L.PROBE_SUMMARY):
         return None
-    return Probe(_doc(run, L.PROBE_SUMMARY, C.ProbeSummary), _table(run, L.PROBE_RESULTS), _table(run, L.PROBE_ITEMS))
+    results = _frame(run, L.PROBE_RESULTS, read_probe_results_table(run))  # the probe's reader: columns checked
+    items = _frame(run, L.PROBE_ITEMS, read_probe_items(run))
+    return Probe(_doc(run, L.PROBE_SUMMARY, C.ProbeSummary), results, items)
 
 
 def read_scope(run: L.RunDir) -> Scope | None:
@@ -127,7 +131,10 @@ def _doc(run: L.RunDir, name: str, model: type[Doc]) -> Doc:
 
 
 def _table(run: L.RunDir, name: str) -> pd.DataFrame:
-    table = run.read_table(name)
+    return _frame(run, name, run.read_table(name))
+
+
+def _frame(run: L.RunDir, name: str, table: pa.Table | None) -> pd.DataFrame:
     if table is None:
         raise InputError(f"{name} is missing beside its analysis' summary.json", path=str(run.path))
     frame: pd.DataFrame = table.to_pandas()

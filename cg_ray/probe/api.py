@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cg_ray.artifacts.probe import ProbeResult, probe_summary
 from cg_ray.errors import ConfigError
 from cg_ray.probe.config import ProbeConfig
 
@@ -79,44 +80,46 @@ def probe_run(
     tell("")
     for line in attempt_lines(summary):
         tell(line)
-    tell(f"requests: {json.dumps(summary['requests'])}; seconds: {json.dumps(summary['seconds'])}")
+    record = probe_summary(summary)
+    tell(f"requests: {json.dumps(record.requests)}; seconds: {json.dumps(record.seconds)}")
     tell(f"wrote {run / 'probe'} (items.parquet, results.parquet, summary.json, export/)")
     if (report := refresh_report(RunDir(run))) is not None:  # the report shows "Gaps tested on new items"
         tell(f"updated {report}")
     return ProbeOutcome(summary, lines, report)
 
 
-def _attempt_text(g: dict[str, Any]) -> str:
+def _attempt_text(g: ProbeResult) -> str:
     """'unsettled  target − control -0.100 [-0.300, +0.100] on 30 pairs; NOTE'."""
-    diff = "—" if g.get("difference") is None else f"{g['difference']:+.3f}"
-    if g.get("ci_low") is not None:  # a too_few gap may have a difference but was not tested: no interval
-        diff += f" [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}]"
-    q = "" if g.get("q_value") is None else f", q={g['q_value']:.3g}"
-    note = f"; {g['note']}" if g.get("note") else ""
-    return f"{g['verdict']:<10} target − control {diff} on {g['n_pairs']} pairs{q}{note}"
+    diff = "—" if g.difference is None else f"{g.difference:+.3f}"
+    if g.ci_low is not None and g.ci_high is not None:  # a too_few gap may have a difference but no interval
+        diff += f" [{g.ci_low:+.3f}, {g.ci_high:+.3f}]"
+    q = "" if g.q_value is None else f", q={g.q_value:.3g}"
+    note = f"; {g.note}" if g.note else ""
+    return f"{g.verdict:<10} target − control {diff} on {g.n_pairs} pairs{q}{note}"
 
 
 def attempt_lines(summary: dict[str, Any]) -> list[str]:
     """Each gap this probe tested with its verdict, then its earlier attempts and standing verdict where it has
-    them; then the gaps only earlier probes tested, at their standing verdict (cg_ray.probe.history)."""
-    this = (summary.get("probes") or [{}])[-1].get("probe")
-    rows = summary["gaps"]  # this probe's rows first, then every earlier attempt, newest first
-    by_gap: dict[str, list[dict[str, Any]]] = {}
-    for g in rows:
-        by_gap.setdefault(g["gap_id"], []).append(g)
+    them; then the gaps only earlier probes tested, at their standing verdict (cg_ray.probe.history). `summary`:
+    the published summary.json, read as its typed record."""
+    record = probe_summary(summary)
+    this = record.probes[-1].probe if record.probes else None
+    by_gap: dict[str, list[ProbeResult]] = {}
+    for g in record.gaps:  # this probe's rows first, then every earlier attempt, newest first
+        by_gap.setdefault(g.gap_id, []).append(g)
     lines, heading = [], False
     for gap_id, attempts in by_gap.items():
         latest, earlier = attempts[0], attempts[1:]
-        if latest.get("probe") != this and not heading:
+        if latest.probe != this and not heading:
             lines.append("  gaps of earlier probes only (their verdicts are final):")
             heading = True
         lines.append(f"  {gap_id:<14} {_attempt_text(latest)}")
-        if latest["verdict"] == "too_few" and latest.get("probe") == this and (hint := too_few_hint(latest)):
+        if latest.verdict == "too_few" and latest.probe == this and (hint := too_few_hint(latest)):
             lines.append(f"  {'':<14} next: {hint}")
-        lines += [f"  {'':<14} probe {g.get('probe')}: {_attempt_text(g)}" for g in earlier]
-        standing = latest.get("standing") or latest["verdict"]
-        if earlier or standing != latest["verdict"]:
-            by = next((g.get("probe") for g in reversed(attempts) if g["verdict"] == "confirmed"), latest.get("probe"))
+        lines += [f"  {'':<14} probe {g.probe}: {_attempt_text(g)}" for g in earlier]
+        standing = latest.standing or latest.verdict
+        if earlier or standing != latest.verdict:
+            by = next((g.probe for g in reversed(attempts) if g.verdict == "confirmed"), latest.probe)
             lines.append(f"  {'':<14} standing: {standing} (probe {by}, of {len(attempts)} attempts)")
     return lines
 
@@ -141,21 +144,17 @@ def earlier_text(plan: Any, *, replace: bool) -> str:
     return text
 
 
-def too_few_hint(gap: dict[str, Any]) -> str:
+def too_few_hint(gap: ProbeResult) -> str:
     """What to do when a gap got too few pairs, from where they were lost: the reader check (the items did not
     carry the gap's concepts) or before it (near copies, malformed, wrong references); '' when unknown."""
-    written, checked, passed = (
-        gap.get("pairs_written") or 0,
-        gap.get("reader_checked") or 0,
-        gap.get("reader_passed") or 0,
-    )
+    written, checked, passed = gap.pairs_written or 0, gap.reader_checked or 0, gap.reader_passed or 0
     if checked and passed < checked / 2:
         more = f"--pairs {-(-TOO_FEW_AIM * written // passed)} aims at about {TOO_FEW_AIM}; " if passed else ""
         return (
             f"the reader saw the gap in {passed} of {checked} checked pairs ({passed / checked:.0%}) written by "
-            f"{gap['generator']}: {more}a writer whose items carry it (--writer-endpoint) may do better"
+            f"{gap.generator}: {more}a writer whose items carry it (--writer-endpoint) may do better"
         )
-    lost = sum(gap.get(k) or 0 for k in ("near_copies", "malformed", "wrong_reference"))
+    lost = (gap.near_copies or 0) + (gap.malformed or 0) + (gap.wrong_reference or 0)
     if lost:
         return (
             f"{lost} of {written} written pairs were dropped before the reader check (near copies, malformed, "

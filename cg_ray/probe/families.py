@@ -275,6 +275,19 @@ FAMILIES: dict[str, dict[str, Property]] = {  # a family's first property is its
 }
 
 
+FAMILY_PREFIX = "family:"  # a family's generator name: family:FAMILY.PROPERTY (items' and results' `generator`)
+
+
+def family_writer(family: str, prop: str) -> str:
+    """The generator name of a family's property, as items.parquet and results.parquet record it."""
+    return f"{FAMILY_PREFIX}{family}.{prop}"
+
+
+def is_family(generator: str) -> bool:
+    """Whether a generator name (`family_writer`'s, or an LLM writer's `endpoint:MODEL`) is a family's."""
+    return generator.startswith(FAMILY_PREFIX)
+
+
 class FamilyGenerator:
     """Pairs of one family's property: the target has it, the control is the same draw without it."""
 
@@ -283,7 +296,7 @@ class FamilyGenerator:
             known = ", ".join(f"{f}/{p}" for f, ps in FAMILIES.items() for p in ps)
             raise ValueError(f"no item family {family}/{prop} (known: {known})")
         self.family, self.property = family, prop
-        self.name = f"family:{family}.{prop}"
+        self.name = family_writer(family, prop)
 
     def generate(self, gap: Gap, n_pairs: int, seed: int) -> GenerationOutcome:
         # A str seed is hashed by random (sha512), the same in every process.

@@ -16,64 +16,85 @@ answered items of its probe). Rows and items written before probes were numbered
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
+from cg_ray.artifacts.probe import (
+    ProbeEntry,
+    ProbeResult,
+    ProbeSummary,
+    probe_result,
+    probe_summary,
+    read_probe_items,
+    read_probe_results,
+    read_probe_summary,
+)
 from cg_ray.probe.confirm import PAIR_COLUMNS, replanned
 from cg_ray.probe.items import ItemPair
 from cg_ray.probe.power import share
-
-# Each results row says which probe of the run wrote it, with that probe's seed (a next step draws a new one)
-# and when it finished; `standing` is its gap's standing verdict.
-PROBE_COLUMNS = ("probe", "probe_seed", "probed_at", "standing")
+from cg_ray.schemas.probe import PROBE_NUMBER, PROBE_RESULTS_SCHEMA
 
 
 @dataclass
 class Earlier:
     """What the run's earlier probes judged: every attempt, final."""
 
-    results: list[dict[str, Any]] = field(default_factory=list)  # results.parquet rows, in their order
+    results: list[ProbeResult] = field(default_factory=list)  # results.parquet rows, in their order, numbered
     items: pa.Table | None = None  # their items.parquet rows, each with its probe
-    probes: list[dict[str, Any]] = field(default_factory=list)  # summary.json's "probes", oldest first
+    probes: list[ProbeEntry] = field(default_factory=list)  # summary.json's "probes", oldest first
 
     def next_probe(self) -> int:
         """The number of the run's next probe: after every earlier one, forgotten ones included."""
-        return max((int(p.get("probe") or 0) for p in self.probes), default=0) + 1
+        return max((p.probe for p in self.probes), default=0) + 1
 
 
 def read_earlier(run: RunDir, *, replace: bool = False) -> Earlier:
     """The run's earlier probes (with `replace`, only their numbers; nothing when the run was never probed)."""
-    summary = run.read_json_if_present(L.PROBE_SUMMARY) or {}
-    results = run.read_table(L.PROBE_RESULTS)
+    summary = read_probe_summary(run) or probe_summary({})
+    results = read_probe_results(run)
     if results is None:
         return Earlier()
-    probes = list(summary.get("probes") or [_first_probe(summary)])
+    probes = list(summary.probes or [_first_probe(summary)])
     if replace:
-        return Earlier(probes=[p | {"forgotten": True} for p in probes])
-    rows = results.to_pylist()
-    for r in rows:  # results written before probes were numbered came from one probe, the first
-        r.setdefault("probe", 1)
-        r.setdefault("probe_seed", (summary.get("config") or {}).get("seed"))
-        r.setdefault("probed_at", probes[0].get("at"))
-    items = run.read_table(L.PROBE_ITEMS)
-    if items is not None and "probe" not in items.schema.names:  # one probe per gap then: its row's
-        of_gap = {r["gap_id"]: int(r["probe"]) for r in rows}
-        numbers = [of_gap.get(g, 1) for g in items["gap_id"].to_pylist()]
-        items = items.append_column("probe", pa.array(numbers, pa.int64()))
+        return Earlier(probes=[dataclasses.replace(p, forgotten=True) for p in probes])
+    # Results written before probes were numbered came from one probe, the first.
+    seed, at = summary.config.get("seed"), probes[0].at
+    rows = [
+        r
+        if r.probe is not None
+        else dataclasses.replace(r, probe=1, probe_seed=_first(r.probe_seed, seed), probed_at=at)
+        for r in results
+    ]
+    items = read_probe_items(run)
+    if items is not None and items["probe"].null_count:  # written before probes were numbered: its gap's row's
+        of_gap = {r.gap_id: probe_of(r) for r in rows}
+        given = zip(items["probe"].to_pylist(), items["gap_id"].to_pylist(), strict=True)
+        numbers = [of_gap.get(g, 1) if k is None else k for k, g in given]
+        items = items.set_column(items.schema.get_field_index("probe"), PROBE_NUMBER, pa.array(numbers, pa.int64()))
     return Earlier(rows, items, probes)
 
 
-def _first_probe(summary: dict[str, Any]) -> dict[str, Any]:
-    config = summary.get("config") or {}
-    gaps = [g["gap_id"] for g in summary.get("gaps") or []]
-    return {"probe": 1, "at": None, "gaps": gaps, "pairs": config.get("pairs"), "seed": config.get("seed")}
+def _first(value: Any, otherwise: Any) -> Any:
+    return otherwise if value is None else value
+
+
+def probe_of(result: ProbeResult) -> int:
+    """The probe that wrote an attempt (rows written before probes were numbered: the first)."""
+    return 1 if result.probe is None else result.probe
+
+
+def _first_probe(summary: ProbeSummary) -> ProbeEntry:
+    config = summary.config
+    gaps = tuple(g.gap_id for g in summary.gaps)
+    return ProbeEntry(probe=1, at=None, gaps=gaps, pairs=config.get("pairs"), seed=config.get("seed"))
 
 
 def answered_pairs(items: pa.Table | None) -> pd.DataFrame:
@@ -124,22 +145,21 @@ def numbered_id(pair_id: str, gap_id: str, probe: int) -> str:
 
 
 def numbered_pairs(pairs: list[ItemPair], probe: int) -> list[ItemPair]:
-    return [replace(p, pair_id=numbered_id(p.pair_id, p.gap_id, probe)) for p in pairs]
+    return [dataclasses.replace(p, pair_id=numbered_id(p.pair_id, p.gap_id, probe)) for p in pairs]
 
 
-def this_probe(earlier: Earlier, gaps: list[str], pairs: int, seed: int, fdr: float) -> dict[str, Any]:
+def this_probe(earlier: Earlier, gaps: list[str], pairs: int, seed: int, fdr: float) -> ProbeEntry:
     """This probe's entry of summary.json's "probes": the next number, when, which gaps, pairs, seed, and the
     share of fdr it spends."""
     number = earlier.next_probe()
     at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    return {"probe": number, "at": at, "gaps": gaps, "pairs": pairs, "seed": seed, "fdr": fdr,
-            "share": share(number)}  # fmt: skip
+    return ProbeEntry(probe=number, at=at, gaps=tuple(gaps), pairs=pairs, seed=seed, fdr=fdr, share=share(number))
 
 
 def fdr_text(earlier: Earlier, fdr: float) -> str:
     """A warning when an earlier probe of the run spent shares of another --fdr ('' otherwise): the bound is
     then Σ share(k) · fdr_k, not one fdr."""
-    others = sorted({float(p["fdr"]) for p in earlier.probes if p.get("fdr") is not None} - {fdr})
+    others = sorted({p.fdr for p in earlier.probes if p.fdr is not None} - {fdr})
     if not others:
         return ""
     return (
@@ -148,45 +168,43 @@ def fdr_text(earlier: Earlier, fdr: float) -> str:
     )
 
 
-def standing(rows: list[dict[str, Any]]) -> dict[str, tuple[str, int]]:
+def standing(rows: Iterable[ProbeResult]) -> dict[str, tuple[str, int]]:
     """gap id -> (its standing verdict, the probe that gave it): the first probe that confirmed it, else its
     latest probe."""
     out: dict[str, tuple[str, int]] = {}
-    for r in sorted(rows, key=lambda r: int(r["probe"])):
-        held = out.get(r["gap_id"])
+    for r in sorted(rows, key=probe_of):
+        held = out.get(r.gap_id)
         if held is None or held[0] != "confirmed":
-            out[r["gap_id"]] = (r["verdict"], int(r["probe"]))
+            out[r.gap_id] = (r.verdict, probe_of(r))
     return out
 
 
-def replanned_rows(earlier: Earlier, probing: set[str], next_probe: int, fdr: float) -> list[dict[str, Any]]:
+def replanned_rows(earlier: Earlier, probing: set[str], next_probe: int, fdr: float) -> list[ProbeResult]:
     """The earlier rows, each unsettled gap this probe does not name planned again for the run's next probe:
     its latest attempt's pairs_needed and note (its verdict, p and q stay as judged)."""
     held = standing(earlier.results)
     pairs = answered_pairs(earlier.items)
     rows = []
     for r in earlier.results:
-        verdict, probe = held[r["gap_id"]]
-        if verdict == "unsettled" and int(r["probe"]) == probe and r["gap_id"] not in probing:
-            mine = pairs[(pairs["gap_id"] == r["gap_id"]) & (pairs["probe"] == probe)]
-            plan = replanned(pd.DataFrame(mine[list(PAIR_COLUMNS)]), r.get("run_effect"), fdr, next_probe)
+        verdict, probe = held[r.gap_id]
+        if verdict == "unsettled" and probe_of(r) == probe and r.gap_id not in probing:
+            mine = pairs[(pairs["gap_id"] == r.gap_id) & (pairs["probe"] == probe)]
+            plan = replanned(pd.DataFrame(mine[list(PAIR_COLUMNS)]), r.run_effect, fdr, next_probe)
             if plan is not None:
-                r = r | {"pairs_needed": plan[0], "note": plan[1]}
+                r = dataclasses.replace(r, pairs_needed=plan[0], note=plan[1])
         rows.append(r)
     return rows
 
 
-def merged_results(new: pa.Table, entry: dict[str, Any], carried: list[dict[str, Any]]) -> pa.Table:
+def merged_results(new: pa.Table, entry: ProbeEntry, carried: list[ProbeResult]) -> pa.Table:
     """This probe's rows (numbered as `entry`) then every earlier attempt, ranked in that order, each with its
-    gap's standing verdict."""
-    numbered = {"probe": entry["probe"], "probe_seed": entry["seed"], "probed_at": entry["at"]}
-    rows = [r | numbered for r in new.to_pylist()] + list(carried)
+    gap's standing verdict, in PROBE_RESULTS_SCHEMA (a column all null in this probe keeps its type)."""
+    mine = [probe_result(r) for r in new.to_pylist()]
+    numbered = [dataclasses.replace(r, probe=entry.probe, probe_seed=entry.seed, probed_at=entry.at) for r in mine]
+    rows = numbered + list(carried)
     held = standing(rows)
-    for rank, r in enumerate(rows, start=1):
-        r["rank"], r["standing"] = rank, held[r["gap_id"]][0]
-    # Types from every row's values: a column all null in this probe (every gap too_few) is typed by the kept.
-    columns = list(dict.fromkeys([*new.schema.names, *PROBE_COLUMNS]))
-    return pa.table({c: pa.array([r.get(c) for r in rows]) for c in columns})
+    ranked = [dataclasses.replace(r, rank=rank, standing=held[r.gap_id][0]) for rank, r in enumerate(rows, start=1)]
+    return pa.Table.from_pylist([r.row() for r in ranked], schema=PROBE_RESULTS_SCHEMA)
 
 
 def merged_items(new: pa.Table, number: int, earlier: Earlier) -> pa.Table:

@@ -13,7 +13,7 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import ConfigError
 from cg_ray.generation.config import GenerationConfig
 from cg_ray.probe.config import ProbeConfig
-from cg_ray.probe.families import match_family
+from cg_ray.probe.families import FamilyGenerator, match_family
 from cg_ray.probe.gaps import RunGaps, concept_thresholds, read_gaps
 from cg_ray.probe.items import Gap
 
@@ -24,10 +24,25 @@ PAIR_ANSWER_TOKENS = 200
 
 
 @dataclass(frozen=True)
+class GapWriter:
+    """Who writes a gap's pairs, decided once by the plan (`writer_of`) and followed by the run."""
+
+    llm: bool  # the LLM writer writes them
+    # The family that writes them (no LLM writer, or --families only), or takes over where the LLM writer wrote
+    # no pairs or (--families fallback) could not express the gap; None: no family fits, or --families never.
+    family: FamilyGenerator | None = None
+
+    @property
+    def name(self) -> str:
+        """As the plan prints it: "writer" (the LLM), the family's generator name, or "" (nothing can)."""
+        return "writer" if self.llm else (self.family.name if self.family else "")
+
+
+@dataclass(frozen=True)
 class ProbePlan:
     run: Path
     gaps: list[Gap]
-    writers: dict[str, str]  # gap id -> "writer" (the LLM), "family:NAME", or "" (nothing can write it)
+    writers: dict[str, GapWriter]  # gap id -> who writes its pairs
     rules: dict[str, dict[int, float]]  # gap id -> the reader's firing rule
     reader: ReaderConfig
     model: GenerationConfig
@@ -35,11 +50,11 @@ class ProbePlan:
 
     def estimate(self) -> dict[str, int]:
         """Requests and tokens at most (before checks drop anything)."""
-        written = sum(w == "writer" for w in self.writers.values())
+        written = sum(w.llm for w in self.writers.values())
         pairs = self.config.pairs
         writer_requests = int(written * pairs * WRITER_OVERDRAW)
         checks = writer_requests * 2 if self.config.reference_check == "answer" else 0
-        answered = 2 * pairs * sum(bool(w) for w in self.writers.values())
+        answered = 2 * pairs * sum(bool(w.name) for w in self.writers.values())
         return {
             "writer_requests": writer_requests,
             "checker_requests": checks,
@@ -88,12 +103,11 @@ def run_model(run: Path, config: ProbeConfig) -> GenerationConfig:
     return GenerationConfig.model_validate(saved)
 
 
-def writer_of(gap: Gap, config: ProbeConfig) -> str:
-    """Who writes the gap's items: the LLM writer, else (or with families: only) a matching family."""
+def writer_of(gap: Gap, config: ProbeConfig) -> GapWriter:
+    """Who writes the gap's items: the LLM writer, else (or with families: only) a matching family, which also
+    takes over where the LLM writer wrote none (families: fallback)."""
     family = match_family(gap) if config.families != "never" else None
-    if config.writer is not None and config.families != "only":
-        return "writer"
-    return family.name if family else ""
+    return GapWriter(llm=config.writer is not None and config.families != "only", family=family)
 
 
 def _rules(run: Path, chosen: list[Gap], gaps: RunGaps) -> dict[str, dict[int, float]]:
@@ -141,7 +155,7 @@ def plan_text(plan: ProbePlan) -> str:
     for g in plan.gaps:
         effect = "—" if g.effect is None else f"{g.effect:+.3f}"
         state = "confirmed by the run" if g.confirmed else "a candidate"
-        who = plan.writers[g.gap_id] or "NOTHING can write it (no writer, no family fits)"
+        who = plan.writers[g.gap_id].name or "NOTHING can write it (no writer, no family fits)"
         lines.append(f"  {g.gap_id:<14} {g.description[:60]:<60} {g.n_rows:>5} rows, effect {effect}, {state}; {who}")
     lines.append(
         "  requests at most: writer {writer_requests}, checks {checker_requests}, model {model_requests}; "

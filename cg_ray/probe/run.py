@@ -36,7 +36,7 @@ from cg_ray.probe.config import WORK_DIR
 from cg_ray.probe.confirm import PROBE_DECISION, confirm_gaps
 from cg_ray.probe.dedupe import near_copies
 from cg_ray.probe.export import export_texts
-from cg_ray.probe.families import FamilyGenerator, match_family
+from cg_ray.probe.families import is_family
 from cg_ray.probe.generators import LLMGenerator
 from cg_ray.probe.history import (
     Earlier,
@@ -68,9 +68,7 @@ def preflight(plan: ProbePlan, work: Work | None) -> LLMGenerator | None:
 
         check_endpoint(plan.model)
     cfg = plan.config
-    needs = [
-        g for g in plan.gaps if plan.writers[g.gap_id] == "writer" and (work is None or work.written(g.gap_id) is None)
-    ]
+    needs = [g for g in plan.gaps if plan.writers[g.gap_id].llm and (work is None or work.written(g.gap_id) is None)]
     if not needs or cfg.writer is None:
         return None
     return LLMGenerator.from_config(cfg.writer, reference_check=cfg.reference_check)
@@ -100,10 +98,10 @@ def write_pairs(plan: ProbePlan, work: Work, writer: LLMGenerator | None, say: S
 def _write_one(plan: ProbePlan, gap_id: str, writer: LLMGenerator | None) -> tuple[GenerationOutcome, str]:
     cfg = plan.config
     gap = next(g for g in plan.gaps if g.gap_id == gap_id)
-    outcome, name = GenerationOutcome(), ""
-    if writer is not None and plan.writers[gap_id] == "writer":
+    outcome, name, chosen = GenerationOutcome(), "", plan.writers[gap_id]
+    if writer is not None and chosen.llm:
         outcome, name = writer.generate(gap, cfg.pairs, cfg.seed), writer.name
-    family: FamilyGenerator | None = match_family(gap) if cfg.families != "never" else None
+    family = chosen.family  # the plan's: a fitting family unless --families never
     if family is not None and (not outcome.pairs or (outcome.note and cfg.families == "fallback")):
         lost = outcome  # the writer's requests and what they lost stay counted
         outcome, name = family.generate(gap, cfg.pairs, cfg.seed), family.name
@@ -126,7 +124,7 @@ def check(plan: ProbePlan, checked: Checked, say: Say) -> Checked:
         ):
             # A family's items are drawn from the suite's own templates with new numbers: only a literal
             # copy counts (the n-gram check reads numbers as one token and would call every draw a copy).
-            if p.generator.startswith("family:"):
+            if is_family(p.generator):
                 what = "a suite row or an earlier item" if text in seen else None
                 seen.add(text)
             else:
@@ -211,12 +209,12 @@ def publish(
     once."""
     run, cfg = RunDir(plan.run), plan.config
     entry = this_probe(earlier, [g.gap_id for g in plan.gaps], cfg.pairs, cfg.seed, cfg.fdr)
-    carried = replanned_rows(earlier, set(entry["gaps"]), entry["probe"] + 1, cfg.fdr)
+    carried = replanned_rows(earlier, set(entry.gaps), entry.probe + 1, cfg.fdr)
     results = merged_results(results_table(plan, checked, verdicts), entry, carried)
-    items = merged_items(items_table(checked, answers), entry["probe"], earlier)
+    items = merged_items(items_table(checked, answers), entry.probe, earlier)
     files: dict[str, Any] = {L.PROBE_ITEMS: items, L.PROBE_RESULTS: results}
     exports: list[str] = []
-    mine = numbered_pairs([p for p in checked.kept() if p.pair_id not in checked.dropped], entry["probe"])
+    mine = numbered_pairs([p for p in checked.kept() if p.pair_id not in checked.dropped], entry.probe)
     verified = mine + verified_pairs(earlier.items)
     if verified:
         export_dir = run.file(f"{L.PROBE_EXPORT}/{S.PROBE_EXPORT_FILES['items']}").parent.resolve()
@@ -231,10 +229,10 @@ def publish(
         "seconds": {k: round(v, 2) for k, v in seconds.items()},
         "decision": PROBE_DECISION,
         "exports": exports,
-        "probes": [*earlier.probes, entry],
+        "probes": [p.document() for p in (*earlier.probes, entry)],
     }
     files[L.PROBE_SUMMARY] = summary
-    run.update("probe", files, {"probe": entry["probe"], "gaps": len(plan.gaps), "attempts_kept": len(carried),
+    run.update("probe", files, {"probe": entry.probe, "gaps": len(plan.gaps), "attempts_kept": len(carried),
                                 "pairs": len(checked.pairs), "answered": len(answers)})  # fmt: skip
     return summary
 
@@ -242,9 +240,9 @@ def publish(
 def _requests(checked: Checked, answers: dict[str, Answer]) -> dict[str, int]:
     written = checked.written.values()
     return {
-        "writer": sum(o.requests for o in written if not any(p.generator.startswith("family:") for p in o.pairs))
+        "writer": sum(o.requests for o in written if not any(is_family(p.generator) for p in o.pairs))
         + sum(o.writer_requests for o in written),
-        "family_draws": sum(o.requests for o in written if any(p.generator.startswith("family:") for p in o.pairs)),
+        "family_draws": sum(o.requests for o in written if any(is_family(p.generator) for p in o.pairs)),
         "malformed": sum(o.malformed for o in written),
         "wrong_reference": sum(o.wrong_reference for o in written),
         "model": len(answers),

@@ -14,30 +14,11 @@ import pyarrow as pa
 from cg_ray.probe.answer import Answer
 from cg_ray.probe.confirm import GapConfirmation
 from cg_ray.probe.items import ROLES, ItemPair
+from cg_ray.schemas.probe import PROBE_ITEMS_SCHEMA, PROBE_RESULTS_SCHEMA
 
 if TYPE_CHECKING:
     from cg_ray.probe.checked import Checked
     from cg_ray.probe.plan import ProbePlan
-
-ITEMS_SCHEMA = pa.schema(
-    [
-        ("gap_id", pa.string()),
-        ("pair_id", pa.string()),
-        ("role", pa.string()),  # target | control
-        ("generator", pa.string()),
-        ("request_id", pa.string()),
-        ("seed", pa.int64()),
-        ("prompt", pa.string()),
-        ("reference", pa.string()),
-        ("scorer", pa.string()),
-        ("reader_strength", pa.float64()),  # the gap's strongest concept over its firing threshold (≥ 1: fires)
-        ("near_copy", pa.string()),  # what the pair copies, when it does
-        ("dropped", pa.string()),  # near_copy | reader | no_answer; null: answered and judged
-        ("response", pa.string()),
-        ("score", pa.float64()),
-        ("score_status", pa.string()),
-    ]
-)
 
 
 def pair_scores(kept: Sequence[ItemPair], answers: dict[str, Answer]) -> tuple[pd.DataFrame, list[str]]:
@@ -82,11 +63,12 @@ def items_table(checked: Checked, answers: dict[str, Answer]) -> pa.Table:
                     "score_status": None if a is None else a.status,
                 }
             )
-    return pa.Table.from_pylist(records, schema=ITEMS_SCHEMA)
+    return pa.Table.from_pylist(records, schema=PROBE_ITEMS_SCHEMA)
 
 
 def results_table(plan: ProbePlan, checked: Checked, verdicts: Sequence[GapConfirmation]) -> pa.Table:
-    """One row per gap: what the run said of it, what each step kept, and its verdict on the new items."""
+    """One row per gap: what the run said of it, what each step kept, and its verdict on the new items (its
+    probe's number and the standing verdicts are the history's to fill: `history.merged_results`)."""
     by_id = {v.gap_id: v for v in verdicts}
     records = []
     for rank, gap in enumerate(plan.gaps, start=1):
@@ -117,4 +99,4 @@ def results_table(plan: ProbePlan, checked: Checked, verdicts: Sequence[GapConfi
                 **{k: v for k, v in asdict(by_id[gap.gap_id]).items() if k != "gap_id"},
             }
         )
-    return pa.Table.from_pylist(records)
+    return pa.Table.from_pylist(records, schema=PROBE_RESULTS_SCHEMA)

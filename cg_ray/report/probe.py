@@ -3,19 +3,28 @@ at its standing verdict (confirmed once any probe confirmed it, else its latest 
 said of it, that attempt's figures, what the checks kept, its other attempts, two example pairs, and for a gap
 standing unsettled the command that writes enough new pairs for the run's next probe.
 
-Read from the run's probe/ files through `RunDir` only: the report sits below cg_ray.probe in the layers, so
-the probe's own modules are never imported here (the decision rule comes as summary.json stores it)."""
+Read from the run's probe/ files through `RunDir` and the probe's typed records (`cg_ray.artifacts.probe`): the
+report sits below cg_ray.probe in the layers, so the probe's own modules are never imported here (the decision
+rule comes as summary.json stores it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shlex
 from typing import Any
 
 import pyarrow.compute as pc
 
-from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
+from cg_ray.artifacts.probe import (
+    ProbeResult,
+    ProbeSummary,
+    probe_summary,
+    read_probe_items,
+    read_probe_results,
+    read_probe_summary,
+)
 from cg_ray.report.findings import percent, q_text
 
 EXAMPLE_PAIRS = 2  # kept pairs shown per gap (each a target and its matched control)
@@ -32,9 +41,10 @@ def _cut(text: str | None) -> str | None:
 def example_pairs(run: RunDir) -> dict[str, list[dict[str, Any]]]:
     """gap id -> its first EXAMPLE_PAIRS answered pairs in the order they were written (never chosen by how
     the model answered them), each {pair_id, generator, target: {prompt, response, score}, control: …}."""
-    table = run.read_table(L.PROBE_ITEMS, columns=ITEM_COLUMNS)
-    if table is None:
+    items = read_probe_items(run)
+    if items is None:
         return {}
+    table = items.select(ITEM_COLUMNS)
     kept = table.filter(pc.is_null(table["dropped"]))  # dropped pairs were never answered
     pairs: dict[str, dict[str, dict[str, Any]]] = {}
     for item in kept.to_pylist():
@@ -47,137 +57,135 @@ def example_pairs(run: RunDir) -> dict[str, list[dict[str, Any]]]:
     return {gap: [p for p in found.values() if "target" in p and "control" in p] for gap, found in pairs.items()}
 
 
-def run_said_text(gap: dict[str, Any]) -> str:
+def run_said_text(gap: ProbeResult) -> str:
     """'confirmed by the run: residual −0.200 over 60 rows' / 'a candidate of the run: …'."""
-    state = "confirmed by the run" if gap.get("run_confirmed") else "a candidate of the run"
-    effect = gap.get("run_effect")
-    said = "no effect reported" if effect is None else f"effect {effect:+.3f}"
-    return f"{state}: {said} over {int(gap.get('run_rows') or 0):,} rows"
+    state = "confirmed by the run" if gap.run_confirmed else "a candidate of the run"
+    said = "no effect reported" if gap.run_effect is None else f"effect {gap.run_effect:+.3f}"
+    return f"{state}: {said} over {gap.run_rows or 0:,} rows"
 
 
-def checks_text(gap: dict[str, Any]) -> str:
+def checks_text(gap: ProbeResult) -> str:
     """'31 pairs kept of 40 written; reader passed 31 of 37 (84%); dropped: 3 malformed, …'."""
-    written, kept = int(gap.get("pairs_written") or 0), int(gap.get("n_pairs") or 0)
-    checked, passed = int(gap.get("reader_checked") or 0), int(gap.get("reader_passed") or 0)
-    rate = gap.get("reader_pass_rate")
+    written, kept = gap.pairs_written or 0, gap.n_pairs
+    checked, passed, rate = gap.reader_checked or 0, gap.reader_passed or 0, gap.reader_pass_rate
     reader = f"reader passed {passed} of {checked} ({percent(rate)})" if checked and rate is not None else "none read"
     dropped = [
-        f"{int(gap.get('malformed') or 0)} malformed",
-        f"{int(gap.get('wrong_reference') or 0)} wrong references",
-        f"{int(gap.get('near_copies') or 0)} near copies",
+        f"{gap.malformed or 0} malformed",
+        f"{gap.wrong_reference or 0} wrong references",
+        f"{gap.near_copies or 0} near copies",
         f"{checked - passed} by the reader",
     ]
     return f"{kept:,} pairs kept of {written:,} written; {reader}; dropped: {', '.join(dropped)}"
 
 
-def verdict_text(gap: dict[str, Any]) -> str:
+def verdict_text(gap: ProbeResult) -> str:
     """'target 0.412 vs control 0.788: −0.376 [−0.55, −0.20], q=0.001' ('' when it was not tested)."""
-    if gap.get("difference") is None:
+    if gap.difference is None:
         return ""
-    interval = f"[{gap['ci_low']:+.3f}, {gap['ci_high']:+.3f}]" if gap.get("ci_low") is not None else ""
+    tested = gap.ci_low is not None and gap.ci_high is not None
+    interval = f"[{gap.ci_low:+.3f}, {gap.ci_high:+.3f}]" if tested else ""
     return (
-        f"target {gap['target_mean']:.3f} vs control {gap['control_mean']:.3f}: "
-        f"{gap['difference']:+.3f} {interval}, {q_text(gap.get('q_value'))}"
+        f"target {gap.target_mean:.3f} vs control {gap.control_mean:.3f}: "
+        f"{gap.difference:+.3f} {interval}, {q_text(gap.q_value)}"
     )
 
 
-def next_step(gap: dict[str, Any], run_name: str, seed: int) -> dict[str, Any] | None:
+def next_step(gap: ProbeResult, run_name: str, seed: int) -> dict[str, Any] | None:
     """For a gap standing unsettled: the pairs to write so that about `pairs_needed` fresh ones survive the
     checks at its latest probe's keep rate, and the command (a new seed, so the writer does not write the same
     pairs again). The pairs are planned for the run's next probe at its share of fdr (its note says the level)."""
-    needed = gap.get("pairs_needed")
-    if gap.get("verdict") != "unsettled" or not needed:
+    needed = gap.pairs_needed
+    if gap.verdict != "unsettled" or not needed:
         return None
-    written, kept = int(gap.get("pairs_written") or 0), int(gap.get("n_pairs") or 0)
-    write = math.ceil(int(needed) * written / kept) if kept and written else int(needed)
-    gap_id = shlex.quote(gap["gap_id"])
+    written, kept = gap.pairs_written or 0, gap.n_pairs
+    write = math.ceil(needed * written / kept) if kept and written else needed
+    gap_id = shlex.quote(gap.gap_id)
     command = f"cg-ray probe {shlex.quote(run_name)} --gap {gap_id} --pairs {write} --seed {seed + 1}"
     return {
         "pairs": write,
         "seed": seed + 1,
         "command": command,
-        "text": f"write {write:,} pairs (about {int(needed):,} kept: new pairs for 80% power in the run's next "
+        "text": f"write {write:,} pairs (about {needed:,} kept: new pairs for 80% power in the run's next "
         "probe, at its share of fdr; this gap's earlier attempts stay, their verdicts final)",
     }
 
 
-def _from_probe(gap: dict[str, Any], summary: dict[str, Any]) -> str:
+def _from_probe(gap: ProbeResult, summary: ProbeSummary) -> str:
     """'probe 1 of 2 (2026-11-26): ' where the run was probed more than once (cg_ray.probe.history)."""
-    probes = summary.get("probes") or []
-    if len(probes) < 2 or gap.get("probe") is None:
+    if len(summary.probes) < 2 or gap.probe is None:
         return ""
-    when = (gap.get("probed_at") or "")[:10]
-    return f"probe {gap['probe']} of {len(probes)}" + (f" ({when})" if when else "") + ": "
+    when = (gap.probed_at or "")[:10]
+    return f"probe {gap.probe} of {len(summary.probes)}" + (f" ({when})" if when else "") + ": "
 
 
-def attempt_text(gap: dict[str, Any]) -> str:
+def attempt_text(gap: ProbeResult) -> str:
     """One attempt in a line: 'probe 1 (2026-11-26): unsettled, −0.100 [−0.30, +0.10], q=0.4, 30 pairs'."""
-    when = (gap.get("probed_at") or "")[:10]
-    figures = f", {verdict_text(gap)}" if gap.get("difference") is not None else ""
-    where = f"probe {gap.get('probe') or 1}" + (f" ({when})" if when else "")
-    return f"{where}: {gap['verdict']}{figures}, {int(gap.get('n_pairs') or 0)} pairs"
+    when = (gap.probed_at or "")[:10]
+    figures = f", {verdict_text(gap)}" if gap.difference is not None else ""
+    where = f"probe {gap.probe or 1}" + (f" ({when})" if when else "")
+    return f"{where}: {gap.verdict}{figures}, {gap.n_pairs} pairs"
 
 
-def standing_attempts(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+def standing_attempts(rows: list[ProbeResult]) -> list[tuple[ProbeResult, list[ProbeResult]]]:
     """Each gap once, in the order of its first row: (the attempt its standing verdict comes from, every
     attempt oldest first). The standing attempt is the first that confirmed the gap, else its latest
     (cg_ray.probe.history.standing; rows without a probe number are probe 1's)."""
-    by_gap: dict[str, list[dict[str, Any]]] = {}
+    by_gap: dict[str, list[ProbeResult]] = {}
     for r in rows:
-        by_gap.setdefault(r["gap_id"], []).append(r)
+        by_gap.setdefault(r.gap_id, []).append(r)
     out = []
     for attempts in by_gap.values():
-        attempts = sorted(attempts, key=lambda r: int(r.get("probe") or 1))
-        held = next((r for r in attempts if r["verdict"] == "confirmed"), attempts[-1])
+        attempts = sorted(attempts, key=lambda r: r.probe or 1)
+        held = next((r for r in attempts if r.verdict == "confirmed"), attempts[-1])
         out.append((held, attempts))
     return out
 
 
-def pairs_asked(summary: dict[str, Any], gaps: list[dict[str, Any]]) -> list[int]:
+def pairs_asked(summary: ProbeSummary, gaps: list[ProbeResult]) -> list[int]:
     """The pairs asked per gap by the probes whose gaps are shown, one number each: probes kept from earlier
     may have asked for another count than the latest (cg_ray.probe.history)."""
-    shown = {g.get("probe") for g in gaps}
-    probes = summary.get("probes") or []
-    asked = {int(p["pairs"]) for p in probes if p.get("probe") in shown and p.get("pairs") is not None}
-    if not asked and (summary.get("config") or {}).get("pairs") is not None:  # written before probes were kept
-        asked = {int(summary["config"]["pairs"])}
+    shown = {g.probe for g in gaps}
+    asked = {p.pairs for p in summary.probes if p.probe in shown and p.pairs is not None}
+    if not asked and summary.config.get("pairs") is not None:  # written before probes were kept
+        asked = {int(summary.config["pairs"])}
     return sorted(asked)
 
 
-def _first(*values: Any) -> Any:
-    return next(v for v in values if v is not None)
+def _finite(result: ProbeResult) -> ProbeResult:
+    """The attempt with NaN and infinite figures read as missing (the views draw none)."""
+    bad: dict[str, Any] = {k: None for k, v in result.row().items() if isinstance(v, float) and not math.isfinite(v)}
+    return dataclasses.replace(result, **bad) if bad else result
 
 
 def probe_view(run: RunDir) -> dict[str, Any] | None:
     """The run's probe as the views draw it; None when the run has none."""
-    results = run.read_table(L.PROBE_RESULTS)
+    results = read_probe_results(run)
     if results is None:
         return None
-    summary = run.read_json_if_present(L.PROBE_SUMMARY) or {}
-    config = summary.get("config") or {}
+    summary = read_probe_summary(run) or probe_summary({})
     examples = example_pairs(run)
     gaps = []
-    clean = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
-             for r in results.to_pylist()]  # fmt: skip
-    for held, attempts in standing_attempts(clean):
+    standing = standing_attempts([_finite(r) for r in results])
+    for held, attempts in standing:
         others = [attempt_text(a) for a in attempts if a is not held]
-        gap = dict(held)
+        seed = next(s for s in (held.probe_seed, summary.config.get("seed"), 0) if s is not None)
+        gap = held.row()
         gap.update(
-            run_said=run_said_text(gap),
-            checks=_from_probe(gap, summary)
-            + checks_text(gap)
+            run_said=run_said_text(held),
+            checks=_from_probe(held, summary)
+            + checks_text(held)
             + (f"; other attempts: {'; '.join(others)}" if others else ""),
-            measured=verdict_text(gap),
-            next_step=next_step(gap, run.path.name, int(_first(gap.get("probe_seed"), config.get("seed"), 0))),
-            examples=examples.get(gap["gap_id"], []),
+            measured=verdict_text(held),
+            next_step=next_step(held, run.path.name, int(seed)),
+            examples=examples.get(held.gap_id, []),
             attempts=[attempt_text(a) for a in attempts],
         )
         gaps.append(gap)
     return {
-        "decision": summary.get("decision") or "",
-        "fdr": config.get("fdr"),
-        "pairs": pairs_asked(summary, gaps),
-        "requests": summary.get("requests") or {},
-        "probes": summary.get("probes") or [],
+        "decision": summary.decision,
+        "fdr": summary.config.get("fdr"),
+        "pairs": pairs_asked(summary, [held for held, _ in standing]),
+        "requests": summary.requests,
+        "probes": [p.document() for p in summary.probes],
         "gaps": gaps,
     }

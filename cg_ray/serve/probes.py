@@ -34,6 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
+from cg_ray.artifacts.probe import read_probe_results
 from cg_ray.describe.config import ExplainConfig
 from cg_ray.errors import CgRayError
 from cg_ray.probe.config import ProbeConfig
@@ -330,7 +331,7 @@ def report(job: Path, run: RunDir) -> dict[str, Any] | None:
         return None
     results, decision = None, None
     if found["status"] == "succeeded":
-        table = run.read_table(L.PROBE_RESULTS)
-        results = None if table is None else clean(table.to_pylist())
+        records = read_probe_results(run)
+        results = None if records is None else clean([r.row() for r in records])
         decision = (run.read_json_if_present(L.PROBE_SUMMARY) or {}).get("decision")
     return {**found, "decision": decision, "results": results}

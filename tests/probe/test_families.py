@@ -12,7 +12,7 @@ import pytest
 
 from cg_ray.benchmarks.probes import load_probes
 from cg_ray.pipeline.config import load_run_config
-from cg_ray.probe.families import FAMILIES, FamilyGenerator, match_family
+from cg_ray.probe.families import FAMILIES, FamilyGenerator, is_family, match_family
 from cg_ray.probe.items import Gap, ItemPair
 from cg_ray.scoring import score_one
 
@@ -39,6 +39,7 @@ def test_every_reference_scores_as_right_and_a_wrong_answer_as_wrong(family: str
     got = pairs(family, prop)
     assert [p.pair_id for p in got] == [f"mode:1/{i}" for i in range(30)]
     assert all(p.generator == f"family:{family}.{prop}" for p in got)
+    assert all(is_family(p.generator) for p in got) and not is_family("endpoint:family:x")  # the prefix only
     for p in got:
         assert p.target_prompt != p.control_prompt
         for reference in (p.target_reference, p.control_reference):

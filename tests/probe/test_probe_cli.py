@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from cg_ray.artifacts.probe import ProbeResult
 from cg_ray.cli.probe import probe_config, register
 from cg_ray.errors import ConfigError
 
@@ -71,17 +73,17 @@ def test_a_gap_with_too_few_pairs_says_where_they_were_lost_and_what_to_ask_for(
     near copies, and the reader saw the mode's concepts in 3 of the 38 it checked."""
     from cg_ray.cli.probe import too_few_hint
 
-    gap = {"generator": "family:logic.chain", "pairs_written": 40, "near_copies": 2, "malformed": 0,
-           "wrong_reference": 0, "reader_checked": 38, "reader_passed": 3}  # fmt: skip
+    gap = ProbeResult(gap_id="mode:1", verdict="too_few", generator="family:logic.chain", pairs_written=40,
+                      near_copies=2, malformed=0, wrong_reference=0, reader_checked=38, reader_passed=3)  # fmt: skip
     assert too_few_hint(gap) == (
         "the reader saw the gap in 3 of 38 checked pairs (8%) written by family:logic.chain: --pairs 267 aims at "
         "about 20; a writer whose items carry it (--writer-endpoint) may do better"
     )
-    assert "--pairs" not in too_few_hint(gap | {"reader_passed": 0})  # none seen: more of the same will not help
+    assert "--pairs" not in too_few_hint(replace(gap, reader_passed=0))  # none seen: more of the same will not help
     # without the reader check, pairs lost before it are the reason
-    unread = gap | {"reader_checked": 0, "reader_passed": 0, "near_copies": 37}
+    unread = replace(gap, reader_checked=0, reader_passed=0, near_copies=37)
     assert too_few_hint(unread).startswith("37 of 40 written pairs were dropped before the reader check")
-    assert too_few_hint(gap | {"reader_passed": 30, "near_copies": 0}) == ""  # most passed: nothing to say
+    assert too_few_hint(replace(gap, reader_passed=30, near_copies=0)) == ""  # most passed: nothing to say
 
 
 def test_each_gap_is_printed_with_its_earlier_attempts_and_standing_verdict(

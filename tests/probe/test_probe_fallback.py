@@ -9,8 +9,9 @@ from cg_ray.activations.config import ReaderConfig
 from cg_ray.generation.config import GenerationConfig
 from cg_ray.probe.checked import Checked
 from cg_ray.probe.config import ProbeConfig
+from cg_ray.probe.families import match_family
 from cg_ray.probe.items import Gap, GenerationOutcome
-from cg_ray.probe.plan import ProbePlan
+from cg_ray.probe.plan import GapWriter, ProbePlan, writer_of
 from cg_ray.probe.run import _requests, _write_one
 from cg_ray.probe.work import Work
 
@@ -29,7 +30,8 @@ class Unusable:
 
 
 def test_a_fallback_keeps_the_writers_requests_and_losses(tmp_path: Path) -> None:
-    plan = ProbePlan(run=tmp_path, gaps=[GAP], writers={GAP.gap_id: "writer"}, rules={GAP.gap_id: {7: 1.0}},
+    plan = ProbePlan(run=tmp_path, gaps=[GAP], writers={GAP.gap_id: GapWriter(llm=True, family=match_family(GAP))},
+                     rules={GAP.gap_id: {7: 1.0}},
                      reader=ReaderConfig(), model=GenerationConfig.model_validate({"backend": "fake"}),
                      config=ProbeConfig(pairs=8))  # fmt: skip
     outcome, name = _write_one(plan, GAP.gap_id, Unusable())  # type: ignore[arg-type]
@@ -47,11 +49,13 @@ def test_a_fallback_keeps_the_writers_requests_and_losses(tmp_path: Path) -> Non
 
 def test_a_family_without_a_writer_is_not_noted_as_missing(tmp_path: Path) -> None:
     """Families only (no writer): the note names the family, not "no writer and no family fits"."""
-    plan = ProbePlan(run=tmp_path, gaps=[GAP], writers={GAP.gap_id: "family:logic.chain"}, rules={GAP.gap_id: {}},
+    plan = ProbePlan(run=tmp_path, gaps=[GAP], writers={GAP.gap_id: GapWriter(llm=False, family=match_family(GAP))},
+                     rules={GAP.gap_id: {}},
                      reader=ReaderConfig(), model=GenerationConfig.model_validate({"backend": "fake"}),
                      config=ProbeConfig(pairs=5))  # fmt: skip
     outcome, name = _write_one(plan, GAP.gap_id, None)
     assert name == "family:logic.chain" and outcome.note == "written by family:logic.chain"
     assert (outcome.writer_requests, outcome.malformed, len(outcome.pairs)) == (0, 0, 5)
-    never = ProbePlan(**{**plan.__dict__, "writers": {GAP.gap_id: ""}, "config": ProbeConfig(families="never")})
+    config = ProbeConfig(families="never")
+    never = ProbePlan(**{**plan.__dict__, "writers": {GAP.gap_id: writer_of(GAP, config)}, "config": config})
     assert _write_one(never, GAP.gap_id, None)[0].note == "no writer and no family fits this gap"

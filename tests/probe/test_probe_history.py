@@ -20,8 +20,8 @@ from cg_ray.probe.history import numbered_id, read_earlier
 from cg_ray.probe.plan import make_plan
 from cg_ray.probe.power import share
 from cg_ray.probe.run import run_probe
-from cg_ray.probe.tables import ITEMS_SCHEMA
 from cg_ray.report.probe import probe_view
+from cg_ray.schemas.probe import PROBE_ITEMS_SCHEMA
 from tests.describe.endpoint_server import serve
 from tests.probe.scripted_probe import probe_config, script, write_run
 
@@ -100,10 +100,10 @@ def test_results_written_before_probes_were_numbered_are_probe_ones(tmp_path: Pa
     pq.write_table(pa.Table.from_pylist([_row("mode:1", "unsettled")]), tmp_path / L.PROBE_RESULTS)
     items = [{"gap_id": "mode:1", "pair_id": "mode:1/0", "role": role, "request_id": "r0", "seed": 0, "prompt": role,
               "generator": "g", "score": score} for role, score in (("target", 0.0), ("control", 1.0))]  # fmt: skip
-    pq.write_table(pa.Table.from_pylist(items, schema=ITEMS_SCHEMA), tmp_path / L.PROBE_ITEMS)
+    pq.write_table(pa.Table.from_pylist(items, schema=PROBE_ITEMS_SCHEMA), tmp_path / L.PROBE_ITEMS)
     _summary(tmp_path, {"config": {"seed": 5, "pairs": 40}})
     earlier = read_earlier(run)
-    assert [(r["gap_id"], r["probe"], r["probe_seed"]) for r in earlier.results] == [("mode:1", 1, 5)]
+    assert [(r.gap_id, r.probe, r.probe_seed) for r in earlier.results] == [("mode:1", 1, 5)]
     assert earlier.items is not None and earlier.items.column("probe").to_pylist() == [1, 1]
     assert earlier.next_probe() == 2
     assert read_earlier(run, replace=True).next_probe() == 2  # forgetting keeps the count

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
+from cg_ray.artifacts.probe import ProbeResult
 from cg_ray.probe.confirm import FDR, confirm_gaps, family_q, gap_test, verdict
 from cg_ray.probe.history import standing
 from cg_ray.probe.power import share
@@ -89,11 +90,11 @@ def _first_settled(p_target: float, p_control: float, seed: int, until: tuple[st
     rng = np.random.default_rng(seed)
     ends: tuple[list[str], list[str]] = ([], [])
     for _ in range(USERS):
-        rows: list[dict[str, object]] = []
+        rows: list[ProbeResult] = []
         end, end_old = "unsettled", "unsettled"
         for probe in range(1, PROBES + 1):
             found, found_old = _attempts(rng, probe, p_target, p_control, -0.15)
-            rows.append({"gap_id": "g", "probe": probe, "verdict": found})
+            rows.append(ProbeResult(gap_id="g", probe=probe, verdict=found))
             if end == "unsettled" and found in until:
                 end = standing(rows)["g"][0]  # confirmed stands; a refuted one is where this user stops
             if end_old == "unsettled" and found_old in until:
@@ -139,11 +140,11 @@ def test_re_probing_a_real_gap_until_it_is_refuted_stays_near_half_fdr() -> None
 
 def test_standing_verdict_is_the_first_confirmation_else_the_latest() -> None:
     rows = [
-        {"gap_id": "a", "probe": 1, "verdict": "unsettled"},
-        {"gap_id": "a", "probe": 3, "verdict": "refuted"},
-        {"gap_id": "b", "probe": 2, "verdict": "confirmed"},
-        {"gap_id": "b", "probe": 3, "verdict": "unsettled"},  # a later attempt cannot undo a confirmation
-        {"gap_id": "a", "probe": 2, "verdict": "confirmed"},
+        ProbeResult(gap_id="a", probe=1, verdict="unsettled"),
+        ProbeResult(gap_id="a", probe=3, verdict="refuted"),
+        ProbeResult(gap_id="b", probe=2, verdict="confirmed"),
+        ProbeResult(gap_id="b", probe=3, verdict="unsettled"),  # a later attempt cannot undo a confirmation
+        ProbeResult(gap_id="a", probe=2, verdict="confirmed"),
     ]
     assert standing(rows) == {"a": ("confirmed", 2), "b": ("confirmed", 2)}
     assert standing(rows[:2]) == {"a": ("refuted", 3)}

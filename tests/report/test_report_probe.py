@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray.artifacts import layout as L
+from cg_ray.artifacts.probe import ProbeResult, probe_summary
 from cg_ray.cli import main
 from cg_ray.report.probe import next_step, pairs_asked
 from tests.describe.endpoint_server import serve
@@ -94,7 +96,7 @@ def test_the_section_sits_in_the_page_and_a_run_without_a_probe_has_none(run_dir
 
 
 def test_an_unsettled_gap_says_how_many_pairs_to_write_and_how() -> None:
-    gap = {"gap_id": "mode:3", "verdict": "unsettled", "pairs_needed": 90, "pairs_written": 40, "n_pairs": 30}
+    gap = ProbeResult(gap_id="mode:3", verdict="unsettled", pairs_needed=90, pairs_written=40, n_pairs=30)
     step = next_step(gap, "my run", seed=4)
     # 90 kept at this probe's keep rate (30 of 40) needs 120 written; a new seed writes new pairs
     assert step == {
@@ -104,19 +106,20 @@ def test_an_unsettled_gap_says_how_many_pairs_to_write_and_how() -> None:
         "text": "write 120 pairs (about 90 kept: new pairs for 80% power in the run's next probe, at its share "
         "of fdr; this gap's earlier attempts stay, their verdicts final)",
     }
-    assert next_step({**gap, "verdict": "confirmed", "pairs_needed": None}, "run", 0) is None
+    assert next_step(replace(gap, verdict="confirmed", pairs_needed=None), "run", 0) is None
 
 
 def test_the_pairs_asked_are_those_of_the_probes_whose_gaps_are_shown() -> None:
-    summary = {
+    summary = probe_summary({
         "config": {"pairs": 80},  # the latest probe's
         "probes": [{"probe": 1, "pairs": 40}, {"probe": 2, "pairs": 120}, {"probe": 3, "pairs": 80}],
-    }
+    })  # fmt: skip
+    one, two = ProbeResult(gap_id="mode:1", probe=1), ProbeResult(gap_id="mode:2", probe=3)
     # probe 2's gap was probed again by probe 3: its 120 is no longer any shown gap's
-    assert pairs_asked(summary, [{"gap_id": "mode:1", "probe": 1}, {"gap_id": "mode:2", "probe": 3}]) == [40, 80]
-    assert pairs_asked(summary, [{"gap_id": "mode:2", "probe": 3}]) == [80]
+    assert pairs_asked(summary, [one, two]) == [40, 80]
+    assert pairs_asked(summary, [two]) == [80]
     # a probe written before probes were kept has no "probes": its config says
-    assert pairs_asked({"config": {"pairs": 24}}, [{"gap_id": "mode:1"}]) == [24]
+    assert pairs_asked(probe_summary({"config": {"pairs": 24}}), [ProbeResult(gap_id="mode:1")]) == [24]
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium not installed (scripts/setup.sh installs it)")
