@@ -74,7 +74,7 @@ def write_rows(path: Path, rows: int) -> None:
 def choosing_parts(rp: ResidualPass) -> list[npt.NDArray[np.bool_]]:
     """Each split's choosing parts (the plan keeps its choosing rows)."""
     out = []
-    for split in rp.plan.items:
+    for split in rp.plan.splits:
         keep = np.zeros(rp.plan.n_parts, bool)
         keep[np.unique(rp.plan.part[split.choosing])] = True
         assert np.array_equal(keep[rp.plan.part], split.choosing), split.index
@@ -105,7 +105,7 @@ def naive(
     frame = rp.frame
     t = time.perf_counter()
     residuals, chosen = [], []
-    for split in rp.plan.items:
+    for split in rp.plan.splits:
         acc = ResidualAccumulator(rows.d_sae)
         seen = 0
         for batch in iter_row_batches(rows):
@@ -170,7 +170,7 @@ def main() -> None:
         t = time.perf_counter()
         rp = ResidualPass(open_rows(path), None, cfg)  # the frame, groups, parts, splits and their cell means
         print(
-            f"set-up (metadata frame, groups and parts, {len(rp.plan.items)} splits with their cell means; both ways "
+            f"set-up (metadata frame, groups and parts, {len(rp.plan.splits)} splits with their cell means; both ways "
             f"need it): {time.perf_counter() - t:.2f} s; {rp.plan.n_parts} parts, groups: {rp.plan.rule}"
         )
         t_ours, ours_res, ours_sl = ours(path, cfg, rp, min_rows)
@@ -184,7 +184,7 @@ def main() -> None:
         print(f"whole judgement (judge_rows: the metrics pass, the splits' tests, modes, terms): {t_all:.1f} s")
         print(f"confirmed: {confirmed}")
         print(
-            f"selection for {len(rp.plan.items)} splits: ours (a pass + a part group-by) {t_ours:.2f} s, "
+            f"selection for {len(rp.plan.splits)} splits: ours (a pass + a part group-by) {t_ours:.2f} s, "
             f"naive (a pass + slices per split) {t_naive:.2f} s"
         )
         print(f"ratio naive/ours: {t_naive / t_ours:.2f}x")

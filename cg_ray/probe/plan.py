@@ -14,7 +14,7 @@ from cg_ray.errors import ConfigError
 from cg_ray.generation.config import GenerationConfig
 from cg_ray.probe.config import ProbeConfig
 from cg_ray.probe.families import FamilyGenerator, match_family
-from cg_ray.probe.gaps import RunGaps, concept_thresholds, read_gaps
+from cg_ray.probe.gaps import RunGaps, read_gaps
 from cg_ray.probe.items import Gap
 
 CHARS_PER_TOKEN = 4  # for the plan's token estimate only
@@ -110,17 +110,10 @@ def writer_of(gap: Gap, config: ProbeConfig) -> GapWriter:
     return GapWriter(llm=config.writer is not None and config.families != "only", family=family)
 
 
-def _rules(run: Path, chosen: list[Gap], gaps: RunGaps) -> dict[str, dict[int, float]]:
-    """The reader's firing rule per gap: a mode's thresholds as failure_modes.parquet records them, a weak
-    concept's computed over the run's rows the same way (weaknesses.parquet records none)."""
-    rules = {g.gap_id: dict(gaps.thresholds[g.gap_id]) for g in chosen}
-    concepts = {g.concept_ids[0] for g in chosen if g.kind == "concept"}
-    if concepts:
-        limits = concept_thresholds(run, concepts)
-        for g in chosen:
-            if g.kind == "concept":
-                rules[g.gap_id] = {g.concept_ids[0]: limits[g.concept_ids[0]]}
-    return rules
+def _rules(chosen: list[Gap], gaps: RunGaps) -> dict[str, dict[int, float]]:
+    """The reader's firing rule per gap: its concepts' thresholds as the run recorded them (failure_modes.parquet's
+    `firing_thresholds`, weaknesses.parquet's `firing_threshold`; `gaps.read_gaps`)."""
+    return {g.gap_id: dict(gaps.thresholds[g.gap_id]) for g in chosen}
 
 
 def make_plan(run: Path, config: ProbeConfig, gaps: RunGaps | None = None) -> ProbePlan:
@@ -134,7 +127,7 @@ def make_plan(run: Path, config: ProbeConfig, gaps: RunGaps | None = None) -> Pr
         run=run,
         gaps=chosen,
         writers={g.gap_id: writer_of(g, config) for g in chosen},
-        rules=_rules(run, chosen, gaps),
+        rules=_rules(chosen, gaps),
         reader=run_reader(run, config),
         model=run_model(run, config),
         config=config,

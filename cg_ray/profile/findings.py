@@ -86,7 +86,7 @@ class ResidualPass:
         self.notes += self.plan.notes
         if self.plan.skipped:
             self.notes.append(self.plan.skipped)
-        self.acc = ResidualAccumulator(rows.d_sae, parts=self.plan.n_parts, splits=len(self.plan.items))
+        self.acc = ResidualAccumulator(rows.d_sae, parts=self.plan.n_parts, splits=len(self.plan.splits))
         self.seen = 0
         self.path = rows.path
 
@@ -99,8 +99,8 @@ class ResidualPass:
             self.frame.scores[here],  # the frame's: the batch's own unless the null check replaced them
             self.expected[here],
             self.plan.part[here],
-            [split.expected_at(here) for split in self.plan.items],
-            [split.choosing[here] for split in self.plan.items],
+            [split.expected_at(here) for split in self.plan.splits],
+            [split.choosing[here] for split in self.plan.splits],
         )
         self.seen += len(batch)
 

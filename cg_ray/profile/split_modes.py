@@ -55,7 +55,7 @@ def split_modes(
 ) -> list[tuple[ModeClass, Verdict]]:
     """Every failure mode some split tested, as one finding per effect with its verdict over the splits."""
     pooled = sorted({c for chosen in chosen_below for c in chosen})
-    if not pooled or not plan.items:
+    if not pooled or not plan.splits:
         return []
     inter = pool.intersections(pooled)
     # A concept joins a group only when it overlaps the group's leader (Jaccard ≥ mode_jaccard) AND most of its
@@ -74,7 +74,7 @@ def split_modes(
             memo[key] = shared_rows(a.rows, b.rows)
         return memo[key]
 
-    for split, head in zip(plan.items, chosen_below, strict=True):  # head: the concepts the split chose
+    for split, head in zip(plan.splits, chosen_below, strict=True):  # head: the concepts the split chose
         idx = np.array([slot[c] for c in head], dtype=np.int64)
         rep = group_near_duplicates(sim[np.ix_(idx, idx)], -np.arange(len(head), dtype=np.float64), cfg.mode_jaccard)
         groups: dict[int, list[int]] = {}
@@ -96,11 +96,11 @@ def split_modes(
     # Each split merges by terms against the cells of its own fields: the run's fields were picked with every
     # row's score, which a split's choosing must not see.
     terms_by_fields = {
-        tuple(fields): terms_of.for_cells(fields) for fields in {tuple(s.adjusted_for) for s in plan.items}
+        tuple(fields): terms_of.for_cells(fields) for fields in {tuple(s.adjusted_for) for s in plan.splits}
     }
     tested: dict[TestedMode, ModeClass] = {}
     tests: dict[TestedMode, tuple[SplitTest, int]] = {}
-    for split, classes, join in zip(plan.items, ranked, joins, strict=True):
+    for split, classes, join in zip(plan.splits, ranked, joins, strict=True):
         terms = terms_by_fields[tuple(split.adjusted_for)].compute(
             {c.members: pool.members(c.members) for c in classes}
         )
@@ -112,10 +112,10 @@ def split_modes(
             tests[(split.index, j)] = (split.by_cell.contrast(c.rows), j + 1)
     findings = _identities(tested, frame.n_rows)
     finding_of = {key: f for f, keys in enumerate(findings) for key in keys}
-    per_split: list[list[tuple[int, SplitTest, int]]] = [[] for _ in plan.items]
+    per_split: list[list[tuple[int, SplitTest, int]]] = [[] for _ in plan.splits]
     for key, (t, rank) in tests.items():
         per_split[key[0]].append((finding_of[key], t, rank))
-    verdicts = judge(per_split, plan.splits, plan.fdr, (-1.0, 1.0))
+    verdicts = judge(per_split, plan.n_splits, plan.fdr, (-1.0, 1.0))
     return [(_representative([tested[k] for k in keys]), verdicts[f]) for f, keys in enumerate(findings)]
 
 

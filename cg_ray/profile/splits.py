@@ -56,7 +56,7 @@ class Split:
 
 @dataclass
 class SplitPlan:
-    splits: int
+    n_splits: int  # R, as configured (`splits` below holds them, none when too few groups)
     fdr: float
     seed: int
     part: IntArray  # per frame row: its part
@@ -65,13 +65,13 @@ class SplitPlan:
     rule: str  # how the groups were made
     n_groups: int
     counts: SliceCounts | None  # the slice counts per part
-    items: list[Split] = field(default_factory=list)
+    splits: list[Split] = field(default_factory=list)
     skipped: str | None = None  # why nothing is judged (too few groups to split)
     notes: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, object]:
         out: dict[str, object] = {
-            "splits": self.splits,
+            "splits": self.n_splits,
             "parts": self.n_parts,
             "choosing_share": CHOOSING_SHARE,
             "fdr": self.fdr,
@@ -123,5 +123,5 @@ def plan_splits(rows: RowsFile, frame: RowFrame, cfg: MetricsConfig) -> SplitPla
         cell_mean[cells] = expected_scores(frame, fields, fit=choosing)  # one value a cell: its rows agree
         test = np.flatnonzero(~choosing & frame.scored)
         by_cell = HeldOut.of(test, frame.scores, cells, codes)
-        plan.items.append(Split(s, choosing, fields, cells, cell_mean, slices, by_cell, by_cell.one_cell()))
+        plan.splits.append(Split(s, choosing, fields, cells, cell_mean, slices, by_cell, by_cell.one_cell()))
     return plan

@@ -57,7 +57,7 @@ def concept_candidates(acc: ResidualAccumulator, result: CGResult, plan: SplitPl
     failure modes' pool) and the first `tested` above."""
     ok = eligible(result)
     below, above = [], []
-    for split in plan.items:
+    for split in plan.splits:
         res = acc.finish_split(split.index, _parts_of(plan, split.choosing))
         r = np.nan_to_num(res.residual)
         below.append(residual_order(res, ok & (r < 0))[: MODE_POOL_FACTOR * tested])
@@ -76,14 +76,14 @@ def concept_verdicts(cands: ConceptCandidates, pool: PoolRows, plan: SplitPlan) 
     Both directions are one family (each split's BH runs over the weaknesses and the strengths it tested), so
     the concepts, whichever way they lean, are held to one false discovery rate."""
     per_split: list[list[tuple[ConceptKey, SplitTest, int]]] = []
-    for split, below, above in zip(plan.items, cands.below, cands.above, strict=True):
+    for split, below, above in zip(plan.splits, cands.below, cands.above, strict=True):
         here = []
         for direction, chosen in ((LESS, below), (GREATER, above)):
             for rank, c in enumerate(chosen, start=1):
                 rows, acts = pool.concept(int(c))
                 here.append((ConceptKey(int(c), direction), split.by_cell.contrast(rows, acts, direction), rank))
         per_split.append(here)
-    return judge(per_split, plan.splits, plan.fdr, (-1.0, 1.0))
+    return judge(per_split, plan.n_splits, plan.fdr, (-1.0, 1.0))
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def slice_findings(frame: RowFrame, plan: SplitPlan, cfg: MetricsConfig) -> tupl
         return [SliceFinding(s, not_tested()) for s in weakest], 0
     masks: dict[Conditions, BoolArray] = {}
     per_split: list[list[tuple[Conditions, SplitTest, int]]] = []
-    for split in plan.items:
+    for split in plan.splits:
         here = []
         for rank, s in enumerate(split.slices, start=1):
             if s.conditions not in masks:
@@ -115,7 +115,7 @@ def slice_findings(frame: RowFrame, plan: SplitPlan, cfg: MetricsConfig) -> tupl
             half = split.whole if on_adjusted else split.by_cell
             here.append((s.conditions, half.contrast(np.flatnonzero(masks[s.conditions])), rank))
         per_split.append(here)
-    verdicts = judge(per_split, plan.splits, plan.fdr, (-1.0, 1.0))
+    verdicts = judge(per_split, plan.n_splits, plan.fdr, (-1.0, 1.0))
     everything = {s.conditions: s for s in _in_sample(frame, plan.counts, list(verdicts))}
     kept: list[SliceFinding] = []
     kept_masks: list[BoolArray] = []

@@ -148,10 +148,10 @@ def fixed_rule_verdict(finding: Finding, other: OtherReader) -> Verdict:
     a family of one), within the cells each split adjusts for (a slice: against the half's other rows)."""
     plan = other.plan
     per_split = []
-    for split in plan.items:
+    for split in plan.splits:
         half = split.whole if finding.kind == "slice" else split.by_cell
         per_split.append([(finding.key, half.contrast(finding.rows, None, finding.direction), 1)])
-    verdicts = judge(per_split, plan.splits, plan.fdr, (-1.0, 1.0))
+    verdicts = judge(per_split, plan.n_splits, plan.fdr, (-1.0, 1.0))
     return verdicts.get(finding.key) or not_tested()
 
 

@@ -178,14 +178,14 @@ def test_rows_of_one_question_never_straddle_a_split(tmp_path: Path) -> None:
     write_suite(path, 0, n=800, answers_per_question=4)
     rows = open_rows(path)
     plan = ResidualPass(rows, None, CFG).plan
-    assert plan.rule == "identical prompts" and plan.n_groups == 200 and len(plan.items) == CFG.splits
+    assert plan.rule == "identical prompts" and plan.n_groups == 200 and len(plan.splits) == CFG.splits
     for g in range(plan.n_groups):
         assert np.unique(plan.part[plan.clusters == g]).size == 1
-        for split in plan.items:
+        for split in plan.splits:
             assert np.unique(split.choosing[plan.clusters == g]).size == 1
     sizes = np.bincount(plan.part, minlength=plan.n_parts)
     assert sizes.max() - sizes.min() <= 4
-    assert all(abs(int(split.choosing.sum()) - 400) <= 40 for split in plan.items)  # halves
+    assert all(abs(int(split.choosing.sum()) - 400) <= 40 for split in plan.splits)  # halves
 
 
 def test_a_tiny_suite_of_three_questions_is_split_and_confirms_nothing(tmp_path: Path) -> None:

@@ -156,7 +156,7 @@ def test_a_run_without_the_recorded_concepts_is_judged_again_to_the_same_finding
     assert [(f.key, f.direction, f.rows.tolist()) for f in read] == [
         (f.key, f.direction, f.rows.tolist()) for f in again
     ]
-    assert [s.choosing.tolist() for s in read_plan.items] == [s.choosing.tolist() for s in again_plan.items]
+    assert [s.choosing.tolist() for s in read_plan.splits] == [s.choosing.tolist() for s in again_plan.splits]
 
 
 def test_dry_run_says_rows_readers_and_time(planted, capsys: pytest.CaptureFixture[str]) -> None:
