@@ -208,25 +208,12 @@ class EndpointGenerator(ConfiguredGenerator):
             preprocess_map_kwargs={"num_cpus": IO_STAGE_CPUS},
             postprocess_map_kwargs={"num_cpus": IO_STAGE_CPUS},
         )
-        one_batch_at_a_time(processor, endpoint.concurrency)
         # One batch a block: each block's answers leave the stage (and reach the run's shard files) as its
         # batch returns, and the stage answers the blocks about in input order, so a kill loses the shards
-        # in flight, not the whole input (tests/pipeline/test_run_kill.py).
+        # in flight, not the whole input (tests/pipeline/test_run_kill.py). Ray's own actor pool is kept: one
+        # with a task an actor at most stalled a run whose request was refused, once other runs had gone before.
         ds = ds.repartition(target_num_rows_per_block=res.batch_size)
         return processor(ds).map_batches(conform, batch_format="pyarrow", num_cpus=IO_STAGE_CPUS)
-
-
-def one_batch_at_a_time(processor: Any, concurrency: int) -> None:
-    """Each HTTP actor is handed one task (one block) at a time. Ray's default hands an actor two, and its
-    async stage answers up to four batches of a task at once, so up to 8 x `concurrency` requests were in
-    flight and every block of the input was begun at once (a killed run had finished no shard)."""
-    from ray.data import ActorPoolStrategy
-
-    stage = processor.get_stage_by_name("HttpRequestStage")
-    stage.map_batches_kwargs = {
-        **stage.map_batches_kwargs,
-        "compute": ActorPoolStrategy(size=concurrency, max_tasks_in_flight_per_actor=1),
-    }
 
 
 def _token_counter(config: GenerationConfig) -> tuple[Any, str]:

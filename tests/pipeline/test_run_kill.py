@@ -30,11 +30,12 @@ FAKE_READER = "cg_ray.testing.fakes:HashingReader.from_config"
 DELAY_S = 0.5  # each answer of the evaluated model
 PER_KIND, KINDS = 48, ["arithmetic", "ordering"]  # 96 rows
 SHARD_ROWS, CONCURRENCY, BATCH = 8, 4, 4
-# A kill loses the shards not yet finished. Each of the CONCURRENCY HTTP actors answers one batch (one block)
-# at a time, about in input order, so the CONCURRENCY x BATCH rows in flight touch at most
-# CONCURRENCY x BATCH / SHARD_ROWS + 1 = 3 shards; shards answered but still in the stages after generation
-# (scoring, reader) are lost too: 2 more at most (measured: 27-34 rows unsaved while answering, of 96).
-LOST_SHARDS = CONCURRENCY * BATCH // SHARD_ROWS + 1 + 2
+# A kill loses the shards not yet finished. Ray hands each of the CONCURRENCY HTTP actors up to TASKS blocks of
+# one batch each, about in input order, so the TASKS x CONCURRENCY x BATCH rows in flight touch at most
+# TASKS x CONCURRENCY x BATCH / SHARD_ROWS + 1 = 5 shards; shards answered but still in the stages after
+# generation (scoring, reader) are lost too: 2 more at most.
+TASKS = 2  # Ray Data's tasks in flight per actor (a pool held to one stalled a refused run: generation/endpoint.py)
+LOST_SHARDS = TASKS * CONCURRENCY * BATCH // SHARD_ROWS + 1 + 2
 
 DRIVER = textwrap.dedent(
     """
