@@ -86,10 +86,9 @@ def load_suite(sources: Sequence[BenchmarkSource]) -> tuple[list[BenchmarkRow], 
 
 def to_dataset(rows: Sequence[BenchmarkRow], *, blocks: int | None = None) -> ray.data.Dataset:
     """Rows as a Ray Dataset with the fixed row schema, split into ``blocks`` blocks for parallelism."""
-    import ray.data
+    from cg_ray.io.blocks import arrow_dataset
 
-    ds = ray.data.from_arrow(rows_table(rows))
-    return ds.repartition(blocks) if blocks else ds
+    return arrow_dataset(rows_table(rows), blocks or 1)
 
 
 __all__ = [

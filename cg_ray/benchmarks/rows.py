@@ -114,5 +114,5 @@ def as_score(value: object) -> float | None:
 
 
 def rows_table(rows: Iterable[BenchmarkRow]) -> pa.Table:
-    """Rows as an Arrow table with the fixed schema (the input of ``ray.data.from_arrow``)."""
+    """Rows as an Arrow table with the fixed schema (the input of `cg_ray.io.blocks.arrow_dataset`)."""
     return pa.Table.from_pylist(list(rows), schema=BENCHMARK_ROW_SCHEMA)

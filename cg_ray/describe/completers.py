@@ -11,6 +11,7 @@ from cg_ray.describe.config import ExplainConfig
 from cg_ray.describe.judging import Completer
 from cg_ray.describe.saved import SavedAnswers
 from cg_ray.errors import ConfigError
+from cg_ray.io.blocks import arrow_dataset
 
 __all__ = ["BackendCompleter", "Completer", "backend_generation", "check_model", "close", "make_completer"]
 
@@ -66,9 +67,6 @@ class BackendCompleter:
         self.config = config
 
     def complete(self, prompts: Sequence[str], max_tokens: int) -> list[str]:
-        import ray
-        import ray.data
-
         from cg_ray.benchmarks.rows import make_row, rows_table
         from cg_ray.generation import make_generator
 
@@ -82,7 +80,7 @@ class BackendCompleter:
         rows = [
             make_row(row_id=f"p{i:06d}", benchmark="explain", prompt=p, scorer="exact") for i, p in enumerate(prompts)
         ]
-        out = make_generator(gen).generate(ray.data.from_arrow(rows_table(rows)))
+        out = make_generator(gen).generate(arrow_dataset(rows_table(rows)))
         answers = {r["row_id"]: r["response"] or "" for r in out.take_all()}
         return [answers[f"p{i:06d}"] for i in range(len(prompts))]
 

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from cg_ray.activations.config import DEFAULT_READER_FACTORY, ReaderConfig
 from cg_ray.generation.config import StageResources
+from cg_ray.io.blocks import arrow_dataset
 from cg_ray.pipeline.cluster_fit import Cluster, fit_reader_pool
 from cg_ray.pipeline.reader_stage import ReadOptions, map_reader_stage, planned_tokens
 
@@ -38,7 +39,7 @@ def read_texts(
     characters = pc.sum(pc.utf8_length(table[text_column])).as_py() or 0
     indexed = table.append_column(ORDER, pa.array(range(table.num_rows), pa.int64()))
     blocks = max(1, min(table.num_rows // max(resources.batch_size, 1), 64))
-    ds = ray.data.from_arrow(indexed).repartition(blocks)
+    ds = arrow_dataset(indexed, blocks)
     out = map_reader_stage(
         ds,
         resources,

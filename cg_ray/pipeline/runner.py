@@ -114,17 +114,18 @@ def _pending_dataset(staged: StagedInput, pending: list[int]) -> Any:
     import ray
     import ray.data
 
+    # A shard a block (up to 64 blocks), each read by its own task, so finished shards stream back early.
+    # No repartition after the read: a split repartition is a barrier run inside Ray Data's scheduling loop
+    # on tasks of one CPU each, and it hung a run whose CPUs the stages' actors held (cg_ray/io/blocks.py).
     blocks = max(1, min(len(pending), 64))
     paths = ray.data.from_items([{"path": str(staged.path(s).resolve())} for s in pending], override_num_blocks=blocks)
-    shards = paths.map_batches(
+    return paths.map_batches(
         _read_staged_shards,
-        batch_size=1,
+        batch_size=None,  # the whole block: its shards' rows leave as one block
         batch_format="pyarrow",
         num_cpus=0,
         label_selector={"ray.io/node-id": ray.get_runtime_context().get_node_id()},
     )
-    # Shard-sized blocks let finished shards stream back early.
-    return shards.repartition(blocks)
 
 
 def _read_staged_shards(batch: pa.Table) -> pa.Table:

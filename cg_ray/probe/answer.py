@@ -13,6 +13,7 @@ from typing import Any
 
 from cg_ray.benchmarks.rows import make_row, rows_table
 from cg_ray.generation.config import GenerationConfig
+from cg_ray.io.blocks import blocks_dataset
 from cg_ray.scoring.apply import score_row
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,6 @@ def answer(
 ) -> dict[str, Answer]:
     """Every question answered and scored; those in `done` (answered by an earlier attempt) are not asked
     again, each batch of new ones goes to `save` as soon as it is scored."""
-    import ray.data
-
     from cg_ray.generation import make_generator
     from cg_ray.generation.local_ray import join_or_start_ray
 
@@ -68,7 +67,7 @@ def answer(
         # in tests/probe/test_probe_kill.py: 6-7 batches of 4 on a loaded 2-core machine). One block for all
         # the items (as `from_arrow` of one table makes) left the stage only at the end: a killed probe had
         # saved nothing. A smaller block would not lose less: the stage bundles blocks up to its batch size.
-        stream = make_generator(gen).generate(ray.data.from_arrow(blocks))
+        stream = make_generator(gen).generate(blocks_dataset(blocks))
         for batch in stream.iter_batches(batch_format="pyarrow", batch_size=None):  # each block as it returns
             table: Any = batch  # a pyarrow.Table (batch_format="pyarrow"); Ray types it as any batch format
             scored = [
