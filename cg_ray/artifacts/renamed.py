@@ -8,7 +8,9 @@ one in concepts.parquet and the profiles. `ArtifactDir.read_table` renames those
 `read_renamed` too), so `cg_ray.read_run`, the service's stored analyses, the report, sensitivity,
 describe and the arena all see one layout. A table of the new layout holds none of the
 old names, so renaming the ones a file holds is the whole check; a table rewritten after the rename (a
-`cg-ray describe` of an old run) is written under the new names.
+`cg-ray describe` of an old run) is written under the new names. The same goes for a key: the judgement of
+summary.json's profile.beyond (and validate.json's beyond) was `crossfit` before format 3; `judgement_in`
+is the one reader, for the report, the CLI, validate and sensitivity.
 """
 
 from __future__ import annotations
@@ -57,3 +59,15 @@ def read_renamed(path: Path, columns: list[str] | None, renamed: Mapping[str, st
 def renamed_record(record: Mapping[str, Any], renamed: Mapping[str, str]) -> dict[str, Any]:
     """A row of such a table as a JSON document holds it, under the new names."""
     return {renamed.get(key, key): value for key, value in record.items()}
+
+
+def judgement_in(beyond: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A `beyond` block's `judgement` (summary.json's profile.beyond, validate.json's beyond): how the findings
+    were judged. Runs before format 3 called it `crossfit`; None for a run made before held-out checks."""
+    judged = (beyond or {}).get("judgement") or (beyond or {}).get("crossfit")
+    return dict(judged) if judged else None
+
+
+def judgement_of(summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """summary["profile"]["beyond"]'s judgement (`judgement_in`)."""
+    return judgement_in(((summary or {}).get("profile") or {}).get("beyond"))

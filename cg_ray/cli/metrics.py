@@ -107,7 +107,8 @@ def print_findings(run: RunDir) -> None:
     the rows cannot settle one; `cg-ray metrics` and `cg-ray run` end with it."""
     import pyarrow.parquet as pq
 
-    from cg_ray.report.findings import judged_text, judgement_of, probe_command
+    from cg_ray.artifacts.renamed import judgement_of
+    from cg_ray.report.findings import judged_text, probe_command
     from cg_ray.report.sensitivity import read_sensitivity
 
     judged = judgement_of(run.read_json_if_present(S.SUMMARY_FILE))

@@ -140,7 +140,8 @@ def _print(report: dict[str, Any], path: Path) -> None:
 
 def beyond_lines(beyond: dict[str, Any]) -> list[str]:
     """The run's confirmed findings as validate.json's `beyond` block holds them."""
-    from cg_ray.report.findings import judged_text, judgement_in, q_text
+    from cg_ray.artifacts.renamed import judgement_in
+    from cg_ray.report.findings import judged_text, q_text
 
     judged = judgement_in(beyond) or {}
     confirmed = judged.get("confirmed") or {}

@@ -16,6 +16,7 @@ from typing import Any
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
+from cg_ray.artifacts.renamed import judgement_in
 from cg_ray.profile.decision import Verdict
 from cg_ray.profile.findings import slices_file, verdict_columns
 from cg_ray.profile.judgement import Judgement
@@ -56,7 +57,7 @@ def recorded_block(run: RunDir) -> dict[str, Any] | None:
     it (format 3): the rows are then judged again."""
     beyond = ((run.read_summary().get("profile") or {}).get("beyond")) or {}
     modes, slices = run.read_table(S.FAILURE_MODES_FILE), run.read_table(S.SLICES_FILE)
-    recorded = "confirmed_concepts" in (beyond.get("judgement") or {})
+    recorded = "confirmed_concepts" in (judgement_in(beyond) or {})
     if not recorded or modes is None or slices is None or "contrast" not in slices.column_names:
         return None
     return _block(beyond, modes.to_pylist(), slices.to_pylist())

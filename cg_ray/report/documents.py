@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from cg_ray import schemas as S
 from cg_ray.artifacts.contract import ValidateReport, read_mapping
 from cg_ray.artifacts.layout import ROBUSTNESS_JSON, RunDir
-from cg_ray.artifacts.renamed import RUN_COLUMNS, read_renamed
+from cg_ray.artifacts.renamed import RUN_COLUMNS, judgement_in, read_renamed
 from cg_ray.artifacts.rows import open_rows
 from cg_ray.describe.config import REPORT_TOP
 from cg_ray.describe.outputs import read_descriptions, read_themes
@@ -24,7 +24,6 @@ from cg_ray.profile.terms import term_pattern
 from cg_ray.report.examples import salient_rows
 from cg_ray.report.findings import (
     judged_text,
-    judgement_in,
     measured_text,
     null_check_text,
     power_text,

@@ -10,7 +10,7 @@ ones come first; the other candidates sit apart, each with the smallest effect t
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sized
+from collections.abc import Sized
 from typing import Any
 
 import pyarrow as pa
@@ -22,18 +22,6 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.profile.decision import MEASURED
 
 # ---- plain text, shared with `cg-ray metrics` and `cg-ray validate`
-
-
-def judgement_in(beyond: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A `beyond` block's `judgement` (summary.json's profile.beyond, validate.json's beyond): how the findings
-    were judged. Runs before format 3 called it `crossfit`; None for a run made before held-out checks."""
-    judged = (beyond or {}).get("judgement") or (beyond or {}).get("crossfit")
-    return dict(judged) if judged else None
-
-
-def judgement_of(summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """summary["profile"]["beyond"]'s judgement (`judgement_in`)."""
-    return judgement_in(((summary or {}).get("profile") or {}).get("beyond"))
 
 
 def _ordinal(n: int) -> str:

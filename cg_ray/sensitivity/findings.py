@@ -23,6 +23,7 @@ import pyarrow as pa
 from cg_ray import schemas as S
 from cg_ray.arrays import IntArray
 from cg_ray.artifacts.layout import RunDir
+from cg_ray.artifacts.renamed import judgement_of
 from cg_ray.artifacts.rows import RowsFile, iter_row_batches, open_rows
 from cg_ray.config import MetricsConfig
 from cg_ray.profile.decision import LESS, Alternative, Verdict, judge, not_tested
@@ -32,7 +33,6 @@ from cg_ray.profile.pool import PoolRows
 from cg_ray.profile.splits import SplitPlan
 from cg_ray.profile.strata import MISSING, RowFrame
 from cg_ray.profile.verdicts import ConceptKey
-from cg_ray.report.findings import judgement_of
 
 REPLICATES_AT = 0.5  # Jaccard of flagged rows
 COVERED_AT = 0.5  # share of the run's rows a partial match flags
