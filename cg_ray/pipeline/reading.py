@@ -32,7 +32,6 @@ def read_texts(
     plans for its share of the texts' tokens (estimated from their characters, context included: the
     model reads it too)."""
     import ray
-    import ray.data
 
     if ray.is_initialized():  # the pool as it fits the cluster; a cluster too small is refused here
         resources = fit_reader_pool(resources, Cluster.of_ray())
