@@ -2,34 +2,49 @@
 
 For a benchmark b and a reference R (prompts the model meets in practice, or sibling benchmarks of the same
 task), each concept c fires on k_b of b's n_b rows and on k_R of R's n_R rows (`counts.FiringCounts`, one
-firing rule for both). Then:
+firing rule for both). Two rules (`ScopeRule.method`):
 
-- **in the reference's use**: the lower end of the exact (Clopper–Pearson) interval of k_R / n_R reaches
-  `min_share` — the reference confidently uses the concept, not by a row or two;
-- **a gap**: among those, b's share is below `ratio` × R's, tested one-sided (H0: p_b / p_R ≥ ratio, the
-  score test for a ratio of two independent proportions, Miettinen–Nurminen, statsmodels), with
-  Benjamini–Hochberg over the concepts in the reference's use at `fdr`. The interval of p_b / p_R is shown
-  beside it (Koopman-style log-adjusted, which stays finite when k_b = 0);
-- **missing**: k_b = 0, and how sure that is depends on n_b: the true share is below 1 − (1 − level)^(1/n_b)
-  with that confidence (0 of 200 rows: < 1.5%; 0 of 20,000: < 0.015%).
+- **excess** (the default): a concept is *in use* when the rows of both sides pooled fire it on at least
+  `min_share` of rows — a filter the test below does not reuse (under the null both sides share one
+  distribution, so the pooled share says nothing about their difference: independent filtering, Bourgon et
+  al. 2010); it is a **gap** when the reference's share exceeds the benchmark's by more than `margin`,
+  confidently: the one-sided z-test of H0: p_R − p_b ≤ margin with each side's variance by cluster (its
+  groups, `clustered`), never below the binomial variance of the pooled share on that side's effective rows,
+  and Benjamini–Hochberg over the concepts in use at `fdr`. A difference is what a latent with a background
+  can show: a question form that is 15% of the reference and fires its latent on 58% of those rows and 7% of
+  the rest moves that latent's share from 7% to 15% — a ratio of 0.47, never confidently below 0.5, but an
+  excess of 8 points, many standard errors from 0.
+- **ratio** (the rule before): in use when the reference share's exact interval starts at `min_share`; a gap
+  when p_b / p_R is confidently below `ratio` (Miettinen–Nurminen score test, rows as independent draws).
+
+Both show the ratio p_b / p_R with its interval, and **missing** (k_b = 0) with how sure that is: the share is
+below 1 − α^(1/G) over b's G groups (each group one draw, the worst case; with one row a group, the exact
+bound 1 − α^(1/n_b)).
 
 Only activations enter, never scores: a benchmark's scope needs no model. The null — b and R drawn from
-one population — gives no gap at the stated rate (tests/scope/test_reference.py, 400 replications).
+one population, with rows in templates on both sides — gives no gap at the stated rate
+(tests/scope/test_reference.py, tests/scope/test_clustered.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
+from scipy import stats
 from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint, test_proportions_2indep
+from statsmodels.stats.proportion import confint_proportions_2indep, test_proportions_2indep
+
+from cg_ray.scope.clustered import GroupedShares, missing_bound
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+
+__all__ = ["ReferenceComparison", "ScopeRule", "compare", "excess_pvalues", "missing_bound"]
 
 
 class ScopeRule(BaseModel):
@@ -37,29 +52,29 @@ class ScopeRule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    min_share: float = Field(0.02, gt=0.0, lt=1.0, description="reference share (its interval's low end) in use")
-    ratio: float = Field(0.5, gt=0.0, le=1.0, description="a gap: the benchmark's share below this × the reference's")
+    method: Literal["excess", "ratio"] = Field(
+        "excess", description="excess: p_R − p_b confidently above `margin` (by cluster); ratio: the rule before"
+    )
+    min_share: float = Field(
+        0.02, gt=0.0, lt=1.0, description="in use: pooled share (excess) or the reference share's low end (ratio)"
+    )
+    margin: float = Field(0.02, ge=0.0, lt=1.0, description="excess: a gap when p_R − p_b is confidently above this")
+    ratio: float = Field(0.5, gt=0.0, le=1.0, description="ratio: a gap when p_b is below this × p_R")
     fdr: float = Field(0.10, gt=0.0, lt=1.0, description="Benjamini–Hochberg level over the concepts tested")
     confidence: float = Field(0.95, gt=0.5, lt=1.0, description="level of the shares' and ratio's intervals")
 
     def in_words(self) -> str:
+        if self.method == "excess":
+            return (
+                f"in use when ≥ {self.min_share:.0%} of the rows of both sides pooled fire the concept; a gap when the "
+                f"reference's share exceeds the benchmark's by more than {self.margin:.0%} of rows (one-sided test "
+                f"by cluster over each side's groups, Benjamini–Hochberg q ≤ {self.fdr:g} over the concepts in use)"
+            )
         return (
             f"in scope by the reference when the reference's share's {self.confidence:.0%} interval starts at "
             f"≥ {self.min_share:.0%}; a gap when the benchmark's share is below {self.ratio:g} × the reference's "
             f"(one-sided score test, Benjamini–Hochberg q ≤ {self.fdr:g} over those concepts)"
         )
-
-
-def missing_bound(n_rows: int | IntArray, confidence: float = 0.95) -> FloatArray:
-    """The upper `confidence` bound on a share seen on 0 of `n_rows` rows (exact: 1 − (1 − level)^(1/n))."""
-    n = np.asarray(n_rows, dtype=np.float64)
-    return np.asarray(1.0 - np.power(1.0 - confidence, 1.0 / np.maximum(n, 1.0)), dtype=np.float64)
-
-
-def share_interval(k: IntArray, n: int, confidence: float) -> tuple[FloatArray, FloatArray]:
-    """Exact (Clopper–Pearson) interval of k / n."""
-    low, high = proportion_confint(np.asarray(k), n, alpha=1.0 - confidence, method="beta")
-    return np.nan_to_num(np.asarray(low, dtype=np.float64)), np.nan_to_num(np.asarray(high, dtype=np.float64), nan=1.0)
 
 
 @dataclass(frozen=True)
@@ -93,32 +108,45 @@ def compare(
     *,
     benchmark: str = "benchmark",
     reference: str = "reference",
+    bench_shares: GroupedShares | None = None,
+    ref_shares: GroupedShares | None = None,
 ) -> ReferenceComparison:
-    """Per concept: b's and R's firing shares with exact intervals, the ratio p_b / p_R with its interval,
-    the one-sided test and its BH q-value over the concepts in R's use, and the verdicts."""
+    """Per concept: b's and R's firing shares with intervals, the ratio p_b / p_R with its interval, the
+    one-sided test of the rule and its BH q-value over the concepts in use, and the verdicts.
+    `bench_shares` / `ref_shares`: the same counts by group (`clustered.grouped_shares`); without them every
+    row is its own group."""
     rule = rule or ScopeRule()
     if n_bench <= 0 or n_reference <= 0:
         raise ValueError(f"both sides need rows: {benchmark} has {n_bench}, {reference} {n_reference}")
     kb = np.asarray(bench_fires, dtype=np.int64)
     kr = np.asarray(ref_fires, dtype=np.int64)
-    b_low, b_high = share_interval(kb, n_bench, rule.confidence)
-    r_low, r_high = share_interval(kr, n_reference, rule.confidence)
-    in_ref = r_low >= rule.min_share
+    bs = bench_shares or GroupedShares.independent(kb, n_bench)
+    rs = ref_shares or GroupedShares.independent(kr, n_reference)
+    b_low, b_high = bs.interval(rule.confidence)
+    r_low, r_high = rs.interval(rule.confidence)
+    if rule.method == "excess":
+        in_ref = (kb + kr) / (n_bench + n_reference) >= rule.min_share
+    else:
+        in_ref = r_low >= rule.min_share
     p = np.full(kb.shape, np.nan)
     q = np.full(kb.shape, np.nan)
     ratio_low = np.full(kb.shape, np.nan)
     ratio_high = np.full(kb.shape, np.nan)
     if in_ref.any():
         with np.errstate(divide="ignore", invalid="ignore"):
-            res = test_proportions_2indep(
-                kb[in_ref], n_bench, kr[in_ref], n_reference,
-                value=rule.ratio, compare="ratio", alternative="smaller", method="score",
-            )  # fmt: skip
             lo, hi = confint_proportions_2indep(
                 kb[in_ref], n_bench, kr[in_ref], n_reference,
                 compare="ratio", method="log-adjusted", alpha=1.0 - rule.confidence,
             )  # fmt: skip
-        p[in_ref] = np.clip(np.nan_to_num(np.asarray(res.pvalue, dtype=np.float64), nan=1.0), 0.0, 1.0)
+            if rule.method == "excess":
+                p_in = excess_pvalues(bs, rs, in_ref, rule.margin)
+            else:
+                res = test_proportions_2indep(
+                    kb[in_ref], n_bench, kr[in_ref], n_reference,
+                    value=rule.ratio, compare="ratio", alternative="smaller", method="score",
+                )  # fmt: skip
+                p_in = np.asarray(res.pvalue, dtype=np.float64)
+        p[in_ref] = np.clip(np.nan_to_num(p_in, nan=1.0), 0.0, 1.0)
         q[in_ref] = multipletests(p[in_ref], alpha=rule.fdr, method="fdr_bh")[1]
         ratio_low[in_ref], ratio_high[in_ref] = lo, hi
     bench_share = kb / n_bench
@@ -147,3 +175,23 @@ def compare(
         }
     )
     return ReferenceComparison(benchmark, reference, int(n_bench), int(n_reference), rule, table)
+
+
+def excess_pvalues(
+    bench: GroupedShares, ref: GroupedShares, columns: npt.NDArray[np.bool_], margin: float
+) -> FloatArray:
+    """One-sided p of H0: p_R − p_b ≤ margin per selected column, each side's variance by cluster and never
+    below the binomial variance of the pooled share on that side's effective rows (a side with k = 0 has no
+    variance to measure: its effective rows are then its groups, the worst case)."""
+    pooled = (bench.k + ref.k)[columns] / (bench.n + ref.n)
+    floor = pooled * (1 - pooled)
+
+    def variance(side: GroupedShares) -> FloatArray:
+        n_eff = np.where(side.k[columns] > 0, side.n_effective[columns], float(side.n_groups))
+        return np.maximum(side.variance[columns], floor / n_eff)
+
+    se = np.sqrt(variance(bench) + variance(ref))
+    diff = ref.share[columns] - bench.share[columns]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(se > 0, (diff - margin) / se, np.where(diff > margin, np.inf, -np.inf))
+    return np.asarray(stats.norm.sf(z), dtype=np.float64)
