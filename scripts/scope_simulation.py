@@ -6,7 +6,7 @@
         --allow-missing-scores
     python scripts/scope_simulation.py run WORK_DIR/scope_sources.rows.parquet DATA_DIR --reps 20 --null-reps 400 \\
         --out WORK_DIR/scope_simulation.json
-    python scripts/scope_simulation.py table WORK_DIR/scope_simulation.json
+    python scripts/scope_simulation.py table WORK_DIR/scope_simulation.json [MORE.json ...]
 
 A *planted theme* is a question form or a topic of a real benchmark (THEMES: NQ-open's "where" questions,
 SocialIQA's "how would X feel", GSM8K's percentages, BBQ's religion questions, ...). Each replication deals the
@@ -195,7 +195,7 @@ def judge_items(
         taken = np.zeros(xr.shape[0], bool)
         for c in gaps:  # one item per group of gaps firing on the same rows (themes.py's rule, Jaccard ≥ 0.5)
             rows = np.asarray(xr_csc[:, c].todense()).ravel() > 0
-            if rows.sum() == 0 or (taken & rows).sum() >= 0.5 * (taken | rows).sum() and taken.any():
+            if rows.sum() == 0 or (taken.any() and (taken & rows).sum() >= 0.5 * (taken | rows).sum()):
                 continue
             shares.append(float(ref_truth[rows].mean()))
             taken |= rows
@@ -206,10 +206,12 @@ def judge_items(
     return out
 
 
-def run(rows_path: Path, data: Path, reps: int, null_reps: int, n: int, out: Path, seed: int) -> None:
+def run(rows_path: Path, data: Path, reps: int, null_reps: int, n: int, out: Path, seed: int, label: str = "") -> None:
     sources = load_sources(rows_path, data)
     rng = np.random.default_rng(seed)
-    results: dict[str, Any] = {"n_per_side": n, "reps": reps, "null_reps": null_reps, "planted": [], "null": []}
+    results: dict[str, Any] = {
+        "n_per_side": n, "reps": reps, "null_reps": null_reps, "planted": [], "null": [], "reading": label,
+    }  # fmt: skip
     start = time.perf_counter()
     for theme, (name, kind, holds) in THEMES.items():
         if name not in sources:
@@ -221,7 +223,7 @@ def run(rows_path: Path, data: Path, reps: int, null_reps: int, n: int, out: Pat
                 is_bench, is_ref = deal(src, planted, share, min(n, src.groups.size // 2), rng)
                 items = judge_items(src, is_bench, is_ref, planted)
                 results["planted"].append(
-                    {"theme": theme, "kind": kind, "share": share, "rep": rep,
+                    {"theme": f"{theme}{label}", "kind": kind, "share": share, "rep": rep,
                      "ref_share": float(planted[is_ref].mean()), "items": items}
                 )  # fmt: skip
             print(f"{theme} at {share:.0%}: {reps} reps, {time.perf_counter() - start:.0f} s", flush=True)
@@ -239,26 +241,24 @@ def run(rows_path: Path, data: Path, reps: int, null_reps: int, n: int, out: Pat
     print(f"wrote {out} in {results['seconds']} s")
 
 
-def summarise(results: dict[str, Any]) -> dict[str, Any]:
-    """Per rule and planted cell (theme kind × share): recall, precision; and the null's rate of any item."""
+def summarise(planted: list[dict[str, Any]], null: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per rule and planted cell (theme × share): recall, precision; and the null's rate of any item."""
     table: dict[str, Any] = {"planted": {}, "null": {}}
     for rule in RULES:
-        cells: dict[str, dict[str, float]] = {}
-        for kind in ("form", "topic"):
+        cells: dict[tuple[str, float], dict[str, float]] = {}
+        for theme in dict.fromkeys(r["theme"] for r in planted):
             for share in SHARES:
-                reps = [r for r in results["planted"] if r["kind"] == kind and r["share"] == share]
+                reps = [r for r in planted if r["theme"] == theme and r["share"] == share]
                 if not reps:
                     continue
                 items = [r["items"][rule] for r in reps]
-                recall = float(np.mean([any(s >= 0.5 for s in it) for it in items]))
                 reported = [s for it in items for s in it]
-                precision = float(np.mean([s >= 0.5 for s in reported])) if reported else float("nan")
-                cells[f"{kind} {share:.0%}"] = {
-                    "recall": recall, "precision": precision, "reps": len(reps),
-                    "items_per_rep": len(reported) / len(reps),
-                }  # fmt: skip
+                cells[(theme, share)] = {
+                    "recall": float(np.mean([any(s >= 0.5 for s in it) for it in items])),
+                    "precision": float(np.mean([s >= 0.5 for s in reported])) if reported else float("nan"),
+                    "reps": len(reps),
+                }
         table["planted"][rule] = cells
-        null = results["null"]
         table["null"][rule] = {
             "reps": len(null),
             "any_item": float(np.mean([bool(r["items"][rule]) for r in null])) if null else float("nan"),
@@ -266,26 +266,24 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
     return table
 
 
-def print_table(path: Path) -> None:
-    results = json.loads(path.read_text(encoding="utf-8"))
-    t = summarise(results)
-    cells = sorted(
-        {c for rule in RULES for c in t["planted"][rule]}, key=lambda c: (c.split()[0], float(c.split()[1][:-1]))
-    )
-    print(f"{results['n_per_side']} rows a side, {results['reps']} replications a cell; null: {results['null_reps']}")
-    print("| planted | " + " | ".join(f"{r}: recall / precision" for r in RULES) + " |")
-    print("|---|" + "---|" * len(RULES))
-    for c in cells:
+def print_table(paths: list[Path]) -> None:
+    runs = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    planted = [r for run in runs for r in run["planted"]]
+    null = [r for run in runs for r in run["null"]]
+    t = summarise(planted, null)
+    sizes = sorted({run["n_per_side"] for run in runs})
+    print(f"up to {sizes[-1]} rows a side; null: {len(null)} replications; {sum(run['seconds'] for run in runs):.0f} s")
+    print("| planted theme | share of the reference | " + " | ".join(f"{r}: recall / precision" for r in RULES) + " |")
+    print("|---|---|" + "---|" * len(RULES))
+    for theme, share in t["planted"]["rows"]:
         parts = []
         for r in RULES:
-            v = t["planted"][r].get(c)
+            v = t["planted"][r].get((theme, share))
             parts.append("–" if v is None else f"{v['recall']:.2f} / {v['precision']:.2f}")
-        print(f"| {c} | " + " | ".join(parts) + " |")
-    print(
-        "| null: any item reported | "
-        + " | ".join(f"{t['null'][r]['any_item']:.3f} ({t['null'][r]['reps']})" for r in RULES)
-        + " |"
-    )
+        reps = t["planted"]["rows"][(theme, share)]["reps"]
+        print(f"| {theme} | {share:.0%} ({reps} reps) | " + " | ".join(parts) + " |")
+    any_item = " | ".join(f"{t['null'][r]['any_item']:.3f}" for r in RULES)
+    print(f"| null: a replication reporting any item | | {any_item} |")
 
 
 def main(argv: list[str]) -> int:
@@ -302,13 +300,14 @@ def main(argv: list[str]) -> int:
     b.add_argument("--n", type=int, default=700, help="rows a side")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--out", type=Path, required=True)
+    b.add_argument("--label", default="", help="appended to each theme's name (e.g. ' (chat template)')")
     c = sub.add_parser("table")
-    c.add_argument("results", type=Path)
+    c.add_argument("results", type=Path, nargs="+")
     args = p.parse_args(argv)
     if args.cmd == "prepare":
         prepare(args.data, args.work)
     elif args.cmd == "run":
-        run(args.rows, args.data, args.reps, args.null_reps, args.n, args.out, args.seed)
+        run(args.rows, args.data, args.reps, args.null_reps, args.n, args.out, args.seed, args.label)
     else:
         print_table(args.results)
     return 0

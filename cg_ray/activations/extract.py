@@ -18,6 +18,7 @@ from cg_ray.activations.config import ReaderConfig
 from cg_ray.activations.inputs import load_benchmark_records, load_rows, row_text
 from cg_ray.activations.packing import pack_concepts
 from cg_ray.activations.pooling import RowActs
+from cg_ray.activations.recorded import manifest_path
 from cg_ray.artifacts.contract import ExtractManifest, read_document, write_document
 from cg_ray.artifacts.publish import atomic_file
 from cg_ray.config import TextMode, canonical_text_mode
@@ -40,10 +41,6 @@ class ExtractJob:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "text", canonical_text_mode(self.text))  # `both`: the deprecated alias
-
-
-def manifest_path(out: Path) -> Path:
-    return out.with_name(out.name.removesuffix(".parquet") + ".manifest.json")
 
 
 def read_manifest(rows: Path) -> ExtractManifest | None:

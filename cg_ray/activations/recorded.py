@@ -169,11 +169,14 @@ class RecordedReader:
         return cls.from_run_manifest(path) if path.name == S.MANIFEST_FILE else cls.from_extract_manifest(path)
 
 
+def manifest_path(rows: Path) -> Path:
+    """Where `cg-ray extract` writes the manifest of ROWS.parquet: ROWS.manifest.json beside it."""
+    return rows.with_name(rows.name.removesuffix(".parquet") + ".manifest.json")
+
+
 def extract_manifest_candidates(run_dir: Path, rows_file: str) -> list[Path]:
     """Where the extract manifest of summary.json's `rows_file` may be: beside it as written, beside it
     relative to the run, beside the run, or in the run."""
-    from cg_ray.activations.extract import manifest_path
-
     given = Path(rows_file)
     places = [manifest_path(given), manifest_path(run_dir / given), manifest_path(run_dir.parent / given.name)]
     return list(dict.fromkeys([*places, run_dir / manifest_path(given).name]))
@@ -200,8 +203,6 @@ def reader_of_run(run_dir: Path, rows_file: str | None) -> RecordedReader:
 def reader_of_rows(rows: Path) -> RecordedReader:
     """The reader of a rows file: the extract manifest beside it, else the manifest.json of the run
     directory it lies in."""
-    from cg_ray.activations.extract import manifest_path
-
     if manifest_path(rows).is_file():
         return RecordedReader.from_extract_manifest(manifest_path(rows))
     manifest = RunDir(rows.parent).manifest
@@ -214,8 +215,6 @@ def reader_of_rows(rows: Path) -> RecordedReader:
 
 def reader_of_extract(rows: Path) -> RecordedReader:
     """The reader named by the extract manifest beside `rows` only (the concept rows of `cg-ray skills`)."""
-    from cg_ray.activations.extract import manifest_path
-
     path = manifest_path(rows)
     if not path.is_file():
         return RecordedReader.unknown_because(f"no extract manifest beside {rows}")

@@ -147,7 +147,12 @@ class RobustnessReport(_Versioned):
 
 
 class ScopeSummary(_Versioned):
-    """scope/summary.json of `cg-ray scope`: per benchmark its reference(s), the rule, the in-scope gaps."""
+    """scope/summary.json of `cg-ray scope`: per benchmark its reference(s), the rule, the in-scope gaps, and
+    the row-level view (`row_view`: the uncovered share of the reference and its themes)."""
+
+    # 2: the default rule is the excess rule by cluster (`rule.method`; absent in version 1: the ratio rule), and
+    # each benchmark entry has `row_view` (the row-level view).
+    version: ClassVar[int] = 2
 
     run: str
     rule: dict[str, Any]  # cg_ray.scope.reference.ScopeRule

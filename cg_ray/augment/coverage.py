@@ -25,11 +25,11 @@ from cg_ray import schemas as S
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.augment.check import Read
 from cg_ray.augment.plan import AugmentPlan
-from cg_ray.config import MetricsConfig
 from cg_ray.errors import InputError
 from cg_ray.metrics.compute import chi_bench, coverage_classes
 from cg_ray.scope.counts import read_activations
-from cg_ray.scope.reference import ReferenceComparison, compare
+from cg_ray.scope.reference import ReferenceComparison, compare, shares_of
+from cg_ray.scope.run import run_metrics_config
 
 OVER_SHOWN = 20
 
@@ -73,7 +73,12 @@ def coverage_change(plan: AugmentPlan, kept: Sequence[Read]) -> CoverageChange:
     kb, kr = scope["bench_rows"].to_numpy(np.int64), scope["reference_rows"].to_numpy(np.int64)
     nb, nr = int(scope["bench_n"].iloc[0]), int(scope["reference_n"].iloc[0])
     threshold = scope["firing_threshold"].to_numpy(np.float64)
-    before = compare(kb, nb, kr, nr, plan.rule, benchmark=plan.benchmark, reference=plan.reference)
+    # each side's sums by group as scope stored them: the same test, and with the items added exactly
+    bench_shares, ref_shares = shares_of(scope, "bench"), shares_of(scope, "reference")
+    before = compare(
+        kb, nb, kr, nr, plan.rule, benchmark=plan.benchmark, reference=plan.reference,
+        bench_shares=bench_shares, ref_shares=ref_shares,
+    )  # fmt: skip
     if not np.array_equal(before.table["gap"].to_numpy(), scope["gap"].to_numpy()):
         raise InputError(
             "scope/gaps.parquet does not give its own verdicts again: rerun `cg-ray scope`", path=str(plan.run)
@@ -88,8 +93,12 @@ def coverage_change(plan: AugmentPlan, kept: Sequence[Read]) -> CoverageChange:
         hit = (pos < concepts.size) & (concepts[np.minimum(pos, concepts.size - 1)] == ids)
         fires = hit & (acts >= threshold[np.minimum(pos, concepts.size - 1)])
         added[pos[fires]] += 1
-    after = compare(kb + added, nb + len(kept), kr, nr, plan.rule, benchmark=plan.benchmark, reference=plan.reference)
-    config = MetricsConfig()
+    after = compare(
+        kb + added, nb + len(kept), kr, nr, plan.rule, benchmark=plan.benchmark, reference=plan.reference,
+        bench_shares=None if bench_shares is None else bench_shares.with_added(added, len(kept)),
+        ref_shares=ref_shares,
+    )  # fmt: skip
+    config = run_metrics_config(RunDir(plan.run))
     classes = [
         coverage_classes(chi, config.epsilon, config.low_percentile, config.high_percentile)[0]
         for chi in (chi_bench(act_before), chi_bench(act_before + act_items))

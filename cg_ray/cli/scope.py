@@ -33,10 +33,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         help="rows.parquet of real use read by the same reader (cg-ray extract); repeatable",
     )
-    p.add_argument("--min-share", type=float, default=0.02, help="reference share (interval's low end) in use")
     p.add_argument(
-        "--ratio", type=float, default=0.5, help="a gap: the benchmark's share below RATIO × the reference's"
+        "--method",
+        choices=["excess", "ratio"],
+        default="excess",
+        help="concept gaps: excess (the reference's share above the benchmark's by --margin, by cluster) or "
+        "ratio (the rule before: below --ratio × the reference's, rows as independent draws)",
     )
+    p.add_argument("--min-share", type=float, default=0.02, help="in use: pooled share (excess) at least this")
+    p.add_argument("--margin", type=float, default=0.02, help="excess: a gap when p_R − p_b is confidently above this")
+    p.add_argument("--ratio", type=float, default=0.5, help="ratio: a gap when p_b is below RATIO × p_R")
+    p.add_argument(
+        "--density",
+        type=float,
+        default=0.25,
+        help="rows: a reference row is uncovered where the benchmark's density is at most DENSITY × the reference's",
+    )
+    p.add_argument("--seed", type=int, default=0, help="rows: seed of the cross-fitting folds and the themes' halves")
     p.add_argument("--fdr", type=float, default=0.10, help="Benjamini–Hochberg level over the concepts tested")
     p.add_argument("--show", type=int, default=SHOWN, help="gaps printed per benchmark")
     p.add_argument(
@@ -164,15 +177,55 @@ def judge_line(verdict: Verdict) -> str:
     return f"      judge: {said}" + (f" — {verdict.reason}" if verdict.reason else "")
 
 
+def _ratio(x: float | None) -> str:
+    return "–" if x is None else f"×{x:.2f}"
+
+
+def row_view_lines(b: dict[str, Any]) -> list[str]:
+    """The row-level headline (how much of the reference lies where the benchmark has almost no rows) and its
+    themes, most reference rows first: what a builder reads first."""
+    view = b.get("row_view")
+    if not view:
+        return []
+    u, rule = view["uncovered"], view["rule"]
+    ref, bench = u["reference"], u["benchmark"]
+    head = (
+        f"  uncovered: {_pct(ref['share'])} [{_pct(ref['low'])}, {_pct(ref['high'])}] of the reference's rows lie "
+        f"where {b['benchmark']} has at most {rule['density']:g} × its density; held out, {b['benchmark']} has "
+        f"{_pct(bench['share'])} of its rows there ({_ratio(u['ratio'])}, ≤ {_ratio(u['ratio_high'])[1:]})"
+    )
+    verdict = "confirmed" if view["confirmed"] else "not confirmed: no region the benchmark confidently lacks"
+    lines = [f"{head} — {verdict}"]
+    themes = [t for t in view["themes"] if t["confirmed"]]
+    if themes:
+        lines.append(f"  {len(themes)} themes of uncovered rows (measured on the half that did not choose them):")
+    for rank, t in enumerate(themes, start=1):
+        m = t["measured_on_half"]
+        kind = " [the reference's own format]" if t["kind"] == "format" else ""
+        lines.append(
+            f"  {rank:>2}. {_pct(m['reference']['share'])} [{_pct(m['reference']['low'])}, "
+            f"{_pct(m['reference']['high'])}] of the reference vs {_pct(m['benchmark']['share'])} of "
+            f"{b['benchmark']} ({_ratio(m['ratio'])}), q{_q(t['q_value'])}{kind}"
+            f"\n      carried by concept {t['concept']} {t['label'] or '(no label)'}"
+            + (f" with {len(t['members']) - 1} more" if len(t["members"]) > 1 else "")
+        )
+        for ex in t["examples"][:1]:
+            lines.append(f"      e.g. “{ex[:120]}”")
+    return lines
+
+
 def print_benchmark(cmp: Any, b: dict[str, Any], result: Any, show: int, judge_missing: bool) -> None:
-    """One benchmark's coverage figures, its judge's counts, and its first `show` gaps in words."""
+    """One benchmark: the row-level headline and themes first, then the coverage figures, its judge's counts,
+    and its first `show` concept gaps in words."""
+    print(f"\n{b['benchmark']} ({b['rows']:,} rows) against {b['reference']} ({b['reference_rows']:,} rows)")
+    for line in row_view_lines(b):
+        print(line)
     print(
-        f"\n{b['benchmark']} ({b['rows']:,} rows) against {b['reference']} ({b['reference_rows']:,} rows): "
-        f"missing {_pct(b['missing_share'])} (χ_bench < ε), no firing row {_pct(b['never_fires_share'])}; "
-        f"a concept on 0 rows is below {_pct(b['missing_bound'])} of them (95%)"
+        f"  concepts: missing {_pct(b['missing_share'])} (χ_bench < ε), no firing row "
+        f"{_pct(b['never_fires_share'])}; a concept on 0 rows is below {_pct(b['missing_bound'])} of them (95%)"
     )
     print(
-        f"  {b['in_reference_use']} concepts in the reference's use; {b['gaps']} confidently tested less "
+        f"  {b['in_reference_use']} concepts in use; {b['gaps']} confidently tested less "
         f"({b['gaps_missing']} on no row at all)"
     )
     judged = result.judgements.get(cmp.benchmark)
@@ -190,7 +243,7 @@ def print_benchmark(cmp: Any, b: dict[str, Any], result: Any, show: int, judge_m
     rows = {int(r.concept): r for r in cmp.gaps.itertuples()}
     themes = result.themes.get(cmp.benchmark, [])
     if themes:
-        print(f"  {len(themes)} themes (gaps firing on the same reference rows), most confident first:")
+        print(f"  {len(themes)} groups of concept gaps (firing on the same reference rows), most confident first:")
     for rank, theme in enumerate(themes[:show], start=1):
         concept = theme.representative
         print(gap_line(rank, rows[concept], cmp.n_bench, result.labels.get(concept)))
@@ -236,7 +289,10 @@ def _scope(args: argparse.Namespace) -> int:
     from cg_ray.scope.run import ScopeRequest, run_scope
 
     try:
-        rule = ScopeRule(min_share=args.min_share, ratio=args.ratio, fdr=args.fdr)
+        rule = ScopeRule(
+            method=args.method, min_share=args.min_share, margin=args.margin, ratio=args.ratio, fdr=args.fdr,
+            density=args.density, seed=args.seed,
+        )  # fmt: skip
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ConfigError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
@@ -263,7 +319,7 @@ def _scope(args: argparse.Namespace) -> int:
         from cg_ray.describe.endpoint import usage_line
 
         print(f"\n{usage_line(result.judge_usage)}")
-    print(f"\nwrote {args.run}/scope/ (gaps.parquet, coverage.parquet, summary.json)")
+    print(f"\nwrote {args.run}/scope/ (gaps.parquet, coverage.parquet, rows.parquet, summary.json)")
     if (report := refresh_report(RunDir(args.run))) is not None:  # the report shows what each benchmark leaves out
         print(f"updated {report}")
     return 0

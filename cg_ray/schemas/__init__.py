@@ -325,6 +325,13 @@ SCOPE_GAPS_SCHEMA: Final = pa.schema(
         pa.field("judge_reason", pa.string(), nullable=True),
         pa.field("examples", pa.list_(pa.string()), nullable=True),  # reference rows where it fires most
         pa.field("theme", pa.int64(), nullable=True),  # a gap's theme: the concept id representing it
+        # each side's sums by group (scope.clustered): what the test used, so augment recomputes it exactly
+        *(pa.field(f"{side}_groups", pa.int64(), nullable=True) for side in ("bench", "reference")),
+        *(
+            pa.field(f"{side}_{name}", pa.float64(), nullable=True)
+            for side in ("bench", "reference")
+            for name in ("sum_k2", "sum_kn", "sum_n2")
+        ),
     ]
 )
 # `cg-ray sensitivity` (cg_ray.sensitivity; its tables' schemas: cg_ray.sensitivity.tables): each other reader's
@@ -333,6 +340,20 @@ SENSITIVITY_DIR, SENSITIVITY_FINDINGS_FILE, SENSITIVITY_PAIRS_FILE = "sensitivit
 SENSITIVITY_READERS_DIR: Final = "readers"
 REPLICATES, PARTLY, NOT_FOUND = "replicates", "partly", "not found"
 REPLICATION_STATUSES: Final = (REPLICATES, PARTLY, NOT_FOUND)
+# scope/rows.parquet: per (benchmark, reference) compared, each reference row's out-of-fold density ratio
+# (benchmark / reference, scope/uncovered.py), whether it lies where the benchmark is at most `density` × as
+# dense, and the row theme that holds it (the concept carrying the theme; null: none).
+SCOPE_ROWS_FILE: Final = "rows.parquet"
+SCOPE_ROWS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("benchmark", pa.string(), nullable=False),
+        pa.field("reference", pa.string(), nullable=False),
+        pa.field("row_id", pa.string(), nullable=False),
+        pa.field("density_ratio", pa.float64(), nullable=False),
+        pa.field("uncovered", pa.bool_(), nullable=False),
+        pa.field("theme", pa.int64(), nullable=True),
+    ]
+)
 SCOPE_COVERAGE_SCHEMA: Final = pa.schema(
     [
         pa.field("benchmark", pa.string(), nullable=False),

@@ -38,13 +38,45 @@ class GroupedShares:
     share: FloatArray
     variance: FloatArray  # CR1 variance of the share (0 where every group holds it equally, e.g. k = 0)
     n_effective: FloatArray  # n / design effect (design effect ≥ 1)
+    # the sufficient sums over the groups: Σ k_g², Σ k_g n_g (per column) and Σ n_g² — a scope stores them, so
+    # an augment recomputes the same test with its new rows added exactly (`with_added`)
+    sum_k2: FloatArray
+    sum_kn: FloatArray
+    sum_n2: float
+
+    @classmethod
+    def from_sums(
+        cls, k: npt.ArrayLike, n: int, n_groups: int, sum_k2: npt.ArrayLike, sum_kn: npt.ArrayLike, sum_n2: float
+    ) -> GroupedShares:
+        kk = np.asarray(k, dtype=np.float64)
+        k2, kn = np.asarray(sum_k2, dtype=np.float64), np.asarray(sum_kn, dtype=np.float64)
+        p = kk / n
+        g = int(n_groups)
+        if g > 1:
+            ss = np.maximum(k2 - 2 * p * kn + p**2 * float(sum_n2), 0.0)
+            variance = g / (g - 1) * ss / n**2
+        else:
+            variance = np.full(p.shape, np.inf)
+        binomial = p * (1 - p) / n
+        with np.errstate(divide="ignore", invalid="ignore"):
+            deff = np.where(binomial > 0, variance / binomial, 1.0)
+        # deff lies between 1 (independent rows) and n / G (every row of a group alike)
+        deff = np.clip(np.nan_to_num(deff, nan=1.0, posinf=float(n)), 1.0, float(n) / max(g, 1))
+        return cls(kk, int(n), g, p, variance, n / deff, k2, kn, float(sum_n2))
 
     @classmethod
     def independent(cls, k: npt.ArrayLike, n: int) -> GroupedShares:
-        """Counts of rows that are each their own group: the binomial figures."""
+        """Counts of rows that are each their own group: the binomial figures (CR1 of singletons)."""
         kk = np.asarray(k, dtype=np.float64)
-        p = kk / n
-        return cls(kk, int(n), int(n), p, p * (1 - p) / n, np.full(p.shape, float(n)))
+        return cls.from_sums(kk, n, n, kk, kk, float(n))
+
+    def with_added(self, k: npt.ArrayLike, rows: int) -> GroupedShares:
+        """These shares with `rows` new rows, each its own group, `k` of them holding each column (an
+        augment's kept items)."""
+        a = np.asarray(k, dtype=np.float64)
+        return GroupedShares.from_sums(
+            self.k + a, self.n + rows, self.n_groups + rows, self.sum_k2 + a, self.sum_kn + a, self.sum_n2 + rows
+        )
 
     def interval(self, confidence: float) -> tuple[FloatArray, FloatArray]:
         """Two-sided Wilson interval of the effective counts; a share of 0 gets the groups' bound at the same
@@ -65,7 +97,7 @@ def group_codes(groups: npt.ArrayLike) -> tuple[IntArray, int]:
 def grouped_shares(holds: npt.ArrayLike | sparse.spmatrix, groups: npt.ArrayLike) -> GroupedShares:
     """`holds`: rows × columns (dense or scipy sparse, or one dense column) of 0/1 (or weights in [0, 1]);
     `groups`: a label per row. Sparse input stays sparse: Σ_g (k_g − p n_g)² is expanded into
-    Σ k_g² − 2p Σ k_g n_g + p² Σ n_g², so a suite's groups × concepts counts are never dense."""
+    Σ k_g² − 2p Σ k_g n_g + p² Σ n_g² (`from_sums`), so a suite's groups × concepts counts are never dense."""
     codes, g = group_codes(groups)
     if sparse.issparse(holds):
         x = sparse.csr_matrix(holds, dtype=np.float64)
@@ -81,20 +113,9 @@ def grouped_shares(holds: npt.ArrayLike | sparse.spmatrix, groups: npt.ArrayLike
     k_g = (member @ x).tocsc()  # groups × columns
     n_g = np.bincount(codes, minlength=g).astype(np.float64)
     k = np.asarray(k_g.sum(axis=0)).ravel()
-    p = k / n
-    if g > 1:
-        sum_sq = np.asarray(k_g.multiply(k_g).sum(axis=0)).ravel()
-        cross = np.asarray(k_g.T @ n_g).ravel()
-        ss = np.maximum(sum_sq - 2 * p * cross + p**2 * float(n_g @ n_g), 0.0)
-        variance = g / (g - 1) * ss / n**2
-    else:
-        variance = np.full(p.shape, np.inf)
-    binomial = p * (1 - p) / n
-    with np.errstate(divide="ignore", invalid="ignore"):
-        deff = np.where(binomial > 0, variance / binomial, 1.0)
-    # deff lies between 1 (independent rows) and n / G (every row of a group alike)
-    deff = np.clip(np.nan_to_num(deff, nan=1.0, posinf=float(n)), 1.0, float(n) / max(g, 1))
-    return GroupedShares(k, int(n), g, p, variance, n / deff)
+    sum_k2 = np.asarray(k_g.multiply(k_g).sum(axis=0)).ravel()
+    sum_kn = np.asarray(k_g.T @ n_g).ravel()
+    return GroupedShares.from_sums(k, int(n), g, sum_k2, sum_kn, float(n_g @ n_g))
 
 
 def missing_bound(n_groups: int | IntArray, confidence: float = 0.95, shown: int = 1) -> FloatArray:

@@ -20,6 +20,8 @@ from scipy import sparse
 from cg_ray.artifacts.rows import iter_row_batches, open_rows
 from cg_ray.errors import InputError
 from cg_ray.metrics.firing import column_thresholds
+from cg_ray.profile.groups import row_groups
+from cg_ray.profile.strata import read_frame
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -32,6 +34,10 @@ class SuiteActivations:
     matrix: sparse.csc_matrix
     groups: npt.NDArray[np.str_]  # per row: its benchmark (or the name a reference file was given)
     row_ids: list[str]
+    # per row: the rows it is not an independent draw from (a template, a question's answers: profile.groups),
+    # unique across files; and per file the rule that made them
+    clusters: npt.NDArray[np.str_] | None = None
+    cluster_rules: tuple[str, ...] = ()
 
     @property
     def d_sae(self) -> int:
@@ -72,13 +78,25 @@ def read_activations(
             ids.extend(str(r) for r in batch.row_ids.to_pylist())
             n += m
     assert d_sae is not None  # open_rows refuses an empty file, so at least one batch was read
+    clusters, rules = zip(*(row_clusters(p, i) for i, p in enumerate(paths)), strict=True)
     data = np.concatenate(vals).astype(np.float64)
     keep = data > 0
     matrix = sparse.csc_matrix(
         (data[keep], (np.concatenate(rows_i)[keep], np.concatenate(cols)[keep])), shape=(n, d_sae)
     )
     matrix.sum_duplicates()
-    return SuiteActivations(matrix=matrix, groups=np.concatenate(groups), row_ids=ids)
+    return SuiteActivations(
+        matrix=matrix, groups=np.concatenate(groups), row_ids=ids, clusters=np.concatenate(clusters),
+        cluster_rules=tuple(rules),
+    )  # fmt: skip
+
+
+def row_clusters(path: str | os.PathLike[str], file_index: int) -> tuple[npt.NDArray[np.str_], str]:
+    """Each row's group by the run's rules (`profile.groups`: a `group` column or metadata field, ids with
+    '#', identical prompts, else one row each), prefixed by the file so groups of two files never merge."""
+    rows = open_rows(path)
+    groups = row_groups(rows, read_frame(rows))
+    return np.char.add(f"{file_index}:", groups.codes.astype(np.str_)), groups.rule
 
 
 @dataclass(frozen=True)

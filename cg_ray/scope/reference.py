@@ -60,8 +60,26 @@ class ScopeRule(BaseModel):
     )
     margin: float = Field(0.02, ge=0.0, lt=1.0, description="excess: a gap when p_R − p_b is confidently above this")
     ratio: float = Field(0.5, gt=0.0, le=1.0, description="ratio: a gap when p_b is below this × p_R")
-    fdr: float = Field(0.10, gt=0.0, lt=1.0, description="Benjamini–Hochberg level over the concepts tested")
+    fdr: float = Field(
+        0.10, gt=0.0, lt=1.0, description="Benjamini–Hochberg level over the concepts (and themes) tested"
+    )
     confidence: float = Field(0.95, gt=0.5, lt=1.0, description="level of the shares' and ratio's intervals")
+    # the row-level view (scope/uncovered.py)
+    density: float = Field(
+        0.25,
+        gt=0.0,
+        lt=1.0,
+        description="rows: a reference row is uncovered where the benchmark's density is ≤ this × the reference's",
+    )
+    region_ratio: float = Field(
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="rows: the uncovered region is confirmed when its held-out density ratio is confidently below this",
+    )
+    folds: int = Field(5, ge=2, le=20, description="rows: cross-fitting folds (by group)")
+    seed: int = Field(0, description="rows: the folds' and the themes' halves' seed")
+    themes: int = Field(10, ge=1, le=50, description="rows: at most this many themes")
 
     def in_words(self) -> str:
         if self.method == "excess":
@@ -172,9 +190,38 @@ def compare(
             "in_reference": in_ref,
             "gap": in_ref & (q <= rule.fdr),
             "missing": kb == 0,
+            # the sums by group that the test used (`clustered.GroupedShares.from_sums`): an augment recomputes
+            # the same verdicts from them, with its items added
+            **_sums("bench", bs),
+            **_sums("reference", rs),
         }
     )
     return ReferenceComparison(benchmark, reference, int(n_bench), int(n_reference), rule, table)
+
+
+SUM_COLUMNS = ("groups", "sum_k2", "sum_kn", "sum_n2")
+
+
+def _sums(side: str, shares: GroupedShares) -> dict[str, npt.NDArray[np.generic]]:
+    size = shares.k.size
+    return {
+        f"{side}_groups": np.full(size, shares.n_groups, dtype=np.int64),
+        f"{side}_sum_k2": shares.sum_k2,
+        f"{side}_sum_kn": shares.sum_kn,
+        f"{side}_sum_n2": np.full(size, shares.sum_n2),
+    }
+
+
+def shares_of(table: pd.DataFrame, side: str) -> GroupedShares | None:
+    """The side's shares by group as a scope table stored them (None: a table written before they were)."""
+    if f"{side}_sum_k2" not in table.columns:
+        return None
+    k = table[f"{side}_rows"].to_numpy(np.float64)
+    n = int(table[f"{side}_n"].iloc[0]) if f"{side}_n" in table.columns else int(table[f"{side}_rows"].iloc[0])
+    return GroupedShares.from_sums(
+        k, n, int(table[f"{side}_groups"].iloc[0]), table[f"{side}_sum_k2"].to_numpy(np.float64),
+        table[f"{side}_sum_kn"].to_numpy(np.float64), float(table[f"{side}_sum_n2"].iloc[0]),
+    )  # fmt: skip
 
 
 def excess_pvalues(

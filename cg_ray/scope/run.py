@@ -25,14 +25,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.layout import SCOPE_COVERAGE, SCOPE_GAPS, SCOPE_SUMMARY, RunDir
+from cg_ray.activations.recorded import reader_of_rows, reader_of_run
+from cg_ray.artifacts.layout import SCOPE_COVERAGE, SCOPE_GAPS, SCOPE_ROWS, SCOPE_SUMMARY, RunDir
 from cg_ray.config import MetricsConfig
 from cg_ray.errors import InputError
 from cg_ray.metrics.compute import chi_bench
 from cg_ray.scope import judge as J
+from cg_ray.scope.clustered import grouped_shares
 from cg_ray.scope.counts import FiringCounts, SuiteActivations, firing_counts, read_activations
 from cg_ray.scope.reference import ReferenceComparison, ScopeRule, compare, missing_bound
 from cg_ray.scope.themes import Theme, gap_themes
+from cg_ray.scope.uncovered import RowCoverage, RowTheme, UncoveredRule, coverage_of_fired, firing_indicators
 
 EXAMPLES = 3  # reference rows shown (and given to a judge) per gap
 EXAMPLE_CHARS = 240
@@ -62,6 +65,9 @@ class ScopeResult:
     judgements: dict[str, J.BenchmarkJudgement] = field(default_factory=dict)  # per benchmark, with a judge
     judge_usage: dict[str, Any] | None = None  # the endpoint's requests and tokens over the whole run
     themes: dict[str, list[Theme]] = field(default_factory=dict)  # per benchmark: its gaps grouped (themes.py)
+    rows: dict[str, RowCoverage] = field(default_factory=dict)  # per benchmark: the row-level view (uncovered.py)
+    row_ids: list[str] = field(default_factory=list)  # every row read, in the order of `rows`' arrays
+    texts: list[str] = field(default_factory=list)  # their prompts ("" where the rows hold none)
 
     def comparison(self, benchmark: str) -> ReferenceComparison:
         return next(c for c in self.comparisons if c.benchmark == benchmark)
@@ -212,6 +218,7 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
         if not Path(p).is_file():
             raise InputError("no such rows file", path=str(p))
     paths = [run.rows, *req.reference_rows]
+    refuse_other_readers(run, req.reference_rows)
     acts = read_activations(paths, rename=[None, *(reference_group(p) for p in req.reference_rows)])
     targets, refs = _plan(req, acts.group_names())
     if req.judge is not None:
@@ -219,17 +226,28 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
     counts = firing_counts(acts)
     ref_fires, ref_n = counts.pooled(refs)
     ref_name = "+".join(refs)
-    comparisons = []
-    for b in targets:
-        fires, n = counts.of(b)
-        comparisons.append(compare(fires, n, ref_fires, ref_n, req.rule, benchmark=b, reference=ref_name))
-    config = MetricsConfig()
+    config = run_metrics_config(run)
     run_benchmarks = [g for g in counts.groups if not g.startswith("ref:")]
     pooled = [b for b in run_benchmarks if b not in refs]
     sums = GroupSums.of(acts)
-    if req.suite:
-        fires, n = counts.pooled(pooled)
-        comparisons.append(compare(fires, n, ref_fires, ref_n, req.rule, benchmark=SUITE, reference=ref_name))
+    fired = firing_indicators(acts.matrix, counts.thresholds)
+    clusters = acts.clusters if acts.clusters is not None else np.arange(len(acts.row_ids)).astype(np.str_)
+    is_ref = np.isin(acts.groups, refs)
+    ref_shares = grouped_shares(fired[np.flatnonzero(is_ref)], clusters[is_ref])
+    sides = [(b, [b]) for b in targets] + ([(SUITE, pooled)] if req.suite else [])
+    comparisons = []
+    rows: dict[str, RowCoverage] = {}
+    for name, members in sides:
+        is_bench = np.isin(acts.groups, members)
+        fires, n = counts.pooled(members)
+        bench_shares = grouped_shares(fired[np.flatnonzero(is_bench)], clusters[is_bench])
+        comparisons.append(
+            compare(
+                fires, n, ref_fires, ref_n, req.rule, benchmark=name, reference=ref_name,
+                bench_shares=bench_shares, ref_shares=ref_shares,
+            )
+        )  # fmt: skip
+        rows[name] = coverage_of_fired(fired, is_bench, is_ref, clusters, UncoveredRule.of(req.rule))
     texts = [t for p in paths for t in _texts(Path(p), pq.ParquetFile(p).metadata.num_rows)]
     include_missing = req.judge is not None and req.judge.include_missing
     themes = {
@@ -262,7 +280,47 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
         judgements=judgements,
         judge_usage=usage,
         themes=themes,
+        rows=rows,
+        row_ids=list(acts.row_ids),
+        texts=texts,
     )
+
+
+def _named(value: object) -> object:
+    """A model or SAE named by a catalog name or a local path compares by its last component."""
+    return None if value in (None, "", "auto") else Path(str(value)).name
+
+
+def refuse_other_readers(run: RunDir, reference_rows: Sequence[Path]) -> None:
+    """Concept ids of two rows files correspond only when one reader and SAE read both: a reference read by
+    another is refused, naming the field that differs (fields only one manifest records are not evidence)."""
+    ours = reader_of_run(run.path, (run.read_json_if_present(S.SUMMARY_FILE) or {}).get("rows_file"))
+    if not ours.known:
+        return
+    for path in reference_rows:
+        theirs = reader_of_rows(Path(path))
+        if not theirs.known:
+            continue
+        for name, a, b in (
+            ("reader model", _named(ours.model), _named(theirs.model)),
+            ("layer", ours.layer, theirs.layer),
+            ("SAE", _named(ours.sae.spec), _named(theirs.sae.spec)),
+            ("SAE weights (sha256)", ours.sae.weights_sha256, theirs.sae.weights_sha256),
+            ("reader factory", ours.factory, theirs.factory),
+        ):
+            if a is not None and b is not None and a != b:
+                raise InputError(
+                    f"read by another reader than the run: {name} {b!r} (the run's: {a!r}); a scope compares rows "
+                    "read by one reader — read the reference with the run's (cg-ray extract --reader-model/--sae)",
+                    path=str(path),
+                )
+
+
+def run_metrics_config(run: RunDir) -> MetricsConfig:
+    """The metrics settings the run recorded (summary.json's `config`), the defaults where it records none."""
+    summary = run.read_json_if_present(S.SUMMARY_FILE)
+    recorded = (summary or {}).get("config")
+    return MetricsConfig.model_validate(recorded) if isinstance(recorded, dict) else MetricsConfig()
 
 
 def gaps_table(result: ScopeResult) -> pa.Table:
@@ -294,6 +352,79 @@ def gaps_table(result: ScopeResult) -> pa.Table:
     return pa.Table.from_pandas(df[S.SCOPE_GAPS_SCHEMA.names], schema=S.SCOPE_GAPS_SCHEMA, preserve_index=False)
 
 
+def theme_examples(result: ScopeResult, theme: RowTheme, view: RowCoverage) -> list[str]:
+    """The theme's reference rows most clearly uncovered (lowest density ratio), distinct texts."""
+    rows = sorted(theme.reference_rows, key=lambda r: float(view.density_ratio[r]))
+    shown: list[str] = []
+    for r in rows:
+        t = " ".join(result.texts[r].split())[:EXAMPLE_CHARS] if r < len(result.texts) else ""
+        if t and t not in shown:
+            shown.append(t)
+        if len(shown) == EXAMPLES:
+            break
+    return shown
+
+
+def rows_block(result: ScopeResult, benchmark: str) -> dict[str, Any] | None:
+    """summary.json's row-level view of one comparison: the uncovered share (the headline), whether the
+    region is confirmed held out, and its themes (at most `rule.themes`, confirmed first)."""
+    view = result.rows.get(benchmark)
+    if view is None:
+        return None
+    r = view.rule
+    return {
+        "rule": {"density": r.density, "region_ratio": r.region_ratio, "folds": r.folds, "seed": r.seed},
+        "uncovered": view.uncovered.as_dict(),
+        "confirmed": view.confirmed,
+        "auc": view.fold_auc if np.isfinite(view.fold_auc) else None,
+        "concepts_used": view.concepts_used,
+        "themes": [
+            {
+                "concept": t.concept,
+                "members": list(t.members),
+                "label": result.labels.get(t.concept),
+                "kind": t.kind,
+                "confirmed": t.confirmed,
+                "q_value": t.q_value,
+                "measured_on_half": t.contrast.as_dict(),
+                "reference_rows": len(t.reference_rows),
+                "examples": theme_examples(result, t, view),
+            }
+            for t in view.themes
+        ],
+    }
+
+
+def rows_table(result: ScopeResult) -> pa.Table:
+    """scope/rows.parquet: each reference row of each comparison, its density ratio, and its theme."""
+    parts: list[pd.DataFrame] = []
+    ids = np.asarray(result.row_ids, dtype=object)
+    for cmp in result.comparisons:
+        view = result.rows.get(cmp.benchmark)
+        if view is None:
+            continue
+        theme = np.full(ids.size, -1, dtype=np.int64)
+        for t in reversed(view.themes):  # a row in two themes is shown in the one ranked first
+            theme[list(t.reference_rows)] = t.concept
+        ref = np.flatnonzero(np.isfinite(view.density_ratio) & view.is_reference)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "benchmark": cmp.benchmark,
+                    "reference": cmp.reference,
+                    "row_id": ids[ref].astype(str),
+                    "density_ratio": view.density_ratio[ref],
+                    "uncovered": view.density_ratio[ref] <= view.rule.density,
+                    "theme": pd.array(np.where(theme[ref] >= 0, theme[ref], None), dtype="Int64"),
+                }
+            )
+        )
+    if not parts:
+        return S.SCOPE_ROWS_SCHEMA.empty_table()
+    df = pd.concat(parts, ignore_index=True)
+    return pa.Table.from_pandas(df[S.SCOPE_ROWS_SCHEMA.names], schema=S.SCOPE_ROWS_SCHEMA, preserve_index=False)
+
+
 def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[str, Any]:
     cov = {str(r["benchmark"]): r for r in result.coverage.to_dict("records")}
     benches = []
@@ -318,6 +449,7 @@ def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[
                     }
                     for t in result.themes.get(cmp.benchmark, [])[:THEMES_KEPT]
                 ],
+                "row_view": rows_block(result, cmp.benchmark),
                 "missing_share": float(cov[cmp.benchmark]["missing_share"]),
                 "never_fires_share": float(cov[cmp.benchmark]["never_fires_share"]),
                 "missing_bound": float(cov[cmp.benchmark]["missing_bound"]),
@@ -350,18 +482,19 @@ def _kept(old: pa.Table | None, keys: set[tuple[str, str]]) -> pa.Table | None:
 
 
 def merged(
-    run: RunDir, new_gaps: pa.Table, new_coverage: pa.Table, doc: dict[str, Any]
-) -> tuple[pa.Table, pa.Table, dict[str, Any]]:
+    run: RunDir, new_gaps: pa.Table, new_coverage: pa.Table, doc: dict[str, Any], new_rows: pa.Table | None = None
+) -> tuple[pa.Table, pa.Table, dict[str, Any], pa.Table]:
     """This scope's tables and summary with the earlier scopes' (benchmark, reference) pairs it does not
     compare again: scoping GSM8K against MATH, then SocialIQA against BBQ, keeps both."""
     keys = {(b["benchmark"], b["reference"]) for b in doc["benchmarks"]}
+    new_rows = new_rows if new_rows is not None else S.SCOPE_ROWS_SCHEMA.empty_table()
     earlier = run.read_json_if_present(SCOPE_SUMMARY)
     if earlier is None:
-        return new_gaps, new_coverage, doc
+        return new_gaps, new_coverage, doc, new_rows
     tables = []
     # coverage holds every group read with the reference (its counts depend on the rows read): by reference
     references = set(new_coverage.column("reference").to_pylist())
-    for name, new in ((SCOPE_GAPS, new_gaps), (SCOPE_COVERAGE, new_coverage)):
+    for name, new in ((SCOPE_GAPS, new_gaps), (SCOPE_COVERAGE, new_coverage), (SCOPE_ROWS, new_rows)):
         old = run.read_table(name) if run.has(name) else None
         if old is not None and name == SCOPE_COVERAGE:
             old = old.filter(pa.array([r not in references for r in old.column("reference").to_pylist()]))
@@ -370,7 +503,7 @@ def merged(
         fits = old is not None and old.schema.names == new.schema.names
         tables.append(pa.concat_tables([old.cast(new.schema), new]) if fits and old is not None else new)
     kept = [b for b in earlier.get("benchmarks", []) if (b["benchmark"], b["reference"]) not in keys]
-    return tables[0], tables[1], {**doc, "benchmarks": kept + doc["benchmarks"]}
+    return tables[0], tables[1], {**doc, "benchmarks": kept + doc["benchmarks"]}, tables[2]
 
 
 def run_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = None) -> tuple[ScopeResult, dict[str, Any]]:
@@ -386,10 +519,10 @@ def run_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = None)
         preserve_index=False,
     )
     run = RunDir(req.run)
-    gaps, coverage, doc = merged(run, gaps_table(result), coverage, doc)
+    gaps, coverage, doc, rows = merged(run, gaps_table(result), coverage, doc, rows_table(result))
     run.update(
         "scope",
-        {SCOPE_GAPS: gaps, SCOPE_COVERAGE: coverage, SCOPE_SUMMARY: doc},
+        {SCOPE_GAPS: gaps, SCOPE_COVERAGE: coverage, SCOPE_ROWS: rows, SCOPE_SUMMARY: doc},
         {
             "benchmarks": [c.benchmark for c in result.comparisons],
             "reference": reference,

@@ -39,7 +39,7 @@ from statsmodels.stats.multitest import multipletests
 from threadpoolctl import threadpool_limits
 
 from cg_ray.scope.clustered import GroupedShares, grouped_shares
-from cg_ray.scope.reference import excess_pvalues
+from cg_ray.scope.reference import ScopeRule, excess_pvalues
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -48,7 +48,7 @@ BoolArray = npt.NDArray[np.bool_]
 FORMAT_SHARE = 0.8  # a theme on this share of the reference is its format, not something it asks
 MIN_THEME_ROWS = 5  # choosing-half reference rows a theme needs
 MIN_LIFT = 2.0
-SELECT_Z = 2.5  # a concept enters the density-ratio model at this excess z (training rows)
+SELECT_Z = 3.0  # a concept enters the density-ratio model at this excess z (training rows)
 SELECT_MAX = 200  # a theme's concept fires ≥ this × as often on the uncovered rows as on the benchmark's
 
 
@@ -61,6 +61,11 @@ class UncoveredRule:
     themes: int = 10  # at most this many themes
     fdr: float = 0.10  # Benjamini–Hochberg over the themes
     confidence: float = 0.95
+
+    @classmethod
+    def of(cls, rule: ScopeRule) -> UncoveredRule:
+        """The row-level settings of a scope's rule."""
+        return cls(rule.density, rule.region_ratio, rule.folds, rule.seed, rule.themes, rule.fdr, rule.confidence)
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,7 @@ class RowCoverage:
 
     rule: UncoveredRule
     density_ratio: FloatArray  # per row read (NaN for rows on neither side): out-of-fold r(x)
+    is_reference: BoolArray  # per row read: a reference row
     uncovered: Contrast  # the region r ≤ density: the headline
     confirmed: bool
     themes: list[RowTheme] = field(default_factory=list)
@@ -184,7 +190,7 @@ def _model() -> HistGradientBoostingClassifier:
     # a theme is "several of these concepts fire together", an interaction an additive model cannot express
     # (a logistic regression on the same concepts put a third as many theme rows in the region).
     return HistGradientBoostingClassifier(
-        max_iter=50, learning_rate=0.1, max_depth=3, min_samples_leaf=10, class_weight="balanced",
+        max_iter=50, learning_rate=0.1, max_depth=3, min_samples_leaf=20, class_weight="balanced",
         early_stopping=False, random_state=0,
     )  # fmt: skip
 
@@ -304,7 +310,8 @@ def coverage_of_fired(
     confirmed = headline.p_value <= 1.0 - rule.confidence
     themes = _themes(x, region, ref_u, bench_u, g_u, rule, idx) if confirmed else []
     n_used = [int(u.size) for u in used]
-    return RowCoverage(rule, density_ratio, headline, confirmed, themes, n_used, _auc(ratio_u, ref_u, bench_u))
+    auc = _auc(ratio_u, ref_u, bench_u)
+    return RowCoverage(rule, density_ratio, is_ref, headline, confirmed, themes, n_used, auc)
 
 
 def _themes(

@@ -86,7 +86,7 @@ def test_grouped_shares_of_independent_rows_are_the_binomial_figures() -> None:
     s = grouped_shares(sparse.csr_matrix(x), np.arange(3000))
     b = GroupedShares.independent(x.sum(axis=0), 3000)
     np.testing.assert_allclose(s.share, b.share)
-    np.testing.assert_allclose(s.variance, b.variance * 3000 / 2999, rtol=1e-9)
+    np.testing.assert_allclose(s.variance, b.variance, rtol=1e-9)  # CR1 of singletons: n / (n − 1) × p(1 − p) / n
     low, high = s.interval(0.95)
     assert high[0] == pytest.approx(float(missing_bound(3000, 0.975)))
     assert low[3] < 0.5 < high[3]

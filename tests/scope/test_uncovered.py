@@ -42,7 +42,9 @@ def test_a_planted_theme_with_a_background_is_found_as_one_theme_of_its_rows() -
     # the theme's reference rows are mostly planted rows, and most planted rows are in the region
     assert truth[list(confirmed[0].reference_rows)].mean() >= 0.8
     region = cov.density_ratio <= cov.rule.density
-    assert region[truth].mean() >= 0.5
+    # Only a planted row firing ≥ 3 of the 4 theme latents is truly uncovered (with 2 its density ratio is
+    # 1 / (0.88 + 0.12 × 25.5) ≈ 0.25): 48% of them. The region holds most of those (measured: 0.44 of all).
+    assert region[truth].mean() >= 0.35
     assert cov.uncovered.ratio < 0.5 and cov.uncovered.reference.low > 0.03
     assert cov.fold_auc > 0.5  # benchmark rows get the higher density ratio: P(r(bench row) > r(reference row))
 
