@@ -177,40 +177,24 @@ def judge_line(verdict: Verdict) -> str:
     return f"      judge: {said}" + (f" — {verdict.reason}" if verdict.reason else "")
 
 
-def _ratio(x: float | None) -> str:
-    return "–" if x is None else f"×{x:.2f}"
-
-
 def row_view_lines(b: dict[str, Any]) -> list[str]:
     """The row-level headline (how much of the reference lies where the benchmark has almost no rows) and its
-    themes, most reference rows first: what a builder reads first."""
-    view = b.get("row_view")
-    if not view:
+    themes, most reference rows first: what a builder reads first (the report's words)."""
+    from cg_ray.report.scope import row_view_text
+
+    view = row_view_text(b)
+    if view is None:
         return []
-    u, rule = view["uncovered"], view["rule"]
-    ref, bench = u["reference"], u["benchmark"]
-    head = (
-        f"  uncovered: {_pct(ref['share'])} [{_pct(ref['low'])}, {_pct(ref['high'])}] of the reference's rows lie "
-        f"where {b['benchmark']} has at most {rule['density']:g} × its density; held out, {b['benchmark']} has "
-        f"{_pct(bench['share'])} of its rows there ({_ratio(u['ratio'])}, ≤ {_ratio(u['ratio_high'])[1:]})"
-    )
-    verdict = "confirmed" if view["confirmed"] else "not confirmed: no region the benchmark confidently lacks"
-    lines = [f"{head} — {verdict}"]
-    themes = [t for t in view["themes"] if t["confirmed"]]
-    if themes:
-        lines.append(f"  {len(themes)} themes of uncovered rows (measured on the half that did not choose them):")
-    for rank, t in enumerate(themes, start=1):
-        m = t["measured_on_half"]
-        kind = " [the reference's own format]" if t["kind"] == "format" else ""
-        lines.append(
-            f"  {rank:>2}. {_pct(m['reference']['share'])} [{_pct(m['reference']['low'])}, "
-            f"{_pct(m['reference']['high'])}] of the reference vs {_pct(m['benchmark']['share'])} of "
-            f"{b['benchmark']} ({_ratio(m['ratio'])}), q{_q(t['q_value'])}{kind}"
-            f"\n      carried by concept {t['concept']} {t['label'] or '(no label)'}"
-            + (f" with {len(t['members']) - 1} more" if len(t["members"]) > 1 else "")
-        )
-        for ex in t["examples"][:1]:
-            lines.append(f"      e.g. “{ex[:120]}”")
+    lines = [f"  uncovered: {view['headline']} — {view['verdict']}"]
+    if view["themes"]:
+        lines.append(f"  {len(view['themes'])} themes of uncovered rows:")
+    for rank, t in enumerate(view["themes"], start=1):
+        kind = " [the reference's own format]" if t["format"] else ""
+        more = f" with {t['members'] - 1} more" if t["members"] > 1 else ""
+        lines.append(f"  {rank:>2}. {t['evidence']}, q{_q(t['q_value'])}{kind}")
+        lines.append(f"      carried by concept {t['concept_id']} {t['label']}{more}")
+        if t["example"]:
+            lines.append(f"      e.g. “{t['example'][:120]}”")
     return lines
 
 

@@ -55,6 +55,46 @@ def judge_text(g: dict[str, Any]) -> str | None:
     return ("in scope" if verdict else "out of scope") + reason
 
 
+def _times(x: float | None) -> str:
+    return "–" if x is None else f"×{x:.2f}"
+
+
+def row_view_text(b: dict[str, Any]) -> dict[str, Any] | None:
+    """The row-level headline of one benchmark (summary.json's `row_view`) in words, and its confirmed themes:
+    what the CLI prints and the report shows first. None for a scope written before the row view."""
+    view = b.get("row_view")
+    if not view:
+        return None
+    u, rule, name = view["uncovered"], view["rule"], b["benchmark"]
+    ref, bench = u["reference"], u["benchmark"]
+    high = "" if u["ratio_high"] is None else f", ≤ ×{u['ratio_high']:.2f}"
+    headline = (
+        f"{pct(ref['share'])} [{pct(ref['low'])}, {pct(ref['high'])}] of the reference's rows lie where {name} has "
+        f"at most {rule['density']:g} × its density; held out, {name} has {pct(bench['share'])} of its rows there "
+        f"({_times(u['ratio'])}{high})"
+    )
+    verdict = "confirmed" if view["confirmed"] else "not confirmed: no region the benchmark confidently lacks"
+    themes = []
+    for t in view["themes"]:
+        if not t["confirmed"]:
+            continue
+        m = t["measured_on_half"]
+        r, here = m["reference"], m["benchmark"]
+        themes.append(
+            {
+                "concept_id": t["concept"],
+                "label": t["label"] or f"concept {t['concept']}",
+                "members": len(t["members"]),
+                "format": t["kind"] == "format",
+                "evidence": f"{pct(r['share'])} [{pct(r['low'])}, {pct(r['high'])}] of the reference vs "
+                f"{pct(here['share'])} of {name} ({_times(m['ratio'])}), on the half that did not choose it",
+                "q_value": t["q_value"],
+                "example": (t["examples"] or [None])[0],
+            }
+        )
+    return {"headline": headline, "confirmed": view["confirmed"], "verdict": verdict, "themes": themes}
+
+
 DROP_REASONS = ("format", "wrong_reference", "near_copy", "reader")
 
 
@@ -128,5 +168,5 @@ def scope_view(run: RunDir) -> dict[str, Any] | None:
                     "theme_rows": theme_text(t, b) if len(t["members"]) > 1 else None,
                 }
             )
-        out.append({**b, "gaps_shown": shown})
+        out.append({**b, "gaps_shown": shown, "rows_shown": row_view_text(b)})
     return {"decision": summary["decision"], "suite": summary["suite"], "benchmarks": out, "augment": augment_view(run)}

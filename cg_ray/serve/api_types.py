@@ -253,8 +253,15 @@ class ScopeRequestBody(BaseModel):
         default_factory=list, max_length=1000, description="sibling benchmarks of the analysis, pooled as reference"
     )
     suite: bool = Field(False, description="also the run's benchmarks pooled as one, '(suite)'")
-    min_share: float | None = Field(None, description="reference share (interval's low end) in use; default 0.02")
-    ratio: float | None = Field(None, description="a gap: the benchmark's share below ratio × the reference's; 0.5")
+    method: Literal["excess", "ratio"] | None = Field(
+        None, description="concept gaps: excess (default; by cluster) or ratio (the rule before)"
+    )
+    min_share: float | None = Field(None, description="in use: pooled share (excess) at least this; default 0.02")
+    margin: float | None = Field(None, description="excess: a gap when p_R − p_b is confidently above this; 0.02")
+    ratio: float | None = Field(None, description="ratio: a gap when p_b is below ratio × p_R; default 0.5")
+    density: float | None = Field(
+        None, description="rows: uncovered where the benchmark's density is at most this × the reference's; 0.25"
+    )
     fdr: float | None = Field(None, description="Benjamini–Hochberg level over the concepts tested; default 0.10")
     judge: ScopeJudgeRequest | None = None
     reference_rows: Any = Field(

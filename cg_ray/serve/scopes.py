@@ -48,9 +48,8 @@ def allowed(url: str, endpoints: Sequence[str]) -> bool:
 
 
 def scope_rule(body: ScopeRequestBody) -> ScopeRule:
-    given = {
-        k: v for k, v in (("min_share", body.min_share), ("ratio", body.ratio), ("fdr", body.fdr)) if v is not None
-    }
+    fields = ("method", "min_share", "margin", "ratio", "density", "fdr")
+    given = {k: getattr(body, k) for k in fields if getattr(body, k) is not None}
     try:
         return ScopeRule(**given)
     except ValidationError as exc:

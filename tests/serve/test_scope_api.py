@@ -95,7 +95,7 @@ def test_a_scope_finds_the_left_out_concepts_with_their_evidence(api) -> None:
     made = client.post(URL, headers=headers, json={"benchmarks": ["narrow"], "references": ["wide"]})
     assert made.status_code == 200, made.text
     view = made.json()
-    assert view["decision"].startswith("in scope by the reference when")
+    assert view["decision"].startswith("in use when")
     [narrow] = view["benchmarks"]
     assert (narrow["benchmark"], narrow["reference"], narrow["rows"], narrow["reference_rows"]) == (
         "narrow", "wide", 300, 300,

@@ -13,11 +13,31 @@ function scopeGapHtml(g, i) {
   );
 }
 
+// The row-level view first (docs/method.md "Where the benchmark has no rows"): the uncovered share, then its themes.
+function scopeRowsHtml(v) {
+  if (!v) return "";
+  const themes = v.themes
+    .map(
+      (t, i) =>
+        `<tr><td class="num">${i + 1}</td><td><b>${esc(t.label)}</b> <span class="muted">concept ${t.concept_id}` +
+        `${t.members > 1 ? ` with ${t.members - 1} more` : ""}${t.format ? " — the reference's own format" : ""}</span>` +
+        `${t.example ? `<div class="example">${esc(t.example)}</div>` : ""}</td><td>${esc(t.evidence)}</td>` +
+        `<td class="num">${t.q_value < 0.001 ? "&lt; 0.001" : fmt(t.q_value, 3)}</td></tr>`,
+    )
+    .join("");
+  const table = themes
+    ? `<table class="scope-table"><thead><tr><th>#</th><th>theme of uncovered rows, and a reference row</th>` +
+      `<th>share of rows: reference vs this benchmark</th><th>q</th></tr></thead><tbody>${themes}</tbody></table>`
+    : "";
+  return `<p><b>Uncovered:</b> ${esc(v.headline)} — ${esc(v.verdict)}.</p>${table}`;
+}
+
 function scopeBenchmarkHtml(b) {
   const head =
     `<h3>${esc(b.benchmark)} <span class="muted">(${b.rows.toLocaleString()} rows) against ${esc(b.reference)} ` +
     `(${b.reference_rows.toLocaleString()} rows)</span></h3>` +
-    `<p>${b.gaps.toLocaleString()} of the ${b.in_reference_use.toLocaleString()} concepts in the reference's use ` +
+    scopeRowsHtml(b.rows_shown) +
+    `<p>Concepts: ${b.gaps.toLocaleString()} of the ${b.in_reference_use.toLocaleString()} concepts in use ` +
     `are tested confidently less here (${b.gaps_missing.toLocaleString()} on no row at all), in ` +
     `${(b.n_themes ?? b.gaps).toLocaleString()} themes of concepts firing on the same reference rows; a concept on 0 of these ` +
     `rows is below ${(100 * b.missing_bound).toFixed(2)}% of them, 95%). Missing (χ_bench &lt; ε): ` +
