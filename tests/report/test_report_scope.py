@@ -103,10 +103,11 @@ def test_the_section_renders_in_the_browser(scoped: Path) -> None:
     with sync_playwright() as p:
         browser, page, left, errors = offline_page(p, scoped / "report.html", "#scope-body table")
         expect(page.locator("#scope")).to_be_visible()
-        expect(page.locator("#scope-note")).to_contain_text("Rule: in scope by the reference")
+        expect(page.locator("#scope-note")).to_contain_text("Rule: in use when")
         rows = page.locator("#scope-body table.scope-table tbody tr")
         expect(rows).to_have_count(1)
         expect(rows.first).to_contain_text(f"concept {LEFT_OUT}")
         expect(page.locator("#scope-body")).to_contain_text("No in-scope gap")  # the benchmark without one
+        expect(page.locator("#scope-body")).to_contain_text("Uncovered:")  # the row view leads each benchmark
         browser.close()
     assert left == [] and errors == []

@@ -26,7 +26,7 @@ function scopeRowsHtml(v) {
     )
     .join("");
   const table = themes
-    ? `<table class="scope-table"><thead><tr><th>#</th><th>theme of uncovered rows, and a reference row</th>` +
+    ? `<table class="scope-rows-table"><thead><tr><th>#</th><th>theme of uncovered rows, and a reference row</th>` +
       `<th>share of rows: reference vs this benchmark</th><th>q</th></tr></thead><tbody>${themes}</tbody></table>`
     : "";
   return `<p><b>Uncovered:</b> ${esc(v.headline)} — ${esc(v.verdict)}.</p>${table}`;
