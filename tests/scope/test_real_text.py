@@ -78,7 +78,7 @@ def test_the_row_view_finds_the_left_out_question_form_as_a_theme_of_those_quest
     assert first["row_id"].isin(planted).mean() >= 0.8  # the theme is made of "why" items
     assert first["row_id"].isin(planted).sum() >= 0.4 * len(planted)  # and holds a good part of them
     # the CLI leads with the headline and the theme, with an example item
-    assert out.index("uncovered:") < out.index("concepts in use") and "e.g. “" in out
+    assert out.index("uncovered:") < out.index(" concepts in use; ") and "e.g. “" in out
 
 
 def test_the_null_confirms_no_region(run: tuple[Path, set[str]]) -> None:

@@ -3,6 +3,7 @@ gap, written with its evidence; bad inputs are clear errors that leave nothing w
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cg_ray import schemas as S
-from cg_ray.artifacts.layout import SCOPE_GAPS, SCOPE_SUMMARY, RunDir
+from cg_ray.artifacts.layout import SCOPE_GAPS, SCOPE_ROWS, SCOPE_SUMMARY, RunDir
 from cg_ray.cli import main
 
 D = 64
@@ -127,3 +128,43 @@ def test_a_reference_read_by_another_sae_is_refused(
     assert main(["scope", str(run), "--reference-rows", str(other)]) != 0
     assert "other.rows.parquet: d_sae 128 differs" in capsys.readouterr().err
     assert not (run / S.SCOPE_DIR).exists()
+
+
+def _manifest(rows: Path, model: str) -> None:
+    from cg_ray.activations.recorded import manifest_path
+
+    reader = {"model": model, "layer": 20, "sae": {"spec": "default", "d_sae": D}}
+    manifest_path(rows).write_text(json.dumps({"format_version": 1, "reader": reader}), encoding="utf-8")
+
+
+def test_a_reference_read_by_another_reader_model_is_refused_naming_it(
+    tmp_path: Path, write_rows: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(3)
+    rows = write_rows(_rows("narrow", 100, rng, 0.0), d_sae=D)
+    _manifest(rows, "smollm2-135m-instruct")
+    assert main(["metrics", "--rows", str(rows), "--out", str(tmp_path / "run"), "--min-rows", "5"]) == 0
+    ref = write_rows(_rows("traffic", 100, rng, 0.15), d_sae=D, name="traffic.rows.parquet")
+    _manifest(ref, "gemma-2-2b")
+    capsys.readouterr()
+    assert main(["scope", str(tmp_path / "run"), "--reference-rows", str(ref)]) == 2
+    err = capsys.readouterr().err
+    assert "traffic.rows.parquet" in err and "reader model 'gemma-2-2b'" in err
+    assert not RunDir(tmp_path / "run").has(SCOPE_SUMMARY)  # nothing written
+
+
+def test_the_row_view_leads_and_every_reference_row_has_its_density_ratio(
+    run_dir: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, ref = run_dir
+    assert main(["scope", str(run), "--reference-rows", str(ref)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("uncovered:") < out.index(" concepts in use; ")
+    summary = RunDir(run).read_json(SCOPE_SUMMARY)
+    assert summary["format_version"] == 2
+    view = {b["benchmark"]: b["row_view"] for b in summary["benchmarks"]}
+    assert set(view) == {"narrow", "wide"}
+    assert view["wide"]["confirmed"] is False  # wide asks the left-out concept as often as the reference
+    rows = pq.read_table(RunDir(run).file(SCOPE_ROWS)).to_pandas()
+    assert len(rows[rows["benchmark"] == "narrow"]) == 400  # every reference row, once per comparison
+    assert rows["density_ratio"].between(0, np.inf).all()
