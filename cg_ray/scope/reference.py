@@ -235,7 +235,7 @@ def excess_pvalues(
 
     def variance(side: GroupedShares) -> FloatArray:
         n_eff = np.where(side.k[columns] > 0, side.n_effective[columns], float(side.n_groups))
-        return np.maximum(side.variance[columns], floor / n_eff)
+        return np.asarray(np.maximum(side.variance[columns], floor / n_eff), dtype=np.float64)
 
     se = np.sqrt(variance(bench) + variance(ref))
     diff = ref.share[columns] - bench.share[columns]
