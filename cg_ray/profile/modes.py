@@ -9,8 +9,9 @@ score less their mean cell mean (the choosing half's own cell means). One effect
 merges a mode whose rows lie mostly inside a better one's (≥ `CONTAINED` of the smaller), `merge_by_terms`
 one whose distinctive terms share a content word with a better one's among their first `TERMS_COMPARED`
 ("-- draw" and "linewidth draw" are one failure: figures), members and rows united, so every figure is
-recomputed for the merged mode. `ModeWeights` gives each row's weight in given modes (the mode explanations
-use it).
+recomputed for the merged mode. `sharpen` drops the members whose rows only they add do not carry the mode's
+effect (a broad concept must not dilute the effect's own). `ModeWeights` gives each row's weight in given
+modes (the mode explanations use it).
 """
 
 from __future__ import annotations
@@ -148,6 +149,55 @@ def training_key(
         return None
     _low, high = wilson_interval(np.array([scores[t].mean()]), np.array([float(t.size)]))
     return float(high[0]) - float(expected[t].mean()), -int(t.size)
+
+
+def sharpen(
+    c: ModeClass,
+    member_rows: Callable[[int], IntArray],
+    train: npt.NDArray[np.bool_],
+    scores: FloatArray,
+    expected: FloatArray,
+) -> ModeClass:
+    """The class less the members that do not carry its effect on the rows only they add (`member_rows`: where
+    a concept fires). On the choosing rows, a member whose own rows (those no other kept member fires on) lie
+    less than `ADDED_EFFECT` as far below their cells as the class's other rows is dropped, the weakest of
+    them by its own evidence (`training_key`) first, until every kept member passes. Grouping and merging
+    look at shared rows and words, not scores: a broad concept whose s̃ is high on the effect's rows ranks
+    first and lets the effect's own concept in, or joins it, and its weak tail on other rows then halves the
+    effect the test half sees. Unchanged (the same object) when every member passes."""
+    if len(c.members) < 2:
+        return c
+    t = c.rows[train[c.rows]]
+    resid = scores[t] - expected[t]
+    fire = np.array([np.isin(t, member_rows(m), assume_unique=True) for m in c.members])
+    keep = np.ones(len(c.members), bool)
+    while keep.sum() > 1:
+        count = fire[keep].sum(axis=0)
+        failing = []
+        for i in np.flatnonzero(keep):
+            own, rest = fire[i] & (count == 1), count - fire[i] > 0
+            if own.any() and rest.any():
+                base = float(resid[rest].mean())
+                if base < 0 and float(resid[own].mean()) > ADDED_EFFECT * base:
+                    failing.append(int(i))
+        if not failing:
+            break
+        keep[max(failing, key=lambda i: _evidence(c.members[i], member_rows, train, scores, expected))] = False
+    if keep.all():
+        return c
+    members = tuple(m for m, k in zip(c.members, keep, strict=True) if k)
+    return ModeClass(members, np.unique(np.concatenate([member_rows(m) for m in members])))
+
+
+def _evidence(
+    m: int,
+    member_rows: Callable[[int], IntArray],
+    train: npt.NDArray[np.bool_],
+    scores: FloatArray,
+    expected: FloatArray,
+) -> tuple[float, int]:
+    """A member's own `training_key` (larger: weaker); under 2 choosing rows, the weakest."""
+    return training_key(ModeClass((m,), member_rows(m)), train, scores, expected) or (np.inf, 0)
 
 
 def sharper_join(train: npt.NDArray[np.bool_], scores: FloatArray, expected: FloatArray) -> Join:

@@ -2,20 +2,23 @@
 
 Each split builds its modes from its own choosing half — groups its pool of concepts by co-activation, ranks
 the groups on its rows against its own cell means, merges those with the same rows or the same strong words,
-so one effect is one mode — and tests its first top-k on its test half, each mode as the rule it is: the rows
-where any of its concepts fires. Nothing is re-chosen or linked before it is tested. Modes of different splits
-that are one effect (`_identities`: they share most of their rows, or a concept and most of the smaller's
-rows) are one finding, judged over the splits by the decision rule (`decision.judge`).
+so one effect is one mode, and keeps a member only where the rows it alone adds carry the effect — and tests
+its first top-k on its test half, each mode as the rule it is: the rows where any of its concepts fires.
+Nothing is re-chosen or linked before it is tested. Modes of different splits that are one effect
+(`_identities`: they share most of their rows, or a concept and most of the smaller's rows) are one finding,
+judged over the splits by the decision rule (`decision.judge`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
 from scipy import sparse
 
+from cg_ray.arrays import IntArray
 from cg_ray.config import MetricsConfig
 from cg_ray.profile.classterms import ClassTerms
 from cg_ray.profile.decision import SplitTest, Verdict, judge
@@ -26,6 +29,7 @@ from cg_ray.profile.modes import (
     merge_by_terms,
     merge_contained,
     shared_rows,
+    sharpen,
     sharper_join,
     training_rank,
 )
@@ -65,7 +69,7 @@ def split_modes(
     sim = np.where(inside >= JOIN_INSIDE, jaccard_from_counts(inter), 0.0)
     slot = {c: i for i, c in enumerate(pooled)}
     ranked: list[list[ModeClass]] = []
-    joins = []
+    joins, sharps = [], []
     memo: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
 
     def shared(a: ModeClass, b: ModeClass) -> int:  # the splits merge nearly the same classes again and again
@@ -80,12 +84,14 @@ def split_modes(
         groups: dict[int, list[int]] = {}
         for s, r in enumerate(rep):
             groups.setdefault(int(r), []).append(head[s])
-        classes = [ModeClass(tuple(g), pool.members(g)[0]) for _, g in sorted(groups.items())]
+        choosing = split.choosing & frame.scored
+        expected = split.expected
+        # Every member must carry the effect on the rows only it adds, once grouped and again once merged.
+        sharp = partial(sharpen, member_rows=_firing(pool), train=choosing, scores=frame.scores, expected=expected)
+        classes = [sharp(ModeClass(tuple(g), pool.members(g)[0])) for _, g in sorted(groups.items())]
         # A group on most of the suite is the suite, not a mode of it (its residual is ≈ 0 by construction,
         # and its tight interval would rank it first among the noise).
         classes = [c for c in classes if c.rows.size <= MAX_ROW_SHARE * frame.n_rows]
-        choosing = split.choosing & frame.scored
-        expected = split.expected
         join = sharper_join(choosing, frame.scores, expected)
         ranked.append(
             merge_contained(training_rank(classes, choosing, frame.scores, expected), shared=shared, join=join)[
@@ -93,6 +99,7 @@ def split_modes(
             ]
         )
         joins.append(join)
+        sharps.append(sharp)
     # Each split merges by terms against the cells of its own fields: the run's fields were picked with every
     # row's score, which a split's choosing must not see.
     terms_by_fields = {
@@ -100,12 +107,12 @@ def split_modes(
     }
     tested: dict[TestedMode, ModeClass] = {}
     tests: dict[TestedMode, tuple[SplitTest, int]] = {}
-    for split, classes, join in zip(plan.splits, ranked, joins, strict=True):
+    for split, classes, join, sharp in zip(plan.splits, ranked, joins, sharps, strict=True):
         terms = terms_by_fields[tuple(split.adjusted_for)].compute(
             {c.members: pool.members(c.members) for c in classes}
         )
         strong = {m: _strong_words(t) for m, t in terms.items()}
-        merged = merge_by_terms(classes, partial(_words_of, strong), join)
+        merged = [sharp(m) for m in merge_by_terms(classes, partial(_words_of, strong), join)]
         merged = [m for m in merged if m.rows.size <= MAX_ROW_SHARE * frame.n_rows]
         for j, c in enumerate(merged[: cfg.tested_per_split]):
             tested[(split.index, j)] = c
@@ -117,6 +124,10 @@ def split_modes(
         per_split[key[0]].append((finding_of[key], t, rank))
     verdicts = judge(per_split, plan.n_splits, plan.fdr, (-1.0, 1.0))
     return [(_representative([tested[k] for k in keys]), verdicts[f]) for f, keys in enumerate(findings)]
+
+
+def _firing(pool: PoolRows) -> Callable[[int], IntArray]:
+    return lambda c: pool.firing(c)[0]
 
 
 def _words_of(strong: dict[object, set[str]], members: object) -> set[str]:

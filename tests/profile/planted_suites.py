@@ -89,6 +89,7 @@ def write_suite(
 
 EFFECTS_D_SAE = 128
 EFFECT_CONCEPT = 20  # effect k is carried by concept 20 + k (k < 20); 40..127 fire at random, 4 a row
+BROAD_CONCEPT = 11  # `write_effects_suite(broad=…)`: fires on effect 0's rows and as many others again
 
 
 def write_effects_suite(
@@ -98,12 +99,17 @@ def write_effects_suite(
     n: int = 4000,
     *,
     four_answer_share: float = 0.2,
+    broad: float = 0.0,
 ) -> list[np.ndarray]:
     """Write a suite with several real effects: effect k (share, drop) holds a random `share` of the questions,
     lowers their success rate by `drop` inside every `type` × `level` cell, is carried by concept 20 + k
     alone and marked in its prompts by words of its own ("shape{k} figure{k}"), so each is one failure mode
     of its own. Rows may carry several effects (the drops add). Cells differ as in `write_suite`; a share
-    `four_answer_share` of the rows are questions answered four times. Returns each effect's rows (bool)."""
+    `four_answer_share` of the rows are questions answered four times. `broad`: concept `BROAD_CONCEPT` fires on
+    effect 0's rows (strongly: s̃ 2–3) and, weakly (s̃ 0.375–0.525, above its firing threshold), on that share
+    of the other questions, whose prompts hold effect 0's word "figure0" too: a broad concept sharing the
+    effect's words, whose s̃-weighted residual can rank it before the effect's own concept while half its rows
+    score as their cells predict. Returns each effect's rows (bool)."""
     if len(effects) > 20:
         raise ValueError("at most 20 effects")
     rng = np.random.default_rng(seed)
@@ -118,15 +124,21 @@ def write_effects_suite(
         p = np.where(rows, p - drop, p)
     scores = (rng.random(n) < np.clip(p, 0.02, 1.0)).astype(float)
     noise = np.argsort(rng.random((n, EFFECTS_D_SAE - 40)), axis=1)[:, :4] + 40
+    # Drawn only when asked, after every other draw but the activations: suites without it are unchanged.
+    wide = carried[0] | (rng.random(per.size) < broad)[question] if broad else np.zeros(n, bool)
     ids = []
     for i in range(n):
-        own = [EFFECT_CONCEPT + k for k, rows in enumerate(carried) if rows[i]]
+        own = [EFFECT_CONCEPT + k for k, rows in enumerate(carried) if rows[i]] + [BROAD_CONCEPT] * bool(wide[i])
         ids.append(sorted({*noise[i].tolist(), *own, *([10] if types[i] == 1 else [])}))
     acts = [(0.5 + rng.random(len(row))).tolist() for row in ids]
+    for i in np.flatnonzero(wide):  # strong on the effect's rows, a weak tail (still firing) on the others
+        at = ids[i].index(BROAD_CONCEPT)
+        acts[i][at] = 1.5 + acts[i][at] if carried[0][i] else 0.3 + 0.15 * acts[i][at]
     words = rng.choice(WORDS, size=(per.size, 6))
     prompts = [
         f"Problem {question[i]}: {' '.join(words[question[i]])} the answer."
         + "".join(f" shape{k} figure{k}" for k, rows in enumerate(carried) if rows[i])
+        + (" figure0" if wide[i] and not carried[0][i] else "")
         for i in range(n)
     ]
     _write(path, [f"r{i}" for i in range(n)], scores, ids, acts, types, levels, prompts, EFFECTS_D_SAE)

@@ -178,6 +178,30 @@ def test_modes_merge_when_their_rows_overlap_or_their_words_agree() -> None:
     assert out[0].rows.size == 110
 
 
+def test_a_member_stays_in_a_mode_only_if_the_rows_it_alone_adds_carry_the_effect() -> None:
+    """On the choosing rows: a broad member whose other rows score as their cells is dropped (the mode keeps the
+    effect's rows), a fragment whose own rows score as low stays, and a mode whose members all pass is
+    returned as it is."""
+    from cg_ray.profile.modes import ModeClass, sharpen
+
+    n = 1000
+    expected = np.full(n, 0.6)
+    scores = np.tile([1.0, 1.0, 0.0, 0.0, 1.0], n // 5)  # 0.6: as the cell predicts
+    scores[:200] = np.tile([1.0, 0.0, 0.0, 0.0, 1.0], 40)  # the effect's rows: 0.4, 0.2 below
+    train = np.arange(n) % 2 == 0
+    rows = {1: np.arange(0, 150), 2: np.arange(0, 400), 3: np.arange(150, 200)}  # core, broad, fragment
+    of = rows.__getitem__
+    union = lambda *m: ModeClass(m, np.unique(np.concatenate([rows[c] for c in m])))  # noqa: E731
+    sharp = sharpen(union(2, 1, 3), of, train, scores, expected)
+    assert sharp.members == (1, 3) and np.array_equal(sharp.rows, np.arange(200))
+    kept = union(1, 3)
+    assert sharpen(kept, of, train, scores, expected) is kept
+    # Seen on the choosing rows only: the same broad member, whose held-out rows alone score low, is dropped too.
+    held_low = scores.copy()
+    held_low[201:400:2] = 0.0
+    assert sharpen(union(2, 1, 3), of, train, held_low, expected).members == (1, 3)
+
+
 def test_a_concept_tracking_a_weak_metadata_value_has_a_residual_covering_zero(
     planted_run: tuple[Path, np.ndarray],
 ) -> None:
