@@ -67,7 +67,12 @@ class Recorder:
         self.calls: list[dict[str, Any]] = []
 
     def __call__(self, judged: decision.Judged) -> None:
-        call = {"kind": judged.kind, "per_split": judged.per_split, "splits": judged.splits, "fdr": judged.fdr}
+        call: dict[str, Any] = {
+            "kind": judged.kind,
+            "per_split": judged.per_split,
+            "splits": judged.splits,
+            "fdr": judged.fdr,
+        }
         if judged.kind == "failure_modes":
             call["members"] = dict(judged.members)
         self.calls.append(call)
