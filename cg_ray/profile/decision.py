@@ -20,20 +20,23 @@ e-BH found fewer there and none of the concepts this rule confirms on real BBQ s
 The interval shown is each split's one-sided bound at the level the finding would pay in that split if it
 were rejected there (`SplitTry.paying`: γ·fdr over its weighted-BH factor at its rank among the split's
 rejections, R + 1 when not rejected, and its Bonferroni tries: the Benjamini & Yekutieli 2005 adjustment of
-selected findings' intervals), combined over the splits with the same quantile. A bound misses with
-probability at most its level and the median only when half of them do, so the interval misses the effect
-with probability at most fdr over that factor. A confirmed finding's interval always excludes 0 (its splits
-that rejected it pay exactly that level); one that just missed can too. The minimum detectable effect (`mde`)
-is the effect whose tests at those same levels would confirm it with 80% power: "the effect this run would
-confirm with 80% power", never the looser level the BH step-up gives a candidate far down the order.
+selected findings' intervals), combined over the splits with the same quantile. Were each split's level
+fixed in advance, a bound would miss with probability at most its level and the median only when half of them
+do (at most fdr over that factor, by Markov's inequality); the level hangs on the test half itself (the rank
+among the split's rejections), so that is a heuristic: the coverage measured on simulated suites
+(scripts/fdr_simulation.py, docs/findings.md) is the evidence. A confirmed finding's interval always excludes
+0 (its splits that rejected it pay exactly that level); one that just missed can too. The minimum detectable
+effect (`mde`) is the effect whose tests at those same levels would confirm it with 80% power: "the effect
+this run would confirm with 80% power", never the looser level the BH step-up gives a candidate far down the
+order.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal, TypeVar
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -58,7 +61,8 @@ DECISION = (
 )
 INTERVAL = (
     "the median over the splits of each split's bound at the level the finding would pay there if confirmed "
-    "(Benjamini–Yekutieli): it misses the effect with probability at most fdr over its BH factor"
+    "(Benjamini–Yekutieli): a heuristic for missing the effect with probability at most fdr over its BH "
+    "factor, its measured coverage the evidence (docs/findings.md)"
 )
 
 K = TypeVar("K", bound=Hashable)  # a finding's identity: a concept and direction, a slice's conditions, a mode
@@ -176,6 +180,15 @@ def quantile_rank(splits: int, gamma: float = GAMMA) -> int:
     return max(1, math.ceil(gamma * splits - 1e-12))
 
 
+def combined_q(tried: Mapping[int, SplitTry], splits: int, gamma: float = GAMMA) -> float:
+    """Q = min(1, q_(k) / γ) over the splits, k = ⌈γR⌉, a split that did not choose the finding counting as
+    q = 1: the finding is confirmed exactly when Q ≤ fdr."""
+    q = np.ones(splits)
+    for s, t in tried.items():
+        q[s] = t.q_value
+    return min(1.0, float(np.sort(q)[quantile_rank(splits, gamma) - 1]) / gamma)
+
+
 def aggregate(
     tried: Mapping[int, SplitTry],
     splits: int,
@@ -185,11 +198,10 @@ def aggregate(
 ) -> Verdict:
     """A finding's verdict from split → its test there (the splits that did not choose it count as q = 1)."""
     k = quantile_rank(splits, gamma)
-    q = np.ones(splits)
+    q_agg = combined_q(tried, splits, gamma)
     p = np.ones(splits)
     for s, t in tried.items():
-        q[s], p[s] = t.q_value, t.test.p_value
-    q_agg = min(1.0, float(np.sort(q)[k - 1]) / gamma)
+        p[s] = t.test.p_value
     p_agg = min(1.0, float(np.sort(p)[k - 1]) / gamma)
     confirmed = q_agg <= fdr
     tests = [t for t in tried.values() if t.test.n_rows > 0]
@@ -252,17 +264,11 @@ def typical_mde(
     return float(stats.norm.isf(level) + stats.norm.ppf(power)) * se
 
 
-def judge(
-    per_split: Sequence[Sequence[tuple[K, SplitTest, int]]],
-    splits: int,
-    fdr: float,
-    bounds: tuple[float, float],
-    gamma: float = GAMMA,
-) -> dict[K, Verdict]:
-    """Every finding's verdict from what each split tested: per split, (finding, its test, its rank on the
-    choosing half) for each rule the split chose. Within a split: weighted BH over its rules; a finding the
-    split chose as several rules keeps its best and pays for each (Bonferroni). Then `aggregate` at the
-    quantile `gamma` (scripts/fdr_simulation.py compares others)."""
+def split_tries(
+    per_split: Sequence[Sequence[tuple[K, SplitTest, int]]], fdr: float, gamma: float = GAMMA
+) -> dict[K, dict[int, SplitTry]]:
+    """Per finding, split → its test there with what the split's multiplicity made of it: weighted BH over the
+    split's rules; a finding the split chose as several rules keeps its best and pays for each (Bonferroni)."""
     tried: dict[K, dict[int, SplitTry]] = {}
     for s, chosen in enumerate(per_split):
         if not chosen:
@@ -279,7 +285,42 @@ def judge(
             best = tried.setdefault(key, {}).get(s)
             if best is None or here.q_value < best.q_value:
                 tried[key][s] = here
+    return tried
+
+
+def judge(
+    per_split: Sequence[Sequence[tuple[K, SplitTest, int]]],
+    splits: int,
+    fdr: float,
+    bounds: tuple[float, float],
+    gamma: float = GAMMA,
+) -> dict[K, Verdict]:
+    """Every finding's verdict from what each split tested: per split, (finding, its test, its rank on the
+    choosing half) for each rule the split chose (`split_tries`), then `aggregate` at the quantile `gamma`
+    (scripts/fdr_simulation.py compares others)."""
+    tried = split_tries(per_split, fdr, gamma)
     return {key: aggregate(per, splits, fdr, bounds, gamma) for key, per in tried.items()}
+
+
+FindingKind = Literal["slices", "concepts", "failure_modes"]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One call of the decision rule as the judgement made it, for an `Observer`: what each split tested (as
+    `judge` takes it), the verdicts, and for failure modes each finding's shown rule (its concepts)."""
+
+    kind: FindingKind
+    per_split: Sequence[Sequence[tuple[Any, SplitTest, int]]]
+    splits: int
+    fdr: float
+    verdicts: Mapping[Any, Verdict]
+    members: Mapping[Any, tuple[int, ...]] = field(default_factory=dict)
+
+
+# Called with every call of the decision rule a judgement makes (scripts/fdr_simulation.py re-judges them under
+# other rules): passed in, so a study sees exactly what the judgement tested, whatever imports what.
+Observer = Callable[[Judged], None]
 
 
 def not_tested() -> Verdict:

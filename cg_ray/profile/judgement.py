@@ -24,7 +24,17 @@ from cg_ray.config import MetricsConfig
 from cg_ray.labels import ConceptLabels
 from cg_ray.metrics.compute import CGResult, compute_metrics
 from cg_ray.profile.classterms import ClassTerms
-from cg_ray.profile.decision import DECISION, GAMMA, INTERVAL, Alternative, Verdict, not_tested, rank_key, typical_mde
+from cg_ray.profile.decision import (
+    DECISION,
+    GAMMA,
+    INTERVAL,
+    Alternative,
+    Observer,
+    Verdict,
+    not_tested,
+    rank_key,
+    typical_mde,
+)
 from cg_ray.profile.findings import (
     Gathered,
     ResidualPass,
@@ -180,12 +190,13 @@ def judge(
     describe: Sequence[int] = (),
     labels: ConceptLabels | None = None,
     seed: int = 0,
+    observe: Observer | None = None,
 ) -> Judgement:
     """Every verdict of the run: the slices, then (one more pass over the activations of the concepts any
     split may use, and of `describe`: the profile's, which get their distinctive terms) the concepts and the
-    failure modes, built, judged and described."""
+    failure modes, built, judged and described. `observe` sees every call of the decision rule."""
     frame = gathered.frame
-    slices, n_slice_candidates = slice_findings(frame, gathered.plan, cfg)
+    slices, n_slice_candidates = slice_findings(frame, gathered.plan, cfg, observe)
     notes = list(gathered.notes)
     if note := dropped_note([f.verdict for f in slices], "slices"):
         notes.append(note)
@@ -195,7 +206,7 @@ def judge(
     pool.finish()
     terms_of = ClassTerms(rows, frame, list(gathered.adjusted_for), seed)
     chosen_below = [[int(c) for c in below] for below in gathered.candidates.below]
-    found = split_modes(gathered.plan, frame, chosen_below, pool, terms_of, cfg)
+    found = split_modes(gathered.plan, frame, chosen_below, pool, terms_of, cfg, observe)
     shown = sorted(found, key=lambda m: rank_key(m[1]))[: cfg.top_k]
     if note := dropped_note([v for _, v in shown], "failure modes"):
         notes.append(note)
@@ -214,7 +225,7 @@ def judge(
         gathered,
         tuple(slices),
         n_slice_candidates,
-        concept_verdicts(gathered.candidates, pool, gathered.plan),
+        concept_verdicts(gathered.candidates, pool, gathered.plan, observe),
         modes,
         len(found),
         sum(v.confirmed for _, v in found),
@@ -225,9 +236,13 @@ def judge(
 
 
 def judge_rows(
-    rows: RowsFile, cfg: MetricsConfig, model: str | None = None, scores: npt.NDArray[np.float64] | None = None
+    rows: RowsFile,
+    cfg: MetricsConfig,
+    model: str | None = None,
+    scores: npt.NDArray[np.float64] | None = None,
+    observe: Observer | None = None,
 ) -> Judgement:
     """Slices, concepts and failure modes of `rows`, judged held out (`scores` replaces the file's): the run's
-    judgement without its profile (no concept asked to be described)."""
+    judgement without its profile (no concept asked to be described; `observe`: as `judge`)."""
     measured = measure(rows, model, cfg, scores)
-    return judge(rows, model, measured.gathered, cfg)
+    return judge(rows, model, measured.gathered, cfg, observe=observe)

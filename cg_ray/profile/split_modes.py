@@ -21,7 +21,7 @@ from scipy import sparse
 from cg_ray.arrays import IntArray
 from cg_ray.config import MetricsConfig
 from cg_ray.profile.classterms import ClassTerms
-from cg_ray.profile.decision import SplitTest, Verdict, judge
+from cg_ray.profile.decision import Judged, Observer, SplitTest, Verdict, judge
 from cg_ray.profile.grouping import group_near_duplicates, jaccard_from_counts
 from cg_ray.profile.modes import (
     TERMS_COMPARED,
@@ -56,6 +56,7 @@ def split_modes(
     pool: PoolRows,
     terms_of: ClassTerms,
     cfg: MetricsConfig,
+    observe: Observer | None = None,
 ) -> list[tuple[ModeClass, Verdict]]:
     """Every failure mode some split tested, as one finding per effect with its verdict over the splits."""
     pooled = sorted({c for chosen in chosen_below for c in chosen})
@@ -123,7 +124,11 @@ def split_modes(
     for key, (t, rank) in tests.items():
         per_split[key[0]].append((finding_of[key], t, rank))
     verdicts = judge(per_split, plan.n_splits, plan.fdr, (-1.0, 1.0))
-    return [(_representative([tested[k] for k in keys]), verdicts[f]) for f, keys in enumerate(findings)]
+    found = [(_representative([tested[k] for k in keys]), verdicts[f]) for f, keys in enumerate(findings)]
+    if observe is not None:
+        shown = {f: m.members for f, (m, _) in enumerate(found)}
+        observe(Judged("failure_modes", per_split, plan.n_splits, plan.fdr, verdicts, shown))
+    return found
 
 
 def _firing(pool: PoolRows) -> Callable[[int], IntArray]:

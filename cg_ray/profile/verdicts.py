@@ -15,7 +15,18 @@ import numpy as np
 from cg_ray.arrays import BoolArray, IntArray
 from cg_ray.config import MetricsConfig
 from cg_ray.metrics.compute import CGResult
-from cg_ray.profile.decision import GREATER, LESS, Alternative, SplitTest, Verdict, judge, not_tested, rank_key
+from cg_ray.profile.decision import (
+    GREATER,
+    LESS,
+    Alternative,
+    Judged,
+    Observer,
+    SplitTest,
+    Verdict,
+    judge,
+    not_tested,
+    rank_key,
+)
 from cg_ray.profile.pool import PoolRows
 from cg_ray.profile.ranking import eligible
 from cg_ray.profile.residual import ResidualAccumulator, Residuals, residual_order
@@ -71,7 +82,9 @@ def _parts_of(plan: SplitPlan, choosing: BoolArray) -> BoolArray:
     return chosen
 
 
-def concept_verdicts(cands: ConceptCandidates, pool: PoolRows, plan: SplitPlan) -> dict[ConceptKey, Verdict]:
+def concept_verdicts(
+    cands: ConceptCandidates, pool: PoolRows, plan: SplitPlan, observe: Observer | None = None
+) -> dict[ConceptKey, Verdict]:
     """Each concept a split chose, by direction: is its s̃-weighted residual on the test half below (above) 0?
     Both directions are one family (each split's BH runs over the weaknesses and the strengths it tested), so
     the concepts, whichever way they lean, are held to one false discovery rate."""
@@ -83,7 +96,10 @@ def concept_verdicts(cands: ConceptCandidates, pool: PoolRows, plan: SplitPlan) 
                 rows, acts = pool.concept(int(c))
                 here.append((ConceptKey(int(c), direction), split.by_cell.contrast(rows, acts, direction), rank))
         per_split.append(here)
-    return judge(per_split, plan.n_splits, plan.fdr, (-1.0, 1.0))
+    verdicts = judge(per_split, plan.n_splits, plan.fdr, (-1.0, 1.0))
+    if observe is not None:
+        observe(Judged("concepts", per_split, plan.n_splits, plan.fdr, verdicts))
+    return verdicts
 
 
 @dataclass(frozen=True)
@@ -92,7 +108,9 @@ class SliceFinding:
     verdict: Verdict  # on the contrast scale (the slice's test-half mean − the half's other rows' mean)
 
 
-def slice_findings(frame: RowFrame, plan: SplitPlan, cfg: MetricsConfig) -> tuple[list[SliceFinding], int]:
+def slice_findings(
+    frame: RowFrame, plan: SplitPlan, cfg: MetricsConfig, observe: Observer | None = None
+) -> tuple[list[SliceFinding], int]:
     """The slices chosen in some split, confirmed first (upper end ascending), then the candidates (q-value
     ascending); near-duplicates (≥ 0.8 Jaccard over scored rows) of a better one dropped. With them, how many
     slices the splits tested in all (the family)."""
@@ -116,6 +134,8 @@ def slice_findings(frame: RowFrame, plan: SplitPlan, cfg: MetricsConfig) -> tupl
             here.append((s.conditions, half.contrast(np.flatnonzero(masks[s.conditions])), rank))
         per_split.append(here)
     verdicts = judge(per_split, plan.n_splits, plan.fdr, (-1.0, 1.0))
+    if observe is not None:
+        observe(Judged("slices", per_split, plan.n_splits, plan.fdr, verdicts))
     everything = {s.conditions: s for s in _in_sample(frame, plan.counts, list(verdicts))}
     kept: list[SliceFinding] = []
     kept_masks: list[BoolArray] = []
