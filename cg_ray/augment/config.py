@@ -23,6 +23,11 @@ class AugmentConfig(BaseModel):
     benchmark: str = Field(min_length=1, description="the benchmark of the run to augment")
     reference: str | None = Field(None, description="the reference scope compared it with, where it used several")
     gaps: list[str] = Field(default_factory=list, description="in-scope gaps (concept:ID); empty: the first `top`")
+    themes: list[int] = Field(
+        default_factory=list,
+        description="themes of uncovered rows (1 = the first confirmed theme `cg-ray scope` shows): their carrying "
+        "concepts targeted, the writer shown the theme's reference rows",
+    )
     top: int = Field(5, ge=1, le=500, description="gaps targeted when none are named: the most confident first")
     items: int = Field(20, ge=1, le=5000, description="items wanted per gap (before the near-copy and reader checks)")
     seed: int = 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,14 @@ class AugmentPlan:
 
 def read_scope(run: Path, benchmark: str, reference: str | None = None) -> tuple[pd.DataFrame, str, ScopeRule]:
     """The benchmark's rows of scope/gaps.parquet, its reference and the rule they were decided by."""
+    scope, ref, rule, _ = read_scoped(run, benchmark, reference)
+    return scope, ref, rule
+
+
+def read_scoped(
+    run: Path, benchmark: str, reference: str | None = None
+) -> tuple[pd.DataFrame, str, ScopeRule, dict[str, Any] | None]:
+    """`read_scope` and the comparison's row view (summary.json's `row_view`; None before it existed)."""
     rd = RunDir(run)
     rd.require(S.SUMMARY_FILE)
     if not rd.has(SCOPE_GAPS) or not rd.has(SCOPE_SUMMARY):
@@ -99,8 +107,11 @@ def read_scope(run: Path, benchmark: str, reference: str | None = None) -> tuple
     if reference is None and len(refs) > 1:
         raise ConfigError(f"scope compared {benchmark} with several references {refs}: name one with --reference")
     mine = mine[mine["reference"] == (reference or refs[0])]
-    rule = ScopeRule.model_validate(rd.read_json(SCOPE_SUMMARY)["rule"])
-    return mine.sort_values("concept_id").reset_index(drop=True), str(mine["reference"].iloc[0]), rule
+    summary = rd.read_json(SCOPE_SUMMARY)
+    rule = ScopeRule.model_validate(summary["rule"])
+    ref = str(mine["reference"].iloc[0])
+    entry = next((b for b in summary["benchmarks"] if (b["benchmark"], b["reference"]) == (benchmark, ref)), {})
+    return mine.sort_values("concept_id").reset_index(drop=True), ref, rule, entry.get("row_view")
 
 
 def _pct(x: float) -> str:
@@ -124,11 +135,39 @@ def not_a_gap(concept: int, scope: pd.DataFrame, benchmark: str, reference: str)
     return f"{head}: in the reference's use ({ref}) and not confidently tested less: {bench}, q={r.q_value:.2g}"
 
 
+def theme_targets(
+    scope: pd.DataFrame, config: AugmentConfig, reference: str, row_view: dict[str, Any] | None
+) -> list[Target]:
+    """The carrying concepts of the themes named (`--theme N`: the N-th confirmed theme of the benchmark's
+    row view, as `cg-ray scope` prints them), each shown to the writer with the theme's reference rows."""
+    if not config.themes:
+        return []
+    themes = [t for t in (row_view or {}).get("themes", []) if t.get("confirmed")]
+    if not themes:
+        why = "its scope has no row view (rerun `cg-ray scope`)" if row_view is None else "no theme was confirmed"
+        raise ConfigError(f"--theme: {config.benchmark} against {reference} has no theme of uncovered rows: {why}")
+    out = []
+    for rank in dict.fromkeys(config.themes):
+        if not 1 <= rank <= len(themes):
+            raise ConfigError(f"--theme {rank}: {config.benchmark} against {reference} has {len(themes)} themes")
+        theme = themes[rank - 1]
+        found = scope[scope["concept_id"] == theme["concept"]]
+        if found.empty:
+            raise ConfigError(
+                f"--theme {rank}: its concept {theme['concept']} is neither in use nor missing in scope/gaps.parquet"
+            )
+        target = _target(next(found.itertuples()))
+        out.append(replace(target, examples=tuple(theme.get("examples") or target.examples)))
+    return out
+
+
 def select_targets(scope: pd.DataFrame, config: AugmentConfig, reference: str) -> list[Target]:
     """The gaps named (in that order), or the `top` most confident themes' representatives (smallest q, then
     the largest reference share) that scope's judge, where one was asked, did not call out of scope; a name
     that is no gap of the benchmark is an error that gives its verdict."""
     gaps = scope[scope["gap"]].sort_values(["q_value", "reference_share"], ascending=[True, False])
+    if config.themes and not config.gaps:
+        return []  # the themes name every target
     if gaps.empty:
         raise ConfigError(f"{config.benchmark} has no in-scope gap against {reference}: nothing to augment")
     if config.gaps:
@@ -173,8 +212,13 @@ def benchmark_prompts(run: Path, benchmark: str) -> list[str]:
 
 
 def make_plan(run: Path, config: AugmentConfig) -> AugmentPlan:
-    scope, reference, rule = read_scope(run, config.benchmark, config.reference)
-    targets = select_targets(scope, config, reference)
+    scope, reference, rule, row_view = read_scoped(run, config.benchmark, config.reference)
+    targets = list(
+        {
+            t.concept_id: t
+            for t in [*theme_targets(scope, config, reference, row_view), *select_targets(scope, config, reference)]
+        }.values()
+    )
     prompts = list(dict.fromkeys(benchmark_prompts(run, config.benchmark)))
     step = max(1, len(prompts) // max(config.shown_rows, 1))
     return AugmentPlan(

@@ -18,6 +18,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--benchmark", help="the benchmark to augment (one that scope compared to its reference)")
     p.add_argument("--reference", help="the reference scope compared it with (needed where scope used several)")
     p.add_argument("--gap", action="append", default=[], help="an in-scope gap of it, concept:ID; repeatable")
+    p.add_argument(
+        "--theme",
+        action="append",
+        type=int,
+        default=[],
+        help="a theme of uncovered rows, N as `cg-ray scope` numbers them (its concept targeted, the writer shown "
+        "its reference rows); repeatable",
+    )
     p.add_argument("--top", type=int, help="gaps targeted when none are named: the most confident first (default 5)")
     p.add_argument(
         "--items", type=int, help="items wanted per gap, before the near-copy and reader checks (default 20)"
@@ -46,6 +54,8 @@ def augment_config(args: argparse.Namespace) -> Any:
              "seed": args.seed, "reference_check": args.reference_check,
              "reader_factory": args.reader_factory}  # fmt: skip
     data: dict[str, Any] = item_writer_settings(args, flags)
+    if args.theme:
+        data["themes"] = args.theme
     if not data.get("benchmark"):
         raise ConfigError("name the benchmark to augment: --benchmark B (one of those `cg-ray scope` compared)")
     try:
@@ -59,7 +69,8 @@ def _augment(args: argparse.Namespace) -> int:
     """Write new items in a benchmark's format for its in-scope gaps, checked, with its coverage before → after
 
     For each in-scope gap of --benchmark (the concepts `cg-ray scope` found a reference of real use confidently
-    uses and the benchmark tests less; --gap concept:ID to name them, else the --top most confident), a writer
+    uses and the benchmark tests less; --gap concept:ID to name them, --theme N for the concept carrying the N-th
+    theme of uncovered rows (the writer is shown that theme's reference rows), else the --top most confident), a writer
     (--writer-endpoint / --writer-model) writes --items items in the benchmark's own format. Items of the wrong
     format or with a wrong reference, near copies of the run's rows or of each other, and items on which the
     reader does not see the concept fire are dropped, each counted. The kept items are added to the

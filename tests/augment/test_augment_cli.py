@@ -125,3 +125,29 @@ def test_dry_run_prints_the_plan_and_writes_nothing(run: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "concept:7" in out and "concept:8" in out and "writer requests 30" in out
     assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_a_theme_of_uncovered_rows_is_targeted_by_its_concept_and_the_writer_sees_its_rows(run: Path) -> None:
+    summary = RunDir(run).read_json(L.SCOPE_SUMMARY)
+    view = next(b for b in summary["benchmarks"] if b["benchmark"] == "narrow")["row_view"]
+    themes = [t for t in view["themes"] if t["confirmed"]]
+    assert view["confirmed"] and themes and themes[0]["concept"] in {7, 8}
+    script = writer_script("carry")
+    with serve(script) as url:
+        assert augment(run, url, "--theme", "1", "--items", "10") == 0
+    _, _, coverage = outputs(run)
+    assert set(coverage) == {themes[0]["concept"]}  # the theme's concept, and nothing else
+    row = coverage[themes[0]["concept"]]
+    assert row["items_kept"] > 0 and row["items_firing"] == row["items_kept"]
+    assert row["bench_rows_after"] == row["bench_rows_before"] + row["items_kept"]
+    shown = themes[0]["examples"][0][:60]
+    assert any(shown in request for request in item_requests(script))  # the theme's reference rows shown
+
+
+def test_a_theme_that_does_not_exist_is_refused_naming_how_many_there_are(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with serve(writer_script("carry")) as url:
+        assert augment(run, url, "--theme", "9") == 2
+    assert "--theme 9" in capsys.readouterr().err
+    assert not RunDir(run).has(L.AUGMENT_SUMMARY)
