@@ -16,8 +16,9 @@ reference has rows and the benchmark has almost none. So:
    model that did not see the row — the benchmark's density in that region relative to the reference's; the
    region is *confirmed* when that ratio is confidently below `region_ratio` (one-sided, by cluster).
 3. **Themes.** The uncovered reference rows are grouped by the concept that carries them: greedily, the concept
-   firing on the most uncovered rows not yet taken, among concepts that fire at least twice as often on those
-   rows as on the benchmark's. Themes are chosen on one half of the groups (`seed`) and measured on the other,
+   with the most pull on the uncovered rows not yet taken (rows × (1 − 1/lift), lift = how many times more
+   often it fires there than on the benchmark's rows, at least twice), each theme holding the rows no theme
+   before it holds. Themes are chosen on one half of the groups (`seed`) and measured on the other,
    where each is tested (H0: the benchmark's share of the theme's rows ≥ `region_ratio` × the reference's)
    and Benjamini–Hochberg runs over the themes at `fdr`: the FDR is controlled over what is reported. A theme
    holding most of the reference (≥ `FORMAT_SHARE`) is the reference's own format (a sibling's template).
@@ -254,13 +255,19 @@ def choose_themes(
     region = fc[np.flatnonzero(uncovered_ref)]
     bench_share = np.asarray(fc[np.flatnonzero(bench)].mean(axis=0)).ravel() if bench.any() else np.zeros(fc.shape[1])
     region_share = np.asarray(region.mean(axis=0)).ravel()
-    eligible = region_share >= MIN_LIFT * np.maximum(bench_share, 1e-12)
+    lift = region_share / np.maximum(bench_share, 1e-12)
+    eligible = lift >= MIN_LIFT
+    # a concept's pull: the rows it would take, discounted by how much of its firing the benchmark shares
+    # (a generic latent that fires a little more often on the reference's longer texts takes many rows but
+    # says little: 1 − 1/lift keeps it behind a specific one)
+    specificity = np.where(eligible, 1.0 - 1.0 / np.maximum(lift, 1.0), 0.0)
     left = np.ones(region.shape[0], dtype=bool)
     picks: list[tuple[int, tuple[int, ...]]] = []
     for _ in range(limit):
-        counts = np.asarray(region[left].sum(axis=0)).ravel() * eligible
-        best = int(np.argmax(counts))
-        if counts[best] < MIN_THEME_ROWS:
+        counts = np.asarray(region[left].sum(axis=0)).ravel()
+        pull = counts * specificity * (counts >= MIN_THEME_ROWS)
+        best = int(np.argmax(pull))
+        if pull[best] <= 0:
             break
         rows = np.asarray(region[:, best].todense()).ravel() > 0
         taken = rows & left
@@ -268,7 +275,7 @@ def choose_themes(
         members = [best, *(int(c) for c in np.flatnonzero(eligible & (together >= 0.5 * taken.sum())) if c != best)]
         picks.append((best, tuple(members)))
         left &= ~rows
-        eligible[best] = False
+        specificity[best] = 0.0
         if not left.any():
             break
     return picks
@@ -326,16 +333,20 @@ def _themes(
     if not picks:
         return []
     measuring = ~choosing
-    contrasts = []
+    # each theme holds the rows its concept carries that no theme before it holds: themes are distinct sets of
+    # rows, their shares add up to at most the uncovered share
+    held = []
+    taken = np.zeros(x.shape[0], dtype=bool)
     for concept, _ in picks:
         carries = np.asarray(x[:, concept].todense()).ravel() > 0
-        contrasts.append(contrast(region & carries & measuring, ref & measuring, bench & measuring, g, rule))
+        held.append(carries & ~taken)
+        taken |= carries & region
+    contrasts = [contrast(region & h & measuring, ref & measuring, bench & measuring, g, rule) for h in held]
     q = multipletests([c.p_value for c in contrasts], method="fdr_bh")[1]
     themes = []
-    for (concept, members), c, qv in zip(picks, contrasts, q, strict=True):
-        carries = np.asarray(x[:, concept].todense()).ravel() > 0
+    for (concept, members), h, c, qv in zip(picks, held, contrasts, q, strict=True):
         kind = "format" if c.reference.share >= FORMAT_SHARE else "theme"
-        rows = tuple(int(p) for p in positions[region & carries & ref])
+        rows = tuple(int(p) for p in positions[region & h & ref])
         themes.append(RowTheme(concept, members, c, float(qv), bool(qv <= rule.fdr), kind, rows))
     themes.sort(key=lambda t: (not t.confirmed, -t.contrast.reference.rows))
     return themes

@@ -54,8 +54,8 @@ def test_a_deal_keeps_sizes_shares_and_whole_groups() -> None:
 def test_every_rule_is_scored_and_a_planted_theme_is_a_right_item_of_the_row_view() -> None:
     sim = _script()
     rng = np.random.default_rng(1)
-    src, theme = _source(sim, rng)
-    bench, ref = sim.deal(src, theme, 0.2, 450, rng)
+    src, theme = _source(sim, rng, n=2400)
+    bench, ref = sim.deal(src, theme, 0.2, 900, rng)
     items = sim.judge_items(src, bench, ref, theme)
     assert set(items) >= set(sim.RULES)
     assert items["rows"] and all(s >= 0.8 for s in items["rows"])  # right items: mostly planted rows
