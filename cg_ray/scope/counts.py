@@ -48,10 +48,11 @@ class SuiteActivations:
 
 
 def read_activations(
-    paths: Sequence[str | os.PathLike[str]], rename: Sequence[str | None] | None = None
+    paths: Sequence[str | os.PathLike[str]], rename: Sequence[str | None] | None = None, clusters: bool = False
 ) -> SuiteActivations:
     """The rows of each file, their groups being their benchmarks, or `rename[i]` for every row of file i (a
-    reference of real use read as one group). All files must share one SAE width."""
+    reference of real use read as one group). All files must share one SAE width. `clusters`: also each row's
+    group by the run's rules (`row_clusters`), which a scope's tests count by."""
     rename = list(rename) if rename is not None else [None] * len(paths)
     rows_i: list[IntArray] = []
     cols: list[npt.NDArray[np.int32]] = []
@@ -78,7 +79,7 @@ def read_activations(
             ids.extend(str(r) for r in batch.row_ids.to_pylist())
             n += m
     assert d_sae is not None  # open_rows refuses an empty file, so at least one batch was read
-    clusters, rules = zip(*(row_clusters(p, i) for i, p in enumerate(paths)), strict=True)
+    grouped = [row_clusters(p, i) for i, p in enumerate(paths)] if clusters else []
     data = np.concatenate(vals).astype(np.float64)
     keep = data > 0
     matrix = sparse.csc_matrix(
@@ -86,8 +87,9 @@ def read_activations(
     )
     matrix.sum_duplicates()
     return SuiteActivations(
-        matrix=matrix, groups=np.concatenate(groups), row_ids=ids, clusters=np.concatenate(clusters),
-        cluster_rules=tuple(rules),
+        matrix=matrix, groups=np.concatenate(groups), row_ids=ids,
+        clusters=np.concatenate([c for c, _ in grouped]) if grouped else None,
+        cluster_rules=tuple(rule for _, rule in grouped),
     )  # fmt: skip
 
 

@@ -68,6 +68,7 @@ class ScopeResult:
     rows: dict[str, RowCoverage] = field(default_factory=dict)  # per benchmark: the row-level view (uncovered.py)
     row_ids: list[str] = field(default_factory=list)  # every row read, in the order of `rows`' arrays
     texts: list[str] = field(default_factory=list)  # their prompts ("" where the rows hold none)
+    group_rules: tuple[str, ...] = ()  # per rows file read (the run's first): the rule that made its rows' groups
 
     def comparison(self, benchmark: str) -> ReferenceComparison:
         return next(c for c in self.comparisons if c.benchmark == benchmark)
@@ -219,7 +220,7 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
             raise InputError("no such rows file", path=str(p))
     paths = [run.rows, *req.reference_rows]
     refuse_other_readers(run, req.reference_rows)
-    acts = read_activations(paths, rename=[None, *(reference_group(p) for p in req.reference_rows)])
+    acts = read_activations(paths, rename=[None, *(reference_group(p) for p in req.reference_rows)], clusters=True)
     targets, refs = _plan(req, acts.group_names())
     if req.judge is not None:
         req.judge.require_descriptions(targets)
@@ -283,6 +284,7 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
         rows=rows,
         row_ids=list(acts.row_ids),
         texts=texts,
+        group_rules=acts.cluster_rules,
     )
 
 
@@ -464,6 +466,8 @@ def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[
         "run": str(req.run),
         "rule": req.rule.model_dump(),
         "decision": req.rule.in_words(),
+        # how the rows were grouped for the tests (profile.groups), per rows file: the run's, then each reference's
+        "groups": list(result.group_rules),
         "benchmarks": benches,
         "suite": suite,
         "seconds": round(seconds, 2),
