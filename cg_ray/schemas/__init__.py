@@ -331,8 +331,10 @@ SCOPE_GAPS_SCHEMA: Final = pa.schema(
 # run in readers/NAME/, findings: per (finding of the run, other reader) its status; pairs: per reader pair.
 SENSITIVITY_DIR, SENSITIVITY_FINDINGS_FILE, SENSITIVITY_PAIRS_FILE = "sensitivity", "findings.parquet", "pairs.parquet"
 SENSITIVITY_READERS_DIR: Final = "readers"
-REPLICATES, PARTLY, NOT_FOUND = "replicates", "partly", "not found"
-REPLICATION_STATUSES: Final = (REPLICATES, PARTLY, NOT_FOUND)
+# Whether another reader finds a finding's rows again, on the same rows, scores and splits: robustness to the
+# reader, not replication (docs/sensitivity.md). Format 1 of sensitivity/ said "replicates" for "found".
+FOUND, PARTLY, NOT_FOUND = "found", "partly", "not found"
+READER_STATUSES: Final = (FOUND, PARTLY, NOT_FOUND)
 SCOPE_COVERAGE_SCHEMA: Final = pa.schema(
     [
         pa.field("benchmark", pa.string(), nullable=False),
