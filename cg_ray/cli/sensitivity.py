@@ -96,6 +96,8 @@ def _print(run: Any, summary: dict[str, Any]) -> None:
     for f in view["findings"]:
         under = "; ".join(_under(r) for r in f["readers"])
         print(f"    {f['finding']:<14} {f['n_rows']:>6} rows  {under}  {f['description'][:60]}")
+    if view["total"] > len(view["findings"]):
+        print(f"    … the first {len(view['findings'])} of {view['total']} (all: sensitivity/findings.parquet)")
     for r in view["readers"]:
         print(f"  {r['name']}: failure modes and concepts {r['statuses_text']}; slices {r['slices_text']} (metadata)")
     print(f"  replication: {view['fresh']}")

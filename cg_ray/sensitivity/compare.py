@@ -81,7 +81,7 @@ def compare_finding(finding: Finding, reader: str, other: ReaderFindings, estima
         if theirs.confirmed and (best is None or (jaccard, covered) > best[:2]):
             best = (jaccard, covered, theirs)
         like = jaccard >= FOUND_AT or covered >= COVERED_AT
-        if like and theirs.q_value is not None and (near is None or theirs.q_value < (near.q_value or 1.0)):
+        if like and theirs.q_value is not None and (near is None or theirs.q_value < float(near.q_value or 0.0)):
             near = theirs
     if best and best[0] >= FOUND_AT:
         status = S.FOUND
