@@ -183,8 +183,8 @@ def test_the_section_view_says_each_status_beside_chance_and_near_misses(sensiti
     assert view is not None and view["rule"] == RULE and view["total"] == 3  # the slice apart
     # headline counts: failure modes and concepts; the slice counted apart (counted from findings.parquet)
     assert [r["statuses_text"] for r in view["readers"]] == [
-        "1 found, 1 partly, 0 not found",
-        "0 found, 1 partly, 1 not found",
+        "2 found, 1 partly, 0 not found",
+        "0 found, 1 partly, 2 not found",
     ]
     assert [r["slices_text"] for r in view["readers"]] == ["1 found, 0 partly, 0 not found"] * 2
     assert [f["finding"] for f in view["slices"]] == ["slice:1"]
