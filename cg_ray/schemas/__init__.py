@@ -331,9 +331,7 @@ SCOPE_GAPS_SCHEMA: Final = pa.schema(
 # run in readers/NAME/, findings: per (finding of the run, other reader) its status; pairs: per reader pair.
 SENSITIVITY_DIR, SENSITIVITY_FINDINGS_FILE, SENSITIVITY_PAIRS_FILE = "sensitivity", "findings.parquet", "pairs.parquet"
 SENSITIVITY_READERS_DIR: Final = "readers"
-# Whether another reader finds a finding's rows again, on the same rows, scores and splits: robustness to the
-# reader, not replication (docs/sensitivity.md). Format 1 of sensitivity/ said "replicates" for "found".
-FOUND, PARTLY, NOT_FOUND = "found", "partly", "not found"
+FOUND, PARTLY, NOT_FOUND = "found", "partly", "not found"  # on the same rows: not replication (format 1: replicates)
 READER_STATUSES: Final = (FOUND, PARTLY, NOT_FOUND)
 SCOPE_COVERAGE_SCHEMA: Final = pa.schema(
     [
