@@ -38,6 +38,11 @@ def test_the_chance_jaccard_is_the_mean_over_random_sets_of_that_size(n: int, a:
     assert jaccard_by_chance(n, 0, 0) is None and jaccard_by_chance(n, n, n) == 1.0
 
 
+def test_two_random_sets_of_two_thirds_overlap_half_by_chance() -> None:
+    """docs/sensitivity.md: enough for "found" (Jaccard >= 0.5) with nothing in common but their size."""
+    assert jaccard_by_chance(1800, 1200, 1200) == pytest.approx(0.5, abs=0.001)
+
+
 def test_found_partly_and_not_found_with_chance_beside() -> None:
     mine = _finding("failure_mode", "mode:1", range(0, 100))
     found = compare_finding(mine, "r", _other(_finding("concept", "concept:5", range(10, 110))), -0.2)
