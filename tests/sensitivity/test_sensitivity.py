@@ -114,11 +114,11 @@ def test_pairs_match_the_planted_concept_to_its_twin_and_the_summary_counts(plan
     assert written["rule"].startswith("found:") and "not replication" in written["rule"]
     assert [r["name"] for r in written["readers"]] == [SALTED, BLIND] and written["format_version"] == 2
     found = RunDir(run).read_table(SENSITIVITY_FINDINGS).to_pylist()
-    for r in summary["readers"]:  # type: ignore[union-attr]
-        mine = [f for f in found if f["reader"] == r["name"]]  # type: ignore[index]
+    for r in summary["readers"]:
+        mine = [f for f in found if f["reader"] == r["name"]]
         n_slices = sum(1 for f in mine if f["kind"] == "slice")
-        assert sum(r["statuses"].values()) == len(mine) - n_slices and sum(r["slices"].values()) == n_slices  # type: ignore[index]
-        assert r["slices"][S.FOUND] == n_slices  # type: ignore[index]  # metadata: every reader finds a slice
+        assert sum(r["statuses"].values()) == len(mine) - n_slices and sum(r["slices"].values()) == n_slices
+        assert r["slices"][S.FOUND] == n_slices  # metadata: every reader finds a slice
     assert RunDir(run).steps()[-1]["step"] == "sensitivity"
 
 
@@ -144,7 +144,7 @@ def test_scores_permuted_within_cells_confirm_nothing_under_any_reader(tmp_path:
     for name in (SALTED, BLIND):
         confirmed = RunDir(run).sensitivity_reader(name).read_summary()["profile"]["beyond"]["judgement"]["confirmed"]
         assert confirmed["failure_modes"] == confirmed["concepts"] == 0, name
-    assert all(sum(r["statuses"].values()) == 0 for r in summary["readers"])  # type: ignore[index, union-attr]
+    assert all(sum(r["statuses"].values()) == 0 for r in summary["readers"])
 
 
 def test_a_false_finding_is_found_by_another_reader_and_said_to_stand_nowhere(planted, tmp_path: Path) -> None:
