@@ -90,10 +90,10 @@ def _mode_rows_jaccard(run: RunDir, finding: str, prop: np.ndarray) -> float | N
     """Jaccard of a planted-suite mode's rows (as sensitivity flags them) with the dollar rows."""
     from cg_ray.artifacts.rows import open_rows
     from cg_ray.config import MetricsConfig
-    from cg_ray.sensitivity.findings import confirmed_findings
+    from cg_ray.sensitivity.findings import read_findings
 
     config = MetricsConfig.model_validate(run.read_summary()["config"])
-    for f in confirmed_findings(run, open_rows(run.rows), None, config)[0]:
+    for f in read_findings(run, open_rows(run.rows), None, config)[0]:
         if f.key == finding:
             mask = np.zeros(prop.size, bool)
             mask[f.rows] = True
@@ -119,8 +119,9 @@ def compare(work: Path, readers: list[str]) -> None:
             modes = sorted({f["finding"] for f in findings if f["kind"] == "failure_mode"})
             entry["dollar_jaccard"] = {m: _mode_rows_jaccard(run, m, prop) for m in modes}
         out[run_name] = entry
-        counts = {r["name"]: r["statuses"] for r in summary["readers"]}
-        print(f"{run_name}: {len(findings) // max(len(readers), 1)} confirmed findings; {counts}")
+        counts = {r["name"]: (r["statuses"], r["slices"]) for r in summary["readers"]}
+        n = len(findings) // max(len(readers), 1)
+        print(f"{run_name}: {n} confirmed findings; (modes and concepts, slices) {counts}")
         for p in pairs:
             print(
                 f"  vs {p['reader_b']}: shared {p['shared_05']:.3f}/{p['shared_07']:.3f}/{p['shared_09']:.3f} "

@@ -14,6 +14,7 @@ import pyarrow as pa
 from cg_ray.artifacts import contract as C
 from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.probe import read_probe_items, read_probe_results_table
+from cg_ray.artifacts.renamed import sensitivity_findings
 from cg_ray.errors import InputError
 
 Doc = TypeVar("Doc", bound=C.Versioned)
@@ -61,15 +62,17 @@ class Augment:
 
 @dataclass(frozen=True)
 class Sensitivity:
-    """sensitivity/ of `cg-ray sensitivity` (issue #51): the run's rows re-read by other SAEs ("readers") and
-    judged again, so a finding that only one SAE's latents make shows as such. Each reader's own run directory
-    is under sensitivity/readers/NAME (`read_run` opens it)."""
+    """sensitivity/ of `cg-ray sensitivity` (issues #51, #59): the run's rows re-read by other SAEs ("readers")
+    and judged again with the run's scores and splits, so a finding that only one SAE's latents make shows as
+    such (robustness to the reader, not replication: that takes fresh rows, `Run.probe`). Each reader's own run
+    directory is under sensitivity/readers/NAME (`read_run` opens it)."""
 
-    summary: C.SensitivitySummary  # the run's reader, per other reader its counts, the replication rule in words
+    summary: C.SensitivitySummary  # the run's reader, per other reader its counts, the rule in words
     # One row per (finding of the run, other reader): kind, finding (mode:RANK / slice:RANK / concept:ID),
-    # description, n_rows, reader, status (replicates / partly / not found), match (the other reader's confirmed
-    # finding overlapping its rows most) with match_description, jaccard, covered, and the held-out effect of the
-    # run's own rows under the other reader's splits (effect, effect_low, effect_high, effect_confirmed).
+    # description, n_rows, reader, status (found / partly / not found), match (the other reader's confirmed
+    # finding overlapping its rows most) with match_description, jaccard, jaccard_by_chance (a random set of the
+    # match's size), covered, best_q / best_q_finding (the other reader's best candidate for rows like these),
+    # own_estimate (the run's own estimate of its rows; not a verdict). A format 1 table reads under these names.
     findings: pd.DataFrame
     # One row per (the run's reader, other reader): method, layer_a/b, d_sae_a/b, shared_05/07/09 (share of A's
     # latents matched in B at that similarity), median_similarity, n_matched, spearman_X_model, spearman_X_bench,
@@ -111,7 +114,9 @@ def read_sensitivity(run: L.RunDir) -> Sensitivity | None:
     if not run.has(L.SENSITIVITY_SUMMARY):
         return None
     summary = _doc(run, L.SENSITIVITY_SUMMARY, C.SensitivitySummary)
-    return Sensitivity(summary, _table(run, L.SENSITIVITY_FINDINGS), _table(run, L.SENSITIVITY_PAIRS))
+    findings = run.read_table(L.SENSITIVITY_FINDINGS)
+    findings = None if findings is None else sensitivity_findings(findings)  # format 1 under the new names
+    return Sensitivity(summary, _frame(run, L.SENSITIVITY_FINDINGS, findings), _table(run, L.SENSITIVITY_PAIRS))
 
 
 def read_robustness(run: L.RunDir) -> Robustness | None:

@@ -163,12 +163,20 @@ class ScopeSummary(_Versioned):
 
 
 class SensitivitySummary(_Versioned):
-    """sensitivity/summary.json of `cg-ray sensitivity`: the readers compared, the replication rule, counts."""
+    """sensitivity/summary.json of `cg-ray sensitivity`: the readers compared, the rule, counts."""
+
+    # 2: statuses are found / partly / not found (was replicates / partly / not found), counted over the failure
+    # modes and concepts (`statuses`) apart from the slices (`slices`); findings.parquet holds the run's
+    # own_estimate instead of a re-judged effect, and jaccard_by_chance, best_q (cg_ray.artifacts.renamed reads
+    # format 1's findings.parquet).
+    version: ClassVar[int] = 2
 
     run: str
     reader: dict[str, Any]  # the run's own reader: name, sae, layer, d_sae
-    readers: list[dict[str, Any]]  # per other reader: name, sae, layer, d_sae, rows, seconds, resumed, statuses
-    rule: str  # what replicates / partly / not found mean, in words
+    # per other reader: name, sae, layer, d_sae, rows, seconds, resumed, statuses (failure modes and concepts),
+    # slices (format 1: statuses counted slices too, under replicates / partly / not found)
+    readers: list[dict[str, Any]]
+    rule: str  # what found / partly / not found mean, in words
     seconds: float
 
 

@@ -10,7 +10,8 @@ describe and the arena all see one layout. A table of the new layout holds none 
 old names, so renaming the ones a file holds is the whole check; a table rewritten after the rename (a
 `cg-ray describe` of an old run) is written under the new names. The same goes for a key: the judgement of
 summary.json's profile.beyond (and validate.json's beyond) was `crossfit` before format 3; `judgement_in`
-is the one reader, for the report, the CLI, validate and sensitivity.
+is the one reader, for the report, the CLI, validate and sensitivity. sensitivity/findings.parquet changed
+values as well as names (format 2 of its summary.json): `sensitivity_findings` reads an older one.
 """
 
 from __future__ import annotations
@@ -71,3 +72,22 @@ def judgement_in(beyond: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def judgement_of(summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """summary["profile"]["beyond"]'s judgement (`judgement_in`)."""
     return judgement_in(((summary or {}).get("profile") or {}).get("beyond"))
+
+
+# sensitivity/findings.parquet of format 1 (its summary.json's format_version): "replicates" meant found by the
+# other reader; `effect` was the run's rows re-tested on the halves that chose them, so its interval and
+# `effect_confirmed` said a verdict the data could not give.
+_SENSITIVITY_STATUS: Final = {"replicates": S.FOUND}
+_SENSITIVITY_DROPPED: Final = ("effect_low", "effect_high", "effect_confirmed")
+
+
+def sensitivity_findings(table: pa.Table) -> pa.Table:
+    """sensitivity/findings.parquet under format 2's names: status "replicates" reads "found", `effect` reads
+    `own_estimate` (the run's own estimate, no verdict); the figures format 1 did not record stay absent (not
+    null: "no candidate" is a finding of its own). A table of format 2 comes back as it is."""
+    if "effect" not in table.column_names:
+        return table
+    table = table.drop_columns([c for c in _SENSITIVITY_DROPPED if c in table.column_names])
+    table = table.rename_columns(["own_estimate" if c == "effect" else c for c in table.column_names])
+    status = [_SENSITIVITY_STATUS.get(v, v) for v in table["status"].to_pylist()]
+    return table.set_column(table.column_names.index("status"), "status", pa.array(status, pa.string()))

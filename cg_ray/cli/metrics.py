@@ -155,14 +155,15 @@ def print_findings(run: RunDir) -> None:
 
 
 def _holds(sensitivity: Sensitivity | None) -> Callable[[str], Callable[[dict[str, Any]], str]]:
-    """Per profile kind, what ends an entry's line: '  holds under: l20-seed7 ✓, l13 ✗' where the finding was
-    compared with other readers (`cg-ray sensitivity`), '' elsewhere, so a run without it prints as before."""
-    from cg_ray.report.sensitivity import finding_key, holds_under
+    """Per profile kind, what ends an entry's line: '  other readers: l20-seed7 ✓, l13 ✗' where the finding was
+    compared with other readers on the same rows (`cg-ray sensitivity`), '' elsewhere, so a run without it
+    prints as before."""
+    from cg_ray.report.sensitivity import finding_key, other_readers
 
     def of(kind: str) -> Callable[[dict[str, Any]], str]:
         def suffix(entry: dict[str, Any]) -> str:
-            said = holds_under(sensitivity, finding_key(kind, entry))
-            return f"  holds under: {said}" if said else ""
+            said = other_readers(sensitivity, finding_key(kind, entry))
+            return f"  other readers: {said}" if said else ""
 
         return suffix
 

@@ -11,8 +11,6 @@ from pydantic import ValidationError
 from cg_ray.cli.options import add_command
 from cg_ray.errors import ConfigError
 
-MARKS = {"replicates": "✓", "partly": "~", "not found": "✗"}
-
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(subparsers, "sensitivity", _sensitivity)
@@ -53,11 +51,13 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _sensitivity(args: argparse.Namespace) -> int:
-    """re-read a run's rows with other readers (SAEs) and say which findings replicate
+    """re-read a run's rows with other readers (SAEs) and say which findings each finds again
 
     Each other reader re-reads the run's rows (scores, metadata and splits are the run's), its findings are
     judged again with the run's settings and seeds, and each confirmed finding of the run is marked
-    replicates / partly / not found under each reader (docs/sensitivity.md). Writes RUN/sensitivity/."""
+    found / partly / not found under each reader, beside the overlap chance gives and the reader's best q for
+    rows like these: robustness to the reader on the same rows, not replication, which takes fresh rows
+    (cg-ray probe; docs/sensitivity.md). Writes RUN/sensitivity/."""
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.report.refresh import refresh_report
     from cg_ray.sensitivity.run import plan_sensitivity, run_sensitivity
@@ -74,7 +74,8 @@ def _sensitivity(args: argparse.Namespace) -> int:
 
 
 def _print(run: Any, summary: dict[str, Any]) -> None:
-    from cg_ray.artifacts.layout import SENSITIVITY_FINDINGS, SENSITIVITY_PAIRS
+    from cg_ray.artifacts.layout import SENSITIVITY_PAIRS
+    from cg_ray.report.sensitivity import sensitivity_view
 
     own = summary["reader"]["name"]
     print(f"sensitivity of {summary['run']} (read by {own}) in {summary['seconds']:.1f} s")
@@ -86,18 +87,30 @@ def _print(run: Any, summary: dict[str, Any]) -> None:
             f"({pair['method']}), X_model rank correlation {_num(rho)} over {pair['n_matched']:,} matched concepts, "
             f"weakest concepts' rows overlap {_num(pair['top_rows_jaccard'])}"
         )
-    findings = run.read_table(SENSITIVITY_FINDINGS).to_pylist()
-    if not findings:
-        print("  the run confirmed no finding: nothing to replicate")
+    view = sensitivity_view(run)
+    if view is None or not (view["findings"] or view["slices"]):
+        print("  the run confirmed no finding: nothing to compare")
         return
-    by_key: dict[str, list[dict[str, Any]]] = {}
-    for f in findings:
-        by_key.setdefault(f["finding"], []).append(f)
-    print("  confirmed findings, held under each reader (✓ replicates, ~ partly, ✗ not found):")
-    for key, rows in by_key.items():
-        marks = ", ".join(f"{r['reader']} {MARKS[r['status']]}" for r in rows)
-        first = rows[0]
-        print(f"    {key:<14} {first['n_rows']:>6} rows  holds under: {marks}  {first['description'][:70]}")
+    if view["findings"]:
+        print(f"  failure modes and concepts under each reader ({view['marks']}; not replication):")
+    for f in view["findings"]:
+        under = "; ".join(_under(r) for r in f["readers"])
+        print(f"    {f['finding']:<14} {f['n_rows']:>6} rows  {under}  {f['description'][:60]}")
+    if view["total"] > len(view["findings"]):
+        print(f"    … the first {len(view['findings'])} of {view['total']} (all: sensitivity/findings.parquet)")
+    for r in view["readers"]:
+        print(f"  {r['name']}: failure modes and concepts {r['statuses_text']}; slices {r['slices_text']} (metadata)")
+    print(f"  replication: {view['fresh']}")
+
+
+def _under(r: dict[str, Any]) -> str:
+    """'l13 ✓ J 0.62 (0.04 by chance)' / 'l13 ✗ best q 0.081 (concept:12)' / 'l13 ✗ no candidate'."""
+    if r.get("match") is not None and r["status"] != "not found":
+        chance = "" if r.get("jaccard_by_chance") is None else f" ({_num(r['jaccard_by_chance'])} by chance)"
+        return f"{r['reader']} {r['mark']} J {_num(r.get('jaccard'))}{chance}"
+    if r.get("best_q") is None:
+        return f"{r['reader']} {r['mark']} no candidate for these rows"
+    return f"{r['reader']} {r['mark']} best q {r['best_q']:.3f} ({r['best_q_finding']})"
 
 
 def _pct(x: float | None) -> str:

@@ -120,7 +120,7 @@ def profile(run: RunDir, kind: str, limit: int) -> dict[str, Any] | None:
         item["power"] = power_text(item, kind)
         if kind == "failure_modes":
             item["shares_text"] = term_shares_text(item)
-    annotate(read_sensitivity(run), kind, items)  # "holds under" other readers, where `cg-ray sensitivity` ran
+    annotate(read_sensitivity(run), kind, items)  # "other readers", where `cg-ray sensitivity` ran
     has_verdicts = "confirmed" in table.column_names  # over the whole file: "2 confirmed" whatever the page
     return {
         "judged": judged_text(judged),

@@ -1,24 +1,19 @@
-"""Which rows each confirmed finding of a run flags, and whether another reader's run confirms a finding on the
-same rows (docs/sensitivity.md).
+"""Which rows each finding of a run flags (docs/sensitivity.md): the run's confirmed findings, and another
+reader's candidates, confirmed or not, with their q-values (what a near miss is measured by).
 
 A finding is a rule on rows: a failure mode's rows are those where one of its member concepts fires, a
 concept's those where it fires (`metrics.firing`, thresholds over the run's own rows), a slice's those with its
-metadata values. Concept ids of two readers do not correspond, rows do: so a finding replicates when the other
-reader confirms a finding, of any kind, leaning the same way, whose rows overlap it (Jaccard ≥ `REPLICATES_AT`);
-it partly replicates when such a finding flags at least `COVERED_AT` of its rows without the overlap. Beside
-the match, the run's own rows are judged as one fixed rule under the other run's splits (`decision.judge` on
-each split's test half, nothing chosen), the figure a user acts on whichever reader names the rows.
+metadata values. Concept ids of two readers do not correspond, rows do: the comparison (`compare`) is on rows.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from cg_ray import schemas as S
 from cg_ray.arrays import IntArray
@@ -26,21 +21,14 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.artifacts.renamed import judgement_of
 from cg_ray.artifacts.rows import RowsFile, iter_row_batches, open_rows
 from cg_ray.config import MetricsConfig
-from cg_ray.profile.decision import LESS, Alternative, Verdict, judge, not_tested
+from cg_ray.profile.decision import GREATER, LESS, Alternative
 from cg_ray.profile.findings import ResidualPass
 from cg_ray.profile.judgement import judge_rows
 from cg_ray.profile.pool import PoolRows
 from cg_ray.profile.splits import SplitPlan
 from cg_ray.profile.strata import MISSING, RowFrame
-from cg_ray.profile.verdicts import ConceptKey
 
-REPLICATES_AT = 0.5  # Jaccard of flagged rows
-COVERED_AT = 0.5  # share of the run's rows a partial match flags
-RULE = (
-    f"replicates: the other reader confirms a finding (any kind, same direction) whose flagged rows overlap it with "
-    f"Jaccard >= {REPLICATES_AT}; partly: one flags >= {COVERED_AT:.0%} of its rows but overlaps less; not found: "
-    "neither. effect: the run's own rows judged as one fixed rule on the other run's test halves."
-)
+SLICE = "slice"  # a metadata rule: every reader finds the same rows
 
 
 @dataclass(frozen=True)
@@ -50,45 +38,101 @@ class Finding:
     description: str
     direction: Alternative
     rows: IntArray  # frame positions, ascending
+    q_value: float | None = None  # its held-out q (None: not recorded)
+    confirmed: bool = True
 
 
-def confirmed_findings(
-    run: RunDir, rows: RowsFile, model: str | None, config: MetricsConfig
+@dataclass(frozen=True)
+class _Concept:
+    concept: int
+    direction: Alternative
+    q_value: float | None
+    confirmed: bool
+
+
+@dataclass(frozen=True)
+class ReaderFindings:
+    """One reader's run over the rows: its findings (the run's: confirmed ones; another reader's: every
+    candidate its files record), its splits, and how many rows the frame holds."""
+
+    findings: list[Finding]
+    plan: SplitPlan
+    n_rows: int
+
+    @property
+    def confirmed(self) -> list[Finding]:
+        return [f for f in self.findings if f.confirmed]
+
+    @classmethod
+    def open(cls, run: RunDir, model: str | None, config: MetricsConfig, *, candidates: bool) -> ReaderFindings:
+        rows = open_rows(run.rows)
+        return cls(*read_findings(run, rows, model, config, candidates=candidates), rows.n_rows)
+
+
+def read_findings(
+    run: RunDir, rows: RowsFile, model: str | None, config: MetricsConfig, *, candidates: bool = False
 ) -> tuple[list[Finding], SplitPlan]:
-    """The run's confirmed failure modes and slices (as its files rank them), every concept it confirms
-    (weaknesses and strengths, shown in its profile or not: the judgement's record in summary.json), with their
-    rows; and the run's splits (they test the fixed rules), planned again from the light columns."""
+    """The run's failure modes and slices (as its files rank them) and concepts (every one its judgement
+    confirmed, shown in its profile or not: summary.json's record; with `candidates`, also those its profiles
+    show unconfirmed), with their rows and q-values; and the run's splits, planned again from the light
+    columns. Without `candidates` only confirmed findings."""
     residuals = ResidualPass(rows, model, config)  # the run's groups and splits: no pass over the activations
-    concepts = recorded_concepts(run) if run.has(S.SUMMARY_FILE) else None
-    if concepts is None:  # a run before summary.json recorded them (format 3): its judgement made again
-        judged = judge_rows(rows, config, model)
-        concepts = [ConceptKey(int(c["concept"]), c["direction"]) for c in judged.confirmed_concepts()]
-    modes = _confirmed(run, S.FAILURE_MODES_FILE)
-    pool = _pool(rows, model, [c for m in modes for c in m["concept_ids"]] + [key.concept for key in concepts])
+    concepts = _concepts(run, rows, model, config, candidates)
+    modes = _entries(run, S.FAILURE_MODES_FILE, candidates)
+    pool = _pool(rows, model, [c for m in modes for c in m["concept_ids"]] + [c.concept for c in concepts])
     out = [
-        Finding("failure_mode", f"mode:{m['rank']}", m["description"], LESS, pool.members(m["concept_ids"])[0])
+        Finding(
+            "failure_mode", f"mode:{m['rank']}", m["description"], LESS, pool.members(m["concept_ids"])[0],
+            _q(m), bool(m.get("confirmed")),
+        )
         for m in modes
-    ]
+    ]  # fmt: skip
     out += [
         Finding(
-            "slice", f"slice:{s['rank']}", s["slice"], LESS, slice_rows(residuals.frame, json.loads(s["conditions"]))
+            SLICE, f"slice:{s['rank']}", s["slice"], LESS, slice_rows(residuals.frame, json.loads(s["conditions"])),
+            _q(s), bool(s.get("confirmed")),
         )
-        for s in _confirmed(run, S.SLICES_FILE)
-    ]
+        for s in _entries(run, S.SLICES_FILE, candidates)
+    ]  # fmt: skip
     names = _concept_names(run)
-    for key in concepts:
-        name = names.get(key.concept) or f"concept {key.concept}"
-        out.append(Finding("concept", f"concept:{key.concept}", name, key.direction, pool.firing(key.concept)[0]))
+    for c in concepts:
+        name = names.get(c.concept) or f"concept {c.concept}"
+        rows_of = pool.firing(c.concept)[0]
+        out.append(Finding("concept", f"concept:{c.concept}", name, c.direction, rows_of, c.q_value, c.confirmed))
     return out, residuals.plan
 
 
-def recorded_concepts(run: RunDir) -> list[ConceptKey] | None:
+def _q(entry: dict[str, Any]) -> float | None:
+    q = entry.get("q_value")
+    return None if q is None or q != q else float(q)
+
+
+def _concepts(
+    run: RunDir, rows: RowsFile, model: str | None, config: MetricsConfig, candidates: bool
+) -> list[_Concept]:
+    """Confirmed concepts (summary.json's record, else the judgement made again: a run before format 3), then
+    with `candidates` the profiles' unconfirmed ones that were tested (a q-value), each (concept, direction)
+    once."""
+    recorded = recorded_concepts(run) if run.has(S.SUMMARY_FILE) else None
+    if recorded is None:
+        recorded = judge_rows(rows, config, model).confirmed_concepts()
+    found = {
+        (int(c["concept"]), c["direction"]): _Concept(int(c["concept"]), c["direction"], _q(c), True) for c in recorded
+    }
+    if candidates:
+        for name, direction in ((S.WEAKNESSES_FILE, LESS), (S.STRENGTHS_FILE, GREATER)):
+            for e in _entries(run, name, candidates=True):
+                key = (int(e["concept_id"]), direction)
+                if key not in found and _q(e) is not None:
+                    found[key] = _Concept(key[0], direction, _q(e), bool(e.get("confirmed")))
+    return list(found.values())
+
+
+def recorded_concepts(run: RunDir) -> list[dict[str, Any]] | None:
     """The concepts the run's judgement confirmed, as summary.json records them (None: not recorded)."""
     judged = judgement_of(run.read_summary())
     recorded = (judged or {}).get("confirmed_concepts")
-    if recorded is None:
-        return None
-    return [ConceptKey(int(c["concept"]), c["direction"]) for c in recorded]
+    return None if recorded is None else [dict(c) for c in recorded]
 
 
 def _concept_names(run: RunDir) -> dict[int, str]:
@@ -104,11 +148,12 @@ def _concept_names(run: RunDir) -> dict[int, str]:
     return names
 
 
-def _confirmed(run: RunDir, name: str) -> list[dict[str, Any]]:
+def _entries(run: RunDir, name: str, candidates: bool) -> list[dict[str, Any]]:
+    """A profile file's entries that were judged (a `confirmed` column): all of them, or the confirmed ones."""
     table = run.read_table(name)
     if table is None or "confirmed" not in table.column_names:
         return []
-    return [e for e in table.to_pylist() if e.get("confirmed")]
+    return [e for e in table.to_pylist() if candidates or e.get("confirmed")]
 
 
 def _pool(rows: RowsFile, model: str | None, concepts: Sequence[object]) -> PoolRows:
@@ -131,68 +176,6 @@ def slice_rows(frame: RowFrame, conditions: dict[str, str]) -> IntArray:
     return np.flatnonzero(keep).astype(np.int64)
 
 
-@dataclass(frozen=True)
-class OtherReader:
-    """Another reader's run over the same rows: its confirmed findings and its splits."""
-
-    findings: list[Finding]
-    plan: SplitPlan
-
-    @classmethod
-    def open(cls, run: RunDir, model: str | None, config: MetricsConfig) -> OtherReader:
-        return cls(*confirmed_findings(run, open_rows(run.rows), model, config))
-
-
-def fixed_rule_verdict(finding: Finding, other: OtherReader) -> Verdict:
-    """The finding's own rows as one rule tested on each split's test half of the other run (nothing chosen:
-    a family of one), within the cells each split adjusts for (a slice: against the half's other rows)."""
-    plan = other.plan
-    per_split = []
-    for split in plan.splits:
-        half = split.whole if finding.kind == "slice" else split.by_cell
-        per_split.append([(finding.key, half.contrast(finding.rows, None, finding.direction), 1)])
-    verdicts = judge(per_split, plan.n_splits, plan.fdr, (-1.0, 1.0))
-    return verdicts.get(finding.key) or not_tested()
-
-
-def compare_finding(finding: Finding, reader: str, other: OtherReader) -> dict[str, object]:
-    """One row of findings.parquet: the best-overlapping confirmed finding of the other reader, and the effect."""
-    best: tuple[float, float, Finding] | None = None
-    for theirs in other.findings:
-        if theirs.direction != finding.direction:
-            continue
-        inter = np.intersect1d(finding.rows, theirs.rows, assume_unique=True).size
-        union = finding.rows.size + theirs.rows.size - inter
-        overlap = (inter / union if union else 0.0, inter / finding.rows.size if finding.rows.size else 0.0)
-        if best is None or overlap > best[:2]:
-            best = (*overlap, theirs)
-    jaccard, covered = (best[0], best[1]) if best else (None, None)
-    if best and best[0] >= REPLICATES_AT:
-        status = S.REPLICATES
-    elif best and best[1] >= COVERED_AT:
-        status = S.PARTLY
-    else:
-        status = S.NOT_FOUND
-    verdict = fixed_rule_verdict(finding, other)
-    return {
-        "kind": finding.kind,
-        "finding": finding.key,
-        "description": finding.description,
-        "n_rows": int(finding.rows.size),
-        "reader": reader,
-        "status": status,
-        "match": best[2].key if best and best[1] > 0 else None,
-        "match_description": best[2].description if best and best[1] > 0 else None,
-        "jaccard": jaccard,
-        "covered": covered,
-        "effect": verdict.estimate,
-        "effect_low": verdict.low,
-        "effect_high": verdict.high,
-        "effect_confirmed": bool(verdict.confirmed),
-    }
-
-
-def findings_table(rows: list[dict[str, object]]) -> pa.Table:
-    from cg_ray.sensitivity.tables import FINDINGS_SCHEMA
-
-    return pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA)
+def headline(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings a reader's SAE makes (failure modes, concepts): slices are metadata rules any reader finds."""
+    return [f for f in findings if f.kind != SLICE]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +22,9 @@ from cg_ray.artifacts.rows import open_rows
 from cg_ray.config import MetricsConfig
 from cg_ray.describe.rundir import ReadSettings, open_run, read_settings
 from cg_ray.errors import ConfigError, InputError
+from cg_ray.sensitivity.compare import RULE, compare_finding, findings_table, own_estimate
 from cg_ray.sensitivity.config import SensitivityConfig
-from cg_ray.sensitivity.findings import RULE, OtherReader, compare_finding, confirmed_findings, findings_table
+from cg_ray.sensitivity.findings import SLICE, ReaderFindings, read_findings
 from cg_ray.sensitivity.pairs import ReaderSide, pair_row, side_rows
 from cg_ray.sensitivity.reread import OtherRun, reread, sae_layer
 
@@ -141,20 +143,21 @@ def run_sensitivity(config: SensitivityConfig) -> dict[str, Any]:
     others = [_other_run(plan, name, sae, config) for name, sae in plan.readers.items()]
     run, model = plan.run, plan.model
     rows = open_rows(run.rows)
-    mine, _ = confirmed_findings(run, rows, model, plan.metrics)
+    mine, own_plan = read_findings(run, rows, model, plan.metrics)
+    estimates = [own_estimate(f, own_plan) for f in mine]  # the run's own, whichever reader
     own_side = ReaderSide(plan.own, _folder(plan.own, config), sae_layer(plan.own, config), run)
     own_rows = side_rows(own_side, model, config.top_concepts)  # read once for every pair
     found: list[dict[str, object]] = []
     pairs: list[dict[str, object]] = []
     entries = []
     for other in others:
-        theirs = OtherReader.open(other.dir, model, plan.metrics)
-        here = [compare_finding(f, other.name, theirs) for f in mine]
+        theirs = ReaderFindings.open(other.dir, model, plan.metrics, candidates=True)
+        here = [compare_finding(f, other.name, theirs, e) for f, e in zip(mine, estimates, strict=True)]
         found += here
         side = ReaderSide(other.name, _folder(other.sae, config), other.layer, other.dir)
         read = side_rows(side, model, config.top_concepts)
-        pairs.append(pair_row(own_side, side, own_rows, read, (len(mine), len(theirs.findings))))
-        statuses = {s: sum(1 for r in here if r["status"] == s) for s in S.REPLICATION_STATUSES}
+        pairs.append(pair_row(own_side, side, own_rows, read, (len(mine), len(theirs.confirmed))))
+        statuses = _counts(r for r in here if r["kind"] != SLICE)  # slices: metadata, found by any reader
         entries.append(
             {
                 "name": other.name,
@@ -165,9 +168,11 @@ def run_sensitivity(config: SensitivityConfig) -> dict[str, Any]:
                 "seconds": round(other.seconds, 3),
                 "resumed": other.resumed,
                 "statuses": statuses,
+                "slices": _counts(r for r in here if r["kind"] == SLICE),
             }
         )
-        log.info("reader %s: %s", other.name, ", ".join(f"{n} {s}" for s, n in statuses.items()))
+        counted = ", ".join(f"{n} {s}" for s, n in statuses.items())
+        log.info("reader %s: failure modes and concepts %s (on the same rows: not replication)", other.name, counted)
     from cg_ray.sensitivity.tables import PAIRS_SCHEMA
 
     summary = {
@@ -187,6 +192,12 @@ def run_sensitivity(config: SensitivityConfig) -> dict[str, Any]:
         {"readers": list(plan.readers)},
     )
     return summary
+
+
+def _counts(rows: Iterable[dict[str, object]]) -> dict[str, int]:
+    """How many findings have each status (found / partly / not found)."""
+    statuses = [r["status"] for r in rows]
+    return {s: statuses.count(s) for s in S.READER_STATUSES}
 
 
 def _other_run(plan: SensitivityPlan, name: str, sae: str, config: SensitivityConfig) -> OtherRun:

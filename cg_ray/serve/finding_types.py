@@ -42,11 +42,12 @@ class Verdict(BaseModel):
     power: str | None = Field(
         None, description="in words, for a candidate: the smallest effect this run could confirm ('' if confirmed)"
     )
-    holds_under: str | None = Field(
+    other_readers: str | None = Field(
         None,
-        description="where `cg-ray sensitivity` compared it with other SAEs reading the same rows: each reader and "
-        "whether it finds the same, 'l20-seed7 ✓, l13 ~, l20-w2304 ✗' (✓ replicates, ~ partly, ✗ not found); "
-        "null when the run has no sensitivity/ or this finding was not compared",
+        description="where `cg-ray sensitivity` compared it with other SAEs reading the same rows, scores and "
+        "splits (robustness to the reader, not replication): each reader and whether it finds the same, "
+        "'l20-seed7 ✓, l13 ~, l20-w2304 ✗' (✓ found, ~ partly, ✗ not found); null when the run has no "
+        "sensitivity/ or this finding was not compared (slices: metadata rules every reader finds)",
     )
 
 

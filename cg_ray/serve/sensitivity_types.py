@@ -25,20 +25,26 @@ class SensitivityRequest(BaseModel):
 
 
 class SensitivityUnderReader(_Open):
-    """One finding under one other reader: findings.parquet's row, with its figures in words."""
+    """One finding under one other reader: findings.parquet's row, with its figures in words. The other reader
+    reads the same rows with the same scores and splits: robustness to the reader, not replication."""
 
     reader: str
-    status: str = Field(description="replicates | partly | not found (the summary's `rule`)")
-    mark: str = Field(description="✓ replicates, ~ partly, ✗ not found")
+    status: str = Field(description="found | partly | not found (the summary's `rule`)")
+    mark: str = Field(description="✓ found by that reader, ~ partly, ✗ not found (on the same rows)")
     match: str | None = Field(description="the other reader's confirmed finding overlapping its rows most")
     jaccard: float | None = Field(description="Jaccard of the two findings' flagged rows")
+    jaccard_by_chance: float | None = Field(
+        None, description="the Jaccard a random set of the match's size would have (hypergeometric expectation)"
+    )
     covered: float | None = Field(description="the share of its rows the match flags")
-    effect: float | None = Field(description="held-out effect of its own rows under the other reader's splits")
-    effect_low: float | None
-    effect_high: float | None
-    effect_confirmed: bool
-    overlap: str = Field(description="the match, its Jaccard and coverage, in words")
-    effect_text: str = Field(description="the effect with its interval, in words")
+    best_q: float | None = Field(
+        None,
+        description="the smallest q of the other reader's candidates, confirmed or not, flagging rows like these "
+        "(Jaccard or coverage >= 0.5): a near miss of a finding not found",
+    )
+    best_q_finding: str | None = Field(None, description="that candidate (mode:RANK | concept:ID)")
+    overlap: str = Field(description="the match, its Jaccard beside chance's, and coverage, in words")
+    near: str = Field(description="the best candidate for rows like these and its q, in words")
 
 
 class SensitivityFinding(_Open):
@@ -48,7 +54,14 @@ class SensitivityFinding(_Open):
     finding: str = Field(description="mode:RANK | slice:RANK | concept:ID")
     description: str
     n_rows: int
-    holds_under: str | None = Field(description="'l20-seed7 ✓, l13 ~' (the readers in the summary's order)")
+    own_estimate: float | None = Field(
+        description="the run's own estimate of its rows, on the halves that chose it: a figure, not a verdict"
+    )
+    fresh_rows: str | None = Field(
+        description="its standing verdict on new items (cg-ray probe: confirmed | refuted | unsettled | too_few), "
+        "the replication; null when not probed"
+    )
+    other_readers: str | None = Field(description="'l20-seed7 ✓, l13 ~' (the readers in the summary's order)")
     readers: list[SensitivityUnderReader]
 
 
@@ -56,13 +69,20 @@ class SensitivityView(_Open):
     """The run's sensitivity/ as the report and explorer show it (cg_ray.report.sensitivity.sensitivity_view)."""
 
     reader: dict[str, Any] = Field(description="the run's own reader: name, sae, layer, d_sae")
-    rule: str = Field(description="what replicates / partly / not found mean, in words")
-    readers: list[dict[str, Any]] = Field(description="per other reader: name, layer, d_sae, rows, seconds, statuses")
+    rule: str = Field(description="what found / partly / not found mean, in words")
+    readers: list[dict[str, Any]] = Field(
+        description="per other reader: name, layer, d_sae, rows, seconds, statuses (failure modes and concepts), "
+        "slices_text (slices, counted apart)"
+    )
     pairs: list[dict[str, Any]] = Field(
         description="per (run's reader, other reader): latents shared, rank correlations, top rows' overlap"
     )
-    findings: list[SensitivityFinding]
-    total: int = Field(description="findings compared (the first 60 are listed)")
+    findings: list[SensitivityFinding] = Field(description="the failure modes and concepts compared (first 60)")
+    slices: list[SensitivityFinding] = Field(
+        default_factory=list, description="the slices compared: metadata rules, found by every reader"
+    )
+    fresh: str = Field("", description="how many findings were confirmed on fresh rows (cg-ray probe), in words")
+    total: int = Field(description="failure modes and concepts compared (the first 60 are listed)")
 
 
 class SensitivityStatus(BaseModel):

@@ -86,18 +86,18 @@ def test_post_then_get_gives_each_findings_status_under_each_reader(service) -> 
     assert state["status"] == "succeeded" and state["error"] is None, state
     assert any(line.startswith("sensitivity: 3,000 rows") for line in state["progress"]), state["progress"]
     view = state["view"]
-    assert [r["name"] for r in view["readers"]] == [SALTED, BLIND] and view["rule"].startswith("replicates:")
+    assert [r["name"] for r in view["readers"]] == [SALTED, BLIND] and view["rule"].startswith("found:")
     modes = [f for f in view["findings"] if f["kind"] == "failure_mode"]
     planted = max(modes, key=lambda f: f["n_rows"])
     under = {r["reader"]: r for r in planted["readers"]}
-    assert under[SALTED]["status"] == S.REPLICATES and under[SALTED]["jaccard"] > 0.9
+    assert under[SALTED]["status"] == S.FOUND and under[SALTED]["jaccard"] > 0.9 > under[SALTED]["jaccard_by_chance"]
     assert under[BLIND]["status"] == S.NOT_FOUND and under[BLIND]["mark"] == "✗"
-    assert under[SALTED]["overlap"].startswith(f"{under[SALTED]['match']}") and "Jaccard" in under[SALTED]["overlap"]
-    assert under[BLIND]["effect_text"].startswith("its rows held out under this reader's splits: ")
-    assert planted["holds_under"] == f"{SALTED} ✓, {BLIND} ✗"
+    assert under[SALTED]["overlap"].startswith(f"{under[SALTED]['match']}") and "by chance" in under[SALTED]["overlap"]
+    assert planted["estimate_text"].startswith("the run's own estimate of its rows: ") and planted["fresh_rows"] is None
+    assert planted["other_readers"] == f"{SALTED} ✓, {BLIND} ✗"
     assert {p["reader_b"] for p in view["pairs"]} == {SALTED, BLIND}
     stored = RunDir(run).read_table(SENSITIVITY_FINDINGS).to_pylist()
-    assert len(stored) == 2 * view["total"]
+    assert len(stored) == 2 * (view["total"] + len(view["slices"]))
     text = client.get(url(), headers=headers).text
     assert str(run) not in text and str(run.parent) not in text  # no server path
     assert RunDir(run).steps()[-1]["step"] == "sensitivity"

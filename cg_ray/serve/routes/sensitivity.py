@@ -53,10 +53,11 @@ async def start_sensitivity(
     body: Annotated[SensitivityRequest | None, REQUEST] = None,
 ) -> SensitivityStatus:
     """Re-read the analysis' rows with other readers (SAEs) in the background, judge them with the run's
-    settings and seeds, and mark each confirmed finding replicates / partly / not found under each; follow it
-    with GET. A reader the service does not allow (its `sensitivity.readers`) or the run's own is a 422 naming
-    `readers`, nothing started; a run over `sensitivity.max_rows` rows is refused. The readers an earlier
-    sensitivity read are kept unless `fresh`; a finished one replaces the run's earlier sensitivity/."""
+    settings and seeds, and mark each confirmed finding found / partly / not found under each (the same rows:
+    robustness to the reader, not replication); follow it with GET. A reader the service does not allow (its
+    `sensitivity.readers`) or the run's own is a 422 naming `readers`, nothing started; a run over
+    `sensitivity.max_rows` rows is refused. The readers an earlier sensitivity read are kept unless `fresh`; a
+    finished one replaces the run's earlier sensitivity/."""
     body = body or SensitivityRequest()
     settings = service.settings.sensitivity
     own = await run_in_threadpool(sensitivities.own_reader, run, settings)

@@ -283,7 +283,7 @@ function drawBeyond(profiles) {
       "candidates by q-value. What the metadata already says — the failure modes above are what it does not.";
     const sliceRow = (s, extra = "") => `<tr class="slice"><td class="num">${s.rank}</td><td>${esc(s.slice)}</td>
       <td class="num heldout">${fmt(s.mean_score)} <span class="muted">${ci(s.low, s.high)}</span>${none(s.suite_mean) ? "" : `<div class="muted">other rows ${fmt(s.suite_mean)}</div>`}${verdictCell(s)}</td>
-      <td class="num">${fmt(s.mean_in_sample)}</td><td class="num">${s.n_rows.toLocaleString()}</td><td class="muted">${esc(s.example_row_ids.join(", "))}</td>${holdsCell(s)}${extra}</tr>`;
+      <td class="num">${fmt(s.mean_in_sample)}</td><td class="num">${s.n_rows.toLocaleString()}</td><td class="muted">${esc(s.example_row_ids.join(", "))}</td>${extra}</tr>`;
     fillJudged("slices", slices, sliceRow, 6, `No slice confirmed held out (${slices.tried}).`);
   }
 }
