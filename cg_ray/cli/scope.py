@@ -269,8 +269,9 @@ def _scope(args: argparse.Namespace) -> int:
     backend. Every request is answered before anything is written; an unreadable answer leaves a null verdict."""
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.report.refresh import refresh_report
+    from cg_ray.scope.publish import run_scope
     from cg_ray.scope.reference import ScopeRule
-    from cg_ray.scope.run import ScopeRequest, run_scope
+    from cg_ray.scope.run import ScopeRequest
 
     try:
         rule = ScopeRule(

@@ -6,6 +6,9 @@ from typing import Final, Literal
 
 import pyarrow as pa
 
+from cg_ray.schemas.fields import LABEL_FIELD as LABEL_FIELD
+from cg_ray.schemas.fields import floats as floats
+
 # rows.parquet: one row per scored item.
 ROW_ID: Final = "row_id"
 BENCHMARK: Final = "benchmark"
@@ -50,11 +53,6 @@ COVERAGE_CLASSES: Final[tuple[CoverageClass, ...]] = ("missing", "under", "norma
 
 
 # Column groups of one type: the schemas below state a type and its nullability once per group, in column order.
-def floats(*names: str) -> list[pa.Field]:
-    """Nullable float64 columns: an estimate is null where it is undefined."""
-    return [pa.field(name, pa.float64(), nullable=True) for name in names]
-
-
 def counts(*names: str) -> list[pa.Field]:
     """Non-null int64 columns: counts of rows."""
     return [pa.field(name, pa.int64(), nullable=False) for name in names]
@@ -71,7 +69,6 @@ def with_interval(name: str) -> list[pa.Field]:
 
 # The columns most tables share: which concept, as read (label) and as described.
 CONCEPT_ID_FIELD: Final = pa.field("concept_id", pa.int32(), nullable=False)
-LABEL_FIELD: Final = pa.field("label", pa.string(), nullable=True)
 DESCRIPTION_FIELD: Final = pa.field("description", pa.string(), nullable=True)
 
 # The 95% intervals of X_model and of the difficulty-adjusted gap (cg_ray.metrics.uncertainty, whose
@@ -367,10 +364,9 @@ OFFICIAL_COVERAGE_CSV: Final = "concept_cg_coverage_summary.csv"
 OFFICIAL_SALIENCY_CSV: Final = "concept_saliency_details.csv"
 OFFICIAL_SCORES_CSV: Final = "concept_scores.csv"
 
-# The scope's table schemas live in their own module (this one stays under 400 lines); imported last, since
-# they use LABEL_FIELD and floats above.
-from cg_ray.schemas.scope import (  # noqa: E402
-    SCOPE_COVERAGE_SCHEMA as SCOPE_COVERAGE_SCHEMA,
-    SCOPE_GAPS_SCHEMA as SCOPE_GAPS_SCHEMA,
-    SCOPE_ROWS_SCHEMA as SCOPE_ROWS_SCHEMA,
-)
+# The scope's table schemas live in their own module (this one stays under 400 lines).
+from cg_ray.schemas import scope as _scope  # noqa: E402
+
+SCOPE_GAPS_SCHEMA: Final = _scope.SCOPE_GAPS_SCHEMA
+SCOPE_ROWS_SCHEMA: Final = _scope.SCOPE_ROWS_SCHEMA
+SCOPE_COVERAGE_SCHEMA: Final = _scope.SCOPE_COVERAGE_SCHEMA

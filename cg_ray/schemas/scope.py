@@ -7,7 +7,7 @@ from typing import Final
 
 import pyarrow as pa
 
-from cg_ray.schemas import LABEL_FIELD, floats
+from cg_ray.schemas.fields import LABEL_FIELD, floats
 
 __all__ = ["SCOPE_COVERAGE_SCHEMA", "SCOPE_GAPS_SCHEMA", "SCOPE_ROWS_SCHEMA"]
 

@@ -253,9 +253,7 @@ class ScopeRequestBody(BaseModel):
         default_factory=list, max_length=1000, description="sibling benchmarks of the analysis, pooled as reference"
     )
     suite: bool = Field(False, description="also the run's benchmarks pooled as one, '(suite)'")
-    method: Literal["excess", "ratio"] | None = Field(
-        None, description="concept gaps: excess (default; by cluster) or ratio (the rule before)"
-    )
+    method: Literal["excess", "ratio"] | None = Field(None, description="concept gaps: excess (default) or ratio")
     min_share: float | None = Field(None, description="in use: pooled share (excess) at least this; default 0.02")
     margin: float | None = Field(None, description="excess: a gap when p_R − p_b is confidently above this; 0.02")
     ratio: float | None = Field(None, description="ratio: a gap when p_b is below ratio × p_R; default 0.5")

@@ -28,8 +28,9 @@ from cg_ray.report.documents import clean
 from cg_ray.report.refresh import refresh_report
 from cg_ray.report.scope import scope_view
 from cg_ray.scope.judge import Completer, CompleterFactory, ScopeJudge, endpoint_completer
+from cg_ray.scope.publish import run_scope
 from cg_ray.scope.reference import ScopeRule
-from cg_ray.scope.run import ScopeRequest, run_scope
+from cg_ray.scope.run import ScopeRequest
 from cg_ray.serve.api_types import ScopeRequestBody
 from cg_ray.serve.errors import api_error
 from cg_ray.serve.redact import MAX_CHARS, scrub_paths
