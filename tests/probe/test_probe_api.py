@@ -64,7 +64,7 @@ def test_a_dry_run_returns_the_plan_the_cli_prints(run_dir: Path, capsys: pytest
                              "endpoint": {"url": DOWN}, "sampling": {"temperature": 0.0}}})  # fmt: skip
     outcome = probe_run(run_dir, config, dry_run=True)
     assert outcome.summary is None and printed == "".join(f"{line}\n" for line in outcome.lines)
-    assert outcome.lines[0].startswith(f"probe of {run_dir}: ") and "probe 1 of this run" in outcome.lines[1]
+    assert outcome.lines[0].startswith(f"probe of {run_dir}: ") and "  probe 1: Benjamini–Hochberg" in outcome.lines[1]
 
 
 def test_bad_input_raises_its_error_with_its_message(run_dir: Path) -> None:
