@@ -59,5 +59,5 @@ def run_inflation(
     if power <= 0.0:
         return None
     mean_beyond = size + se * float(stats.norm.pdf(a)) / power  # E[|X| | |X| > bar], the selected estimates
-    ratio = mean_beyond / size
+    ratio = float(mean_beyond / size)
     return Inflation(power=power, ratio=ratio, planned=effect / ratio)

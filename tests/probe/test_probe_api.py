@@ -45,7 +45,7 @@ def test_the_lines_said_are_those_the_cli_prints(
            "reader_passed": 2, "generator": "logic"}  # fmt: skip
     summary: dict[str, Any] = {"gaps": [gap], "requests": {"writer": 3}, "seconds": {"write": 1.5},
                                "probes": [{"probe": 1}]}  # fmt: skip
-    monkeypatch.setattr(plan, "make_plan", lambda *a: None)
+    monkeypatch.setattr(plan, "make_plan", lambda *a, **k: None)
     monkeypatch.setattr(run, "run_probe", lambda *a, **k: summary)
     assert cli(str(tmp_path)) == 0
     printed = capsys.readouterr().out
