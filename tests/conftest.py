@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,15 @@ def close_ray_data_log_files() -> None:
         for handler in list(getattr(logger, "handlers", [])):
             if isinstance(handler, SessionFileHandler):
                 handler.close()  # drops its file handler; the next record makes one in the current session
+
+
+@pytest.fixture(autouse=True)
+def probe_ledger(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test its own probe ledger (cg_ray.probe.ledger; made when a probe first writes to it), so that no
+    test numbers its probes after another's, or the user's: processes the test starts inherit it."""
+    path = tmp_path_factory.getbasetemp() / "ledgers" / uuid.uuid4().hex
+    monkeypatch.setenv("CG_RAY_LEDGER", str(path))
+    return path
 
 
 @pytest.fixture(autouse=True, scope="module")

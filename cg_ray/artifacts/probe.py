@@ -66,6 +66,8 @@ class ProbeResult:
     method: str | None = None
     note: str | None = None
     fdr_share: float | None = None
+    pairs_to_write: int | None = None
+    planned_effect: float | None = None
     probe: int | None = None  # None: written before probes were numbered (probe 1's)
     probe_seed: int | None = None
     probed_at: str | None = None
@@ -98,12 +100,16 @@ class ProbeEntry:
     fdr: float | None = None  # None: written before the fdr was spent per probe
     share: float | None = None
     forgotten: bool = False  # `--replace` dropped its attempts (not its number)
+    ledger: str | None = None  # the probe ledger that numbered it (cg_ray.probe.ledger); None: before ledgers
+    keys: tuple[str, ...] = ()  # each gap's key there, in the order of `gaps`
 
     def document(self) -> dict[str, Any]:
-        """The entry as summary.json holds it: fdr and share only where known, forgotten only when true."""
+        """The entry as summary.json holds it: fdr, share and the ledger only where known, forgotten only when
+        true."""
         out: dict[str, Any] = {"probe": self.probe, "at": self.at, "gaps": list(self.gaps), "pairs": self.pairs,
                                "seed": self.seed}  # fmt: skip
-        out |= {k: v for k, v in (("fdr", self.fdr), ("share", self.share)) if v is not None}
+        known = (("fdr", self.fdr), ("share", self.share), ("ledger", self.ledger))
+        out |= {k: v for k, v in known if v is not None} | ({"keys": list(self.keys)} if self.keys else {})
         return out | ({"forgotten": True} if self.forgotten else {})
 
 
@@ -127,7 +133,10 @@ class ProbeSummary:
 def probe_summary(document: Mapping[str, Any]) -> ProbeSummary:
     """The typed summary of a summary.json document (keys it lacks are empty)."""
     probes = [
-        ProbeEntry(**{k: v for k, v in p.items() if k in ENTRY_FIELDS} | {"gaps": tuple(p.get("gaps") or ())})
+        ProbeEntry(
+            **{k: v for k, v in p.items() if k in ENTRY_FIELDS}
+            | {"gaps": tuple(p.get("gaps") or ()), "keys": tuple(p.get("keys") or ())}
+        )
         for p in document.get("probes") or []
     ]
     return ProbeSummary(

@@ -56,6 +56,12 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--config", type=Path, help="a YAML file of probe settings (cg_ray.probe.config.ProbeConfig); flags win"
     )
+    p.add_argument(
+        "--ledger",
+        type=Path,
+        help="the probe ledger's folder, which numbers each gap's probes across runs, copies and --overwrite "
+        "(default $CG_RAY_LEDGER, else ~/.cache/cg_ray/probe_ledger)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan (gaps, writers, requests, tokens) and stop")
     p.add_argument(
         "--fresh", action="store_true", help="discard an unfinished probe of this run instead of resuming it"
@@ -89,5 +95,7 @@ def probe_config(args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     config = probe_config(args)
-    probe_run(args.run, config, fresh=args.fresh, replace=args.replace, dry_run=args.dry_run, say=print)
+    probe_run(
+        args.run, config, fresh=args.fresh, replace=args.replace, dry_run=args.dry_run, ledger=args.ledger, say=print
+    )
     return 0

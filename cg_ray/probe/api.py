@@ -55,11 +55,13 @@ def probe_run(
     fresh: bool = False,
     replace: bool = False,
     dry_run: bool = False,
+    ledger: Path | None = None,
     say: Callable[[str], None] = lambda line: None,
 ) -> ProbeOutcome:
     """Plan the probe of `run` and run it: every step (cg_ray.probe.run), then each gap's verdict, the requests
     and seconds spent, what it wrote, and the report refreshed. `dry_run` plans only (the plan and where the
-    probe stands among the run's probes). Each line goes to `say` as it is made."""
+    probe stands among the run's probes). `ledger`: the probe ledger's folder (None: $CG_RAY_LEDGER, else
+    ~/.cache/cg_ray/probe_ledger; cg_ray.probe.ledger). Each line goes to `say` as it is made."""
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.probe import plan as planning
     from cg_ray.probe import run as running
@@ -71,7 +73,7 @@ def probe_run(
         lines.append(line)
         say(line)
 
-    plan = planning.make_plan(run, config)
+    plan = planning.make_plan(run, config, ledger_dir=ledger)
     if dry_run:
         tell(planning.plan_text(plan))
         tell(earlier_text(plan, replace=replace))
@@ -81,6 +83,9 @@ def probe_run(
     for line in attempt_lines(summary):
         tell(line)
     record = probe_summary(summary)
+    if record.probes and (this := record.probes[-1]).share is not None:
+        tell(f"probe {this.probe}, share {this.share:.3g} of fdr {this.fdr:g}; numbered by the probe ledger "
+             f"{this.ledger}: the bound holds per ledger (a gap's probes there share one fdr)")  # fmt: skip
     tell(f"requests: {json.dumps(record.requests)}; seconds: {json.dumps(record.seconds)}")
     tell(f"wrote {run / 'probe'} (items.parquet, results.parquet, summary.json, export/)")
     if (report := refresh_report(RunDir(run))) is not None:  # the report shows "Gaps tested on new items"
@@ -125,18 +130,23 @@ def attempt_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def earlier_text(plan: Any, *, replace: bool) -> str:
-    """What the probe will be among the run's probes: its number, the share of fdr it spends, and the earlier
-    probes' gaps (their verdicts final; --replace forgets their attempts, not their numbers)."""
+    """What the probe will be among its gaps' probes: its number (the probe ledger's, above the run's own and
+    each gap's earlier ones), the share of fdr it spends, and the earlier probes' gaps (their verdicts final;
+    --replace forgets their attempts, not their numbers). A different fdr than the ledger's is refused."""
     from cg_ray.artifacts.layout import RunDir
     from cg_ray.probe.history import read_earlier, standing
+    from cg_ray.probe.ledger import open_ledger
     from cg_ray.probe.power import share
 
     earlier = read_earlier(RunDir(plan.run), replace=replace)
-    number, fdr = earlier.next_probe(), plan.config.fdr
+    ledger = open_ledger(RunDir(plan.run).rows, plan.gaps, plan.rules, plan.ledger_dir)
+    fdr = plan.config.fdr
+    ledger.check_fdr(fdr)
+    number = ledger.next_number(earlier.next_probe())
     text = (
-        f"  probe {number} of this run: Benjamini–Hochberg at level {share(number) * fdr:.3g} "
+        f"  probe {number}: Benjamini–Hochberg at level {share(number) * fdr:.3g} "
         f"(share {share(number):.3g} of fdr {fdr:g}) over the {len(plan.gaps)} gap{'s' * (len(plan.gaps) != 1)} "
-        "above, on their new pairs only"
+        f"above, on their new pairs only; numbered by the {ledger.text()}"
     )
     if earlier.results:
         held = ", ".join(f"{gap} ({verdict}, probe {k})" for gap, (verdict, k) in standing(earlier.results).items())

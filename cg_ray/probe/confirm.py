@@ -32,7 +32,7 @@ independent-pairs SE so a sample with no spread (all d equal) does not claim cer
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -43,7 +43,20 @@ from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
 from cg_ray.arrays import FloatArray
-from cg_ray.probe.power import MIN_PAIRS, POWER, mcnemar_pairs_needed, share, t_pairs_needed
+from cg_ray.probe.power import (
+    MIN_PAIRS,
+    POWER,
+    family_level,
+    mcnemar_mde,
+    mcnemar_pairs_needed,
+    mcnemar_power,
+    pairs_to_write,
+    share,
+    t_mde,
+    t_pairs_needed,
+    t_power,
+)
+from cg_ray.probe.selection import Inflation
 
 FDR = 0.05  # the probe confirms: the usual 5% false-discovery rate, not an exploratory one
 MIN_REQUESTS = 2  # one request is one cluster: nothing to estimate its variance from
@@ -56,9 +69,12 @@ PROBE_DECISION = (
     "reversed ⇔ q ≤ fdr and difference > 0; refuted ⇔ neither, the probe's interval of the difference "
     "holds 0 and lies wholly above the run's held-out effect (the fresh pairs rule out a gap as large as the run "
     f"reported; {DEFAULT_EFFECT} stands in where it reported none); unsettled otherwise, with the new pairs the "
-    f"next probe needs for {POWER:.0%} power at its level; too_few ⇔ under {MIN_PAIRS} pairs or all from one "
-    "generator request. Probe k of a run spends the share β_k of fdr (β_1 = 0.8, β_k = 0.2/(k(k−1)) after: "
-    "0.1, 0.033, 0.017, …, summing to 1): q is Benjamini–Hochberg at level β_k·fdr over every gap that probe "
+    f"next probe needs for {POWER:.0%} power at its level in a family as large as this one; too_few ⇔ under "
+    f"{MIN_PAIRS} pairs or all from one generator request. Probe k spends the share β_k of fdr (β_1 = 0.8, "
+    "β_k = 0.2/(k(k−1)) after: 0.1, 0.033, 0.017, …, summing to 1), k one more than any earlier probe of the "
+    "run or of its gaps in the probe ledger (keyed by the rows and each gap's rule, so a copy, a new folder or "
+    "--overwrite does not start again at 1; one fdr per gap there): q is Benjamini–Hochberg at level β_k·fdr "
+    "over every gap that probe "
     "planned (a too_few gap counts with p = 1), each tested on that probe's fresh pairs only, divided by β_k; "
     "the interval is the (1 − β_k·fdr) one. Earlier probes' verdicts are final: a gap stands confirmed once any "
     "of its probes confirmed it, else at its latest probe's verdict. p: McNemar's exact test (one 0/1 pair "
@@ -84,11 +100,15 @@ class GapConfirmation:
     q_value: float | None  # the BH q-value within the probe over its share (module docstring)
     verdict: str  # one of VERDICTS, by PROBE_DECISION
     run_effect: float | None  # the run's held-out effect (None: it reported none)
-    mde: float | None  # the |difference| this many pairs would confirm with 80% power at this probe's level
-    pairs_needed: int | None  # unsettled only: fresh pairs for 80% power in the run's next probe
+    # The |difference| this many pairs confirm with 80% exact power at this probe's level in its family (worst
+    # case: power.family_level); None when no difference ≤ 1 would.
+    mde: float | None
+    pairs_needed: int | None  # unsettled only: fresh answered pairs for 80% power in the next probe, in a family
     method: str  # "mcnemar_exact", "cluster_t" or "" (not tested)
     note: str
     fdr_share: float | None = None  # the share β_k of fdr this probe spent (power.share)
+    pairs_to_write: int | None = None  # unsettled only: --pairs for that power when the checks drop as here
+    planned_effect: float | None = None  # the effect pairs_needed is planned for (selection.py), None: untested
 
 
 @dataclass(frozen=True)
@@ -150,26 +170,50 @@ def paired_test(target: FloatArray, control: FloatArray, clusters: np.ndarray, l
     return cluster_test(target - control, clusters, level)
 
 
-def mde(test: PairedTest, level: float) -> float:
-    """The |difference| these pairs would confirm with POWER at `level`, two-sided: the normal approximation's
-    (z_{α/2} + z_β)·SE (a planning figure, not a test)."""
-    return float(stats.norm.isf(level / 2) + stats.norm.ppf(POWER)) * test.se
+def mde(test: PairedTest, n: int, clusters: int, level: float) -> float | None:
+    """The |difference| these n pairs in `clusters` requests confirm with POWER at `level`, two-sided, by the
+    test's exact power inverted (`power.mcnemar_mde` at the pilot's discordance, `power.t_mde` at its SD and
+    pairs per request); None when no difference ≤ 1 would."""
+    if test.method == "mcnemar_exact" and test.discordance is not None:
+        return mcnemar_mde(n, test.discordance, level)
+    return t_mde(n, test.se * math.sqrt(n), level, n / max(clusters, 1))
 
 
-def pairs_needed(test: PairedTest, n: int, clusters: int, effect: float, level: float) -> int:
-    """Fresh pairs for POWER at |effect| and `level`, two-sided, planned from this pilot of n pairs in
-    `clusters` requests. McNemar's test: the pairs its exact power needs (`power.mcnemar_pairs_needed`) at the
-    pilot's discordance rate, floored at |effect| (at least that share of pairs must be discordant). The
-    cluster-robust t-test: the noncentral t's exact power (`power.t_pairs_needed`) with the pilot's pairs per
-    request, the SD of d the test's SE × √n so that clustering counts, floored at √(|δ|(1 − |δ|)), the least
-    SD 0/1 pairs with mean difference δ can have, since a few pairs can show no spread by chance."""
-    sd = max(test.se * math.sqrt(n), math.sqrt(abs(effect) * (1.0 - min(abs(effect), 1.0))))
+def _planning_sd(test: PairedTest, n: int, effect: float) -> float:
+    """The SD of one pair's d: the test's SE × √n (clustering counts), floored at √(|δ|(1 − |δ|)), the least SD
+    0/1 pairs with mean difference δ can have, since a few pairs can show no spread by chance."""
+    return max(test.se * math.sqrt(n), math.sqrt(abs(effect) * (1.0 - min(abs(effect), 1.0))))
+
+
+def power_at(test: PairedTest, n: int, clusters: int, effect: float, level: float) -> Callable[[int], float]:
+    """The exact power of k fresh pairs at |effect| and `level`, as a function of k, planned from this pilot
+    of n pairs (`pairs_needed` says how)."""
     if test.method != "mcnemar_exact" or test.discordance is None:
-        return t_pairs_needed(sd, effect, level, n / max(clusters, 1))
-    z = float(stats.norm.isf(level / 2) + stats.norm.ppf(POWER))
-    start = max(math.ceil((z * sd / abs(effect)) ** 2), MIN_PAIRS)  # the normal formula: where to search from
+        sd, per_cluster = _planning_sd(test, n, effect), n / max(clusters, 1)
+        return lambda k: t_power(k, sd, effect, level, per_cluster)
     psi = min(1.0, max(test.discordance, abs(effect)))
-    return mcnemar_pairs_needed(psi, effect, level, start)
+    delta = min(abs(effect), psi)
+    return lambda k: mcnemar_power(k, (psi + delta) / 2, (psi - delta) / 2, level)
+
+
+def pairs_needed(
+    test: PairedTest, n: int, clusters: int, effect: float, level: float, *, family: int = 1, keep: float = 1.0
+) -> tuple[int, int]:
+    """(answered pairs, pairs to write) for POWER at |effect| in a BH family of `family` gaps at `level` (the
+    worst case, power.family_level), two-sided, planned from this pilot of n pairs in `clusters` requests,
+    the checks keeping each written pair with probability `keep` (power.pairs_to_write). McNemar's test: the
+    pairs its exact power needs (`power.mcnemar_pairs_needed`) at the pilot's discordance rate, floored at
+    |effect| (at least that share of pairs must be discordant). The cluster-robust t-test: the noncentral t's
+    exact power (`power.t_pairs_needed`) with the pilot's pairs per request and `_planning_sd`."""
+    alpha = family_level(level, family)
+    sd = _planning_sd(test, n, effect)
+    if test.method != "mcnemar_exact" or test.discordance is None:
+        needed = t_pairs_needed(sd, effect, alpha, n / max(clusters, 1))
+    else:
+        z = float(stats.norm.isf(alpha / 2) + stats.norm.ppf(POWER))
+        start = max(math.ceil((z * sd / abs(effect)) ** 2), MIN_PAIRS)  # the normal formula: where to search from
+        needed = mcnemar_pairs_needed(min(1.0, max(test.discordance, abs(effect))), effect, alpha, start)
+    return needed, pairs_to_write(needed, keep, power_at(test, n, clusters, effect, alpha))
 
 
 def family_q(p_values: Sequence[float], probe: int, fdr: float) -> list[float]:
@@ -200,13 +244,46 @@ def effect_said(effect: float, reported: bool) -> str:
     return f"the run's effect {effect:+.3f}" if reported else f"the default effect {effect:+.3f} (run gave none)"
 
 
-def needed_note(needed: int, next_probe: int, fdr: float, said: str) -> str:
-    """What an unsettled gap's pairs_needed means, in the words every output shows."""
+@dataclass(frozen=True)
+class NextPlan:
+    """An unsettled gap's next probe: answered pairs needed, pairs to write, the effect planned for, and the
+    note every output shows."""
+
+    needed: int
+    write: int
+    effect: float
+    note: str
+
+
+def plan_next(
+    tested: PairedTest,
+    frame: pd.DataFrame,
+    dropped: int,
+    effect: float | None,
+    inflation: Inflation | None,
+    fdr: float,
+    next_probe: int,
+    family: int,
+) -> NextPlan:
+    """The pairs an unsettled gap, tested on `frame` (this probe's answered pairs; `dropped` more were written
+    and dropped by the checks), needs in the next probe `next_probe`, in a family of `family` gaps, for the
+    run's held-out effect (else DEFAULT_EFFECT), deflated by `inflation` where the run's confirmation inflated
+    it (selection.py)."""
+    n, clusters = len(frame), int(frame["request_id"].nunique())
+    aim = effect if effect else DEFAULT_EFFECT
+    said = effect_said(aim, bool(effect))
+    if inflation is not None and effect:
+        aim, said = inflation.planned, inflation.text(effect)
+    keep = n / (n + dropped) if n + dropped else 1.0
     level = share(next_probe) * fdr
-    return (
-        f"about {needed} new pairs in the next probe (probe {next_probe}) for {POWER:.0%} power at level "
-        f"{level:.2g} (share {share(next_probe):.3g} of fdr {fdr:g}, two-sided) to detect {said}"
+    needed, write = pairs_needed(tested, n, clusters, aim, level, family=family, keep=keep)
+    where = f"BH over {family} gaps: level {family_level(level, family):.2g} for each, the worst case"
+    note = (
+        f"about {needed} new answered pairs in the next probe (probe {next_probe}) for {POWER:.0%} power at level "
+        f"{level:.2g} (share {share(next_probe):.3g} of fdr {fdr:g}; {where}; two-sided) to detect {said}; "
+        f"write about {write} (--pairs {write}: the checks kept {n} of {n + dropped} here)"
     )
+    return NextPlan(needed, write, aim, note)
 
 
 def _judged(
@@ -218,8 +295,11 @@ def _judged(
     q: float,
     fdr: float,
     probe: int,
+    inflation: Inflation | None = None,
+    family: int = 1,
 ) -> GapConfirmation:
-    """One gap's record: `too_few` when it was not tested, else its verdict by PROBE_DECISION."""
+    """One gap's record: `too_few` when it was not tested, else its verdict by PROBE_DECISION; an unsettled
+    one planned for the next probe in a family of `family` gaps (as this one's)."""
     n = len(frame)
     t = float(frame["target_score"].mean()) if n else None
     c = float(frame["control_score"].mean()) if n else None
@@ -234,18 +314,19 @@ def _judged(
     if tested is None:
         return base
     aim = effect if effect else DEFAULT_EFFECT  # None or 0: nothing to refute or plan for
-    said = effect_said(aim, bool(effect))
     found = verdict(tested, q, aim, fdr)
-    needed, note = None, ""
+    plan, note = None, ""
     if found == "refuted":
+        said = effect_said(aim, bool(effect))
         note = f"the interval holds 0 and excludes {said}: rules out a gap as large as the run reported"
     if found == "unsettled":  # planned for the run's next probe, at its share of fdr
-        needed = pairs_needed(tested, n, clusters, aim, share(probe + 1) * fdr)
-        note = needed_note(needed, probe + 1, fdr, said)
+        plan = plan_next(tested, frame, dropped, effect, inflation, fdr, probe + 1, family)
+        note = plan.note
     return replace(
         base, difference=tested.difference, ci_low=tested.low, ci_high=tested.high, p_value=tested.p_value,
-        q_value=q, verdict=found, mde=mde(tested, share(probe) * fdr), pairs_needed=needed, method=tested.method,
-        note=note,
+        q_value=q, verdict=found, mde=mde(tested, n, clusters, family_level(share(probe) * fdr, family)),
+        pairs_needed=None if plan is None else plan.needed, pairs_to_write=None if plan is None else plan.write,
+        planned_effect=None if plan is None else plan.effect, method=tested.method, note=note,
     )  # fmt: skip
 
 
@@ -275,6 +356,7 @@ def confirm_gaps(
     dropped: Mapping[str, int] | None = None,
     fdr: float = FDR,
     probe: int = 1,
+    inflation: Mapping[str, Inflation | None] | None = None,
 ) -> list[GapConfirmation]:
     """Every gap the run's probe number `probe` planned (`effects`: gap_id → the run's held-out effect, e.g.
     {g.gap_id: g.effect for g in gaps}; the family) judged on its fresh answered pairs (PAIR_COLUMNS; scores
@@ -290,20 +372,34 @@ def confirm_gaps(
     tested = {gap_id: gap_test(groups.get(gap_id, empty), share(probe) * fdr) for gap_id in effects}
     q = family_q([1.0 if t is None else t.p_value for t in tested.values()], probe, fdr)
     return [
-        _judged(gap_id, groups.get(gap_id, empty), dropped.get(gap_id, 0), effect, tested[gap_id], q_gap, fdr, probe)
+        _judged(
+            gap_id,
+            groups.get(gap_id, empty),
+            dropped.get(gap_id, 0),
+            effect,
+            tested[gap_id],
+            q_gap,
+            fdr,
+            probe,
+            (inflation or {}).get(gap_id),
+            len(effects),
+        )
         for (gap_id, effect), q_gap in zip(effects.items(), q, strict=True)
     ]
 
 
-def replanned(frame: pd.DataFrame, effect: float | None, fdr: float, probe: int) -> tuple[int, str] | None:
-    """(pairs needed, note) of an unsettled gap whose latest attempt's pairs are `frame`, for the run's next
-    probe `probe`; None when those pairs cannot be tested."""
-    aim = effect if effect else DEFAULT_EFFECT
+def replanned(frame: pd.DataFrame, dropped: int, effect: float | None, planned: float | None, fdr: float,
+              probe: int, family: int) -> NextPlan | None:  # fmt: skip
+    """The next-probe plan of an unsettled gap whose latest attempt's answered pairs are `frame` (`dropped`
+    more were dropped by the checks), for the run's next probe `probe` in a family of `family` gaps, for the
+    effect that attempt `planned` for (else the run's); None when those pairs cannot be tested."""
     tested = gap_test(frame, fdr)  # only its SE and discordance are used: the interval's level does not matter
     if tested is None:
         return None
-    needed = pairs_needed(tested, len(frame), int(frame["request_id"].nunique()), aim, share(probe) * fdr)
-    return needed, needed_note(needed, probe, fdr, effect_said(aim, bool(effect)))
+    if planned is not None and effect and planned != effect:  # the attempt deflated the run's effect: again
+        ratio = effect / planned
+        return plan_next(tested, frame, dropped, effect, Inflation(math.nan, ratio, planned), fdr, probe, family)
+    return plan_next(tested, frame, dropped, effect, None, fdr, probe, family)
 
 
 def confirmation_table(confirmations: list[GapConfirmation]) -> pd.DataFrame:

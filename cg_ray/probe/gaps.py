@@ -24,6 +24,7 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.errors import CgRayError
 from cg_ray.metrics.firing import firing_threshold
 from cg_ray.probe.items import Gap
+from cg_ray.probe.selection import run_inflation
 
 EXAMPLES = 5  # example prompts handed to a generator per gap
 DEFAULT_SCORER = "exact"
@@ -159,6 +160,7 @@ def _gap(
     # The items are scored by that benchmark's scorer, so the writer sees only its rows: an example of another
     # benchmark (a letter choice beside a number) would invite items whose answers the scorer cannot read.
     examples = [r for r in examples if r["benchmark"] == benchmark]
+    name = MODE_EFFECT if kind == "mode" else CONCEPT_EFFECT
     return Gap(
         gap_id=gap_id,
         kind=kind,
@@ -171,4 +173,6 @@ def _gap(
         effect=effect,
         confirmed=bool(entry.get("confirmed")),
         n_rows=int(entry.get("n_rows") or 0),
-    )
+        inflation=run_inflation(effect, _effect(entry, f"{name}_low"), _effect(entry, f"{name}_high"),
+                                _effect(entry, "mde"), bool(entry.get("confirmed"))),
+    )  # fmt: skip

@@ -148,12 +148,20 @@ def numbered_pairs(pairs: list[ItemPair], probe: int) -> list[ItemPair]:
     return [dataclasses.replace(p, pair_id=numbered_id(p.pair_id, p.gap_id, probe)) for p in pairs]
 
 
-def this_probe(earlier: Earlier, gaps: list[str], pairs: int, seed: int, fdr: float) -> ProbeEntry:
-    """This probe's entry of summary.json's "probes": the next number, when, which gaps, pairs, seed, and the
-    share of fdr it spends."""
-    number = earlier.next_probe()
+def this_probe(
+    number: int,
+    gaps: list[str],
+    pairs: int,
+    seed: int,
+    fdr: float,
+    ledger: str | None = None,
+    keys: tuple[str, ...] = (),
+) -> ProbeEntry:
+    """This probe's entry of summary.json's "probes": its number (the ledger's, `ledger.Ledger.spend`), when,
+    which gaps, pairs, seed, the share of fdr it spends, and the ledger and keys that numbered it."""
     at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    return ProbeEntry(probe=number, at=at, gaps=tuple(gaps), pairs=pairs, seed=seed, fdr=fdr, share=share(number))
+    return ProbeEntry(probe=number, at=at, gaps=tuple(gaps), pairs=pairs, seed=seed, fdr=fdr, share=share(number),
+                      ledger=ledger, keys=keys)  # fmt: skip
 
 
 def fdr_text(earlier: Earlier, fdr: float) -> str:
@@ -181,17 +189,22 @@ def standing(rows: Iterable[ProbeResult]) -> dict[str, tuple[str, int]]:
 
 def replanned_rows(earlier: Earlier, probing: set[str], next_probe: int, fdr: float) -> list[ProbeResult]:
     """The earlier rows, each unsettled gap this probe does not name planned again for the run's next probe:
-    its latest attempt's pairs_needed and note (its verdict, p and q stay as judged)."""
+    its latest attempt's pairs_needed, pairs_to_write and note, in a family as large as that attempt's probe
+    (its verdict, p and q stay as judged)."""
     held = standing(earlier.results)
     pairs = answered_pairs(earlier.items)
+    family = {p.probe: len(p.gaps) for p in earlier.probes}
     rows = []
     for r in earlier.results:
         verdict, probe = held[r.gap_id]
         if verdict == "unsettled" and probe_of(r) == probe and r.gap_id not in probing:
             mine = pairs[(pairs["gap_id"] == r.gap_id) & (pairs["probe"] == probe)]
-            plan = replanned(pd.DataFrame(mine[list(PAIR_COLUMNS)]), r.run_effect, fdr, next_probe)
+            size = family.get(probe) or sum(probe_of(o) == probe for o in earlier.results)
+            plan = replanned(pd.DataFrame(mine[list(PAIR_COLUMNS)]), r.n_dropped or 0, r.run_effect,
+                             r.planned_effect, fdr, next_probe, max(size, 1))  # fmt: skip
             if plan is not None:
-                r = dataclasses.replace(r, pairs_needed=plan[0], note=plan[1])
+                r = dataclasses.replace(r, pairs_needed=plan.needed, pairs_to_write=plan.write, note=plan.note,
+                                        planned_effect=plan.effect)  # fmt: skip
         rows.append(r)
     return rows
 

@@ -5,7 +5,10 @@ can be tested alone and the parquet files are a flat view of them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from cg_ray.probe.selection import Inflation
 
 GapKind = Literal["mode", "concept"]
 Role = Literal["target", "control"]
@@ -27,6 +30,8 @@ class Gap:
     effect: float | None  # the run's held-out estimate (gaps.py), score minus the cells' (negative: weaker)
     confirmed: bool  # confirmed by the run itself (on the suite's own rows)
     n_rows: int
+    # How much the run's confirmation inflates `effect` (selection.py); None: not confirmed, or unknown.
+    inflation: Inflation | None = None
 
 
 @dataclass(frozen=True)

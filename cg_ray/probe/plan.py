@@ -47,6 +47,7 @@ class ProbePlan:
     reader: ReaderConfig
     model: GenerationConfig
     config: ProbeConfig
+    ledger_dir: Path | None = None  # the probe ledger's folder; None: $CG_RAY_LEDGER or the default (ledger.py)
 
     def estimate(self) -> dict[str, int]:
         """Requests and tokens at most (before checks drop anything)."""
@@ -116,7 +117,7 @@ def _rules(chosen: list[Gap], gaps: RunGaps) -> dict[str, dict[int, float]]:
     return {g.gap_id: dict(gaps.thresholds[g.gap_id]) for g in chosen}
 
 
-def make_plan(run: Path, config: ProbeConfig, gaps: RunGaps | None = None) -> ProbePlan:
+def make_plan(run: Path, config: ProbeConfig, gaps: RunGaps | None = None, ledger_dir: Path | None = None) -> ProbePlan:
     gaps = gaps or read_gaps(run)
     chosen = gaps.select(config.gaps, config.top)
     if config.writer is None and config.families == "never":
@@ -131,6 +132,7 @@ def make_plan(run: Path, config: ProbeConfig, gaps: RunGaps | None = None) -> Pr
         reader=run_reader(run, config),
         model=run_model(run, config),
         config=config,
+        ledger_dir=ledger_dir,
     )
 
 

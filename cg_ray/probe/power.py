@@ -10,12 +10,16 @@ and whatever the earlier ones showed. A null gap probed again and again is confi
 most the same sum.
 
 Power is exact, not the normal formula's (which bought 70–76% where it promised 80% for McNemar's test):
-McNemar's exact test by enumerating the discordant count, the cluster-robust t-test by the noncentral t.
+McNemar's exact test by enumerating the discordant count, the cluster-robust t-test by the noncentral t. It is
+planned for the gap's place in a Benjamini–Hochberg family of m gaps (`family_level`) and for the pairs the
+checks drop (`written_power`), and the minimum detectable effect inverts the same exact power (`mcnemar_mde`,
+`t_mde`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy import stats
@@ -24,6 +28,7 @@ MIN_PAIRS = 5  # below this no test is run (a McNemar test on < 5 pairs cannot r
 POWER = 0.8  # the power `pairs_needed` and `mde` are stated at
 FIRST_SHARE = 0.8  # the first probe's share of fdr; the rest, 0.2, is spread over every later probe
 MAX_PAIRS = 1_000_000  # the search for pairs needed stops here (an effect too small to plan for)
+MDE_STEPS = 14  # bisection steps of the mde on [0, 1]: to 1/16384, finer than any figure shown
 
 
 def share(probe: int) -> float:
@@ -106,4 +111,69 @@ def t_pairs_needed(sd: float, effect: float, alpha: float, per_cluster: float) -
     while high - low > 1:  # power(low) < POWER ≤ power(high)
         mid = (low + high) // 2
         low, high = (low, mid) if t_power(mid, sd, effect, alpha, per_cluster) >= POWER else (mid, high)
+    return high
+
+
+def family_level(level: float, family: int) -> float:
+    """The level a gap's own test must reach to be confirmed whatever the other gaps of its BH family of
+    `family` show: BH at `level` rejects every p ≤ level / m (the step-up finds at least that one), and no more
+    than that when the others have p = 1 (too_few, or null gaps far from significance). So power at
+    level / m is exact in that worst case and a lower bound in every other (other true gaps only help)."""
+    return level / max(family, 1)
+
+
+def written_power(written: int, keep: float, power_at: Callable[[int], float]) -> float:
+    """Exact power of `written` pairs of which the checks keep each with probability `keep`: the mean of
+    power_at(K) over K ~ Bin(written, keep) (the kept counts within 8 SD; the rest, < 1e-15 of the mass, count
+    as power 0)."""
+    if keep >= 1.0:
+        return power_at(written)
+    if keep <= 0.0 or written <= 0:
+        return 0.0
+    sd = math.sqrt(written * keep * (1 - keep))
+    low, high = max(0, math.floor(written * keep - 8 * sd)), min(written, math.ceil(written * keep + 8 * sd))
+    kept = np.arange(low, high + 1)
+    weights = stats.binom.pmf(kept, written, keep)
+    return float(sum(w * power_at(int(k)) for k, w in zip(kept, weights, strict=True) if w > 1e-15))
+
+
+def pairs_to_write(needed: int, keep: float, power_at: Callable[[int], float]) -> int:
+    """The fewest pairs to write (about: steps of 0.5%) whose `written_power` reaches POWER, searched up from
+    needed / keep (the mean kept count is then `needed`, but power is concave there, so the mean of it falls
+    short: a few more pairs make up for it)."""
+    if keep >= 1.0:
+        return needed
+    n = min(MAX_PAIRS, math.ceil(needed / max(keep, 1e-6)))
+    while n < MAX_PAIRS and written_power(n, keep, power_at) < POWER:
+        n += max(1, n // 200)
+    return n
+
+
+def mcnemar_mde(n: int, psi: float, alpha: float) -> float | None:
+    """The smallest mean difference |δ| that n pairs confirm with POWER by McNemar's exact test at `alpha`
+    (`mcnemar_power`), at discordance max(psi, |δ|) (at least |δ| of the pairs must differ); by bisection on
+    δ, which power increases with. None when no δ ≤ 1 reaches it (too few pairs)."""
+
+    def power(delta: float) -> float:
+        disc = max(psi, delta)
+        return mcnemar_power(n, (disc + delta) / 2, (disc - delta) / 2, alpha)
+
+    if n < MIN_PAIRS or power(1.0) < POWER:
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(MDE_STEPS):
+        mid = (low + high) / 2
+        low, high = (low, mid) if power(mid) >= POWER else (mid, high)
+    return high
+
+
+def t_mde(n: int, sd: float, alpha: float, per_cluster: float) -> float | None:
+    """The smallest |effect| that n pairs confirm with POWER by the cluster-robust t-test (`t_power`), by
+    bisection up to 1 (scores lie in [0, 1]); None when none does."""
+    if n < 2 or sd <= 0 or t_power(n, sd, 1.0, alpha, per_cluster) < POWER:
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(MDE_STEPS):
+        mid = (low + high) / 2
+        low, high = (low, mid) if t_power(n, sd, mid, alpha, per_cluster) >= POWER else (mid, high)
     return high

@@ -30,6 +30,7 @@ from cg_ray import schemas as S
 from cg_ray.activations.protocol import reader_from_config
 from cg_ray.artifacts import layout as L
 from cg_ray.artifacts.layout import RunDir
+from cg_ray.artifacts.probe import ProbeEntry
 from cg_ray.probe.answer import Answer, Question, answer
 from cg_ray.probe.checked import Checked
 from cg_ray.probe.config import WORK_DIR
@@ -50,6 +51,7 @@ from cg_ray.probe.history import (
     verified_pairs,
 )
 from cg_ray.probe.items import GenerationOutcome
+from cg_ray.probe.ledger import open_ledger
 from cg_ray.probe.plan import ProbePlan, plan_text
 from cg_ray.probe.power import share
 from cg_ray.probe.reader_check import check_pairs
@@ -161,6 +163,8 @@ def run_probe(plan: ProbePlan, *, fresh: bool = False, replace: bool = False, sa
     """Every step of the module docstring; returns the published summary. `replace`: forget the run's
     earlier probes' attempts instead of keeping them (their numbers still count: history.py)."""
     say(plan_text(plan))
+    ledger = open_ledger(RunDir(plan.run).rows, plan.gaps, plan.rules, plan.ledger_dir)
+    ledger.check_fdr(plan.config.fdr)  # refused before anything is written
     work = Work(plan.run / WORK_DIR)
     settings = {"config": plan.config.model_dump(mode="json"), "gaps": [g.gap_id for g in plan.gaps]}
     resuming = work.resumes(settings, fresh=fresh)
@@ -184,15 +188,20 @@ def run_probe(plan: ProbePlan, *, fresh: bool = False, replace: bool = False, sa
         g.gap_id: sum(p.gap_id == g.gap_id for p in checked.pairs if p.pair_id in checked.dropped) for g in plan.gaps
     }
     earlier = read_earlier(RunDir(plan.run), replace=replace)
-    number, fdr = earlier.next_probe(), plan.config.fdr
+    fdr = plan.config.fdr
+    # The number is taken (and spent) now, before any verdict is seen: ledger.py.
+    number = ledger.spend(earlier.next_probe(), fdr, plan.run, {g.gap_id: g.description for g in plan.gaps})
     level = f"{share(number):.3g} × fdr {fdr:g}"
-    say(f"probe {number} of this run: Benjamini–Hochberg at {level} over the {len(plan.gaps)} gaps it planned")
+    say(f"probe {number}: Benjamini–Hochberg at {level} over the {len(plan.gaps)} gaps it planned; {ledger.text()}")
     if note := fdr_text(earlier, fdr):
         say(note)
     effects = {g.gap_id: g.effect for g in plan.gaps}  # the family: every gap planned, fixed before any verdict
-    verdicts = confirm_gaps(scores, effects, dropped, fdr=fdr, probe=number)
+    inflation = {g.gap_id: g.inflation for g in plan.gaps}
+    verdicts = confirm_gaps(scores, effects, dropped, fdr=fdr, probe=number, inflation=inflation)
     seconds["judge"] = time.perf_counter() - t
-    summary = publish(plan, checked, answers, verdicts, seconds, earlier)
+    summary = publish(plan, checked, answers, verdicts, seconds, earlier, this_probe(
+        number, [g.gap_id for g in plan.gaps], plan.config.pairs, plan.config.seed, fdr, str(ledger.root),
+        tuple(ledger.keys.values())))  # fmt: skip
     work.remove()
     return summary
 
@@ -204,11 +213,11 @@ def publish(
     verdicts: list[Any],
     seconds: dict[str, float],
     earlier: Earlier,
+    entry: ProbeEntry,
 ) -> dict[str, Any]:
     """Step 5: the probe's files, with every attempt of the `earlier` probes kept, replace the run's probe at
     once."""
     run, cfg = RunDir(plan.run), plan.config
-    entry = this_probe(earlier, [g.gap_id for g in plan.gaps], cfg.pairs, cfg.seed, cfg.fdr)
     carried = replanned_rows(earlier, set(entry.gaps), entry.probe + 1, cfg.fdr)
     results = merged_results(results_table(plan, checked, verdicts), entry, carried)
     items = merged_items(items_table(checked, answers), entry.probe, earlier)

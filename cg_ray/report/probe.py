@@ -92,13 +92,16 @@ def verdict_text(gap: ProbeResult) -> str:
 
 def next_step(gap: ProbeResult, run_name: str, seed: int) -> dict[str, Any] | None:
     """For a gap standing unsettled: the pairs to write so that about `pairs_needed` fresh ones survive the
-    checks at its latest probe's keep rate, and the command (a new seed, so the writer does not write the same
-    pairs again). The pairs are planned for the run's next probe at its share of fdr (its note says the level)."""
+    checks at its latest probe's keep rate (its `pairs_to_write`), and the command (a new seed, so the writer does
+    not write the same pairs again). The pairs are planned for the run's next probe at its share of fdr, in a
+    family as large as its latest probe's (its note says the level)."""
     needed = gap.pairs_needed
     if gap.verdict != "unsettled" or not needed:
         return None
     written, kept = gap.pairs_written or 0, gap.n_pairs
-    write = math.ceil(needed * written / kept) if kept and written else needed
+    write = gap.pairs_to_write  # planned with the drops' spread (cg_ray.probe.power.pairs_to_write) …
+    if write is None:  # … else (written before it was) at the latest probe's keep rate
+        write = math.ceil(needed * written / kept) if kept and written else needed
     gap_id = shlex.quote(gap.gap_id)
     command = f"cg-ray probe {shlex.quote(run_name)} --gap {gap_id} --pairs {write} --seed {seed + 1}"
     return {
@@ -115,7 +118,8 @@ def _from_probe(gap: ProbeResult, summary: ProbeSummary) -> str:
     if len(summary.probes) < 2 or gap.probe is None:
         return ""
     when = (gap.probed_at or "")[:10]
-    return f"probe {gap.probe} of {len(summary.probes)}" + (f" ({when})" if when else "") + ": "
+    last = max(p.probe for p in summary.probes)  # ledger numbers (cg_ray.probe.ledger) may start above 1
+    return f"probe {gap.probe} of {last}" + (f" ({when})" if when else "") + ": "
 
 
 def attempt_text(gap: ProbeResult) -> str:

@@ -72,6 +72,8 @@ PROBE_RESULTS_SCHEMA: Final = pa.schema(
         ("method", pa.string()),
         ("note", pa.string()),
         ("fdr_share", pa.float64()),
+        ("pairs_to_write", pa.int64()),  # unsettled: --pairs for pairs_needed's power with the checks' drops
+        ("planned_effect", pa.float64()),  # the effect pairs_needed is planned for (deflated where inflated)
         PROBE_NUMBER,
         ("probe_seed", pa.int64()),
         ("probed_at", pa.string()),  # ISO 8601, UTC

@@ -160,7 +160,7 @@ def test_planned_pairs_give_the_promised_power_exactly_and_in_400_replications(
     big = simulate(np.random.default_rng(1), "g", 20_000, p_target, p_control)
     t, c = big["target_score"].to_numpy(), big["control_score"].to_numpy()
     test = paired_test(t, c, big["request_id"].to_numpy(), LEVEL)
-    n = pairs_needed(test, len(big), len(big), effect, level)
+    n, _ = pairs_needed(test, len(big), len(big), effect, level)
     # independent target and control: discordant with p_t(1−p_c) + p_c(1−p_t); worse when target 0, control 1
     p_worse, p_better = (1 - p_target) * p_control, p_target * (1 - p_control)
     exact = mcnemar_power(n, p_worse, p_better, level)
@@ -218,7 +218,7 @@ def test_clustered_pairs_planned_by_the_noncentral_t_give_the_promised_power(
     test = paired_test(big["target_score"].to_numpy(), big["control_score"].to_numpy(), big["request_id"].to_numpy(),
                        LEVEL)  # fmt: skip
     assert test.method == "cluster_t"
-    n = pairs_needed(test, len(big), groups, effect, level)
+    n, _ = pairs_needed(test, len(big), groups, effect, level)
     n = per_request * -(-n // per_request)  # whole requests
     power = t_power(n, test.se * np.sqrt(len(big)), effect, level, per_request)
     assert 0.78 <= power <= 0.85, (n, power)

@@ -45,7 +45,7 @@ def test_the_lines_said_are_those_the_cli_prints(
            "reader_passed": 2, "generator": "logic"}  # fmt: skip
     summary: dict[str, Any] = {"gaps": [gap], "requests": {"writer": 3}, "seconds": {"write": 1.5},
                                "probes": [{"probe": 1}]}  # fmt: skip
-    monkeypatch.setattr(plan, "make_plan", lambda *a: None)
+    monkeypatch.setattr(plan, "make_plan", lambda *a, **k: None)
     monkeypatch.setattr(run, "run_probe", lambda *a, **k: summary)
     assert cli(str(tmp_path)) == 0
     printed = capsys.readouterr().out
@@ -64,7 +64,7 @@ def test_a_dry_run_returns_the_plan_the_cli_prints(run_dir: Path, capsys: pytest
                              "endpoint": {"url": DOWN}, "sampling": {"temperature": 0.0}}})  # fmt: skip
     outcome = probe_run(run_dir, config, dry_run=True)
     assert outcome.summary is None and printed == "".join(f"{line}\n" for line in outcome.lines)
-    assert outcome.lines[0].startswith(f"probe of {run_dir}: ") and "probe 1 of this run" in outcome.lines[1]
+    assert outcome.lines[0].startswith(f"probe of {run_dir}: ") and "  probe 1: Benjamini–Hochberg" in outcome.lines[1]
 
 
 def test_bad_input_raises_its_error_with_its_message(run_dir: Path) -> None:

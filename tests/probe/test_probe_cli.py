@@ -61,7 +61,7 @@ def test_a_gap_with_a_difference_but_no_interval_is_printed(
 
     gap = {"gap_id": "mode:1", "verdict": "too_few", "difference": 0.0, "ci_low": None, "ci_high": None,
            "n_pairs": 1, "note": "1 pairs, under 5"}  # fmt: skip
-    monkeypatch.setattr(plan, "make_plan", lambda *a: None)
+    monkeypatch.setattr(plan, "make_plan", lambda *a, **k: None)
     monkeypatch.setattr(run, "run_probe", lambda *a, **k: {"gaps": [gap], "requests": {}, "seconds": {}})
     args = parse()
     assert args.handler(args) == 0
@@ -101,7 +101,7 @@ def test_each_gap_is_printed_with_its_earlier_attempts_and_standing_verdict(
     rows = [gap("mode:1", 3, "unsettled", "confirmed"), gap("mode:2", 2, "refuted", "refuted"),
             gap("mode:1", 1, "confirmed", "confirmed")]  # fmt: skip
     summary = {"gaps": rows, "requests": {}, "seconds": {}, "probes": [{"probe": 1}, {"probe": 2}, {"probe": 3}]}
-    monkeypatch.setattr(plan, "make_plan", lambda *a: None)
+    monkeypatch.setattr(plan, "make_plan", lambda *a, **k: None)
     monkeypatch.setattr(run, "run_probe", lambda *a, **k: summary)
     args = parse()
     assert args.handler(args) == 0

@@ -17,6 +17,7 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.cli.probe import earlier_text
 from cg_ray.probe.config import ProbeConfig
 from cg_ray.probe.history import numbered_id, read_earlier
+from cg_ray.probe.ledger import LedgerFdrError
 from cg_ray.probe.plan import make_plan
 from cg_ray.probe.power import share
 from cg_ray.probe.run import run_probe
@@ -70,7 +71,7 @@ def test_each_probe_is_judged_once_at_its_share_and_every_attempt_stays(tmp_path
     answered = {r["pair_id"] for r in items if r["dropped"] is None}
     assert {e["pair_id"] for e in exported} == answered
     assert dry.startswith(
-        "  probe 4 of this run: Benjamini–Hochberg at level 0.000833 (share 0.0167 of fdr 0.05) over the 1 gap above"
+        "  probe 4: Benjamini–Hochberg at level 0.000833 (share 0.0167 of fdr 0.05) over the 1 gap above"
     )
     assert "mode:1 (confirmed, probe 1)" in dry and "earlier probes' gaps" not in dry_replaced
     # replace: the earlier attempts are forgotten, their numbers are not (no share bought back).
@@ -78,6 +79,27 @@ def test_each_probe_is_judged_once_at_its_share_and_every_attempt_stays(tmp_path
     assert replaced["gaps"][0]["fdr_share"] == pytest.approx(share(4))
     assert [p.get("forgotten", False) for p in replaced["probes"]] == [True, True, True, False]
     assert set(pq.read_table(run / L.PROBE_ITEMS, columns=["gap_id"]).column("gap_id").to_pylist()) == {"mode:2"}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_module")
+def test_an_overwritten_run_goes_on_at_its_gaps_next_probe_number(tmp_path: Path, probe_ledger: Path) -> None:
+    """Probe mode:1, then make the run again into its folder (`cg-ray metrics --overwrite`: probe/ is gone),
+    then probe mode:1 again: the second probe is number 2 at share 0.1 (not probe 1 at 0.8 again), its summary
+    names the ledger, and a third with another --fdr is refused before anything is written."""
+    run = write_run(tmp_path / "run")
+    with serve(script()) as url:
+        probe(run, url, 0, "mode:1")
+        write_run(run)
+        assert not (run / L.PROBE_RESULTS).exists()
+        second = probe(run, url, 1, "mode:1")
+        config = ProbeConfig.model_validate(probe_config(url, 2, 60) | {"gaps": ["mode:1"], "fdr": 0.1})
+        with pytest.raises(LedgerFdrError, match=r"differs from the fdr 0\.05"):
+            run_probe(make_plan(run, config), fresh=True, say=lambda _: None)
+    assert [(g["gap_id"], g["probe"], g["fdr_share"]) for g in second["gaps"]] == [("mode:1", 2, share(2))]
+    (entry,) = second["probes"]
+    assert entry["probe"] == 2 and entry["ledger"] == str(probe_ledger) and len(entry["keys"]) == 1
+    assert not (run / "probe.work").exists()
 
 
 def _row(gap_id: str, verdict: str, **more: Any) -> dict[str, Any]:
