@@ -110,7 +110,9 @@ def read_scoped(
     summary = rd.read_json(SCOPE_SUMMARY)
     rule = ScopeRule.model_validate(summary["rule"])
     ref = str(mine["reference"].iloc[0])
-    entry = next((b for b in summary["benchmarks"] if (b["benchmark"], b["reference"]) == (benchmark, ref)), {})
+    entry: dict[str, Any] = next(
+        (b for b in summary["benchmarks"] if (b["benchmark"], b["reference"]) == (benchmark, ref)), {}
+    )
     return mine.sort_values("concept_id").reset_index(drop=True), ref, rule, entry.get("row_view")
 
 

@@ -388,20 +388,6 @@ def confirm_gaps(
     ]
 
 
-def replanned(frame: pd.DataFrame, dropped: int, effect: float | None, planned: float | None, fdr: float,
-              probe: int, family: int) -> NextPlan | None:  # fmt: skip
-    """The next-probe plan of an unsettled gap whose latest attempt's answered pairs are `frame` (`dropped`
-    more were dropped by the checks), for the run's next probe `probe` in a family of `family` gaps, for the
-    effect that attempt `planned` for (else the run's); None when those pairs cannot be tested."""
-    tested = gap_test(frame, fdr)  # only its SE and discordance are used: the interval's level does not matter
-    if tested is None:
-        return None
-    if planned is not None and effect and planned != effect:  # the attempt deflated the run's effect: again
-        ratio = effect / planned
-        return plan_next(tested, frame, dropped, effect, Inflation(math.nan, ratio, planned), fdr, probe, family)
-    return plan_next(tested, frame, dropped, effect, None, fdr, probe, family)
-
-
 def confirmation_table(confirmations: list[GapConfirmation]) -> pd.DataFrame:
     """The confirmations as one row per gap, columns in the order of GapConfirmation."""
     columns = list(GapConfirmation.__dataclass_fields__)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,9 +38,10 @@ from cg_ray.artifacts.probe import (
     read_probe_results,
     read_probe_summary,
 )
-from cg_ray.probe.confirm import PAIR_COLUMNS, replanned
+from cg_ray.probe.confirm import PAIR_COLUMNS, NextPlan, gap_test, plan_next
 from cg_ray.probe.items import ItemPair
 from cg_ray.probe.power import share
+from cg_ray.probe.selection import Inflation
 from cg_ray.schemas.probe import PROBE_NUMBER, PROBE_RESULTS_SCHEMA
 
 
@@ -185,6 +187,20 @@ def standing(rows: Iterable[ProbeResult]) -> dict[str, tuple[str, int]]:
         if held is None or held[0] != "confirmed":
             out[r.gap_id] = (r.verdict, probe_of(r))
     return out
+
+
+def replanned(frame: pd.DataFrame, dropped: int, effect: float | None, planned: float | None, fdr: float,
+              probe: int, family: int) -> NextPlan | None:  # fmt: skip
+    """The next-probe plan of an unsettled gap whose latest attempt's answered pairs are `frame` (`dropped`
+    more were dropped by the checks), for the run's next probe `probe` in a family of `family` gaps, for the
+    effect that attempt `planned` for (else the run's); None when those pairs cannot be tested."""
+    tested = gap_test(frame, fdr)  # only its SE and discordance are used: the interval's level does not matter
+    if tested is None:
+        return None
+    if planned is not None and effect and planned != effect:  # the attempt deflated the run's effect: again
+        ratio = effect / planned
+        return plan_next(tested, frame, dropped, effect, Inflation(math.nan, ratio, planned), fdr, probe, family)
+    return plan_next(tested, frame, dropped, effect, None, fdr, probe, family)
 
 
 def replanned_rows(earlier: Earlier, probing: set[str], next_probe: int, fdr: float) -> list[ProbeResult]:

@@ -110,7 +110,7 @@ def rows_table(result: ScopeResult) -> pa.Table:
                     "row_id": ids[ref].astype(str),
                     "density_ratio": view.density_ratio[ref],
                     "uncovered": view.density_ratio[ref] <= view.rule.density,
-                    "theme": pd.array(np.where(theme[ref] >= 0, theme[ref], None), dtype="Int64"),
+                    "theme": pd.array([int(t) if t >= 0 else None for t in theme[ref]], dtype="Int64"),
                 }
             )
         )
