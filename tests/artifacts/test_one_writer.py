@@ -32,6 +32,8 @@ WRITERS_ALLOWED: dict[str, str] = {
     "serve/battles.py": "an uploaded battles file in the service's store",
     "serve/routes/uploads.py": "an uploaded rows file in the service's store",
     "probe/work.py": "a probe's resumable work files (pairs written, answers) in its work directory",
+    "probe/ledger.py": "the probe ledger's per-gap JSON files and their lock, in the ledger's own folder (outside any "
+    "run: it must outlive `--overwrite` and copies of the run)",
     "describe/saved.py": "an explain's endpoint answers, appended as they arrive, in its work directory",
     "probe/export.py": "`export_items`: verified items and task files wherever the caller asks (a run's probe/export/ "
     "goes through RunDir.update)",

@@ -53,7 +53,9 @@ def _command(run: Path, url: str, tmp: Path) -> list[str]:
     config["model"]["resources"]["batch_size"] = BATCH  # type: ignore[index]
     path = tmp / f"{run.name}.yaml"
     path.write_text(json.dumps(config))  # JSON is YAML
-    code = f"from cg_ray.cli import main; raise SystemExit(main(['probe', {str(run)!r}, '--config', {str(path)!r}]))"
+    ledger = str(tmp / f"{run.name}.ledger")  # the clean run and the killed one are the same rows: each its own
+    code = (f"from cg_ray.cli import main; raise SystemExit(main(['probe', {str(run)!r}, '--config', {str(path)!r}, "
+            f"'--ledger', {ledger!r}]))")  # fmt: skip
     return [sys.executable, "-c", code]
 
 

@@ -34,8 +34,12 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def probe(run: Path, url: str, seed: int, pairs: int, **extra: Any) -> dict[str, Any]:
+    """A probe of `run` numbered by a ledger of its own beside it: copies of one run share their rows, so in one
+    ledger each copy's probe would be the next number (that is the ledger's job, tested in test_ledger.py)."""
     config = ProbeConfig.model_validate(probe_config(url, seed, pairs) | extra)
-    return run_probe(make_plan(run, config), fresh=True, say=lambda _: None)
+    return run_probe(
+        make_plan(run, config, ledger_dir=run.parent / f"{run.name}.ledger"), fresh=True, say=lambda _: None
+    )
 
 
 def scripted_pairs(seed: int, gap_id: str, pairs: int = PAIRS) -> pd.DataFrame:
