@@ -42,8 +42,8 @@ typecheck: setup  ## mypy over cg_ray/
 pytest: setup  ## the quick tests: everything but those marked slow (models, Ray clusters)
 	$(PY) -m pytest -q -m "not slow"
 
-pytest-all: setup  ## every test, slow ones included
-	$(PY) -m pytest -q
+pytest-all: setup  ## every test, slow ones included (the 25 slowest listed last: CI's time budget is 90 min)
+	$(PY) -m pytest -q --durations=25
 
 test-all: lint typecheck pytest-all  ## lint, types and every test
 
