@@ -60,6 +60,7 @@ class AugmentPlan:
     shown: list[str]  # the benchmark's own prompts shown to the writer (its format)
     scorer: str
     reader: ReaderConfig
+    scope_entry: dict[str, Any] | None = None  # the comparison's entry of scope/summary.json (row view, references)
 
     @property
     def benchmark(self) -> str:
@@ -85,7 +86,7 @@ def read_scope(run: Path, benchmark: str, reference: str | None = None) -> tuple
 def read_scoped(
     run: Path, benchmark: str, reference: str | None = None
 ) -> tuple[pd.DataFrame, str, ScopeRule, dict[str, Any] | None]:
-    """`read_scope` and the comparison's row view (summary.json's `row_view`; None before it existed)."""
+    """`read_scope` and the comparison's entry of scope/summary.json (its `row_view`, the references read)."""
     rd = RunDir(run)
     rd.require(S.SUMMARY_FILE)
     if not rd.has(SCOPE_GAPS) or not rd.has(SCOPE_SUMMARY):
@@ -113,7 +114,7 @@ def read_scoped(
     entry: dict[str, Any] = next(
         (b for b in summary["benchmarks"] if (b["benchmark"], b["reference"]) == (benchmark, ref)), {}
     )
-    return mine.sort_values("concept_id").reset_index(drop=True), ref, rule, entry.get("row_view")
+    return mine.sort_values("concept_id").reset_index(drop=True), ref, rule, entry or None
 
 
 def _pct(x: float) -> str:
@@ -214,7 +215,8 @@ def benchmark_prompts(run: Path, benchmark: str) -> list[str]:
 
 
 def make_plan(run: Path, config: AugmentConfig) -> AugmentPlan:
-    scope, reference, rule, row_view = read_scoped(run, config.benchmark, config.reference)
+    scope, reference, rule, entry = read_scoped(run, config.benchmark, config.reference)
+    row_view = (entry or {}).get("row_view")
     targets = list(
         {
             t.concept_id: t
@@ -233,6 +235,7 @@ def make_plan(run: Path, config: AugmentConfig) -> AugmentPlan:
         shown=prompts[::step][: config.shown_rows],  # spread over the benchmark, not its first rows only
         scorer=run_scorers(RunDir(run)).get(config.benchmark, DEFAULT_SCORER),
         reader=run_reader(run, config.reader),
+        scope_entry=entry,
     )
 
 

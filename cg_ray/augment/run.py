@@ -29,11 +29,13 @@ from cg_ray.augment.check import Checked, check_items
 from cg_ray.augment.config import WORK_DIR
 from cg_ray.augment.coverage import coverage_change
 from cg_ray.augment.plan import AugmentPlan, plan_text
+from cg_ray.augment.rows_after import row_view_change
 from cg_ray.augment.tables import publish
 from cg_ray.augment.writer import Item, Written, write_items
 from cg_ray.errors import ConfigError
 from cg_ray.probe.generators import LLMGenerator
 from cg_ray.probe.work import Work
+from cg_ray.report.scope import augment_rows_text
 
 log = logging.getLogger(__name__)
 Say = Callable[[str], None]
@@ -108,9 +110,11 @@ def run_augment(plan: AugmentPlan, *, fresh: bool = False, say: Say = log.info) 
     say(f"checks: {len(items)} items (near copies, then the reader: {reader.describe().get('model')})")
     checked: Checked = check_items(items, plan, suite_prompts(plan), reader)
     seconds["check"], t = time.perf_counter() - t, time.perf_counter()
-    change = coverage_change(plan, [checked.read[i.item_id] for i in checked.kept()])
+    reads = [checked.read[i.item_id] for i in checked.kept()]
+    change = coverage_change(plan, reads)
+    rows = row_view_change(plan, reads, plan.scope_entry)
     seconds["coverage"] = time.perf_counter() - t
-    summary = publish(plan, written, checked, change, seconds)
+    summary = publish(plan, written, checked, change, seconds, rows)
     work.remove()
     return summary
 
@@ -141,7 +145,14 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"in-scope coverage of {summary['benchmark']}: {before:.1%} → {after:.1%} of the {cov['in_reference_use']} "
         f"concepts in the reference's use (gaps {cov['gaps'][0]} → {cov['gaps'][1]}, {cov['items_added']} items added)"
     )
+    lines.extend(row_view_lines(summary))
     for o in summary["over_represented"]:
         label = o["label"] or "(no label)"
         lines.append(f"  now over-represented in it (χ_bench ≥ its 90th percentile): concept {o['concept_id']} {label}")
     return [*lines, f"requests: {json.dumps(summary['requests'])}"]
+
+
+def row_view_lines(summary: dict[str, Any]) -> list[str]:
+    """The row view before → after (report.scope.augment_rows_text), or why there is none."""
+    text = augment_rows_text(summary)
+    return [text] if text else []

@@ -19,6 +19,7 @@ from cg_ray.artifacts.layout import RunDir
 from cg_ray.augment.check import REASONS, Checked
 from cg_ray.augment.coverage import CoverageChange, coverage_frame
 from cg_ray.augment.plan import AugmentPlan
+from cg_ray.augment.rows_after import RowViewChange
 from cg_ray.augment.writer import Item, Written
 from cg_ray.errors import InputError
 from cg_ray.probe.export import exportable_scorer, harness_texts
@@ -149,7 +150,10 @@ def publish(
     checked: Checked,
     change: CoverageChange,
     seconds: dict[str, float],
+    rows: RowViewChange | str,
 ) -> dict[str, Any]:
+    """Publish items, coverage, export and summary.json at once; `rows`: the row view before → after, or why
+    there is none."""
     kept = checked.kept()
     exports, note = export_files(plan, kept)
     counts = {t.concept_id: checked.counts(t.concept_id) for t in plan.targets}
@@ -158,6 +162,9 @@ def publish(
     summary = summary_doc(plan, written, checked, change, seconds, [n.rsplit("/", 1)[-1] for n in exports])
     if note:
         summary["export_note"] = note
+    summary["row_view"] = rows.as_dict() if isinstance(rows, RowViewChange) else None
+    if isinstance(rows, str):
+        summary["row_view_note"] = rows
     files: dict[str, L.Content] = {L.AUGMENT_ITEMS: items_table(plan, checked), L.AUGMENT_COVERAGE: coverage}
     files.update(exports)
     files[L.AUGMENT_SUMMARY] = summary

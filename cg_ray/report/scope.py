@@ -98,6 +98,27 @@ def row_view_text(b: dict[str, Any]) -> dict[str, Any] | None:
 DROP_REASONS = ("format", "wrong_reference", "near_copy", "reader")
 
 
+def augment_rows_text(summary: dict[str, Any]) -> str | None:
+    """augment/summary.json's row view in words: the uncovered share of the reference and the confirmed themes,
+    before → after the items (or why there is no row view; None for an augment written before it)."""
+    view = summary.get("row_view")
+    if view is None:
+        note = summary.get("row_view_note")
+        return f"row view: {note}" if note else None
+    b, a = view["before"], view["after"]
+
+    def share(side: dict[str, Any]) -> str:
+        u = side["uncovered"]["reference"]
+        unconfirmed = "" if side["confirmed"] else " (not confirmed)"
+        return f"{pct(u['share'])} [{pct(u['low'])}, {pct(u['high'])}]{unconfirmed}"
+
+    gone = [str(c) for c in b["themes"] if c not in a["themes"]]
+    return (
+        f"uncovered share of {summary['reference']}: {share(b)} → {share(a)}; confirmed themes {len(b['themes'])} → "
+        f"{len(a['themes'])}" + (f" (no longer: concept {', '.join(gone)})" if gone else "")
+    )
+
+
 def augment_view(run: RunDir) -> dict[str, Any] | None:
     """The run's `cg-ray augment` (docs/augment.md), for the benchmark it filled: in-scope coverage before →
     after, and per targeted gap its state before → after, what the checks kept and dropped, and the first
@@ -133,6 +154,7 @@ def augment_view(run: RunDir) -> dict[str, Any] | None:
         "coverage": f"in-scope coverage {pct(before)} → {pct(after)} with {cov['items_added']:,} items added "
         f"({cov['gaps'][0]:,} → {cov['gaps'][1]:,} gaps of {cov['in_reference_use']:,} concepts the reference uses)",
         "over_represented": len(summary.get("over_represented") or []),
+        "rows": augment_rows_text(summary),
         "gaps": gaps,
     }
 

@@ -5,6 +5,7 @@ atomically through the run's one writer (`run_scope`)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,15 @@ import pyarrow as pa
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import SCOPE_COVERAGE, SCOPE_GAPS, SCOPE_ROWS, SCOPE_SUMMARY, RunDir
 from cg_ray.scope import judge as J
-from cg_ray.scope.run import EXAMPLE_CHARS, EXAMPLES, THEMES_KEPT, ScopeRequest, ScopeResult, compute_scope
+from cg_ray.scope.run import (
+    EXAMPLE_CHARS,
+    EXAMPLES,
+    THEMES_KEPT,
+    ScopeRequest,
+    ScopeResult,
+    compute_scope,
+    reference_group,
+)
 from cg_ray.scope.uncovered import RowCoverage, RowTheme
 
 
@@ -145,6 +154,9 @@ def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[
                     for t in result.themes.get(cmp.benchmark, [])[:THEMES_KEPT]
                 ],
                 "row_view": rows_block(result, cmp.benchmark),
+                # what was read as the reference (augment's row view after reads them again: augment/rows_after.py)
+                "reference_groups": [*req.references, *(reference_group(Path(p)) for p in req.reference_rows)],
+                "reference_files": [str(Path(p).resolve()) for p in req.reference_rows],
                 "missing_share": float(cov[cmp.benchmark]["missing_share"]),
                 "never_fires_share": float(cov[cmp.benchmark]["never_fires_share"]),
                 "missing_bound": float(cov[cmp.benchmark]["missing_bound"]),

@@ -144,6 +144,29 @@ def test_a_theme_of_uncovered_rows_is_targeted_by_its_concept_and_the_writer_see
     assert any(shown in request for request in item_requests(script))  # the theme's reference rows shown
 
 
+def test_the_row_view_after_drops_the_filled_theme_and_shrinks_the_uncovered_share(
+    run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The row view recomputed by scope's code with the kept items as benchmark rows: the "before" is scope's
+    own, the filled theme is no longer confirmed and less of the reference is uncovered; items the reader
+    drops change nothing."""
+    stored = next(b for b in RunDir(run).read_json(L.SCOPE_SUMMARY)["benchmarks"] if b["benchmark"] == "narrow")
+    first = next(t for t in stored["row_view"]["themes"] if t["confirmed"])["concept"]
+    with serve(writer_script("carry")) as url:
+        assert augment(run, url, "--theme", "1", "--items", "40") == 0
+    view = outputs(run)[0]["row_view"]
+    before, after = view["before"], view["after"]
+    assert before["uncovered"] == stored["row_view"]["uncovered"] and first in before["themes"]
+    assert first not in after["themes"]
+    assert after["uncovered"]["reference"]["share"] < before["uncovered"]["reference"]["share"]
+    assert after["uncovered"]["benchmark"]["of"] == before["uncovered"]["benchmark"]["of"] + view["items_added"]
+    assert "uncovered share of ref:traffic: " in capsys.readouterr().out
+    with serve(writer_script("miss")) as url:
+        assert augment(run, url, "--theme", "1", "--items", "10") == 0
+    missed = outputs(run)[0]["row_view"]
+    assert missed["items_added"] == 0 and missed["after"] == missed["before"] == before
+
+
 def test_a_theme_that_does_not_exist_is_refused_naming_how_many_there_are(
     run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

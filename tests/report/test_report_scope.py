@@ -88,6 +88,12 @@ def test_an_augment_shows_under_its_benchmark_with_coverage_before_and_after(tmp
     assert [g["states"] for g in augment["gaps"]] == [
         f"{g['state_before']} → {g['state_after']}" for g in summary["gaps"]
     ]
+    # the row view before → after, as the CLI words it: both gaps filled, no theme left confirmed
+    assert augment["rows"].startswith("uncovered share of ref:traffic: ") and augment["rows"].endswith(
+        f"confirmed themes {len(summary['row_view']['before']['themes'])} → 0 (no longer: concept "
+        + ", ".join(map(str, summary["row_view"]["before"]["themes"]))
+        + ")"
+    )
     items = pq.read_table(run / L.AUGMENT_ITEMS).to_pylist()
     for g in augment["gaps"]:
         concept = int(g["gap_id"].split(":")[1])

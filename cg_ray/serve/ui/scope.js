@@ -64,6 +64,7 @@ function augmentHtml(a) {
   const over = a.over_represented ? ` ${a.over_represented} concepts became over-represented.` : "";
   return (
     `<h4>Items that fill it (cg-ray augment)</h4><p>${esc(a.coverage)}.${esc(over)}</p>` +
+    (a.rows ? `<p>${esc(a.rows)}.</p>` : "") +
     `<table class="augment-table"><thead><tr><th>gap, and the first item kept</th><th>state before → after</th>` +
     `<th>checks</th></tr></thead><tbody>${rows}</tbody></table>`
   );
