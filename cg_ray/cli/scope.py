@@ -195,7 +195,7 @@ def row_view_lines(b: dict[str, Any]) -> list[str]:
         lines.append(f"      carried by concept {t['concept_id']} {t['label']}{more}")
         if t["example"]:
             lines.append(f"      e.g. “{t['example'][:120]}”")
-    return lines
+    return lines + [f"  {line}" if i == 0 else f"    {line}" for i, line in enumerate(view["scores"])]
 
 
 def print_benchmark(cmp: Any, b: dict[str, Any], result: Any, show: int, judge_missing: bool) -> None:

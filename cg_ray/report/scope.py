@@ -92,7 +92,45 @@ def row_view_text(b: dict[str, Any]) -> dict[str, Any] | None:
                 "example": (t["examples"] or [None])[0],
             }
         )
-    return {"headline": headline, "confirmed": view["confirmed"], "verdict": verdict, "themes": themes}
+    return {
+        "headline": headline,
+        "confirmed": view["confirmed"],
+        "verdict": verdict,
+        "themes": themes,
+        "scores": reweighted_lines(b),
+    }
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.3f}"
+
+
+def reweighted_lines(b: dict[str, Any]) -> list[str]:
+    """Each model's score on the reference's mix (summary.json's `reweighted`), and any change of order."""
+    rw = b.get("reweighted")
+    if not rw or not rw["models"]:
+        return []
+    name, supported = b["benchmark"], rw["supported_share"]
+    lines = [
+        f"scores as the reference's mix would weigh them, on its {pct(supported)} where {name} has rows to weigh "
+        f"(the other {pct(1 - supported)} is not measured: {name} has at most {rw['density']:g} × its density there)"
+    ]
+    for m in rw["models"]:
+        if m["reweighted"] is None:
+            lines.append(f"{m['model']}: {m['plain']:.3f}; fewer than 2 of its rows where the reference has rows")
+            continue
+        interval = "" if m["low"] is None else f" [{m['low']:.3f}, {m['high']:.3f}]"
+        lines.append(
+            f"{m['model']}: {m['plain']:.3f} → {m['reweighted']:.3f}{interval} "
+            f"(effective rows {m['n_eff']:.0f} of {m['weighed_rows']:,})"
+        )
+    for s in rw["swaps"]:
+        sure = "" if s["confident"] else ", not confidently"
+        lines.append(
+            f"order changes: {s['above']} above {s['below']} on the reference's mix, by {_signed(s['difference'])} "
+            f"[{_signed(s['low'])}, {_signed(s['high'])}]{sure}"
+        )
+    return lines
 
 
 DROP_REASONS = ("format", "wrong_reference", "near_copy", "reader")

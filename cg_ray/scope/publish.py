@@ -154,6 +154,8 @@ def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[
                     for t in result.themes.get(cmp.benchmark, [])[:THEMES_KEPT]
                 ],
                 "row_view": rows_block(result, cmp.benchmark),
+                # each model's score on the reference's mix, where the benchmark has rows to weigh (reweight.py)
+                "reweighted": rw.as_dict() if (rw := result.reweighted.get(cmp.benchmark)) else None,
                 # what was read as the reference (augment's row view after reads them again: augment/rows_after.py)
                 "reference_groups": [*req.references, *(reference_group(Path(p)) for p in req.reference_rows)],
                 "reference_files": [str(Path(p).resolve()) for p in req.reference_rows],

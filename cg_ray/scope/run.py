@@ -33,6 +33,7 @@ from cg_ray.scope import judge as J
 from cg_ray.scope.clustered import grouped_shares
 from cg_ray.scope.counts import FiringCounts, SuiteActivations, firing_counts, read_activations
 from cg_ray.scope.reference import ReferenceComparison, ScopeRule, compare, missing_bound
+from cg_ray.scope.reweight import Reweighting, reweight
 from cg_ray.scope.themes import Theme, gap_themes
 from cg_ray.scope.uncovered import RowCoverage, UncoveredRule, coverage_of_fired, firing_indicators
 
@@ -65,6 +66,7 @@ class ScopeResult:
     judge_usage: dict[str, Any] | None = None  # the endpoint's requests and tokens over the whole run
     themes: dict[str, list[Theme]] = field(default_factory=dict)  # per benchmark: its gaps grouped (themes.py)
     rows: dict[str, RowCoverage] = field(default_factory=dict)  # per benchmark: the row-level view (uncovered.py)
+    reweighted: dict[str, Reweighting] = field(default_factory=dict)  # per benchmark: scores on the reference's mix
     row_ids: list[str] = field(default_factory=list)  # every row read, in the order of `rows`' arrays
     texts: list[str] = field(default_factory=list)  # their prompts ("" where the rows hold none)
     group_rules: tuple[str, ...] = ()  # per rows file read (the run's first): the rule that made its rows' groups
@@ -208,6 +210,38 @@ def concept_labels(run: RunDir) -> dict[int, str]:
     return labels
 
 
+def run_scores(run: RunDir, n_read: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.str_]]:
+    """Each row read's score and model (the run's rows come first, in file order; the reference files' rows
+    are unscored: NaN)."""
+    names = pq.ParquetFile(run.rows).schema_arrow.names
+    t = pq.read_table(run.rows, columns=[c for c in (S.SCORE, S.MODEL) if c in names])
+    scores = np.full(n_read, np.nan)
+    models = np.full(n_read, "", dtype=object)
+    scores[: t.num_rows] = t.column(S.SCORE).to_numpy(zero_copy_only=False).astype(np.float64)
+    named = t.column(S.MODEL).to_pylist() if S.MODEL in names else [None] * t.num_rows
+    models[: t.num_rows] = ["(the run's model)" if m is None else m for m in named]
+    return scores, models.astype(str)
+
+
+def weigh_scores(
+    run: RunDir,
+    acts: SuiteActivations,
+    rows: dict[str, RowCoverage],
+    sides: dict[str, list[str]],
+    clusters: npt.NDArray[np.generic],
+    density: float,
+) -> dict[str, Reweighting]:
+    """Per comparison, each model's score on the reference's mix (reweight.py), where its rows are scored."""
+    scores, models = run_scores(run, len(acts.row_ids))
+    out = {}
+    for name, view in rows.items():
+        is_bench = np.isin(acts.groups, sides[name])
+        rw = reweight(view.density_ratio, is_bench, view.is_reference, scores, models, clusters, density)
+        if rw is not None:
+            out[name] = rw
+    return out
+
+
 def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = None) -> ScopeResult:
     """The comparisons and coverage figures, and the judge's verdicts with `req.judge`: its client is made by
     `judge_client` (default: the endpoint's, `scope.judge.endpoint_completer`) after every benchmark's
@@ -281,6 +315,7 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
         judge_usage=usage,
         themes=themes,
         rows=rows,
+        reweighted=weigh_scores(run, acts, rows, dict(sides), clusters, req.rule.density),
         row_ids=list(acts.row_ids),
         texts=texts,
         group_rules=acts.cluster_rules,

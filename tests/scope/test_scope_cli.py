@@ -168,3 +168,11 @@ def test_the_row_view_leads_and_every_reference_row_has_its_density_ratio(
     rows = pq.read_table(RunDir(run).file(SCOPE_ROWS)).to_pandas()
     assert len(rows[rows["benchmark"] == "narrow"]) == 400  # every reference row, once per comparison
     assert rows["density_ratio"].between(0, np.inf).all()
+    # each benchmark's score on the reference's mix: the run's one model, its plain mean that of its rows
+    weighed = {b["benchmark"]: b["reweighted"] for b in summary["benchmarks"]}
+    scores = pq.read_table(RunDir(run).rows, columns=["benchmark", "score"]).to_pandas()
+    for name in ("narrow", "wide"):
+        (model,) = weighed[name]["models"]
+        assert model["plain"] == pytest.approx(scores[scores["benchmark"] == name]["score"].mean())
+        assert model["low"] < model["reweighted"] < model["high"] and model["n_eff"] > 0
+    assert "scores as the reference's mix would weigh them, on its " in out

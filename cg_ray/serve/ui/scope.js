@@ -29,7 +29,11 @@ function scopeRowsHtml(v) {
     ? `<table class="scope-rows-table"><thead><tr><th>#</th><th>theme of uncovered rows, and a reference row</th>` +
       `<th>share of rows: reference vs this benchmark</th><th>q</th></tr></thead><tbody>${themes}</tbody></table>`
     : "";
-  return `<p><b>Uncovered:</b> ${esc(v.headline)} — ${esc(v.verdict)}.</p>${table}`;
+  const scores = (v.scores || []).length
+    ? `<p class="scope-scores"><b>Scores on the reference's mix:</b> ${esc(v.scores[0])}.</p><ul>` +
+      v.scores.slice(1).map((line) => `<li>${esc(line)}</li>`).join("") + `</ul>`
+    : "";
+  return `<p><b>Uncovered:</b> ${esc(v.headline)} — ${esc(v.verdict)}.</p>${table}${scores}`;
 }
 
 function scopeBenchmarkHtml(b) {
