@@ -46,20 +46,19 @@ class RowViewChange:
 
 
 def _item_rows(kept: Sequence[Read], d_sae: int) -> sparse.csr_matrix:
-    rows = [np.full(r.concept_ids.size, i, dtype=np.int64) for i, r in enumerate(kept)]
-    cols = [r.concept_ids for r in kept]
-    vals = [r.concept_acts for r in kept]
     if not kept:
         return sparse.csr_matrix((0, d_sae))
-    ids = np.concatenate(cols)
+    rows = np.concatenate([np.full(r.concept_ids.size, i, dtype=np.int64) for i, r in enumerate(kept)])
+    ids = np.concatenate([r.concept_ids for r in kept])
     ok = (ids >= 0) & (ids < d_sae)
-    data = (np.concatenate(vals)[ok], (np.concatenate(rows)[ok], ids[ok]))
+    data = (np.concatenate([r.concept_acts for r in kept])[ok], (rows[ok], ids[ok]))
     return sparse.csr_matrix(data, shape=(len(kept), d_sae))
 
 
-def row_view_change(plan: AugmentPlan, kept: Sequence[Read], entry: dict[str, Any] | None) -> RowViewChange | str:
-    """The change, or why there is none (a note for summary.json): `entry` is the benchmark's scope summary
-    entry (`plan.read_scoped`)."""
+def row_view_change(plan: AugmentPlan, kept: Sequence[Read]) -> RowViewChange | str:
+    """The change, or why there is none (a note for summary.json), from the benchmark's scope summary entry
+    (`plan.scope_entry`)."""
+    entry = plan.scope_entry
     stored = (entry or {}).get("row_view")
     if not entry or stored is None or "reference_groups" not in entry:
         return "the scope predates the row view's record of its references: rerun `cg-ray scope` for it"

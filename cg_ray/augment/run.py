@@ -112,7 +112,7 @@ def run_augment(plan: AugmentPlan, *, fresh: bool = False, say: Say = log.info) 
     seconds["check"], t = time.perf_counter() - t, time.perf_counter()
     reads = [checked.read[i.item_id] for i in checked.kept()]
     change = coverage_change(plan, reads)
-    rows = row_view_change(plan, reads, plan.scope_entry)
+    rows = row_view_change(plan, reads)
     seconds["coverage"] = time.perf_counter() - t
     summary = publish(plan, written, checked, change, seconds, rows)
     work.remove()
@@ -145,14 +145,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"in-scope coverage of {summary['benchmark']}: {before:.1%} → {after:.1%} of the {cov['in_reference_use']} "
         f"concepts in the reference's use (gaps {cov['gaps'][0]} → {cov['gaps'][1]}, {cov['items_added']} items added)"
     )
-    lines.extend(row_view_lines(summary))
+    if rows := augment_rows_text(summary):  # the row view before → after, or why there is none
+        lines.append(rows)
     for o in summary["over_represented"]:
         label = o["label"] or "(no label)"
         lines.append(f"  now over-represented in it (χ_bench ≥ its 90th percentile): concept {o['concept_id']} {label}")
     return [*lines, f"requests: {json.dumps(summary['requests'])}"]
-
-
-def row_view_lines(summary: dict[str, Any]) -> list[str]:
-    """The row view before → after (report.scope.augment_rows_text), or why there is none."""
-    text = augment_rows_text(summary)
-    return [text] if text else []

@@ -22,7 +22,6 @@ from cg_ray.scope.run import (
     ScopeRequest,
     ScopeResult,
     compute_scope,
-    reference_group,
 )
 from cg_ray.scope.uncovered import RowCoverage, RowTheme
 
@@ -157,7 +156,7 @@ def summary_doc(req: ScopeRequest, result: ScopeResult, seconds: float) -> dict[
                 # each model's score on the reference's mix, where the benchmark has rows to weigh (reweight.py)
                 "reweighted": rw.as_dict() if (rw := result.reweighted.get(cmp.benchmark)) else None,
                 # what was read as the reference (augment's row view after reads them again: augment/rows_after.py)
-                "reference_groups": [*req.references, *(reference_group(Path(p)) for p in req.reference_rows)],
+                "reference_groups": req.reference_groups,
                 "reference_files": [str(Path(p).resolve()) for p in req.reference_rows],
                 "missing_share": float(cov[cmp.benchmark]["missing_share"]),
                 "never_fires_share": float(cov[cmp.benchmark]["never_fires_share"]),

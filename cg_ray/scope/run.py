@@ -53,6 +53,11 @@ class ScopeRequest:
     judge: J.ScopeJudge | None = None  # an LLM judge of the gaps' scope (endpoint, model, key variable, descriptions)
     suite: bool = False  # also the run's benchmarks pooled as one (SUITE): what the whole suite leaves out
 
+    @property
+    def reference_groups(self) -> list[str]:
+        """The groups compared against: the sibling benchmarks, then each reference rows file's (its stem)."""
+        return [*self.references, *(reference_group(Path(p)) for p in self.reference_rows)]
+
 
 @dataclass(frozen=True)
 class ScopeResult:
@@ -91,7 +96,7 @@ def _plan(req: ScopeRequest, names: Sequence[str]) -> tuple[list[str], list[str]
     both = set(req.benchmarks) & set(req.references)
     if both:
         raise InputError(f"{sorted(both)} named as both a benchmark to scope and its reference", path=str(req.run))
-    refs = [*req.references, *(reference_group(p) for p in req.reference_rows)]
+    refs = req.reference_groups
     if not refs:
         raise InputError("no reference: name sibling benchmarks (--reference) or rows of real use (--reference-rows)")
     targets = list(req.benchmarks) or [b for b in run_benchmarks if b not in req.references]
