@@ -44,9 +44,14 @@ def test_a_cancelled_analysis_stops_its_ray_task_before_its_folder_goes(ray_modu
 
     async def cancel_while_running() -> float:
         task = asyncio.get_running_loop().create_task(
-            compute_and_publish(RayTasks(num_cpus=0.25), out, lambda: True, slow_write, 3.0, marker)
+            compute_and_publish(RayTasks(num_cpus=0.25), out, lambda: True, slow_write, 5.0, marker)
         )
-        await asyncio.sleep(2.0)  # the task is running (a worker is up after the first test)
+        # Cancelled once running, as the test claims: its half-written file is there (a fixed wait raced a
+        # loaded machine's worker start, and a task not yet started is only dropped from the queue).
+        deadline = time.monotonic() + 120
+        while not any(tmp_path.rglob("partial")) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert any(tmp_path.rglob("partial")), "the task never started"
         started = time.monotonic()
         task.cancel()  # what LeaseKeeper.renew does when the lease is lost or the analysis withdrawn
         with pytest.raises(asyncio.CancelledError):
@@ -54,6 +59,6 @@ def test_a_cancelled_analysis_stops_its_ray_task_before_its_folder_goes(ray_modu
         return time.monotonic() - started
 
     took = asyncio.run(cancel_while_running())
-    time.sleep(3.0)  # past the moment the task would have written its marker
+    time.sleep(5.0)  # past the moment the task would have written its marker
     assert list(tmp_path.iterdir()) == []  # not published, and its temporary folder (half-written) removed
     assert not marker.exists() and took < 10.0  # the task itself was stopped
