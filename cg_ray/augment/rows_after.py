@@ -20,8 +20,7 @@ from scipy import sparse
 from cg_ray.artifacts.layout import RunDir
 from cg_ray.augment.check import Read
 from cg_ray.augment.plan import AugmentPlan
-from cg_ray.scope.counts import firing_counts, read_activations
-from cg_ray.scope.run import reference_group
+from cg_ray.scope.run import read_fired
 from cg_ray.scope.uncovered import RowCoverage, UncoveredRule, coverage_of_fired, firing_indicators
 
 
@@ -66,12 +65,8 @@ def row_view_change(plan: AugmentPlan, kept: Sequence[Read]) -> RowViewChange | 
     gone = [str(p) for p in files if not p.is_file()]
     if gone:
         return f"the reference rows scope read are gone ({', '.join(gone)}): no row view after"
-    acts = read_activations(
-        [RunDir(plan.run).rows, *files], rename=[None, *(reference_group(p) for p in files)], clusters=True
-    )
-    thresholds = firing_counts(acts).thresholds  # over every row scope read: its thresholds again
-    fired = firing_indicators(acts.matrix, thresholds)
-    clusters = acts.clusters if acts.clusters is not None else np.arange(len(acts.row_ids)).astype(np.str_)
+    read = read_fired(RunDir(plan.run).rows, files)  # every row scope read: its thresholds again
+    acts, fired, clusters, thresholds = read.acts, read.fired, read.clusters, read.counts.thresholds
     is_bench = acts.groups == plan.benchmark
     is_ref = np.isin(acts.groups, entry["reference_groups"])
     rule = UncoveredRule.of(plan.rule)

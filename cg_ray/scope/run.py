@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import pyarrow.parquet as pq
+from scipy import sparse
 
 from cg_ray import schemas as S
 from cg_ray.activations.recorded import reader_of_rows, reader_of_run
@@ -82,6 +83,28 @@ class ScopeResult:
 
 def reference_group(path: Path) -> str:
     return f"ref:{path.stem.removesuffix('.rows')}"
+
+
+@dataclass(frozen=True)
+class FiredRows:
+    """The rows scope reads — the run's, then each reference rows file's as one group (`reference_group`) — with
+    the firing thresholds taken over all of them, which rows fire each concept, and each row's cluster (its
+    own when the rows carry no grouping)."""
+
+    acts: SuiteActivations
+    counts: FiringCounts
+    fired: sparse.csr_matrix
+    clusters: npt.NDArray[np.generic]
+
+
+def read_fired(run_rows: Path, reference_rows: Sequence[Path]) -> FiredRows:
+    """What scope compares, read once: `compute_scope` and augment's row view after (`augment.rows_after`) read
+    it alike, so the view after starts from scope's own."""
+    names = [None, *(reference_group(Path(p)) for p in reference_rows)]
+    acts = read_activations([run_rows, *reference_rows], rename=names, clusters=True)
+    counts = firing_counts(acts)
+    clusters = acts.clusters if acts.clusters is not None else np.arange(len(acts.row_ids)).astype(np.str_)
+    return FiredRows(acts, counts, firing_indicators(acts.matrix, counts.thresholds), clusters)
 
 
 SUITE = "(suite)"  # the run's benchmarks (less the references) pooled, as `--suite` compares them
@@ -258,19 +281,17 @@ def compute_scope(req: ScopeRequest, judge_client: J.CompleterFactory | None = N
             raise InputError("no such rows file", path=str(p))
     paths = [run.rows, *req.reference_rows]
     refuse_other_readers(run, req.reference_rows)
-    acts = read_activations(paths, rename=[None, *(reference_group(p) for p in req.reference_rows)], clusters=True)
+    read = read_fired(run.rows, req.reference_rows)
+    acts, counts, fired, clusters = read.acts, read.counts, read.fired, read.clusters
     targets, refs = _plan(req, acts.group_names())
     if req.judge is not None:
         req.judge.require_descriptions(targets)
-    counts = firing_counts(acts)
     ref_fires, ref_n = counts.pooled(refs)
     ref_name = "+".join(refs)
     config = run_metrics_config(run)
     run_benchmarks = [g for g in counts.groups if not g.startswith("ref:")]
     pooled = [b for b in run_benchmarks if b not in refs]
     sums = GroupSums.of(acts)
-    fired = firing_indicators(acts.matrix, counts.thresholds)
-    clusters = acts.clusters if acts.clusters is not None else np.arange(len(acts.row_ids)).astype(np.str_)
     is_ref = np.isin(acts.groups, refs)
     ref_shares = grouped_shares(fired[np.flatnonzero(is_ref)], clusters[is_ref])
     sides = [(b, [b]) for b in targets] + ([(SUITE, pooled)] if req.suite else [])
