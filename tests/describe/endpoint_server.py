@@ -47,6 +47,9 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+            # a request stops counting as in flight before its answer is written: once the client has the
+            # answer it may send its next request, which must not meet this one still counted (seen under load)
+            self._answered()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -71,6 +74,12 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 data = {"object": "list", "data": [{"id": m, "object": "model"} for m in script.models]}
                 self._send(200, json.dumps(data).encode())
 
+        def _answered(self) -> None:
+            if getattr(self, "_in_flight", False):
+                self._in_flight = False
+                with script.lock:
+                    script.in_flight -= 1
+
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             with script.lock:
@@ -78,11 +87,11 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 script.in_flight += 1
                 script.max_in_flight = max(script.max_in_flight, script.in_flight)
                 faults = script.faults.popleft() if script.faults else []
+            self._in_flight = True
             try:
                 self._chat(body, faults)
             finally:
-                with script.lock:
-                    script.in_flight -= 1
+                self._answered()
 
         def _chat(self, body: dict[str, Any], faults: list[Fault]) -> None:
             if self.path != "/v1/chat/completions":
