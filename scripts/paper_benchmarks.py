@@ -3,6 +3,7 @@ suite, and the real-use reference prompts, for `cg-ray extract` (docs/results.md
 
     python scripts/paper_benchmarks.py prepare DATA_DIR WORK_DIR
     python scripts/paper_benchmarks.py table RUN_DIR [REFERENCE]  # after `cg-ray scope`: markdown beside the paper
+    python scripts/paper_benchmarks.py containment RUN_DIR [BENCHMARK ...]  # which benchmark covers which
 
 writes
 - WORK_DIR/paper_suite.jsonl: every row of the nine benchmarks as the model would see it (the prompt, and
@@ -122,6 +123,56 @@ def table(run: Path, reference: str = "ref:real_use") -> None:
         print(f"  {o['concept_id']}: X_bench {o['x_bench']:.1f}  {o.get('label')}")
 
 
+def _pct(share: float) -> str:
+    return f"{100 * share:.1f}"
+
+
+def containment(run: Path, names: list[str]) -> dict[tuple[str, str], dict[str, float]]:
+    """Per ordered pair (A, B) of the run's benchmarks: the share of A's rows that B covers — scope's row view
+    with A as the reference and B as the benchmark, 1 − A's uncovered share, interval by cluster — and, per
+    concept as Qwen-Scope counts features, the share of the concepts in A's use that are no gap of B by
+    scope's excess rule. Prints both as markdown (rows A, columns B) and returns the figures."""
+    import time
+
+    import numpy as np
+
+    from cg_ray.scope.clustered import grouped_shares
+    from cg_ray.scope.reference import ScopeRule, compare
+    from cg_ray.scope.run import read_fired
+    from cg_ray.scope.uncovered import UncoveredRule, coverage_of_fired
+
+    started = time.monotonic()
+    read = read_fired(run / "rows.parquet", [])
+    groups, fired, clusters = read.acts.groups, read.fired, read.clusters
+    benches = names or read.acts.group_names()
+    rule = ScopeRule()
+    shares = {b: grouped_shares(fired[np.flatnonzero(groups == b)], clusters[groups == b]) for b in benches}
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for a in benches:
+        a_fires, a_n = read.counts.pooled([a])
+        used = a_fires / a_n >= rule.min_share  # the concepts A uses, by A's own rows
+        for b in (b for b in benches if b != a):
+            view = coverage_of_fired(fired, groups == b, groups == a, clusters, UncoveredRule.of(rule))
+            u = view.uncovered_share
+            b_fires, b_n = read.counts.pooled([b])
+            cmp = compare(b_fires, b_n, a_fires, a_n, rule, bench_shares=shares[b], ref_shares=shares[a])
+            gaps = cmp.table["gap"].to_numpy(bool) & used
+            out[a, b] = {"rows": 1 - u.share, "low": 1 - u.high, "high": 1 - u.low,
+                         "concepts": 1 - gaps.sum() / max(int(used.sum()), 1), "used": int(used.sum())}  # fmt: skip
+    header = f"| A \\ B | {' | '.join(benches)} |\n" + "|---" * (len(benches) + 1) + "|"
+    print(f"\nrows of A that B covers (95% interval by cluster)\n\n{header}")
+    for a in benches:
+        cells = ["—" if a == b else f"{_pct(out[a, b]['rows'])}% [{_pct(out[a, b]['low'])}, {_pct(out[a, b]['high'])}]"
+                 for b in benches]  # fmt: skip
+        print(f"| {a} | {' | '.join(cells)} |")
+    print(f"\nconcepts A uses (≥ 2% of its rows) that are no gap of B\n\n{header}")
+    for a in benches:
+        cells = ["—" if a == b else f"{_pct(out[a, b]['concepts'])}% of {out[a, b]['used']:,}" for b in benches]
+        print(f"| {a} | {' | '.join(cells)} |")
+    print(f"\n{len(benches)} benchmarks, {len(groups):,} rows: {time.monotonic() - started:.0f} s")
+    return out
+
+
 def prepare(data: Path, work: Path) -> None:
     work.mkdir(parents=True, exist_ok=True)
     suite = suite_rows(data)
@@ -139,5 +190,7 @@ if __name__ == "__main__":
         prepare(Path(sys.argv[2]), Path(sys.argv[3]))
     elif len(sys.argv) in (3, 4) and sys.argv[1] == "table":
         table(Path(sys.argv[2]), *sys.argv[3:])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "containment":
+        containment(Path(sys.argv[2]), sys.argv[3:])
     else:
         sys.exit(__doc__)
