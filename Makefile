@@ -46,9 +46,11 @@ pytest: setup  ## the quick tests: everything but those marked slow (models, Ray
 # 2 cores); the slow ones (models, Ray clusters, kill tests) one at a time: two Ray clusters starting beside
 # each other time out on 2 cores. Each phase lists its 15 slowest tests last (CI's time budget is 90 min).
 XDIST ?= 2
-pytest-all: setup  ## every test: the quick ones on $(XDIST) processes, then the slow ones serially
-	$(PY) -m pytest -q -m "not slow" -n $(XDIST) --durations=15
-	$(PY) -m pytest -q -m slow --durations=15
+# The slow tests that start Ray clusters, vLLM or servers, or time something, run one at a time: side by side on
+# two cores their start-ups time out (measured). The rest, slow pure computation included, share $(XDIST) processes.
+pytest-all: setup  ## every test: all but the slow cluster/model ones on $(XDIST) processes, then those serially
+	$(PY) -m pytest -q -m "not slow or cpu_only" -n $(XDIST) --durations=15
+	$(PY) -m pytest -q -m "slow and not cpu_only" --durations=25
 
 test-all: lint typecheck pytest-all  ## lint, types and every test
 

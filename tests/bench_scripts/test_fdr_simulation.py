@@ -14,6 +14,9 @@ from types import ModuleType
 
 import pytest
 
+# slow ones here are numbers only: they run beside other tests (Makefile, pytest-all)
+pytestmark = pytest.mark.cpu_only
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fdr_simulation.py"
 SUITES = 8  # of the five-effect setting: 40 planted effects, about 25 s on one core
 

@@ -16,6 +16,9 @@ from cg_ray.metrics.robustness import subtract
 from cg_ray.metrics.uncertainty import effective_support, wilson_interval
 from cg_ray.synthetic import SyntheticPlan, SyntheticSpec, iter_synthetic_batches, write_synthetic_rows
 
+# slow ones here are numbers only: they run beside other tests (Makefile, pytest-all)
+pytestmark = pytest.mark.cpu_only
+
 PLANTED_MIN_ROWS = 20  # the default ranking filter: the concepts a profile can report
 
 

@@ -26,7 +26,7 @@ from tests.probe.scripted_probe import BASE_FAIL, FAIL, WORDS, _unit, probe_conf
 PAIRS = 60
 EFFECTS = {"mode:1": -0.2, "mode:2": -0.1}  # as write_run's failure_modes.parquet reports them
 REPLICATIONS = 1000
-E2E_SEEDS = 5  # the pipeline's pairs are checked against scripted_pairs here; the rates on 1000 replications above
+E2E_SEEDS = 2  # the pipeline's pairs are checked against scripted_pairs here; the rates on 1000 replications above
 
 
 @pytest.fixture(scope="module")
@@ -97,11 +97,11 @@ def test_the_scripted_null_gap_is_confirmed_at_most_at_the_first_probes_rate() -
 def test_a_planted_gap_is_confirmed_on_new_items_and_the_pipeline_keeps_the_scripted_pairs(
     run_dir: Path, tmp_path: Path
 ) -> None:
-    """Items with the planted word fail 60% vs 20%: confirmed in ≥ 4 of 5 seeds (power 0.946 a seed), each the
+    """Items with the planted word fail 60% vs 20%: confirmed in ≥ 1 of 2 seeds (power 0.946 a seed), each the
     first probe of a fresh copy of the run (a second probe of one run would spend a smaller share of fdr). Each
     probe keeps the pairs `scripted_pairs` reproduces (less a rare near copy), so the 1000 replications above
     are the pipeline's own pairs: the rates are checked there, where they can be told apart (5 seeds, or 20,
-    could not tell 2% from 4%); five full pipelines keep CI's time for what only the pipeline can show."""
+    could not tell 2% from 4%); two full pipelines keep CI's time for what only the pipeline can show."""
     confirmed = {"mode:1": 0, "mode:2": 0}
     with serve(script()) as url:
         for seed in range(E2E_SEEDS):
@@ -118,7 +118,7 @@ def test_a_planted_gap_is_confirmed_on_new_items_and_the_pipeline_keeps_the_scri
                 assert kept <= scripted and len(scripted - kept) <= 2, (seed, g["gap_id"], scripted - kept)
             shutil.rmtree(run)
     print(f"end to end, {E2E_SEEDS} seeds: confirmed {confirmed}")
-    assert confirmed["mode:1"] >= E2E_SEEDS - 1, confirmed
+    assert confirmed["mode:1"] >= 1, confirmed  # both missed: 0.3% at power 0.946
 
 
 @pytest.mark.slow

@@ -24,6 +24,9 @@ from cg_ray.profile.strata import read_frame
 
 from .planted_suites import BROAD_CONCEPT, EFFECT_CONCEPT, write_effects_suite, write_suite
 
+# slow ones here are numbers only: they run beside other tests (Makefile, pytest-all)
+pytestmark = pytest.mark.cpu_only
+
 SEEDS = range(20)
 N = 4000
 FOUR_ANSWERS = 0.2  # share of rows that are questions answered four times

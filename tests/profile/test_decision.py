@@ -16,6 +16,9 @@ from statsmodels.stats.proportion import proportion_confint
 
 from cg_ray.profile.decision import GAMMA, SplitTest, judge, paying_factors, split_multipliers
 
+# slow ones here are numbers only: they run beside other tests (Makefile, pytest-all)
+pytestmark = pytest.mark.cpu_only
+
 FDR = 0.1
 SPLITS = 10
 REPS = 400

@@ -31,6 +31,9 @@ from cg_ray.profile.strata import cell_keys
 
 from .planted_suites import write_clustered_null, write_suite
 
+# slow ones here are numbers only: they run beside other tests (Makefile, pytest-all)
+pytestmark = pytest.mark.cpu_only
+
 CFG = MetricsConfig(top_k=10)
 
 

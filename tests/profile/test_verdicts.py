@@ -26,6 +26,9 @@ from cg_ray.profile.nullcheck import confirmed_counts, null_check
 
 from .planted_suites import write_suite
 
+# slow ones here are numbers only: they run beside other tests (Makefile, pytest-all)
+pytestmark = pytest.mark.cpu_only
+
 SEEDS = range(20)
 CFG = MetricsConfig(top_k=10)
 

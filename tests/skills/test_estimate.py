@@ -11,6 +11,9 @@ from cg_ray.skills.evaluate import holdout_trace, lomo, summarise
 
 from .planted import irt_population
 
+# slow ones here are numbers only: they run beside other tests (Makefile, pytest-all)
+pytestmark = pytest.mark.cpu_only
+
 
 @pytest.fixture(scope="module", params=["balanced", "greedy"])
 def lomo_result(request: pytest.FixtureRequest) -> tuple[str, object]:
