@@ -84,3 +84,23 @@ def test_rows_on_both_sides_are_refused() -> None:
     x = sparse.csr_matrix(np.eye(4))
     with pytest.raises(ValueError, match="both sides"):
         coverage_of_fired(x, np.array([1, 1, 0, 0], bool), np.array([0, 1, 1, 1], bool), np.arange(4))
+
+
+def test_a_sibling_template_on_three_quarters_of_the_reference_is_its_format_and_a_fifth_is_a_theme() -> None:
+    """MATH's LaTeX against GSM8K held 74% of MATH's rows, BBQ's template 75% of BBQ + CrowS-Pairs (real text,
+    docs/results.md): a template that is most, but not all, of the reference is its format, which a builder
+    reads past; a theme of a fifth of it is something it asks."""
+    rng = np.random.default_rng(3)
+    n = 600
+    template, theme = [10, 11, 12], [20, 21, 22]  # latents the benchmark never fires
+    x = (rng.random((2 * n, D)) < 0.06).astype(np.float64)
+    x[:, template + theme] = 0.0
+    ref = np.r_[np.zeros(n, bool), np.ones(n, bool)]
+    in_template = ref & (rng.random(2 * n) < 0.75)
+    in_theme = ref & ~in_template & (rng.random(2 * n) < 0.8)
+    x[np.ix_(in_template, template)] = 1.0
+    x[np.ix_(in_theme, theme)] = 1.0
+    cov = coverage_of_fired(sparse.csr_matrix(x), ~ref, ref, np.arange(2 * n))
+    kinds = {t.concept: t.kind for t in cov.themes if t.confirmed}
+    assert {kinds.get(c) for c in template} & {"format"}, kinds
+    assert {kinds.get(c) for c in theme} & {"theme"}, kinds
