@@ -101,17 +101,15 @@ def fresh_ray_data_log_files() -> Iterator[None]:
     yield
 
 
-# Slow tests that kill, time or scale a Ray cluster, or that failed beside another heavy test on 2 cores (a
-# raylet that takes more than Ray's fixed 30 s to register fails the start: "The current node timed out during
-# startup"; a cancel or a kill that lands late): `make pytest-all` runs them one at a time, after the others.
+# Slow tests that kill, time or scale a Ray cluster and failed beside another heavy test on 2 cores, in a trial
+# with every test on two processes (a raylet that takes more than Ray's fixed 30 s to register fails the start,
+# "The current node timed out during startup"; a kill or a cancel that lands late): `make pytest-all` runs
+# them last, one at a time.
 ALONE = {
     "tests/augment/test_augment_kill.py", "tests/describe/test_explain_kill.py", "tests/pipeline/test_run_kill.py",
     "tests/pipeline/test_runner.py", "tests/probe/test_probe_kill.py", "tests/pipeline/test_two_nodes.py",
-    "tests/pipeline/test_small_cluster.py", "tests/bench_scripts/test_autoscale.py",
-    "tests/bench_scripts/test_bench_gpu.py", "tests/serve/test_offload.py", "tests/serve/test_load_fault.py",
-    "tests/serve/test_lease_loadfault.py", "tests/serve/test_lease.py", "tests/serve/test_arena_service.py",
-    "tests/serve/test_jobs.py", "tests/serve/test_sensitivity_ray_job.py", "tests/serve/test_probe_ray_job.py",
-    "tests/serve/test_fits_cluster.py",
+    "tests/bench_scripts/test_autoscale.py", "tests/bench_scripts/test_bench_gpu.py", "tests/serve/test_offload.py",
+    "tests/serve/test_arena_service.py",
 }  # fmt: skip
 _ROOT = Path(__file__).resolve().parents[1]
 
