@@ -42,22 +42,15 @@ typecheck: setup  ## mypy over cg_ray/
 pytest: setup  ## the quick tests: everything but those marked slow (models, Ray clusters)
 	$(PY) -m pytest -q -m "not slow"
 
-# The quick tests on two processes (they are mostly CPU-light numerics: 16.5 min instead of about 30 on
-# 2 cores); the slow ones (models, Ray clusters, kill tests) one at a time: two Ray clusters starting beside
-# each other time out on 2 cores. Each phase lists its 15 slowest tests last (CI's time budget is 90 min).
 XDIST ?= 2
-# Three phases. The quick tests and the slow ones that are numbers only share $(XDIST) processes; then the slow
-# tests with Ray clusters, models or servers, also on $(XDIST) (they wait on engines and endpoints: one at a time
-# left the CPU idle a third of the time); last, one at a time, those that kill, time or scale a cluster (marked
-# `alone` in tests/conftest.py: beside another heavy test their Ray start-ups timed out).
+# Three phases, each listing its slowest tests last (CI's time budget is 90 min). The quick tests and the slow
+# ones that are numbers only share $(XDIST) processes; then the slow tests with Ray clusters, models or servers,
+# also on $(XDIST) (they wait on engines and endpoints: one at a time left the CPU idle a third of the time);
+# last, one at a time, those marked `alone` in tests/conftest.py (beside another heavy test they failed).
 pytest-all: setup  ## every test: quick and numeric on $(XDIST) processes, then slow ones, then `alone` ones serially
 	$(PY) -m pytest -q -m "not slow or cpu_only" -n $(XDIST) --durations=15
 	$(PY) -m pytest -q -m "slow and not cpu_only and not alone" -n $(XDIST) --dist loadfile --durations=15
 	$(PY) -m pytest -q -m "alone" --durations=25
-
-test-all: setup  ## every test: all but the slow cluster/model ones on $(XDIST) processes, then those serially
-	$(PY) -m pytest -q -m "not slow or cpu_only" -n $(XDIST) --durations=15
-	$(PY) -m pytest -q -m "slow and not cpu_only" --durations=25
 
 test-all: lint typecheck pytest-all  ## lint, types and every test
 
