@@ -5,14 +5,14 @@ for every rule; nothing noticed."""
 
 from __future__ import annotations
 
-import importlib.util
 import pickle
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.scripts import load_script
 
 # slow ones here are numbers only: they run beside other tests (Makefile, pytest-all)
 pytestmark = pytest.mark.cpu_only
@@ -21,21 +21,12 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fdr_simulation.py"
 SUITES = 8  # of the five-effect setting: 40 planted effects, about 25 s on one core
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fdr_simulation", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
 
 
 def test_the_doc_states_every_cell_the_script_writes() -> None:
-    fdr = _script()
+    fdr = load_script("fdr_simulation")
     text = fdr.DOC.read_text()
     stated = fdr.read_doc_table(text)
     assert set(stated) == {(s, r) for s in fdr.DOC_ROWS for r in fdr.DOC_COLUMNS}

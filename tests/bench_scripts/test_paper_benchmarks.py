@@ -4,29 +4,17 @@ rows uncovered, and its interval says so; the concept-level figure is printed be
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
 from cg_ray.cli import main
 from tests.scope.synthetic import scope_rows
+from tests.scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "paper_benchmarks.py"
 THEME = (0, 1, 2, 3)  # fire together on the theme's rows
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("paper_benchmarks", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _theme_rows(benchmark: str, n: int, share: float, rng: np.random.Generator) -> list[dict[str, object]]:
@@ -46,7 +34,7 @@ def test_a_sibling_drawn_alike_covers_the_rows_and_one_without_the_theme_leaves_
     rows = _theme_rows("a", 400, 0.3, rng) + _theme_rows("alike", 400, 0.3, rng) + _theme_rows("none", 400, 0.0, rng)
     path = write_rows(rows, d_sae=64)
     assert main(["metrics", "--rows", str(path), "--out", str(tmp_path / "run"), "--min-rows", "5"]) == 0
-    out = _script().containment(tmp_path / "run", ["a", "alike", "none"])
+    out = load_script("paper_benchmarks").containment(tmp_path / "run", ["a", "alike", "none"])
     alike, none = out["a", "alike"], out["a", "none"]
     assert alike["high"] > 0.95  # drawn alike: nothing of a is confidently uncovered
     assert none["high"] < 0.8 and 0.6 < none["rows"] < 0.8  # a's ~30% theme rows lie where `none` has none

@@ -5,24 +5,12 @@ reader (minutes); tests/scope/test_real_text.py checks the headline claim on rea
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 from scipy import sparse
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "scope_simulation.py"
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("scope_simulation", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from tests.scripts import load_script
 
 
 def _source(sim: ModuleType, rng: np.random.Generator, n: int = 1200, per: int = 3):
@@ -37,7 +25,7 @@ def _source(sim: ModuleType, rng: np.random.Generator, n: int = 1200, per: int =
 
 
 def test_a_deal_keeps_sizes_shares_and_whole_groups() -> None:
-    sim = _script()
+    sim = load_script("scope_simulation")
     rng = np.random.default_rng(0)
     src, theme = _source(sim, rng)
     bench, ref = sim.deal(src, theme, 0.15, 300, rng)
@@ -52,7 +40,7 @@ def test_a_deal_keeps_sizes_shares_and_whole_groups() -> None:
 
 
 def test_every_rule_is_scored_and_a_planted_theme_is_a_right_item_of_the_row_view() -> None:
-    sim = _script()
+    sim = load_script("scope_simulation")
     rng = np.random.default_rng(1)
     src, theme = _source(sim, rng, n=2400)
     bench, ref = sim.deal(src, theme, 0.2, 900, rng)

@@ -3,29 +3,16 @@ follow the cells' base rates, the property lowers them by DROP, and `--shuffle` 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "real_text_calibration.py"
+from tests.scripts import load_script
 
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("real_text_calibration", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rtc = _script()
+rtc = load_script("real_text_calibration")
 
 
 def _rows(n: int) -> pa.Table:
