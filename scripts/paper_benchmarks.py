@@ -145,6 +145,10 @@ def containment(run: Path, names: list[str]) -> dict[tuple[str, str], dict[str, 
     read = read_fired(run / "rows.parquet", [])
     groups, fired, clusters = read.acts.groups, read.fired, read.clusters
     benches = names or read.acts.group_names()
+    have = read.acts.group_names()
+    unknown = sorted(set(benches) - set(have))
+    if unknown:
+        raise SystemExit(f"{run / 'rows.parquet'}: no benchmark {', '.join(unknown)} (it has {have})")
     rule = ScopeRule()
     shares = {b: grouped_shares(fired[np.flatnonzero(groups == b)], clusters[groups == b]) for b in benches}
     out: dict[tuple[str, str], dict[str, float]] = {}

@@ -43,3 +43,11 @@ def test_a_sibling_drawn_alike_covers_the_rows_and_one_without_the_theme_leaves_
     assert out["none", "a"]["high"] > 0.95
     printed = capsys.readouterr().out
     assert "rows of A that B covers" in printed and "| a | — |" in printed and "no gap of B" in printed
+
+
+def test_a_benchmark_the_run_lacks_is_named(tmp_path: Path, write_rows: Callable[..., Path]) -> None:
+    rng = np.random.default_rng(1)
+    path = write_rows(_theme_rows("a", 60, 0.3, rng) + _theme_rows("b", 60, 0.0, rng), d_sae=64)
+    assert main(["metrics", "--rows", str(path), "--out", str(tmp_path / "run"), "--min-rows", "5"]) == 0
+    with pytest.raises(SystemExit, match=r"rows.parquet: no benchmark gsm8k \(it has \['a', 'b'\]\)"):
+        load_script("paper_benchmarks").containment(tmp_path / "run", ["a", "gsm8k"])

@@ -43,6 +43,8 @@ class Script:
 
 def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        _in_flight = False  # this request is counted in script.in_flight
+
         def log_message(self, format: str, *args: Any) -> None:  # quiet
             pass
 
@@ -75,7 +77,7 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 self._send(200, json.dumps(data).encode())
 
         def _answered(self) -> None:
-            if getattr(self, "_in_flight", False):
+            if self._in_flight:
                 self._in_flight = False
                 with script.lock:
                     script.in_flight -= 1
