@@ -107,13 +107,8 @@ def fresh_ray_data_log_files() -> Iterator[None]:
 # them last, one at a time.
 ALONE = {
     "tests/augment/test_augment_kill.py", "tests/describe/test_explain_kill.py", "tests/pipeline/test_run_kill.py",
-    "tests/pipeline/test_runner.py", "tests/probe/test_probe_kill.py", "tests/pipeline/test_two_nodes.py",
+    "tests/probe/test_probe_kill.py", "tests/pipeline/test_two_nodes.py",
     "tests/bench_scripts/test_autoscale.py", "tests/bench_scripts/test_bench_gpu.py", "tests/serve/test_offload.py",
-    "tests/serve/test_arena_service.py",
-    # beside another heavy test the dashboard's job agent was not up when the service submitted the probe's
-    # Ray job ("No available agent to submit job"), 2 of 2 in a trial of this session; the service does not
-    # retry that yet (noted in the CHANGELOG)
-    "tests/serve/test_probe_ray_job.py",
 }  # fmt: skip
 _ROOT = Path(__file__).resolve().parents[1]
 

@@ -113,6 +113,26 @@ def job_client(address: str | None, attempts: int = 10) -> Any:
     raise AssertionError("unreachable")
 
 
+NO_AGENT = "No available agent to submit job"
+
+
+def submit_job(client: Any, *, entrypoint: str, submission_id: str, wait_s: float = 60.0) -> str:
+    """`client.submit_job`, waiting up to `wait_s` for the node's job agent: on a cluster that has just started,
+    the dashboard answers before its agent registers and refuses with "No available agent to submit job"
+    (nothing is created then, so the same submission id is sent again)."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return str(client.submit_job(entrypoint=entrypoint, submission_id=submission_id))
+        except RuntimeError as exc:
+            if NO_AGENT not in str(exc) or time.monotonic() >= deadline:
+                raise
+            log.info("Ray's job agent is not up yet; submitting %s again in 2 s", submission_id)
+            time.sleep(2.0)
+
+
 def ray_job_state(client: Any, job_id: str) -> str:
     """PENDING | RUNNING | SUCCEEDED | FAILED | STOPPED (the keys of JOB_STATUS)."""
     return str(client.get_job_status(job_id)).rsplit(".", 1)[-1]
@@ -168,7 +188,7 @@ def _submit(settings: ServiceSettings, store: Store, analysis_id: str) -> str:
     # The service's own interpreter: the cluster runs the same image, and a bare `cg-ray` may not be on PATH.
     resume = " --resume" if command == "run" else ""
     entrypoint = f"{sys.executable} -m cg_ray.cli {command} {config_path}{resume}"
-    job_id = client.submit_job(entrypoint=entrypoint, submission_id=f"cg-ray-{analysis_id}")
+    job_id = submit_job(client, entrypoint=entrypoint, submission_id=f"cg-ray-{analysis_id}")
     store.update_analysis(analysis_id, job_id=job_id, status="queued", message=f"submitted as Ray job {job_id}")
     return str(job_id)
 

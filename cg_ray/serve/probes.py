@@ -48,6 +48,7 @@ from cg_ray.serve.jobs import (
     last_error_line,
     ray_job_state,
     read_job_file,
+    submit_job,
     write_job_file,
 )
 from cg_ray.serve.redact import MAX_CHARS, scrub_paths
@@ -192,7 +193,8 @@ def _submit(job: Path, argv: list[str], started: dict[str, Any], address: str | 
     submitted to are recorded, so any replica can follow or stop it."""
     submission = f"cg-ray-{started.get('command', 'probe')}-{job.parent.name}-{uuid.uuid4().hex[:8]}"
     try:
-        job_id = job_client(address, attempts=3).submit_job(entrypoint=shlex.join(argv), submission_id=submission)
+        client = job_client(address, attempts=3)
+        job_id = submit_job(client, entrypoint=shlex.join(argv), submission_id=submission)
     except Exception as exc:  # the dashboard is down, or refuses the job
         _failed_to_start(job, f"its Ray job was not submitted ({type(exc).__name__}: {str(exc)[:300]})")
         return

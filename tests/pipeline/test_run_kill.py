@@ -114,4 +114,5 @@ def test_a_killed_run_asks_again_only_the_unfinished_shards(tmp_path: Path) -> N
     assert shards and asked - saved <= LOST_SHARDS * SHARD_ROWS
     assert asked_again == rows - saved  # the rerun asks exactly the rows of the unfinished shards
     assert comparable(tmp_path / "runs" / "k") == comparable(tmp_path / "clean" / "k")  # rows, findings
+    assert json.loads((tmp_path / "runs" / "k" / "manifest.json").read_text())["counts"]["shards_resumed"] == shards
     assert not partial.exists()

@@ -3,12 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -127,54 +121,3 @@ def test_bad_config_and_scorer_that_parses_nothing(ray_module, tmp_path: Path) -
     with pytest.raises(ScoringError, match="could not parse any"):
         run(parse_run_config(cfg), RunOptions(shard_rows=4, reader_factory=FAKE_READER))
     assert not (tmp_path / "numeric").exists()
-
-
-DRIVER = textwrap.dedent(
-    """
-    import json, os, sys
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    from cg_ray.pipeline.config import parse_run_config
-    from cg_ray.pipeline.runner import RunOptions, run
-    cfg = parse_run_config(json.loads(sys.argv[1]))
-    run(cfg, RunOptions(resume=sys.argv[2] == "resume", shard_rows=6, reader_factory=sys.argv[3], report=False))
-    """
-)
-
-
-@pytest.mark.slow
-def test_kill_and_resume_recomputes_only_unfinished_shards(tmp_path: Path) -> None:
-    cfg = config_dict(tmp_path / "resumed", per_kind=40)  # 120 rows, 20 shards: slow enough to interrupt
-    env = {**os.environ, "TMPDIR": "/tmp"}
-    args = [sys.executable, "-c", DRIVER, json.dumps(cfg)]
-    proc = subprocess.Popen(
-        [*args, "fresh", "cg_ray.testing.fakes:SlowHashingReader.from_config"], env=env, start_new_session=True
-    )
-    partial = tmp_path / "resumed" / "t.partial"
-    deadline = time.monotonic() + 120
-    while len(list(partial.glob("shard-*.parquet"))) < 2:
-        assert proc.poll() is None, "the run ended before it could be interrupted"
-        assert time.monotonic() < deadline, "no shard finished in time"
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)  # the driver and everything it started
-    proc.wait()
-    finished_before = {p.name for p in partial.glob("shard-*.parquet")}
-    assert 2 <= len(finished_before) < 20 and not (tmp_path / "resumed" / "t").exists()
-
-    done = subprocess.run([*args, "resume", FAKE_READER], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    resumed = tmp_path / "resumed" / "t"
-    manifest = json.loads((resumed / "manifest.json").read_text())
-    assert manifest["counts"]["shards_resumed"] == len(finished_before)
-    assert not partial.exists()
-
-    # Finished shards were not recomputed, and the result equals an uninterrupted run.
-    cfg2 = config_dict(tmp_path / "straight", per_kind=40)
-    straight = subprocess.run(
-        [sys.executable, "-c", DRIVER, json.dumps(cfg2), "fresh", FAKE_READER],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert straight.returncode == 0, straight.stderr[-3000:]
-    assert comparable(resumed) == comparable(tmp_path / "straight" / "t")

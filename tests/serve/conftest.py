@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -61,14 +62,47 @@ def wait_for(
     raise AssertionError(f"analysis {analysis_id} did not finish: {status}")
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture
 def job_cluster() -> Iterator[str]:
-    """A local Ray cluster with its dashboard (Ray's job API lives there); yields the dashboard address."""
+    """A local Ray cluster with its dashboard (Ray's job API lives there); yields the dashboard address.
+
+    Its dashboard and job agent listen on free ports: with Ray's defaults (8265, 52365) a second Ray instance
+    on the machine, such as a test on the other xdist worker, holds the agent's port and every submission
+    fails with "No available agent to submit job". ``ray.init`` cannot set the agent's port; a
+    ``Cluster`` head node can."""
     import ray
+    from ray._common.utils import get_default_ray_temp_dir
+    from ray.cluster_utils import Cluster
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     temp = tempfile.mkdtemp(prefix="cgj", dir="/tmp")  # short: Ray's socket paths have a length limit
-    ctx = ray.init(num_cpus=4, include_dashboard=True, _temp_dir=temp, log_to_driver=False)
-    yield f"http://{ctx.dashboard_url}"
-    ray.shutdown()
-    shutil.rmtree(temp, ignore_errors=True)
+    # Cluster records the head's address under Ray's default temp dir; make it if needed, remove it after.
+    default_ray_dir = Path(get_default_ray_temp_dir())
+    created_default = not default_ray_dir.exists()
+    default_ray_dir.mkdir(parents=True, exist_ok=True)
+    dashboard_port = free_port()
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 4,
+            "temp_dir": temp,
+            "include_dashboard": True,
+            "dashboard_port": dashboard_port,
+            "dashboard_agent_listen_port": free_port(),
+        },
+    )
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        yield f"http://127.0.0.1:{dashboard_port}"
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+        if created_default:
+            shutil.rmtree(default_ray_dir, ignore_errors=True)

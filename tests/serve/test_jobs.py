@@ -41,7 +41,7 @@ def test_large_analysis_runs_as_a_ray_job(tmp_path: Path, job_cluster: str) -> N
         a = client.post("/v1/analyses", headers=headers, json={"upload_ids": [up["id"]], "text": "both"}).json()
         assert a["job_id"], a
         a = wait_for(client, headers, a["id"], timeout=400, interval=2)
-        assert a["status"] == "succeeded", a
+        assert a["status"] == "succeeded", a.get("error", a)
         summary = client.get(f"/v1/analyses/{a['id']}/summary", headers=headers).json()
         assert summary["n_rows"] == 12 and summary["d_sae"] == 4608  # the real default reader's SAE
         page = client.get(f"/v1/analyses/{a['id']}/concepts", headers=headers, params={"scored_only": True}).json()
@@ -85,3 +85,39 @@ def test_job_config_splits_uploads_per_benchmark(tmp_path: Path) -> None:
     )
     config = parse_run_config(gen.model_dump(mode="json", exclude_unset=True))
     assert all(s.scorer == "numeric" for s in config.benchmarks) and config.generation.backend == "vllm"
+
+
+class _AgentStartingClient:
+    """The job API of a cluster whose job agent registers after `refusals` submissions."""
+
+    def __init__(self, refusals: int, error: str = "No available agent to submit job, please try again later.") -> None:
+        self.refusals, self.error, self.sent = refusals, error, []
+
+    def submit_job(self, *, entrypoint: str, submission_id: str) -> str:
+        self.sent.append(submission_id)
+        if len(self.sent) <= self.refusals:
+            raise RuntimeError(f"Request failed with status code 500: {self.error}.")
+        return submission_id
+
+
+def test_a_submission_waits_for_the_job_agent_and_sends_the_same_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cg_ray.serve import jobs
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    client = _AgentStartingClient(refusals=2)
+    assert jobs.submit_job(client, entrypoint="true", submission_id="cg-ray-a") == "cg-ray-a"
+    assert client.sent == ["cg-ray-a"] * 3
+
+
+def test_a_submission_gives_up_after_its_wait_and_other_refusals_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cg_ray.serve import jobs
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    never = _AgentStartingClient(refusals=10**6)
+    with pytest.raises(RuntimeError, match="No available agent"):
+        jobs.submit_job(never, entrypoint="true", submission_id="b", wait_s=0.0)
+    assert len(never.sent) == 1
+    refused = _AgentStartingClient(refusals=1, error="Job with submission_id c already exists")
+    with pytest.raises(RuntimeError, match="already exists"):
+        jobs.submit_job(refused, entrypoint="true", submission_id="c")
+    assert len(refused.sent) == 1

@@ -8,6 +8,7 @@ import os
 import shlex
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from cg_ray import schemas as S
 from cg_ray.artifacts.layout import SENSITIVITY_FINDINGS, RunDir
-from cg_ray.serve.jobs import job_client
+from cg_ray.serve.jobs import job_client, submit_job
 from tests.sensitivity.test_sensitivity import BLIND, FAKE, SALTED, make_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,13 +45,8 @@ def test_the_command_as_a_ray_job_joins_the_jobs_cluster(
             "--reader-factory", FAKE]  # fmt: skip
     client = job_client(job_cluster, attempts=3)
     deadline = time.monotonic() + 300
-    while True:  # the cluster's job agent may not be up yet: "No available agent to submit job"
-        try:
-            job = client.submit_job(entrypoint=f"cd {shlex.quote(str(REPO))} && {shlex.join(argv)}")
-            break
-        except RuntimeError as exc:
-            assert "No available agent" in str(exc) and time.monotonic() < deadline, exc
-            time.sleep(2)
+    entrypoint = f"cd {shlex.quote(str(REPO))} && {shlex.join(argv)}"
+    job = submit_job(client, entrypoint=entrypoint, submission_id=f"cg-ray-sensitivity-{uuid.uuid4().hex[:8]}")
     while (state := str(client.get_job_status(job))) not in ("SUCCEEDED", "FAILED", "STOPPED"):
         assert time.monotonic() < deadline, f"the job is still {state}"
         time.sleep(1)
