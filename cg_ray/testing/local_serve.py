@@ -58,8 +58,10 @@ def local_serve(tmp: Path, num_cpus: int = 2) -> Iterator[int]:
 def start_proxy(tries: int = 3, **start: Any) -> int:
     """Serve's HTTP proxy on a free port, picked once Ray is up. A port is free only until someone binds it,
     and Ray's own processes take ports from the same range (a full test run once lost one between the pick
-    and the proxy's bind: "Failed to bind to address"), so a lost race is retried on a new port."""
+    and the proxy's bind: "Failed to bind to address"), so a lost race is retried on a new port. So is a
+    proxy that Serve's controller killed before it ran (on a loaded machine it was not ready in time)."""
     from ray import serve
+    from ray.exceptions import ActorDiedError
 
     for attempt in range(tries):
         port = free_port()
@@ -67,7 +69,9 @@ def start_proxy(tries: int = 3, **start: Any) -> int:
             serve.start(http_options={"host": "127.0.0.1", "port": port}, **start)  # start: serve.start's others
             return port
         except Exception as exc:
-            if "Failed to bind" not in str(exc) or attempt == tries - 1:
+            lost_bind = "Failed to bind" in str(exc)
+            proxy_killed = isinstance(exc, ActorDiedError) and "ProxyActor" in str(exc)
+            if not (lost_bind or proxy_killed) or attempt == tries - 1:
                 raise
             serve.shutdown()
     raise AssertionError("unreachable")

@@ -30,3 +30,33 @@ def test_a_port_taken_before_the_proxy_binds_it_is_replaced_by_another(monkeypat
             with pytest.raises(urllib.error.HTTPError) as answered:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/-/routes", timeout=30)
             assert answered.value.code == 503
+
+
+def test_a_proxy_killed_while_starting_is_started_again_and_other_errors_are_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ray import serve
+    from ray.exceptions import ActorDiedError
+
+    def died(what: str) -> ActorDiedError:
+        error = ActorDiedError()
+        error.error_msg = f"The actor died unexpectedly before finishing this task.\n\tclass_name: {what}"
+        return error
+
+    shutdowns: list[int] = []
+    monkeypatch.setattr(serve, "shutdown", lambda: shutdowns.append(1))
+    outcomes = iter([died("ProxyActor"), None])
+
+    def start(**kwargs: object) -> None:
+        if (error := next(outcomes)) is not None:
+            raise error
+
+    monkeypatch.setattr(serve, "start", start)
+    assert local.start_proxy() > 0 and len(shutdowns) == 1
+
+    def other(**kwargs: object) -> None:
+        raise died("ServeController")
+
+    monkeypatch.setattr(serve, "start", other)
+    with pytest.raises(ActorDiedError, match="ServeController"):
+        local.start_proxy()

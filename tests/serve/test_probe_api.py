@@ -63,7 +63,7 @@ def test_a_probe_runs_reports_progress_and_its_results(service) -> None:
     again = client.post(f"/v1/analyses/{ANALYSIS}/probe", headers=headers, json=body(url))
     assert again.status_code == 409 and "running" in again.json()["detail"]["error"]
     state = follow(client, headers, ANALYSIS)
-    assert state["status"] == "succeeded", state
+    assert state["status"] == "succeeded", (state.get("error"), state.get("message"), state)
     # the probe's own lines, one per gap written, then the verdicts; no server path in them
     assert any(line.startswith("[1/2] mode:1: ") for line in state["progress"]), state["progress"]
     assert any(line.startswith("[2/2] mode:2: ") for line in state["progress"])

@@ -69,7 +69,7 @@ def test_a_probe_runs_as_a_ray_job_on_the_service_cluster(service) -> None:
     info = job_client(settings.ray_address).get_job_info(record["ray_job"])
     assert "-m cg_ray.serve.probe_job" in info.entrypoint and "--fresh" in info.entrypoint
     state = follow(client, headers, ANALYSIS, timeout=400)
-    assert state["status"] == "succeeded", state
+    assert state["status"] == "succeeded", (state.get("error"), state.get("message"), state)
     assert [r["gap_id"] for r in state["results"]] == ["mode:1", "mode:2"]
     assert any(line.startswith("[1/2] mode:1: ") for line in state["progress"]), state["progress"]
     # the outcome is written just before the job's process exits: the job then ends as succeeded
