@@ -45,12 +45,15 @@ pytest: setup  ## the quick tests: everything but those marked slow (models, Ray
 XDIST ?= 2
 # Three phases, each listing its slowest tests last (CI's time budget is 90 min). The quick tests and the slow
 # ones that are numbers only share $(XDIST) processes; then the slow tests with Ray clusters, models or servers,
-# also on $(XDIST) (they wait on engines and endpoints: one at a time left the CPU idle a third of the time);
-# last, one at a time, those marked `alone` in tests/conftest.py (beside another heavy test they failed).
+# also on $(XDIST), whole files per process (they wait on engines and endpoints: one at a time left the CPU idle
+# a third of the time); last, one at a time, those marked `alone` in tests/conftest.py (beside another heavy
+# test they failed; beside the quick tests too: tried, the quick tests took twice as long and one failed).
+# A failed test runs once more (--reruns 1, pytest-rerunfailures), counted as rerun in each summary.
+RERUN ?= --reruns 1
 pytest-all: setup  ## every test: quick and numeric on $(XDIST) processes, then slow ones, then `alone` ones serially
-	$(PY) -m pytest -q -m "not slow or cpu_only" -n $(XDIST) --durations=15
-	$(PY) -m pytest -q -m "slow and not cpu_only and not alone" -n $(XDIST) --dist loadfile --durations=15
-	$(PY) -m pytest -q -m "alone" --durations=25
+	$(PY) -m pytest -q -m "not slow or cpu_only" -n $(XDIST) $(RERUN) --durations=15
+	$(PY) -m pytest -q -m "slow and not cpu_only and not alone" -n $(XDIST) --dist loadfile $(RERUN) --durations=15
+	$(PY) -m pytest -q -m "alone" $(RERUN) --durations=25
 
 test-all: lint typecheck pytest-all  ## lint, types and every test
 

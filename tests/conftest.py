@@ -127,7 +127,7 @@ def fresh_ray_data_log_files() -> Iterator[None]:
 ALONE = {
     "tests/augment/test_augment_kill.py", "tests/describe/test_explain_kill.py", "tests/pipeline/test_run_kill.py",
     "tests/probe/test_probe_kill.py", "tests/pipeline/test_two_nodes.py",
-    "tests/bench_scripts/test_autoscale.py", "tests/bench_scripts/test_bench_gpu.py", "tests/serve/test_offload.py",
+    "tests/bench_scripts/test_autoscale.py", "tests/serve/test_offload.py",
 }  # fmt: skip
 _ROOT = Path(__file__).resolve().parents[1]
 
