@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -45,6 +46,28 @@ def prepared_once(name: str = "smollm2-135m-instruct") -> Path:
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f".{name}.lock")):
         return prepare(name, root)
+
+
+@contextlib.contextmanager
+def ray_test_cluster(**head_node_args: Any) -> Iterator[Any]:
+    """A `ray.cluster_utils.Cluster` with its head started (`head_node_args` as `ray start` takes them), shut
+    down on exit. Cluster records the head's address under Ray's default temp dir: it is made if needed and
+    removed after if it was made here."""
+    import ray
+    from ray._common.utils import get_default_ray_temp_dir
+    from ray.cluster_utils import Cluster
+
+    default_ray_dir = Path(get_default_ray_temp_dir())
+    created_default = not default_ray_dir.exists()
+    default_ray_dir.mkdir(parents=True, exist_ok=True)
+    cluster = Cluster(initialize_head=True, head_node_args=head_node_args)
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        if created_default:
+            shutil.rmtree(default_ray_dir, ignore_errors=True)
 
 
 def rows_table(rows: Sequence[dict[str, Any]], schema: pa.Schema = S.ROWS_SCHEMA) -> pa.Table:

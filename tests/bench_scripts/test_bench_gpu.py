@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,19 +16,22 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gpu.py"
 
 def run_bench(tmp_path: Path, *args: str, timeout: int) -> tuple[str, dict]:
     out = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), *args, "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
-            "HOME": str(tmp_path),
-            "TMPDIR": str(tmp_path),
-            "HF_HUB_OFFLINE": "1",
-        },
-    )
+    # A short TMPDIR: vLLM binds its ZMQ sockets there, and a unix socket path holds at most 107 characters
+    # (an xdist worker's tmp_path, /tmp/pytest-of-…/popen-gw1/…, left too few).
+    with tempfile.TemporaryDirectory(prefix="cgb", dir="/tmp") as tmp:
+        proc = subprocess.run(
+            [sys.executable, str(SCRIPT), *args, "--json", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+                "HOME": str(tmp_path),
+                "TMPDIR": tmp,
+                "HF_HUB_OFFLINE": "1",
+            },
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout, json.loads(out.read_text())
 

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -17,6 +16,8 @@ from cg_ray.serve.encoding import LocalEncoder
 from cg_ray.serve.keys import create_key
 from cg_ray.serve.settings import Limits, ServiceSettings
 from cg_ray.testing.fakes import HashingReader
+from cg_ray.testing.local_serve import free_port
+from tests.conftest import ray_test_cluster
 
 
 @pytest.fixture
@@ -62,12 +63,6 @@ def wait_for(
     raise AssertionError(f"analysis {analysis_id} did not finish: {status}")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def job_cluster() -> Iterator[str]:
     """A local Ray cluster with its dashboard (Ray's job API lives there); yields the dashboard address.
@@ -77,32 +72,15 @@ def job_cluster() -> Iterator[str]:
     fails with "No available agent to submit job". ``ray.init`` cannot set the agent's port; a
     ``Cluster`` head node can."""
     import ray
-    from ray._common.utils import get_default_ray_temp_dir
-    from ray.cluster_utils import Cluster
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     temp = tempfile.mkdtemp(prefix="cgj", dir="/tmp")  # short: Ray's socket paths have a length limit
-    # Cluster records the head's address under Ray's default temp dir; make it if needed, remove it after.
-    default_ray_dir = Path(get_default_ray_temp_dir())
-    created_default = not default_ray_dir.exists()
-    default_ray_dir.mkdir(parents=True, exist_ok=True)
     dashboard_port = free_port()
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 4,
-            "temp_dir": temp,
-            "include_dashboard": True,
-            "dashboard_port": dashboard_port,
-            "dashboard_agent_listen_port": free_port(),
-        },
-    )
+    head = {"num_cpus": 4, "temp_dir": temp, "include_dashboard": True, "dashboard_port": dashboard_port,
+            "dashboard_agent_listen_port": free_port()}  # fmt: skip
     try:
-        ray.init(address=cluster.address, log_to_driver=False)
-        yield f"http://127.0.0.1:{dashboard_port}"
+        with ray_test_cluster(**head) as cluster:
+            ray.init(address=cluster.address, log_to_driver=False)
+            yield f"http://127.0.0.1:{dashboard_port}"
     finally:
-        ray.shutdown()
-        cluster.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
-        if created_default:
-            shutil.rmtree(default_ray_dir, ignore_errors=True)
